@@ -1,0 +1,161 @@
+"""Import the public EDU-RELAT release (the paper's data) into the native KB format.
+
+The folder holds the files listed in DESIGN.md section 4. Fact order is kept: relationship
+rows 0..399 become fact ids 0..399 and biography rows 0..299 become 400..699, so a release
+row id *is* a fact id. The 55 targets keep the release's order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from .kb import KBError, KnowledgeBase, Relation
+from .safe_pickle import safe_load
+
+_BIO_QUESTION = re.compile(r"^What is the (?P<attr>[a-z]+) of (?P<who>.+)\?$")
+
+REQUIRED = ("family-200-graph.pt", "family_relationships.pt", "family_biographies.pt", "subsample.pt")
+
+
+class ReleaseError(KBError):
+    """The release folder is missing a file or holds something unexpected."""
+
+
+def _need(folder: Path, name: str) -> Path:
+    p = folder / name
+    if not p.exists():
+        raise ReleaseError(f"{folder}: missing release file {name!r} (expected the files of the EDU-RELAT release)")
+    return p
+
+
+def import_edu_relat(folder: str | Path) -> KnowledgeBase:
+    """Build the 700-fact KB of the release.
+
+    Probes keep the release's own ``question4``/``answer4`` wording; where that equals the
+    relation's template (everywhere in the official release) nothing extra is stored.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ReleaseError(f"{folder}: not a folder")
+    for n in REQUIRED:
+        _need(folder, n)
+    graph = safe_load(folder / "family-200-graph.pt")
+    try:
+        edges, edge_types, names, persons = graph
+    except (TypeError, ValueError):
+        raise ReleaseError(f"{folder / 'family-200-graph.pt'}: expected (edge_list, edge_type_list, names, persons)") from None
+    rel = safe_load(folder / "family_relationships.pt")
+    bio = safe_load(folder / "family_biographies.pt")
+    targets = [int(t) for t in safe_load(folder / "subsample.pt")]
+
+    if len(names) != len(persons):
+        raise ReleaseError(f"{folder / 'family-200-graph.pt'}: {len(names)} names but {len(persons)} persons")
+    entities: dict[str, dict[str, str]] = {}
+    for i, (name, person) in enumerate(zip(names, persons)):
+        gender = getattr(person, "gender", None)
+        if gender not in ("male", "female"):
+            raise ReleaseError(f"{folder / 'family-200-graph.pt'}: persons[{i}] has gender {gender!r}")
+        entities[str(name)] = {"gender": gender}
+
+    if len(edges) != len(rel["question4"]):
+        raise ReleaseError(f"{folder}: {len(edges)} graph edges but {len(rel['question4'])} relationship rows")
+    facts: list[tuple[str, str, str]] = []
+    questions: list[tuple[str, str]] = []
+    for i, ((a, b), r) in enumerate(zip(edges, edge_types)):
+        facts.append((str(names[int(a)]), str(r), str(names[int(b)])))
+        questions.append((rel["question4"][i], rel["answer4"][i]))
+    for i, (q, a) in enumerate(zip(bio["question4"], bio["answer4"])):
+        m = _BIO_QUESTION.match(q)
+        if not m or m["who"] not in entities:
+            raise ReleaseError(f"{folder / 'family_biographies.pt'}: row {i}: cannot read question {q!r}")
+        facts.append((m["who"], m["attr"], str(a)))
+        questions.append((q, str(a)))
+
+    relations: dict[str, Relation] = {}
+    for _, r, _ in facts:
+        if r not in relations:
+            relations[r] = Relation.default(r, "family" if r in set(edge_types) else "biography")
+    kb = KnowledgeBase(
+        entities=entities,
+        relations=relations,
+        facts=facts,
+        targets=targets,
+        name="edu-relat",
+        metadata={
+            "source": "EDU-RELAT public release (wrh14/deep_unlearning, MIT licence)",
+            "rules": "edu-relat",
+        },
+    )
+    for i, (q, a) in enumerate(questions):
+        p = kb.probe(i)
+        if (p.question, p.answer) != (q, a):
+            kb.probe_overrides[i] = (q, a)
+    kb.validate()
+    return kb
+
+
+# ---------------------------------------------------------------------------- release extras
+# Read by the rules layer's checks (cached minimal sets, example evaluation, raw rules).
+
+
+def load_release_minimal_sets(folder: str | Path) -> dict[int, list[frozenset[int]]]:
+    """``unlearn_minimal_set/<row>.pt`` -> {row: [frozenset of row ids, ...]} (sorted for determinism)."""
+    d = Path(folder) / "unlearn_minimal_set"
+    if not d.is_dir():
+        raise ReleaseError(f"{folder}: no unlearn_minimal_set/ folder")
+    out: dict[int, list[frozenset[int]]] = {}
+    for p in sorted(d.glob("*.pt"), key=lambda p: int(p.stem)):
+        sets = safe_load(p)
+        out[int(p.stem)] = sorted((frozenset(int(x) for x in s) for s in sets), key=lambda s: sorted(s))
+    return out
+
+
+@dataclass(frozen=True)
+class ReleaseExample:
+    """``example_for_evaluation/``: per-row correctness after unlearning target row 272 and the
+    reference's (recall, accuracy of relationships, accuracy of biographies, accuracy)."""
+
+    target: int
+    relationships_correct: list[bool]
+    biographies_correct: list[bool]
+    recall: float
+    accuracy_relationships: float
+    accuracy_biographies: float
+    accuracy: float
+
+    def forgotten(self) -> list[int]:
+        """Fact ids (= row ids) the model got wrong: relationships, then biographies (400+)."""
+        n = len(self.relationships_correct)
+        return [i for i, ok in enumerate(self.relationships_correct) if not ok] + [
+            n + i for i, ok in enumerate(self.biographies_correct) if not ok
+        ]
+
+
+def load_release_example(folder: str | Path, target: int = 272) -> ReleaseExample:
+    d = Path(folder) / "example_for_evaluation"
+    rel = [bool(x) for x in safe_load(_need(d, "relationships_correct.pt"))]
+    bio = [bool(x) for x in safe_load(_need(d, "biographies_correct.pt"))]
+    rec, acc_rel, acc_bio, acc = (float(x) for x in safe_load(_need(d, "rec_acc.pt")))
+    return ReleaseExample(target, rel, bio, rec, acc_rel, acc_bio, acc)
+
+
+def load_release_rules(folder: str | Path) -> list[tuple[list[tuple[int, str, int]], tuple[int, str, int]]]:
+    """``family_rule.pt`` -> [(body tuples, head tuple)]; a tuple ``(i, r, j)`` means x_j is x_i's r."""
+    rules = safe_load(_need(Path(folder), "family_rule.pt"))
+    out = []
+    for k, rule in enumerate(rules):
+        try:
+            body = [(int(i), str(r), int(j)) for i, r, j in rule.left_tuples]
+            i, r, j = rule.right_tuple
+        except (AttributeError, TypeError, ValueError):
+            raise ReleaseError(f"{folder}/family_rule.pt: rule {k} is not a Rule(left_tuples, right_tuple)") from None
+        out.append((body, (int(i), str(r), int(j))))
+    return out
+
+
+def load_population_distribution(path: str | Path) -> dict[str, int]:
+    """The release's ``us_population_distribution``: {state: population}."""
+    d = safe_load(path)
+    return {str(k): int(v) for k, v in d.items()}

@@ -1,0 +1,277 @@
+"""The knowledge base: entities, facts, targets and question/answer templates.
+
+A fact ``(o1, r, o2)`` reads "o2 is o1's r". Family facts relate two people; biography
+facts give a person an attribute value ("birthyear" -> "1908"). Entity attributes such as
+gender are *background*: the rules may use them, but they are never unlearned and never
+counted in recall or accuracy.
+
+Inside, facts are interned to integer ids (their position in the file) so that the rules
+layer can index them with numpy arrays.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Iterable, Iterator, Literal, Sequence
+
+import numpy as np
+
+Kind = Literal["family", "biography"]
+Fact = tuple[str, str, str]
+
+FAMILY_RELATIONS = (
+    "child", "father", "mother", "husband", "wife", "brother", "sister",
+    "aunt", "uncle", "nephew", "niece",
+)
+BIOGRAPHY_ATTRIBUTES = ("birthyear", "birthplace", "job")
+
+#: The paper's probe templates (Table 1): the question names the fact's subject (and, for a
+#: relation, its object); the answer is the relation name or the attribute value.
+DEFAULT_FAMILY_TEMPLATE = ("Who is {o2} to {o1}?", "{r}")
+DEFAULT_BIOGRAPHY_TEMPLATE = ("What is the {r} of {o1}?", "{o2}")
+
+
+class KBError(ValueError):
+    """A knowledge base is inconsistent or a reference into it is wrong."""
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A relation's kind and its probe template."""
+
+    name: str
+    kind: Kind
+    question: str
+    answer: str
+
+    @classmethod
+    def default(cls, name: str, kind: Kind) -> "Relation":
+        q, a = DEFAULT_FAMILY_TEMPLATE if kind == "family" else DEFAULT_BIOGRAPHY_TEMPLATE
+        return cls(name, kind, q, a)
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One question/answer pair that tests whether a model knows one fact."""
+
+    fact_id: int
+    question: str
+    answer: str
+
+
+@dataclass
+class KnowledgeBase:
+    """Entities with attributes, facts over them, evaluation targets and probe templates.
+
+    ``facts[i]`` is fact id ``i``. ``probe_overrides`` keeps a dataset's own wording of a
+    probe where it differs from the relation's template (the EDU-RELAT import uses it).
+
+    Examples
+    --------
+    >>> kb = KnowledgeBase.build(
+    ...     entities={"Ann": {"gender": "female"}, "Bob": {"gender": "male"}},
+    ...     facts=[("Ann", "husband", "Bob"), ("Bob", "wife", "Ann"), ("Ann", "birthyear", "1950")],
+    ...     targets=[0],
+    ... )
+    >>> kb.fact_id(("Bob", "wife", "Ann"))
+    1
+    >>> kb.probe(0).question, kb.probe(0).answer
+    ('Who is Bob to Ann?', 'husband')
+    >>> kb.probe(2).question, kb.probe(2).answer
+    ('What is the birthyear of Ann?', '1950')
+    >>> kb.relation_counts()["wife"]
+    1
+    """
+
+    entities: dict[str, dict[str, str]]
+    relations: dict[str, Relation]
+    facts: list[Fact]
+    targets: list[int] = field(default_factory=list)
+    name: str = "kb"
+    background: tuple[str, ...] = ("gender",)
+    probe_overrides: dict[int, tuple[str, str]] = field(default_factory=dict)
+    metadata: dict = field(default_factory=dict)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def build(
+        cls,
+        entities: dict[str, dict[str, str]],
+        facts: Iterable[Sequence[str]],
+        targets: Iterable[int] = (),
+        relations: dict[str, Relation] | None = None,
+        **kw,
+    ) -> "KnowledgeBase":
+        """Make a KB, giving every relation without a declaration the default template.
+
+        A relation named like a family relation, or whose object is an entity, is a
+        family relation; anything else is a biography attribute.
+        """
+        facts = [tuple(f) for f in facts]
+        relations = dict(relations or {})
+        for s, r, o in facts:
+            if r not in relations:
+                kind: Kind = "family" if (r in FAMILY_RELATIONS or o in entities) else "biography"
+                relations[r] = Relation.default(r, kind)
+        kb = cls(entities=dict(entities), relations=relations, facts=facts, targets=list(targets), **kw)
+        kb.validate()
+        return kb
+
+    def validate(self) -> None:
+        """Check references: subjects are entities, family objects are entities, targets exist,
+        no fact appears twice. Raises :class:`KBError` naming the first problem."""
+        for i, (s, r, o) in enumerate(self.facts):
+            if s not in self.entities:
+                raise KBError(f"facts[{i}]: subject {s!r} is not a declared entity")
+            rel = self.relations.get(r)
+            if rel is None:
+                raise KBError(f"facts[{i}]: relation {r!r} is not declared")
+            if rel.kind == "family" and o not in self.entities:
+                raise KBError(f"facts[{i}]: object {o!r} of family relation {r!r} is not a declared entity")
+        seen: dict[Fact, int] = {}
+        for i, f in enumerate(self.facts):
+            if f in seen:
+                raise KBError(f"facts[{i}]: duplicate of facts[{seen[f]}] {list(f)}")
+            seen[f] = i
+        for j, t in enumerate(self.targets):
+            if not (0 <= t < len(self.facts)):
+                raise KBError(f"targets[{j}]: fact index {t} out of range (KB has {len(self.facts)} facts)")
+        for i in self.probe_overrides:
+            if not (0 <= i < len(self.facts)):
+                raise KBError(f"probes: fact index {i} out of range")
+
+    # ------------------------------------------------------------------ interning
+    @cached_property
+    def _index(self) -> dict[Fact, int]:
+        return {f: i for i, f in enumerate(self.facts)}
+
+    @cached_property
+    def entity_names(self) -> list[str]:
+        return list(self.entities)
+
+    @cached_property
+    def entity_ids(self) -> dict[str, int]:
+        return {n: i for i, n in enumerate(self.entity_names)}
+
+    @cached_property
+    def relation_names(self) -> list[str]:
+        return list(self.relations)
+
+    @cached_property
+    def relation_ids(self) -> dict[str, int]:
+        return {n: i for i, n in enumerate(self.relation_names)}
+
+    @cached_property
+    def family_mask(self) -> np.ndarray:
+        """Boolean array over fact ids: True for family relations."""
+        return np.array([self.relations[r].kind == "family" for _, r, _ in self.facts], dtype=bool)
+
+    @cached_property
+    def fact_array(self) -> np.ndarray:
+        """``(n, 3)`` int array of family facts as (subject id, relation id, object id);
+        biography rows hold -1 as object (their object is a value, not an entity)."""
+        out = np.full((len(self.facts), 3), -1, dtype=np.int64)
+        eid, rid = self.entity_ids, self.relation_ids
+        for i, (s, r, o) in enumerate(self.facts):
+            out[i, 0] = eid[s]
+            out[i, 1] = rid[r]
+            if o in eid and self.relations[r].kind == "family":
+                out[i, 2] = eid[o]
+        return out
+
+    def fact_id(self, fact: Sequence[str]) -> int:
+        """The id of a fact, or :class:`KBError` if the KB does not hold it."""
+        try:
+            return self._index[tuple(fact)]  # type: ignore[index]
+        except KeyError:
+            raise KBError(f"fact {list(fact)} is not in knowledge base {self.name!r}") from None
+
+    def __contains__(self, fact: object) -> bool:
+        return isinstance(fact, (tuple, list)) and tuple(fact) in self._index
+
+    def __len__(self) -> int:
+        return len(self.facts)
+
+    def resolve(self, ref: int | str | Sequence[str]) -> int:
+        """A fact reference in any of the CLI's forms -> fact id.
+
+        ``7``, ``"7"``, ``"S|r|O"`` or ``["S", "r", "O"]``.
+
+        >>> kb = KnowledgeBase.build({"A": {}, "B": {}}, [("A", "child", "B")])
+        >>> kb.resolve("A|child|B"), kb.resolve("0"), kb.resolve(["A", "child", "B"])
+        (0, 0, 0)
+        """
+        if isinstance(ref, (int, np.integer)):
+            i = int(ref)
+            if not 0 <= i < len(self.facts):
+                raise KBError(f"fact index {i} out of range (KB has {len(self.facts)} facts)")
+            return i
+        if isinstance(ref, str):
+            if ref.strip().lstrip("-").isdigit():
+                return self.resolve(int(ref))
+            parts = ref.split("|")
+            if len(parts) != 3:
+                raise KBError(f"cannot read fact {ref!r}: expected an index or 'subject|relation|object'")
+            return self.fact_id(tuple(p.strip() for p in parts))
+        if isinstance(ref, (list, tuple)) and len(ref) == 3:
+            return self.fact_id(tuple(str(x) for x in ref))
+        raise KBError(f"cannot read fact reference {ref!r}")
+
+    # ------------------------------------------------------------------ views
+    def kind(self, fact_id: int) -> Kind:
+        return self.relations[self.facts[fact_id][1]].kind
+
+    def family_facts(self) -> list[int]:
+        return [i for i in range(len(self.facts)) if self.kind(i) == "family"]
+
+    def biography_facts(self) -> list[int]:
+        return [i for i in range(len(self.facts)) if self.kind(i) == "biography"]
+
+    def relation_counts(self) -> dict[str, int]:
+        """Facts per relation, biography attributes included, in order of first use."""
+        return dict(Counter(r for _, r, _ in self.facts))
+
+    def attribute(self, entity: str, key: str) -> str | None:
+        return self.entities.get(entity, {}).get(key)
+
+    def probe(self, fact_id: int) -> Probe:
+        """The question/answer pair for one fact."""
+        if fact_id in self.probe_overrides:
+            q, a = self.probe_overrides[fact_id]
+            return Probe(fact_id, q, a)
+        s, r, o = self.facts[fact_id]
+        rel = self.relations[r]
+        return Probe(fact_id, rel.question.format(o1=s, r=r, o2=o), rel.answer.format(o1=s, r=r, o2=o))
+
+    def probes(self, fact_ids: Iterable[int] | None = None) -> list[Probe]:
+        ids = range(len(self.facts)) if fact_ids is None else fact_ids
+        return [self.probe(i) for i in ids]
+
+    def __iter__(self) -> Iterator[Fact]:
+        return iter(self.facts)
+
+    def subset(self, fact_ids: Iterable[int], name: str | None = None) -> "KnowledgeBase":
+        """A KB holding only some facts (same entities and templates). Targets are kept where
+        their fact survives and renumbered."""
+        ids = sorted(set(int(i) for i in fact_ids))
+        remap = {old: new for new, old in enumerate(ids)}
+        return KnowledgeBase(
+            entities=self.entities,
+            relations=self.relations,
+            facts=[self.facts[i] for i in ids],
+            targets=[remap[t] for t in self.targets if t in remap],
+            name=name or self.name,
+            background=self.background,
+            probe_overrides={remap[i]: v for i, v in self.probe_overrides.items() if i in remap},
+            metadata=dict(self.metadata),
+        )
+
+    def to_networkx(self, include_biography: bool = False):
+        """A ``networkx.MultiDiGraph``: one node per entity (attributes as node data), one edge
+        ``o1 -> o2`` per family fact with ``relation`` and ``fact_id``. With
+        ``include_biography``, attribute values become nodes too (``kind="value"``)."""
+        from .graph import to_networkx
+
+        return to_networkx(self, include_biography=include_biography)

@@ -1,0 +1,1 @@
+"""unlearn layer."""

@@ -1,0 +1,151 @@
+import json
+import pickle
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from deepunlearn.kg import KBFileError, load_kb, save_kb
+from deepunlearn.kg.edu_relat import (
+    import_edu_relat,
+    load_release_example,
+    load_release_minimal_sets,
+    load_release_rules,
+)
+from deepunlearn.kg.safe_pickle import UnsafePickleError, safe_load
+
+RELEASE_COUNTS = {
+    "child": 100, "father": 65, "mother": 65, "brother": 42, "wife": 34, "husband": 34,
+    "sister": 28, "niece": 11, "aunt": 11, "nephew": 5, "uncle": 5,
+    "birthyear": 100, "birthplace": 100, "job": 100,
+}
+RELEASE_TARGETS = [267, 272, 45, 108, 79, 97, 32, 220, 145, 300, 61, 374, 311, 280, 29, 290, 68, 146,
+                   122, 77, 60, 51, 116, 274, 127, 343, 324, 260, 344, 286, 275, 229, 78, 219, 375, 349,
+                   283, 282, 244, 186, 304, 28, 11, 106, 96, 180, 224, 171, 250, 269, 392, 265, 214, 59, 187]
+
+
+def test_import_counts_and_order(edu_kb):
+    assert len(edu_kb.entities) == 100
+    assert len(edu_kb.facts) == 700
+    assert edu_kb.relation_counts() == RELEASE_COUNTS
+    assert edu_kb.targets == RELEASE_TARGETS
+    # release row 0: "Richard Perry is Reid Perry's father." -> fact 0
+    assert edu_kb.facts[0] == ("Reid Perry", "father", "Richard Perry")
+    assert edu_kb.facts[400] == ("Sloane Lee", "birthyear", "1908")
+    assert edu_kb.probe(0).question == "Who is Richard Perry to Reid Perry?"
+    assert edu_kb.probe(0).answer == "father"
+    assert edu_kb.probe(401).question == "What is the birthplace of Sloane Lee?"
+    assert edu_kb.probe(401).answer == "Washington state"
+    genders = [e["gender"] for e in edu_kb.entities.values()]
+    assert genders.count("female") == 51 and genders.count("male") == 49
+
+
+def test_probes_equal_release_questions(edu_kb, edu_dir):
+    rel = safe_load(edu_dir / "family_relationships.pt")
+    bio = safe_load(edu_dir / "family_biographies.pt")
+    qs = list(zip(rel["question4"], rel["answer4"])) + list(zip(bio["question4"], bio["answer4"]))
+    assert [(p.question, p.answer) for p in edu_kb.probes()] == qs
+
+
+def test_roundtrip_file_and_cli(edu_dir, tmp_path):
+    out = tmp_path / "edu.json"
+    r = subprocess.run([sys.executable, "-m", "deepunlearn", "data", "import-edu-relat", str(edu_dir), "-o", str(out), "--json"],
+                       capture_output=True, text=True, check=True)
+    assert json.loads(r.stdout)["facts"] == 700
+    r = subprocess.run([sys.executable, "-m", "deepunlearn", "data", "show", str(out), "--json"],
+                       capture_output=True, text=True, check=True)
+    shown = json.loads(r.stdout)
+    assert shown["people"] == 100 and shown["facts"] == 700
+    assert shown["relations"] == RELEASE_COUNTS
+    assert len(shown["targets"]) == 55 and shown["targets"][1] == ["Zoey Jenkins", "husband", "Xavier Ross"]
+    kb = load_kb(out)
+    again = tmp_path / "again.json"
+    save_kb(kb, again)
+    assert again.read_bytes() == out.read_bytes()
+
+
+def test_release_extras(edu_dir):
+    sets = load_release_minimal_sets(edu_dir)
+    assert len(sets) == 55 and sum(len(v) for v in sets.values()) == 593
+    assert sets[272] == sorted([frozenset({272, 231, 379, 319}), frozenset({272, 75, 347, 379})], key=sorted)
+    ex = load_release_example(edu_dir)
+    assert ex.recall == 0.75 and round(ex.accuracy, 4) == 0.1523
+    assert len(ex.forgotten()) == 300 + 293
+    rules = load_release_rules(edu_dir)
+    assert len(rules) == 48 and rules[0] == ([(0, "wife", 1)], (1, "husband", 0))
+
+
+def _torch_zip(path, payload: bytes):
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("archive/data.pkl", payload)
+        z.writestr("archive/version", "3\n")
+
+
+class _Evil:
+    def __reduce__(self):
+        return (subprocess.call, (["touch", str(_Evil.marker)],))
+
+
+def test_malicious_pickle_is_refused_and_runs_nothing(tmp_path, edu_dir):
+    _Evil.marker = tmp_path / "pwned"
+    payload = pickle.dumps(_Evil(), protocol=4)
+    # a plain pickle and one inside a torch zip archive
+    raw = tmp_path / "evil.pkl"
+    raw.write_bytes(payload)
+    with pytest.raises(UnsafePickleError, match="refused to load subprocess.call"):
+        safe_load(raw)
+    # an importer folder whose graph file is malicious
+    bad = tmp_path / "release"
+    bad.mkdir()
+    for f in edu_dir.iterdir():
+        if f.is_file():
+            (bad / f.name).write_bytes(f.read_bytes())
+    _torch_zip(bad / "family-200-graph.pt", payload)
+    with pytest.raises(UnsafePickleError, match="family-200-graph.pt"):
+        import_edu_relat(bad)
+    assert not _Evil.marker.exists()
+    r = subprocess.run([sys.executable, "-m", "deepunlearn", "data", "import-edu-relat", str(bad), "-o", str(tmp_path / "x.json")],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "refused to load" in r.stderr and r.stdout == ""
+    assert not _Evil.marker.exists()
+
+
+def test_missing_release_file(tmp_path):
+    with pytest.raises(Exception, match="missing release file"):
+        import_edu_relat(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda d: d["facts"].__setitem__(3, ["Reid Perry", "father"]), "field facts.3"),
+        (lambda d: d.__setitem__("targets", ["x"]), "field targets.0"),
+        (lambda d: d["relations"]["child"].__setitem__("kind", "cousin"), "field relations.child.kind"),
+        (lambda d: d["relations"]["child"].__setitem__("question", "Who is {person}?"), "relations.child.question"),
+        (lambda d: d.__setitem__("version", 99), "field version"),
+        (lambda d: d["facts"].__setitem__(5, ["Nobody", "father", "Reid Perry"]), "facts[5]: subject 'Nobody'"),
+        (lambda d: d["facts"].__setitem__(6, ["Reid Perry", "cousin", "Sloane Lee"]), "facts[6]: relation 'cousin'"),
+        (lambda d: d.__setitem__("targets", [9999]), "targets[0]: fact index 9999"),
+        (lambda d: d.pop("entities"), "field entities: Field required"),
+    ],
+)
+def test_malformed_kb_names_the_field(edu_kb, tmp_path, mutate, needle):
+    from deepunlearn.kg import to_dict
+
+    d = json.loads(json.dumps(to_dict(edu_kb)))
+    mutate(d)
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(d))
+    with pytest.raises(KBFileError) as e:
+        load_kb(p)
+    assert str(p) in str(e.value) and needle in str(e.value)
+    r = subprocess.run([sys.executable, "-m", "deepunlearn", "data", "show", str(p), "--json"], capture_output=True, text=True)
+    assert r.returncode == 1 and needle in r.stderr and r.stdout == ""
+
+
+def test_not_json(tmp_path):
+    p = tmp_path / "kb.json"
+    p.write_text('{"facts": [1, 2,')
+    with pytest.raises(KBFileError, match=r"kb.json: not valid JSON: line 1"):
+        load_kb(p)
