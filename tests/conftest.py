@@ -34,3 +34,8 @@ def edu_kb(edu_dir):
     from deepunlearn.kg.edu_relat import import_edu_relat
 
     return import_edu_relat(edu_dir)
+
+
+# ---------------------------------------------------------------------------------------------
+# Model fixtures (probe layer): a tiny locally built and finetuned causal LM shared by the
+# probe, unlearn and bench tests. Test files use unique basenames (tests/<layer>/test_<layer>_*.py).
