@@ -22,7 +22,8 @@ LAYER_CLIS = (
     "deepunlearn.kg.cli",
     "deepunlearn.rules.cli",
     "deepunlearn.probe.cli",
-    "deepunlearn.unlearn.cli",
+    "deepunlearn.unlearn.finetune_cli",
+    "deepunlearn.unlearn.unlearn_cli",
     "deepunlearn.bench.cli",
 )
 
