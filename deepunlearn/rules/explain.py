@@ -97,8 +97,6 @@ def explain_text(ex: Explanation) -> str:
     lines = [f"target {describe(g, ex.target)}: {o} is {s}'s {r}", "derivations (rule groundings deriving it):"]
 
     def walk(n: FactNode, indent: str) -> None:
-        if n.derivations is None:
-            return
         if not n.derivations:
             return
         for der, kids in n.derivations:
