@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                             "family_rule_raw.txt); default: the KB's metadata 'rules', else family")
         p.add_argument("--known", default=None, metavar="K.json",
                        help="take K = these facts only (a JSON list of fact indices or [s, r, o], or "
-                            "an object with a 'known' list), e.g. what a model knew; default: the whole KB")
+                            "the file 'deepunlearn probe -o KNOWN.json' writes), e.g. what a model knew; default: the whole KB")
         if target:
             p.add_argument("--target", required=True, help="fact index, 'S|r|O', or 'all' (the KB's targets)")
 
@@ -105,8 +105,8 @@ def _read_fact_list(kb, path: str, key: str) -> list[int]:
         raise CLIError(f"{path}: cannot read ({e.strerror})") from None
     except json.JSONDecodeError as e:
         raise CLIError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
-    if isinstance(data, dict) and isinstance(data.get(key), list):
-        data = data[key]
+    if isinstance(data, dict):  # e.g. the file `deepunlearn probe -o KNOWN.json` writes ("fact_ids")
+        data = next((data[k] for k in (key, "fact_ids", "facts") if isinstance(data.get(k), list)), data)
     if not isinstance(data, list):
         raise CLIError(f"{path}: expected a JSON list of facts ([s, r, o] or fact indices)")
     out = []
