@@ -1,9 +1,9 @@
 """The per-target loop: probe once (cached) -> unlearn -> probe at every grid point -> recall and
-accuracy -> restore the original weights in memory (DESIGN.md sections 2 and 5).
+accuracy -> restore the original weights in memory (DESIGN.md sections 2 and 5)::
 
->>> runner = TargetRunner(bundle, kb, rules="family")          # doctest: +SKIP
->>> for point in runner.run(target=12, method="ga"):            # doctest: +SKIP
-...     print(point.param, point.recall, point.accuracy)
+    runner = TargetRunner(bundle, kb)               # probes the model once (cached)
+    for point in runner.run(target=12, method="ga"):
+        print(point.param, point.recall, point.accuracy, point.target_forgotten)
 
 ``K`` (``runner.known``) is what the model knew before: the facts the baseline probe answers
 (``k_mode="probed"``, the default) or every fact of the KB (``k_mode="dataset"``, as the paper's
@@ -60,7 +60,9 @@ class TargetRunner:
     bundle, kb:
         the model (a :class:`~deepunlearn.probe.ModelBundle`) and its knowledge base.
     rules:
-        rule set for the minimal sets: ``"family"``, ``"edu-relat"``, a rule file or a RuleSet.
+        rule set for the minimal sets: ``"family"``, ``"edu-relat"``, a rule file or a RuleSet;
+        ``None`` (default): the KB's own (``metadata["rules"]``, ``edu-relat`` for the imported
+        release), else ``family``.
     probe_mode:
         how the probe decides a fact is known: ``"exact"`` (the answer is the greedy continuation,
         teacher-forced) or ``"generate"`` (the reference's substring test on greedy decoding).
@@ -83,7 +85,7 @@ class TargetRunner:
         bundle,
         kb,
         *,
-        rules="family",
+        rules=None,
         probe_mode: Literal["exact", "generate"] = "exact",
         k_mode: Literal["probed", "dataset"] = "probed",
         lr: float | None = None,

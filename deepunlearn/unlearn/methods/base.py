@@ -151,8 +151,8 @@ class Unlearner(ABC):
     #: learning rates of the paper (appendix D) for 1-3B models and for 7-8B models
     paper_lr: ClassVar[float] = 2e-5
     paper_lr_large: ClassVar[float] = 1e-5
-    #: unlearning lr / training lr when the checkpoint records how it was trained
-    train_lr_ratio: ClassVar[float] = 0.1
+    #: the paper's unlearning lr / its finetuning lr (scaled to the checkpoint's recorded training lr)
+    paper_lr_ratio: ClassVar[float] = 1.0
 
     def __init__(self, params: MethodParams | None = None, **overrides):
         base = params if params is not None else self.Params()

@@ -1,0 +1,80 @@
+"""Seconds per target of each unlearning method on the small local model (CPU by default).
+
+Run::
+
+    python -m pytest benchmarks/bench_unlearn.py --benchmark-only -p no:cacheprovider
+
+One round = one target through the method's whole default grid (GA/NPO: 16 steps along one
+trajectory, probed after 1, 2, 4, 8, 16; TV/WHP: 10 reinforcing steps, then 5 alphas), each point
+probed over K and evaluated with exact minimal sets, then the weights restored in memory.
+
+The model: a 2-layer, 512-wide Llama-style model finetuned on the EDU-RELAT release (700 facts)
+by :func:`deepunlearn.unlearn.finetune.finetune` (about two minutes on 2 cores, once per session).
+``DEEPUNLEARN_BENCH_MODEL=DIR`` reuses a checkpoint built earlier (it is built there when the
+folder is empty); ``DEEPUNLEARN_BENCH_DEVICE=cuda`` measures on a GPU.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from conftest import edu_relat_dir  # noqa: E402  (the release's location, as the tests find it)
+
+METHODS = ("ga", "npo", "tv", "whp")
+#: targets measured per method (the first release targets the model knows)
+TARGETS = 3
+
+
+@pytest.fixture(scope="module")
+def edu_kb():
+    from deepunlearn.kg.edu_relat import import_edu_relat
+
+    return import_edu_relat(edu_relat_dir())
+
+
+@pytest.fixture(scope="module")
+def bench_model_dir(edu_kb, tmp_path_factory) -> Path:
+    from deepunlearn.probe import build_tiny_model, load_model
+    from deepunlearn.unlearn.finetune import FinetuneConfig, finetune
+
+    out = Path(os.environ.get("DEEPUNLEARN_BENCH_MODEL") or tmp_path_factory.mktemp("bench_unlearn") / "tiny")
+    if (out / "config.json").is_file():
+        return out
+    init = build_tiny_model(edu_kb, tmp_path_factory.mktemp("bench_unlearn_init"), seed=0)
+    bundle = load_model(init, device="cpu")
+    finetune(bundle, edu_kb, FinetuneConfig.for_bundle(bundle), out_dir=out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def runner(edu_kb, bench_model_dir, tmp_path_factory):
+    from deepunlearn.probe import load_model
+    from deepunlearn.unlearn.loop import TargetRunner
+
+    device = os.environ.get("DEEPUNLEARN_BENCH_DEVICE", "cpu")
+    bundle = load_model(bench_model_dir, device=device)
+    return TargetRunner(bundle, edu_kb, cache_dir=tmp_path_factory.mktemp("probe_cache"), progress=False)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_seconds_per_target(benchmark, runner, edu_kb, method):
+    targets = [t for t in edu_kb.targets if t in runner.known][:TARGETS]
+    assert targets, "the benchmark model knows none of the release's targets"
+    it = iter(targets * 100)
+
+    def one_target():
+        return list(runner.run(next(it), method))
+
+    points = benchmark.pedantic(one_target, rounds=len(targets), iterations=1, warmup_rounds=0)
+    assert len(points) == 5
+    assert runner.snapshot.equal(runner.bundle.model)
+    benchmark.extra_info.update(
+        method=method, targets=len(targets), known=len(runner.known), lr=points[0].lr,
+        last_point={"param": points[-1].param, "recall": points[-1].recall, "accuracy": points[-1].accuracy,
+                    "target_forgotten": points[-1].target_forgotten},
+    )
