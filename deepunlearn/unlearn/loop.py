@@ -113,7 +113,8 @@ class TargetRunner:
         self.lr, self.lora, self.lora_params = lr, lora, lora_params or LoraParams()
         self.batch_size, self.seed, self.progress = batch_size, seed, progress
         bundle.model.eval()
-        self.baseline = cached_probe(bundle, kb, mode=probe_mode, cache_dir=cache_dir)
+        self.baseline = cached_probe(bundle, kb, mode=probe_mode, cache_dir=cache_dir, batch_size=batch_size,
+                                     progress=progress)
         self.known: frozenset[int] = (
             frozenset(int(i) for i in self.baseline.known_ids()) if k_mode == "probed" else frozenset(range(len(kb)))
         )

@@ -66,7 +66,7 @@ def test_sequence_logprob_matches_hand_computation_and_hf_loss():
     assert int(n) == 2
     assert float(logp) == pytest.approx(hand_logprob(logits, ids, [4, 5]), abs=1e-5)
     # Hugging Face's own causal-LM loss with the same labels is the mean answer-token NLL
-    hf = model(input_ids=b["input_ids"], labels=b["labels"]).loss
+    hf = model(input_ids=b["input_ids"], labels=b["labels"]).loss.detach()
     assert float(nll_loss(logits, b["labels"])) == pytest.approx(float(hf), abs=1e-6)
     assert float(gradient_ascent_loss(logits, b["labels"])) == pytest.approx(-float(hf), abs=1e-6)
 
