@@ -169,12 +169,12 @@ class TargetRunner:
         """Unlearn ``target`` with ``method`` and yield one :class:`Point` per grid value.
 
         The trajectory passes through every grid value; those in ``skip_params`` (already
-        measured elsewhere) are neither probed nor evaluated. The original weights are back when
-        the generator finishes or is closed. Raises :class:`TargetNotKnownError` if the target
-        is not in K.
+        measured elsewhere) are neither probed nor evaluated, and the run stops after the last
+        point still wanted. The original weights are back when the iterator finishes or is closed.
+        Checks happen at the call, before any work: :class:`TargetNotKnownError` if the target is
+        not in K, :class:`UnlearnError` for an unknown method, a bad grid or a method without
+        LoRA support in LoRA mode.
         """
-        from tqdm.auto import tqdm
-
         t = self.kb.resolve(target)
         if t not in self.known:
             raise TargetNotKnownError(
@@ -187,25 +187,30 @@ class TargetRunner:
         values = u.check_grid(u.params.grid)
         skip = {float(s) for s in skip_params}
         todo = [v for v in values if float(v) not in skip]
-        if not todo:
+        return self._run(t, u, values, skip, len(todo))
+
+    def _run(self, t: int, u: Unlearner, values: list[float], skip: set[float], n_todo: int) -> Iterator[Point]:
+        from tqdm.auto import tqdm
+
+        if n_todo == 0:
             return
-        lr_value = self._lr(u)
+        lr = self._lr(u)
         session = Session(
-            self.bundle.model, self.target_batch(t), lr_value,
+            self.bundle.model, self.target_batch(t), lr,
             max_grad_norm=u.params.max_grad_norm, weight_decay=u.params.weight_decay,
             snapshot=self.snapshot,
         )
-        bar = tqdm(total=len(todo), desc=f"{u.name} target {t}", file=sys.stderr, disable=not self.progress, leave=False)
+        bar = tqdm(total=n_todo, desc=f"{u.name} target {t}", file=sys.stderr, disable=not self.progress, leave=False)
         steps = None
         try:
             if self.lora:
                 session.lora = LoraAdapter(self.bundle.model, self.lora_params, seed=self.seed)
             steps = u.trajectory(session, values)
-            left = len(todo)
+            left = n_todo
             for step in steps:
                 if float(step.param) in skip:
                     continue
-                yield self._point(t, u, step, lr_value)
+                yield self._point(t, u, step, lr)
                 bar.update()
                 left -= 1
                 if left == 0:
