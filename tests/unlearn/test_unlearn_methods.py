@@ -133,7 +133,7 @@ def test_ga_trajectory_lowers_the_answer_likelihood_and_restore_is_bitwise():
     params = []
     for step in ga.trajectory(s, ga.params.grid):
         params.append(step.param)
-        logps.append(float(sequence_logprob(s.logits(), s.batch["labels"])[0]))
+        logps.append(float(sequence_logprob(s.logits().detach(), s.batch["labels"])[0]))
     assert params == [1, 2, 4]
     assert len(s.losses) == 4  # one trajectory: 4 steps, not 1 + 2 + 4
     assert logps[0] > logps[1] > logps[2]
@@ -154,7 +154,7 @@ def test_task_vector_alpha_zero_gives_the_original_logits_and_moves_linearly_in_
     for step in tv.trajectory(s, tv.params.grid):
         assert step.model_fn is None
         weights[step.param] = model.model.layers[0].mlp.up_proj.weight.detach().clone()
-        logps[step.param] = float(sequence_logprob(model(input_ids=x).logits, s.batch["labels"])[0])
+        logps[step.param] = float(sequence_logprob(model(input_ids=x).logits.detach(), s.batch["labels"])[0])
         if step.param == 0.0:
             assert torch.equal(model(input_ids=x).logits, orig_logits)
     assert list(weights) == [0.0, -1.0, 1.0, 2.0]
