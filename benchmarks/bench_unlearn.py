@@ -9,47 +9,56 @@ trajectory, probed after 1, 2, 4, 8, 16; TV/WHP: 10 reinforcing steps, then 5 al
 probed over K and evaluated against the exact minimal sets (enumerated before timing), then the
 weights restored in memory. Probing K (about 670 facts) at every grid point dominates.
 
-The model: a 2-layer, 512-wide Llama-style model finetuned on the EDU-RELAT release (700 facts)
-by :func:`deepunlearn.unlearn.finetune.finetune` (about two minutes on 2 cores, once per session).
-``DEEPUNLEARN_BENCH_MODEL=DIR`` reuses a checkpoint built earlier (it is built there when the
-folder is empty); ``DEEPUNLEARN_BENCH_DEVICE=cuda`` measures on a GPU.
+The model: the 2-layer, 512-wide Llama-style model finetuned on the EDU-RELAT release (700 facts),
+the same checkpoint ``bench_probe.py`` uses (built once, about two minutes on 2 cores, and kept
+under the cache folder ``~/.cache/deepunlearn/bench``; ``DEEPUNLEARN_BENCH_MODEL=DIR`` names
+another checkpoint). ``DEEPUNLEARN_BENCH_DEVICE=cuda`` measures on a GPU.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from conftest import edu_relat_dir  # noqa: E402  (the release's location, as the tests find it)
-
+ROOT = Path(__file__).resolve().parents[1]
 METHODS = ("ga", "npo", "tv", "whp")
 #: targets measured per method (the first release targets the model knows)
 TARGETS = 3
+
+
+def _edu_dir() -> Path:
+    env = os.environ.get("DEEPUNLEARN_EDU_RELAT")
+    for c in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "edu-relat", ROOT / "shared" / "edu-relat"]:
+        if (c / "family-200-graph.pt").exists():
+            return c
+    raise RuntimeError("EDU-RELAT release not found: set DEEPUNLEARN_EDU_RELAT=/path/to/edu-relat")
 
 
 @pytest.fixture(scope="module")
 def edu_kb():
     from deepunlearn.kg.edu_relat import import_edu_relat
 
-    return import_edu_relat(edu_relat_dir())
+    return import_edu_relat(_edu_dir())
 
 
 @pytest.fixture(scope="module")
-def bench_model_dir(edu_kb, tmp_path_factory) -> Path:
-    from deepunlearn.probe import build_tiny_model, load_model
+def bench_model_dir(edu_kb) -> Path:
+    from deepunlearn.probe import build_tiny_model, kb_fingerprint, load_model, read_meta
+    from deepunlearn.probe.cache import default_cache_dir
     from deepunlearn.unlearn.finetune import FinetuneConfig, finetune
 
-    out = Path(os.environ.get("DEEPUNLEARN_BENCH_MODEL") or tmp_path_factory.mktemp("bench_unlearn") / "tiny")
-    if (out / "config.json").is_file():
-        return out
-    init = build_tiny_model(edu_kb, tmp_path_factory.mktemp("bench_unlearn_init"), seed=0)
-    bundle = load_model(init, device="cpu")
-    finetune(bundle, edu_kb, FinetuneConfig.for_bundle(bundle), out_dir=out)
-    return out
+    given = os.environ.get("DEEPUNLEARN_BENCH_MODEL")
+    if given:
+        return Path(given)
+    folder = default_cache_dir().parent / "bench" / f"tiny-edu-{kb_fingerprint(edu_kb)}"
+    meta = read_meta(folder) if folder.is_dir() else {}
+    if meta.get("total") != len(edu_kb) or meta.get("known", 0) < 0.95 * len(edu_kb):
+        build_tiny_model(edu_kb, folder)
+        res = finetune(load_model(folder, device="cpu"), edu_kb, FinetuneConfig.tiny(), out_dir=folder)
+        assert res.share >= 0.95, res
+    return folder
 
 
 @pytest.fixture(scope="module")
