@@ -9,7 +9,11 @@ accuracy -> restore the original weights in memory (DESIGN.md sections 2 and 5):
 (``k_mode="probed"``, the default) or every fact of the KB (``k_mode="dataset"``, as the paper's
 code does). A point's ``forgotten`` facts are those of ``K`` the model no longer answers, and the
 rules layer's :class:`~deepunlearn.rules.Evaluator`, built once on ``K``, turns them into recall
-(against the target's minimal deep-unlearning sets) and accuracy.
+(against the target's minimal deep-unlearning sets) and accuracy. In ``dataset`` mode a fact the
+model never answered counts as forgotten at every point, as in the reference code.
+
+The runner snapshots the model's weights when it is made and puts them back after every run, so
+it owns the weights while it is used: change the model through it only.
 """
 
 from __future__ import annotations

@@ -150,7 +150,8 @@ def _unlearn(args) -> int:
     except (UnlearnError, ModelLoadError) as e:
         raise CLIError(str(e)) from None
 
-    common = {"known": len(runner.known), "total": len(kb), "k_mode": args.k_mode, "probe_mode": args.probe_mode}
+    common = {"known": len(runner.known), "known_before": len(runner.baseline.known_ids()), "total": len(kb),
+              "k_mode": args.k_mode, "probe_mode": args.probe_mode}
     if single:
         obj = {**results[0], **common}
         emit(args, obj, lambda: _table(obj))
