@@ -113,7 +113,7 @@ class SweepConfig(_Strict):
     kb: str = Field(description="KB file (deepunlearn JSON)")
     rules: str = Field(default="family", description="rule set name (family, edu-relat) or Datalog file")
     models: list[ModelSpec] = Field(min_length=1)
-    methods: dict[str, list[int | float]] = Field(default_factory=lambda: {m: [] for m in PAPER_GRIDS})
+    methods: dict[str, list[int | float]] = Field(default_factory=lambda: {m: list(g) for m, g in PAPER_GRIDS.items()})
     targets: TargetSpec = Field(default_factory=TargetSpec)
     probe_mode: str = Field(default="exact", description="how a probe answer counts as known")
     k_mode: Literal["probed", "dataset"] = "probed"
