@@ -1,0 +1,248 @@
+"""The per-target loop: probe once (cached) -> unlearn -> probe at every grid point -> recall and
+accuracy -> restore the original weights in memory (DESIGN.md sections 2 and 5).
+
+>>> runner = TargetRunner(bundle, kb, rules="family")          # doctest: +SKIP
+>>> for point in runner.run(target=12, method="ga"):            # doctest: +SKIP
+...     print(point.param, point.recall, point.accuracy)
+
+``K`` (``runner.known``) is what the model knew before: the facts the baseline probe answers
+(``k_mode="probed"``, the default) or every fact of the KB (``k_mode="dataset"``, as the paper's
+code does). A point's ``forgotten`` facts are those of ``K`` the model no longer answers, and the
+rules layer's :class:`~deepunlearn.rules.Evaluator`, built once on ``K``, turns them into recall
+(against the target's minimal deep-unlearning sets) and accuracy.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Iterable, Iterator, Literal, Sequence
+
+from .methods import MethodParams, Session, Unlearner, UnlearnError, get_method
+from .snapshot import LoraAdapter, LoraParams, WeightSnapshot
+
+
+class TargetNotKnownError(UnlearnError):
+    """The model did not know the target before unlearning, so there is nothing to unlearn."""
+
+
+@dataclass
+class Point:
+    """One grid point of one method on one target: the metrics of the model at that point.
+
+    ``forgotten``: fact ids in K the model no longer answers; ``set``: the minimal deep-unlearning
+    set that maximises recall (``U*_A``); ``exact``: whether the sets were enumerated exactly."""
+
+    target: int
+    method: str
+    param: float
+    recall: float
+    accuracy: float
+    accuracy_family: float | None
+    accuracy_biography: float | None
+    accuracy_rule: float | None
+    accuracy_other: float | None
+    target_forgotten: bool
+    forgotten: list[int]
+    exact: bool
+    set: list[int] = field(default_factory=list)
+    lr: float | None = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class TargetRunner:
+    """Unlearn one target at a time from one model and measure every grid point.
+
+    Parameters
+    ----------
+    bundle, kb:
+        the model (a :class:`~deepunlearn.probe.ModelBundle`) and its knowledge base.
+    rules:
+        rule set for the minimal sets: ``"family"``, ``"edu-relat"``, a rule file or a RuleSet.
+    probe_mode:
+        how the probe decides a fact is known: ``"exact"`` (the answer is the greedy continuation,
+        teacher-forced) or ``"generate"`` (the reference's substring test on greedy decoding).
+    k_mode:
+        ``"probed"``: K = the facts the model answers before unlearning; ``"dataset"``: K = the KB.
+    lr:
+        learning rate for every method; ``None``: the rule of :mod:`deepunlearn.unlearn.lr`.
+    lora:
+        train a LoRA adapter (GA, NPO) instead of the full weights, and remove it after each run.
+    cache_dir:
+        where the baseline probe is cached.
+    exact, seeds:
+        exact enumeration of the minimal sets (default) or MDUS with ``seeds`` seeds.
+    snapshot_device:
+        where the original weights are kept: ``"cpu"`` or ``"same"`` (the model's device).
+    """
+
+    def __init__(
+        self,
+        bundle,
+        kb,
+        *,
+        rules="family",
+        probe_mode: Literal["exact", "generate"] = "exact",
+        k_mode: Literal["probed", "dataset"] = "probed",
+        lr: float | None = None,
+        lora: bool = False,
+        lora_params: LoraParams | None = None,
+        cache_dir=None,
+        exact: bool = True,
+        seeds: int = 100,
+        batch_size: int = 64,
+        snapshot_device: str = "cpu",
+        seed: int = 0,
+        progress: bool = True,
+    ):
+        from ..probe import cached_probe
+        from ..rules import Evaluator
+
+        if probe_mode not in ("exact", "generate"):
+            raise UnlearnError(f"probe_mode must be 'exact' or 'generate', got {probe_mode!r}")
+        if k_mode not in ("probed", "dataset"):
+            raise UnlearnError(f"k_mode must be 'probed' or 'dataset', got {k_mode!r}")
+        if lr is not None and lr <= 0:
+            raise UnlearnError(f"lr must be positive, got {lr}")
+        self.bundle, self.kb = bundle, kb
+        self.probe_mode, self.k_mode = probe_mode, k_mode
+        self.lr, self.lora, self.lora_params = lr, lora, lora_params or LoraParams()
+        self.batch_size, self.seed, self.progress = batch_size, seed, progress
+        bundle.model.eval()
+        self.baseline = cached_probe(bundle, kb, mode=probe_mode, cache_dir=cache_dir)
+        self.known: frozenset[int] = (
+            frozenset(int(i) for i in self.baseline.known_ids()) if k_mode == "probed" else frozenset(range(len(kb)))
+        )
+        self._probe_ids = sorted(self.known)
+        self.evaluator = Evaluator(
+            kb, rules=rules, known=self._probe_ids if k_mode == "probed" else None, exact=exact, seeds=seeds
+        )
+        # LoRA mode never changes the base weights: the adapter is removed instead.
+        self.snapshot = None if lora else WeightSnapshot(bundle.model, device=snapshot_device)
+
+    # ------------------------------------------------------------------ pieces
+    def unlearner(self, method: str | Unlearner, grid: Sequence[float] | None = None,
+                  params: MethodParams | None = None) -> Unlearner:
+        """A method instance with its grid (default: the paper's)."""
+        if isinstance(method, Unlearner):
+            u = method
+            if grid is not None:
+                u = type(u)(u.params, grid=list(grid))
+            return u
+        cls = get_method(method)
+        overrides = {"grid": list(grid)} if grid is not None else {}
+        return cls(params, **overrides)
+
+    def target_batch(self, target: int) -> dict:
+        """The target's question/answer, encoded as in finetuning (answer-only labels), on the
+        model's device."""
+        from .data import collate, encode_qa
+
+        p = self.kb.probe(target)
+        examples = encode_qa(self.bundle.tokenizer, self.bundle.prompt, [(p.question, p.answer)])
+        batch = collate(examples, self.bundle.pad_id)
+        device = next(self.bundle.model.parameters()).device
+        return {k: v.to(device) for k, v in batch.items()}
+
+    def known_after(self, model_fn=None) -> set[int]:
+        """The facts of K the model answers now (``model_fn`` replaces its forward, as for WHP)."""
+        from ..probe import probe
+
+        result = probe(self.bundle, self.kb, self._probe_ids, mode=self.probe_mode, batch_size=self.batch_size,
+                       model_fn=model_fn, progress=False)
+        return {int(i) for i in result.known_ids()}
+
+    # ------------------------------------------------------------------ the loop
+    def run(
+        self,
+        target: int | str,
+        method: str | Unlearner,
+        grid: Sequence[float] | None = None,
+        skip_params: Iterable[float] = (),
+        params: MethodParams | None = None,
+    ) -> Iterator[Point]:
+        """Unlearn ``target`` with ``method`` and yield one :class:`Point` per grid value.
+
+        The trajectory passes through every grid value; those in ``skip_params`` (already
+        measured elsewhere) are neither probed nor evaluated. The original weights are back when
+        the generator finishes or is closed. Raises :class:`TargetNotKnownError` if the target
+        is not in K.
+        """
+        from tqdm.auto import tqdm
+
+        t = self.kb.resolve(target)
+        if t not in self.known:
+            raise TargetNotKnownError(
+                f"target {t} {list(self.kb.facts[t])} is not known by the model before unlearning "
+                f"(K holds {len(self.known)} of {len(self.kb)} facts, k_mode={self.k_mode!r}): nothing to unlearn"
+            )
+        u = self.unlearner(method, grid, params)
+        if self.lora and not u.supports_lora:
+            raise UnlearnError(f"LoRA mode supports {', '.join(_lora_methods())}, not {u.name!r}")
+        values = u.check_grid(u.params.grid)
+        skip = {float(s) for s in skip_params}
+        todo = [v for v in values if float(v) not in skip]
+        if not todo:
+            return
+        lr_value = self._lr(u)
+        session = Session(
+            self.bundle.model, self.target_batch(t), lr_value,
+            max_grad_norm=u.params.max_grad_norm, weight_decay=u.params.weight_decay,
+            snapshot=self.snapshot,
+        )
+        bar = tqdm(total=len(todo), desc=f"{u.name} target {t}", file=sys.stderr, disable=not self.progress, leave=False)
+        steps = None
+        try:
+            if self.lora:
+                session.lora = LoraAdapter(self.bundle.model, self.lora_params, seed=self.seed)
+            steps = u.trajectory(session, values)
+            left = len(todo)
+            for step in steps:
+                if float(step.param) in skip:
+                    continue
+                yield self._point(t, u, step, lr_value)
+                bar.update()
+                left -= 1
+                if left == 0:
+                    break
+        finally:
+            if steps is not None:
+                steps.close()  # run the method's own clean-up (WHP frees its reinforced copy)
+            session.restore()
+            bar.close()
+
+    def _lr(self, u: Unlearner) -> float:
+        from .lr import choose_lr
+
+        lr = u.params.lr if u.params.lr is not None else self.lr
+        n_params = sum(p.numel() for p in self.bundle.model.parameters())
+        return choose_lr(u, meta=getattr(self.bundle, "meta", None), n_params=n_params, lr=lr, lora=self.lora).value
+
+    def _point(self, target: int, u: Unlearner, step, lr: float) -> Point:
+        forgotten = sorted(self.known - self.known_after(step.model_fn))
+        ev = self.evaluator.evaluate(target, forgotten)
+        return Point(
+            target=target, method=u.name, param=_number(step.param),
+            recall=float(ev.recall), accuracy=float(ev.accuracy),
+            accuracy_family=_opt(ev.accuracy_family), accuracy_biography=_opt(ev.accuracy_biography),
+            accuracy_rule=_opt(ev.accuracy_rule), accuracy_other=_opt(ev.accuracy_other),
+            target_forgotten=target in forgotten, forgotten=forgotten, exact=bool(ev.exact),
+            set=[int(i) for i in ev.set], lr=lr,
+        )
+
+
+def _lora_methods() -> list[str]:
+    from .methods import METHODS
+
+    return sorted(n for n, c in METHODS.items() if c.supports_lora)
+
+
+def _number(x: float) -> float | int:
+    """Step counts print as integers, alphas as floats."""
+    return int(x) if float(x).is_integer() and abs(x) < 2**53 else float(x)
+
+
+def _opt(x) -> float | None:
+    return None if x is None else float(x)

@@ -1,0 +1,81 @@
+"""Which learning rate an unlearning run uses.
+
+The paper's rates (appendix D: GA 2e-5, NPO 4e-5, and half of that for the 7-8B models) suit
+pretrained 1-8B models finetuned at about the same rate. They do not suit a small model trained
+from scratch at 1e-3: there, GA at 2e-5 barely moves in 16 steps, while DESIGN.md section 6
+measured GA with AdamW for 16 steps on the 8.7M-parameter model at lr 1e-4 (train lr / 10)
+forgetting the target after 2-4 steps and losing 3-7 % of the other known facts, 3e-4 losing
+12-24 % and 1e-3 85-94 %. So the rate follows how the model was trained:
+
+1. an explicit rate (``--lr``, ``TargetRunner(lr=...)``, a method's ``Params.lr``) wins;
+2. else, if the checkpoint's ``deepunlearn.json`` records the training (peak) learning rate,
+   ``method.train_lr_ratio * train_lr``: 1/10 for GA, TV and WHP's reinforcing, 1/5 for NPO
+   (the paper gives NPO twice GA's rate);
+3. else the paper's rate for the method, the 7-8B one for models of 5B parameters or more.
+
+In LoRA mode the rate of rules 2 and 3 is multiplied by 10 (adapters are usually trained at
+about ten times the full-finetuning rate).
+
+Examples
+--------
+>>> from deepunlearn.unlearn.methods import get_method
+>>> choose_lr(get_method("ga"), meta={"training": {"lr": 1e-3}}, n_params=8_700_000).value
+0.0001
+>>> choose_lr(get_method("npo"), meta={}, n_params=1_400_000_000)
+LearningRate(value=4e-05, source='paper')
+>>> choose_lr(get_method("ga"), meta={}, n_params=7_000_000_000, lora=True).value
+0.0001
+>>> choose_lr(get_method("ga"), meta={"training": {"lr": 1e-3}}, n_params=10, lr=3e-4)
+LearningRate(value=0.0003, source='given')
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+#: models at least this large use the paper's 7-8B learning rates
+LARGE_MODEL_PARAMETERS = 5_000_000_000
+#: LoRA rate / full-finetuning rate
+LORA_LR_FACTOR = 10.0
+
+
+@dataclass(frozen=True)
+class LearningRate:
+    value: float
+    #: ``given``, ``checkpoint`` (scaled from the recorded training lr) or ``paper``
+    source: str
+
+
+def training_lr(meta: Mapping[str, Any] | None) -> float | None:
+    """The (peak) learning rate a checkpoint was trained with, from its ``deepunlearn.json``
+    content: ``training.lr`` (what ``deepunlearn finetune`` writes), ``finetune.lr`` or ``lr``."""
+    if not meta:
+        return None
+    for section in ("training", "finetune"):
+        sub = meta.get(section)
+        if isinstance(sub, Mapping) and isinstance(sub.get("lr"), (int, float)) and sub["lr"] > 0:
+            return float(sub["lr"])
+    lr = meta.get("lr")
+    return float(lr) if isinstance(lr, (int, float)) and lr > 0 else None
+
+
+def choose_lr(method, *, meta: Mapping[str, Any] | None, n_params: int, lr: float | None = None,
+              lora: bool = False) -> LearningRate:
+    """The learning rate for ``method`` (an :class:`~deepunlearn.unlearn.methods.Unlearner` class
+    or instance) by the rule in this module's docstring."""
+    if lr is not None:
+        if lr <= 0:
+            raise ValueError(f"learning rate must be positive, got {lr}")
+        return LearningRate(float(lr), "given")
+    factor = LORA_LR_FACTOR if lora else 1.0
+    trained = training_lr(meta)
+    if trained is not None:
+        return LearningRate(_tidy(method.train_lr_ratio * trained * factor), "checkpoint")
+    base = method.paper_lr_large if n_params >= LARGE_MODEL_PARAMETERS else method.paper_lr
+    return LearningRate(_tidy(base * factor), "paper")
+
+
+def _tidy(x: float) -> float:
+    """Drop float noise such as 1.0000000000000002e-4 so rates print as the rule says."""
+    return float(f"{x:.12g}")

@@ -1,0 +1,227 @@
+"""What every unlearning method shares: the registry, the hyper-parameter base model, the
+session a method runs in (model, the target's question/answer batch, the optimiser loop) and
+the two families of methods.
+
+A method states only its loss or its weight / logit arithmetic (as open-unlearning's
+``GradAscent`` overrides only ``compute_loss``):
+
+* :class:`GradientUnlearner` (GA, NPO): a loss; the shared loop takes optimiser steps along ONE
+  trajectory and hands the model over after every step count of the grid.
+* :class:`ReinforcedUnlearner` (TV, WHP): first reinforce the target (finetune on its question/
+  answer for a few steps, the paper's "overfit" model), then per grid value ``alpha`` either
+  change the weights (TV) or the next-token distribution (WHP).
+
+A method's :meth:`Unlearner.trajectory` yields one :class:`Step` per grid value with the model in
+the state to probe. The per-target loop (``loop.py``) probes it, computes the metrics and restores
+the weights afterwards.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Callable, ClassVar, Iterator, Sequence
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..losses import nll_loss
+from ..snapshot import LoraAdapter, WeightSnapshot
+
+#: ``model_fn(input_ids, attention_mask) -> logits [B, T, V]``: replaces the model's forward
+#: while probing (the probe layer's hook; WHP uses it for its mixed distribution).
+ModelFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class UnlearnError(ValueError):
+    """An unlearning run cannot be done as asked (unknown method, bad grid, unknown target...)."""
+
+
+class MethodParams(BaseModel):
+    """Hyper-parameters every method has. ``grid``: the values probed (step counts for GA/NPO,
+    ``alpha`` for TV/WHP). ``lr=None`` picks the learning rate by the rule of
+    :func:`deepunlearn.unlearn.lr.resolve_lr`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    grid: list[float]
+    lr: float | None = Field(None, gt=0)
+    max_grad_norm: float | None = Field(1.0, gt=0, description="gradient clipping (Hugging Face Trainer's default)")
+    weight_decay: float = Field(0.0, ge=0)
+
+
+METHODS: dict[str, type["Unlearner"]] = {}
+
+
+def register_method(cls: type["Unlearner"]) -> type["Unlearner"]:
+    """Class decorator: make a method available by its ``name`` (CLI ``--method``, sweeps)."""
+    if cls.name in METHODS and METHODS[cls.name] is not cls:
+        raise ValueError(f"unlearning method {cls.name!r} is registered twice")
+    METHODS[cls.name] = cls
+    return cls
+
+
+def get_method(name: str) -> type["Unlearner"]:
+    try:
+        return METHODS[name.lower()]
+    except KeyError:
+        raise UnlearnError(f"unknown unlearning method {name!r}; expected one of {', '.join(sorted(METHODS))}") from None
+
+
+@dataclass
+class Step:
+    """One grid point of a trajectory: the model is in the state to probe. ``model_fn`` replaces
+    the model's forward while probing (None: probe the model as it is)."""
+
+    param: float
+    model_fn: ModelFn | None = None
+
+
+@dataclass
+class Session:
+    """What one method run works on.
+
+    ``batch``: the target's question/answer, collated (``input_ids``, ``attention_mask``,
+    ``labels`` with -100 on the prompt), on the model's device. ``snapshot``: the original
+    weights (full mode); ``lora``: the adapter being trained (LoRA mode); exactly one is set.
+    """
+
+    model: torch.nn.Module
+    batch: dict[str, torch.Tensor]
+    lr: float
+    max_grad_norm: float | None = 1.0
+    weight_decay: float = 0.0
+    snapshot: WeightSnapshot | None = None
+    lora: LoraAdapter | None = None
+    losses: list[float] = field(default_factory=list)
+
+    def logits(self, model: torch.nn.Module | None = None) -> torch.Tensor:
+        """The logits of ``model`` (default: the session's) on the target's batch."""
+        m = self.model if model is None else model
+        return m(input_ids=self.batch["input_ids"], attention_mask=self.batch["attention_mask"], use_cache=False).logits
+
+    def trainable(self) -> list[torch.nn.Parameter]:
+        if self.lora is not None:
+            return self.lora.parameters()
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def descend(self, loss_fn: Callable[["Session"], torch.Tensor], steps: int) -> Iterator[int]:
+        """The shared optimisation loop: a fresh AdamW on the trainable parameters (the LoRA
+        adapter in LoRA mode), ``steps`` steps on ``loss_fn(session)``; yields the step number
+        after each step with the model in eval mode. The optimizer state is dropped at the end."""
+        params = self.trainable()
+        if not params:
+            raise UnlearnError("the model has no trainable parameters")
+        opt = torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay)
+        try:
+            for step in range(1, steps + 1):
+                self.model.train()
+                opt.zero_grad(set_to_none=True)
+                loss = loss_fn(self)
+                loss.backward()
+                if self.max_grad_norm is not None:
+                    torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
+                opt.step()
+                self.losses.append(float(loss.detach()))
+                self.model.eval()
+                yield step
+        finally:
+            opt.zero_grad(set_to_none=True)
+            del opt
+            self.model.eval()
+
+    def restore(self) -> None:
+        """Give the model its original weights back (full mode) or take the adapter out (LoRA)."""
+        if self.lora is not None:
+            self.lora.remove()
+        if self.snapshot is not None:
+            self.snapshot.restore(self.model)
+
+
+class Unlearner(ABC):
+    """An unlearning method. Subclasses set ``name``, ``Params`` and the learning-rate policy,
+    and state their loss (:class:`GradientUnlearner`) or their arithmetic."""
+
+    name: ClassVar[str]
+    Params: ClassVar[type[MethodParams]]
+    #: what the grid values are, for tables and plots
+    grid_name: ClassVar[str] = "param"
+    #: LoRA mode can replace full finetuning for this method
+    supports_lora: ClassVar[bool] = False
+    #: learning rates of the paper (appendix D) for 1-3B models and for 7-8B models
+    paper_lr: ClassVar[float] = 2e-5
+    paper_lr_large: ClassVar[float] = 1e-5
+    #: unlearning lr / training lr when the checkpoint records how it was trained
+    train_lr_ratio: ClassVar[float] = 0.1
+
+    def __init__(self, params: MethodParams | None = None, **overrides):
+        base = params if params is not None else self.Params()
+        if not isinstance(base, self.Params):
+            raise UnlearnError(f"{self.name}: expected {self.Params.__name__}, got {type(base).__name__}")
+        self.params = base.model_copy(update=overrides) if overrides else base
+        self.params = self.Params.model_validate(self.params.model_dump())
+        self.check_grid(self.params.grid)
+
+    def check_grid(self, grid: Sequence[float]) -> list[float]:
+        """The grid in the order its points are produced; raises :class:`UnlearnError` if bad."""
+        if not grid:
+            raise UnlearnError(f"{self.name}: the grid is empty")
+        return list(grid)
+
+    @abstractmethod
+    def trajectory(self, session: Session, grid: Sequence[float]) -> Iterator[Step]:
+        """Unlearn and yield one :class:`Step` per grid value, in :meth:`check_grid` order."""
+
+
+class GradientUnlearner(Unlearner):
+    """A loss minimised with the shared loop; the grid is the number of optimiser steps and all
+    its points lie on one trajectory (probe after steps 1, 2, 4, 8, 16).
+
+    The learning rate is constant along the trajectory, so the model after T steps is the same
+    whether T is the last grid point or not (the paper's linear schedule would decay over each
+    T separately and could not share one trajectory)."""
+
+    grid_name = "steps"
+    supports_lora = True
+
+    def check_grid(self, grid: Sequence[float]) -> list[float]:
+        super().check_grid(grid)
+        bad = [g for g in grid if float(g) != int(g) or int(g) < 1]
+        if bad:
+            raise UnlearnError(f"{self.name}: grid values are step counts (positive integers), got {bad}")
+        return sorted({int(g) for g in grid})
+
+    def prepare(self, session: Session) -> None:
+        """Called once before the trajectory (NPO computes its reference likelihood here)."""
+
+    @abstractmethod
+    def loss(self, session: Session) -> torch.Tensor:
+        """The loss of one optimiser step on the target's batch."""
+
+    def trajectory(self, session: Session, grid: Sequence[float]) -> Iterator[Step]:
+        steps = self.check_grid(grid)
+        wanted = set(steps)
+        self.prepare(session)
+        for step in session.descend(self.loss, steps[-1]):
+            if step in wanted:
+                yield Step(float(step))
+
+
+class ReinforcedParams(MethodParams):
+    reinforce_steps: int = Field(10, ge=1, description="finetuning steps on the target for the 'overfit' model")
+
+
+class ReinforcedUnlearner(Unlearner):
+    """Methods that first reinforce the target (the paper: "finetuned with 10 more iterations on
+    the target data point") and then move away from the reinforced model by ``alpha``."""
+
+    grid_name = "alpha"
+
+    def check_grid(self, grid: Sequence[float]) -> list[float]:
+        super().check_grid(grid)
+        return [float(g) for g in grid]
+
+    def reinforce(self, session: Session) -> None:
+        """Finetune the session's model on the target's answer (answer-only loss)."""
+        for _ in session.descend(lambda s: nll_loss(s.logits(), s.batch["labels"]), self.params.reinforce_steps):
+            pass

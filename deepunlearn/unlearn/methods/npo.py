@@ -1,0 +1,41 @@
+"""Negative preference optimisation (Zhang et al., 2024) with the target as the only
+dispreferred answer and no preferred one."""
+
+from __future__ import annotations
+
+import torch
+from pydantic import Field
+
+from ..losses import npo_loss, sequence_logprob
+from .base import GradientUnlearner, MethodParams, Session, register_method
+
+
+class NPOParams(MethodParams):
+    """The paper's grid: T in {1, 2, 4, 8, 16} optimiser steps; beta = 0.1."""
+
+    grid: list[float] = Field(default_factory=lambda: [1, 2, 4, 8, 16])
+    beta: float = Field(0.1, gt=0)
+
+
+@register_method
+class NPO(GradientUnlearner):
+    """``L = -(2/β) log σ(-β (log p_θ(a|q) - log p_ref(a|q)))`` (:func:`~deepunlearn.unlearn.losses.npo_loss`).
+
+    ``log p_ref`` is the original model's log-likelihood of the fixed target, computed once before
+    the trajectory: no second model is kept in memory."""
+
+    name = "npo"
+    Params = NPOParams
+    paper_lr = 4e-5  # appendix D: NPO uses twice GA's learning rate
+    paper_lr_large = 2e-5
+    train_lr_ratio = 0.2
+
+    ref_logp: torch.Tensor | None = None
+
+    def prepare(self, session: Session) -> None:
+        with torch.no_grad():
+            self.ref_logp, _ = sequence_logprob(session.logits(), session.batch["labels"])
+
+    def loss(self, session: Session):
+        logp, _ = sequence_logprob(session.logits(), session.batch["labels"])
+        return npo_loss(logp, self.ref_logp, self.params.beta)

@@ -1,0 +1,69 @@
+"""Task vector (Ilharco et al., 2023): subtract alpha times the direction that reinforced the target."""
+
+from __future__ import annotations
+
+from typing import Iterator, Mapping, Sequence
+
+import torch
+from pydantic import Field
+
+from .base import ReinforcedParams, ReinforcedUnlearner, Session, Step, UnlearnError, register_method
+
+
+class TVParams(ReinforcedParams):
+    """The paper's grid for Phi-1.5 / Llama: alpha in {0.2, 0.5, 1, 5, 10}; 10 reinforcing steps."""
+
+    grid: list[float] = Field(default_factory=lambda: [0.2, 0.5, 1.0, 5.0, 10.0])
+
+
+def negate_task_vector(
+    model: torch.nn.Module,
+    original: Mapping[str, torch.Tensor],
+    reinforced: Mapping[str, torch.Tensor],
+    alpha: float,
+) -> None:
+    """Set every parameter named in ``reinforced`` to ``θ - α (θ_reinf - θ)`` in place, with
+    ``θ = original[name]``. The arithmetic is done in float32 (at least) and rounded once to the
+    parameter's dtype, so ``alpha = 0`` gives back the original weights bit for bit.
+
+    >>> import torch
+    >>> lin = torch.nn.Linear(1, 1, bias=False)
+    >>> negate_task_vector(lin, {"weight": torch.tensor([[1.0]])}, {"weight": torch.tensor([[1.5]])}, 2.0)
+    >>> lin.weight.item()  # 1 - 2 * (1.5 - 1)
+    0.0
+    """
+    live = model.state_dict(keep_vars=True)
+    with torch.no_grad():
+        for name, reinf in reinforced.items():
+            p = live[name]
+            theta = original[name].to(p.device, dtype=torch.promote_types(p.dtype, torch.float32))
+            vector = reinf.to(p.device, dtype=theta.dtype) - theta
+            p.copy_((theta - alpha * vector).to(p.dtype))
+
+
+@register_method
+class TaskVector(ReinforcedUnlearner):
+    name = "tv"
+    Params = TVParams
+    paper_lr = 2e-5
+    paper_lr_large = 1e-5
+    train_lr_ratio = 0.1
+
+    def trajectory(self, session: Session, grid: Sequence[float]) -> Iterator[Step]:
+        if session.snapshot is None:
+            raise UnlearnError("tv changes the full weights: it needs a weight snapshot (LoRA mode is for ga and npo)")
+        alphas = self.check_grid(grid)
+        self.reinforce(session)
+        params = {n for n, _ in session.model.named_parameters(remove_duplicate=False)}
+        live = session.model.state_dict(keep_vars=True)
+        # θ_reinf is kept beside the snapshot (one model's worth, on the snapshot's device)
+        reinforced = {
+            n: live[n].detach().to(session.snapshot[n].device, copy=True)
+            for n in session.snapshot.names if n in params
+        }
+        try:
+            for alpha in alphas:
+                negate_task_vector(session.model, session.snapshot, reinforced, alpha)
+                yield Step(alpha)
+        finally:
+            reinforced.clear()

@@ -1,0 +1,84 @@
+"""Who's Harry Potter (Eldan & Russinovich, 2023), as the EDU-RELAT paper applies it: the next-token
+distribution ``p_orig - alpha * max(p_reinf - p_orig, 0)`` (paper eq. 3)."""
+
+from __future__ import annotations
+
+import copy
+import gc
+from typing import Iterator, Sequence
+
+import torch
+from pydantic import Field
+
+from .base import ReinforcedParams, ReinforcedUnlearner, Session, Step, UnlearnError, register_method
+
+
+class WHPParams(ReinforcedParams):
+    """The paper's grid: alpha in {10, 1e3, 1e5, 1e7, 1e8}; 10 reinforcing steps."""
+
+    grid: list[float] = Field(default_factory=lambda: [1e1, 1e3, 1e5, 1e7, 1e8])
+
+
+def whp_distribution(p_orig: torch.Tensor, p_reinf: torch.Tensor, alpha: float) -> torch.Tensor:
+    """``p_orig - alpha * max(p_reinf - p_orig, 0)``, clamped at 0 and renormalised over the last axis.
+
+    Computed in float64: with ``alpha`` up to 1e8, float32 rounding noise in ``p_reinf - p_orig``
+    (about 1e-8) would otherwise wipe out tokens the two models agree on. A token the reinforced
+    model does not prefer keeps its original probability, so the mass left is positive; where it
+    underflows to 0 the original distribution is returned for that position.
+
+    >>> import torch
+    >>> p = whp_distribution(torch.tensor([0.5, 0.3, 0.2]), torch.tensor([0.7, 0.2, 0.1]), alpha=1.0)
+    >>> [round(x, 6) for x in p.tolist()]  # [0.5 - 0.2, 0.3, 0.2] / 0.8
+    [0.375, 0.375, 0.25]
+    """
+    po = p_orig.double()
+    pr = p_reinf.double()
+    p = (po - alpha * torch.clamp(pr - po, min=0.0)).clamp(min=0.0)
+    total = p.sum(-1, keepdim=True)
+    return torch.where(total > 0, p / total.clamp(min=torch.finfo(torch.float64).tiny), po)
+
+
+def whp_logprobs(orig_logits: torch.Tensor, reinf_logits: torch.Tensor, alpha: float) -> torch.Tensor:
+    """Log of :func:`whp_distribution` of the two models' softmaxes, float32, usable as logits
+    (``-inf`` where a token got probability 0)."""
+    p = whp_distribution(torch.softmax(orig_logits.double(), -1), torch.softmax(reinf_logits.double(), -1), alpha)
+    return torch.log(p).float()
+
+
+class WHPForward:
+    """``model_fn`` for the probe: both models' forward passes mixed by :func:`whp_logprobs`."""
+
+    def __init__(self, original: torch.nn.Module, reinforced: torch.nn.Module, alpha: float):
+        self.original, self.reinforced, self.alpha = original, reinforced, alpha
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            lo = self.original(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+            lr = self.reinforced(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+        return whp_logprobs(lo, lr, self.alpha)
+
+
+@register_method
+class WhoIsHarryPotter(ReinforcedUnlearner):
+    name = "whp"
+    Params = WHPParams
+    paper_lr = 2e-5
+    paper_lr_large = 1e-5
+    train_lr_ratio = 0.1
+
+    def trajectory(self, session: Session, grid: Sequence[float]) -> Iterator[Step]:
+        if session.snapshot is None:
+            raise UnlearnError("whp reinforces the full weights: it needs a weight snapshot (LoRA mode is for ga and npo)")
+        alphas = self.check_grid(grid)
+        self.reinforce(session)
+        # Two models' worth of weights only while probing this target: copy the reinforced model
+        # (its optimizer state is gone by now), give the session's model its original weights back.
+        reinforced = copy.deepcopy(session.model).eval().requires_grad_(False)
+        session.restore()
+        try:
+            for alpha in alphas:
+                yield Step(alpha, model_fn=WHPForward(session.model, reinforced, alpha))
+        finally:
+            del reinforced
+            gc.collect()
