@@ -115,7 +115,9 @@ class SweepConfig(_Strict):
     models: list[ModelSpec] = Field(min_length=1)
     methods: dict[str, list[int | float]] = Field(default_factory=lambda: {m: list(g) for m, g in PAPER_GRIDS.items()})
     targets: TargetSpec = Field(default_factory=TargetSpec)
-    probe_mode: str = Field(default="exact", description="how a probe answer counts as known")
+    probe_mode: Literal["exact", "generate"] = Field(
+        default="exact", description="how a probe answer counts as known: 'exact' (teacher-forced greedy answer) "
+        "or 'generate' (the reference's substring test on greedy decoding)")
     k_mode: Literal["probed", "dataset"] = "probed"
     exact: bool = Field(default=True, description="enumerate all minimal sets exactly where the budget allows")
     seeds: int = Field(default=100, ge=1, description="DUS+RP seeds when sets are approximated (MDUS)")

@@ -84,7 +84,7 @@ class ModelWorker:
         self._model = None
         _free_accelerator_memory()
         from ..probe import load_model
-        from ..unlearn import TargetRunner
+        from ..unlearn.loop import TargetRunner
 
         t0 = time.perf_counter()
         m = self.spec.models[model]
@@ -97,7 +97,7 @@ class ModelWorker:
         self._runner = TargetRunner(
             bundle, self.kb, rules=self.spec.rules, probe_mode=self.spec.probe_mode, k_mode=self.spec.k_mode,
             lr=m.get("lr"), lora=self.spec.lora, cache_dir=cache, exact=self.spec.exact, seeds=self.spec.seeds,
-            batch_size=self.spec.batch_size, **self.spec.runner_options,
+            batch_size=self.spec.batch_size, progress=False, **self.spec.runner_options,
         )
         self._model = model
         return self._runner, time.perf_counter() - t0

@@ -136,7 +136,7 @@ def _model_files(path: str) -> dict[str, Any]:
 
 
 def _check_methods(cfg: SweepConfig) -> None:
-    from ..unlearn import METHODS
+    from ..unlearn.methods import METHODS
 
     for name in cfg.methods:
         if name not in METHODS:
