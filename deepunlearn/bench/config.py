@@ -32,7 +32,7 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 #: The paper's grids (appendix D); used where a method's grid is left empty.
 PAPER_GRIDS: dict[str, tuple[float, ...]] = {
@@ -127,6 +127,13 @@ class SweepConfig(_Strict):
     cache_dir: str | None = Field(default=None, description="probe/minimal-set cache; default OUTPUT/cache")
     executor: Literal["local", "ray"] = "local"
     ray_address: str | None = Field(default=None, description="existing cluster ('auto', 'ray://host:10001'); None: local")
+
+    _source: str | None = PrivateAttr(default=None)
+
+    def error(self, field: str, message: str) -> "ConfigError":
+        """A :class:`ConfigError` naming this configuration's file (when it came from one) and the field."""
+        where = f"{self._source}: " if self._source else ""
+        return ConfigError(f"{where}field {field}: {message}")
 
     @field_validator("methods", mode="before")
     @classmethod
@@ -288,6 +295,7 @@ def load_config(path: str | os.PathLike, **overrides: Any) -> SweepConfig:
     except Exception as e:  # tomllib.TOMLDecodeError, yaml.YAMLError, json.JSONDecodeError
         raise ConfigError(f"{p}: cannot parse {suffix[1:].upper()}: {e}") from None
     cfg = parse_config(data, source=str(p), base=p.resolve().parent)
+    cfg._source = str(p)
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if overrides:
         try:
@@ -297,4 +305,5 @@ def load_config(path: str | os.PathLike, **overrides: Any) -> SweepConfig:
         for key in ("output", "cache_dir"):
             if key in overrides:
                 cfg = cfg.model_copy(update={key: str(Path(overrides[key]).resolve())})
+        cfg._source = str(p)
     return cfg

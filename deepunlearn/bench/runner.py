@@ -61,7 +61,7 @@ def kb_fingerprint(kb: KnowledgeBase) -> str:
     return hashlib.sha256(dumps_kb(kb).encode()).hexdigest()
 
 
-def select_targets(kb: KnowledgeBase, spec: TargetSpec) -> list[int]:
+def select_targets(kb: KnowledgeBase, spec: TargetSpec, cfg: SweepConfig | None = None) -> list[int]:
     """The fact ids to unlearn, in a stable order.
 
     ``stratified = N`` draws N facts per relation with ``spec.seed`` from the KB's target list
@@ -77,20 +77,23 @@ def select_targets(kb: KnowledgeBase, spec: TargetSpec) -> list[int]:
     >>> select_targets(kb, TargetSpec(stratified=1)) == got     # deterministic
     True
     """
+    def error(field: str, msg: str) -> ConfigError:
+        return cfg.error(field, msg) if cfg is not None else ConfigError(f"field {field}: {msg}")
+
     if spec.refs is not None:
         out: list[int] = []
         for i, ref in enumerate(spec.refs):
             try:
                 t = kb.resolve(ref)
             except KBError as e:
-                raise ConfigError(f"field targets.refs.{i}: {e}") from None
+                raise error(f"targets.refs.{i}", str(e)) from None
             if t not in out:
                 out.append(t)
         return out
     if spec.all:
         if not kb.targets:
-            raise ConfigError(f"field targets: KB {kb.name!r} lists no targets: set targets.stratified = N "
-                              "or targets.refs = [...]")
+            raise error("targets", f"KB {kb.name!r} lists no targets: set targets.stratified = N or "
+                        "targets.refs = [...]")
         return list(dict.fromkeys(kb.targets))
     pool = list(dict.fromkeys(kb.targets)) or kb.family_facts()
     by_rel: dict[str, list[int]] = defaultdict(list)
@@ -135,12 +138,27 @@ def _model_files(path: str) -> dict[str, Any]:
     return {f.name: {"bytes": f.stat().st_size, "mtime": f.stat().st_mtime} for f in sorted(p.iterdir()) if f.is_file()}
 
 
-def _check_methods(cfg: SweepConfig) -> None:
+def check_config(cfg: SweepConfig) -> None:
+    """What the schema cannot check: method names against the registry, grids against each
+    method's own validation, local model folders that do not exist."""
     from ..unlearn.methods import METHODS
 
-    for name in cfg.methods:
+    for name, grid in cfg.methods.items():
         if name not in METHODS:
-            raise ConfigError(f"field methods.{name}: unknown method; known: {', '.join(sorted(METHODS))}")
+            raise cfg.error(f"methods.{name}", f"unknown method; known: {', '.join(sorted(METHODS))}")
+        try:
+            METHODS[name]().check_grid(grid)
+        except ValueError as e:
+            raise cfg.error(f"methods.{name}", str(e)) from None
+    for i, m in enumerate(cfg.models):
+        looks_local = m.path.startswith((".", "/", "~")) or os.sep in m.path and not _hub_like(m.path)
+        if looks_local and not Path(m.path).expanduser().is_dir():
+            raise cfg.error(f"models.{i}.path", f"no model folder {m.path}")
+
+
+def _hub_like(path: str) -> bool:
+    """``owner/name`` (one slash, no dots or tildes at the start) may be a hub id."""
+    return path.count("/") == 1 and not path.startswith((".", "/", "~"))
 
 
 def plan_jobs(cfg: SweepConfig, targets: Sequence[int], store: ResultsStore) -> tuple[list[Job], int]:
@@ -166,11 +184,15 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
               progress: bool = True, kb: KnowledgeBase | None = None) -> SweepOutcome:
     """Run (or resume) a sweep; see the module docstring. Returns the summary of all stored points."""
     t0 = time.perf_counter()
-    kb = kb if kb is not None else load_kb(cfg.kb)
-    targets = select_targets(kb, cfg.targets)
+    if kb is None:
+        try:
+            kb = load_kb(cfg.kb)
+        except KBError as e:
+            raise cfg.error("kb", str(e)) from None
+    targets = select_targets(kb, cfg.targets, cfg)
     if not targets:
-        raise ConfigError("field targets: no target facts selected")
-    _check_methods(cfg)
+        raise cfg.error("targets", "no target facts selected")
+    check_config(cfg)
     executor = executor or make_executor(cfg.executor, cfg.ray_address)
     out = cfg.output_dir
     out.mkdir(parents=True, exist_ok=True)
