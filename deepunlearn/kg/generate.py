@@ -22,7 +22,8 @@ Four steps, each a plain function over a :class:`FamilyNetwork`:
    parent's sibling). So any other relation may be dropped and stays derivable;
    ``stored_share`` says how many are kept and ``relation_keep_weights`` which kinds.
    With the defaults a 100-person KB stores about 71 % of its true relations, as the
-   release (400 stored, 162 more derivable) does.
+   release (400 stored, 162 more derivable) does: over seeds 0-149, 402 family facts on
+   average (sd 37; 90 % of seeds within 15 % of 400), in a mix close to the release's.
 
 :func:`generate_family` runs the four steps and builds the :class:`KnowledgeBase`. Only
 ``numpy.random.default_rng(seed)`` draws, in a fixed order, so a seed fixes the file
@@ -63,8 +64,11 @@ class FamilyParams(BaseModel):
     """Parameters of the synthetic family generator (defaults give EDU-RELAT-like data).
 
     Probabilities of growth follow the reference notebook (parents 0.8, geometric children
-    with p = 0.4 truncated to 1-4, 4 generations); ``stored_share`` and
-    ``relation_keep_weights`` reproduce the release's share and mix of stored relations.
+    with p = 0.4 truncated to 1-4, 4 generations). The notebook marries everyone; here 80 %
+    marry and the youngest generation stays single (their children would fall outside the
+    four generations), which gives 100 people about as many couples (34) and parent links
+    (65) as the release. ``stored_share`` and ``relation_keep_weights`` reproduce the
+    release's share and mix of stored relations.
 
     >>> FamilyParams().stored_share
     0.71
@@ -110,7 +114,8 @@ class FamilyParams(BaseModel):
     p_wife_takes_surname: float = Field(0.2, ge=0, le=1,
                                         description="small chance a wife goes by her husband's surname")
     # --- what the KB stores
-    stored_share: float = Field(0.71, gt=0, le=1, description="share of true family relations stored")
+    stored_share: float = Field(0.71, gt=0, le=1, description=(
+        "share of true family relations stored (never less than the father/mother/husband/wife backbone)"))
     relation_keep_weights: dict[str, float] = Field(
         default_factory=lambda: {"child": 0.77, "brother": 0.69, "sister": 0.69,
                                  "uncle": 0.24, "aunt": 0.24, "nephew": 0.24, "niece": 0.24},
@@ -545,7 +550,9 @@ def generate_family(
     Family facts ``(o1, r, o2)`` ("o2 is o1's r") over the 11 family relations, part of
     the true relations (the rest derivable by the ``family`` rules); three biography facts
     per person (birthyear, birthplace "<State> state", job); ``targets_per_relation``
-    targets per family relation. With ``return_truth`` also return every true family
+    targets per family relation. ``metadata`` records the generator, seed, parameters,
+    the rule set that completes the KB (``"family"``) and ``stats`` (true and stored
+    family facts, family trees). With ``return_truth`` also return every true family
     relation (stored or not) as a list of facts.
 
     >>> kb, truth = generate_family(40, seed=1, return_truth=True)
@@ -557,6 +564,8 @@ def generate_family(
     params = params or FamilyParams()
     if people < 1:
         raise KBError(f"people must be at least 1 (got {people})")
+    if seed < 0:
+        raise KBError(f"seed must be a non-negative integer (got {seed})")
     rng = np.random.default_rng(seed)
     net = grow_family(people, params, rng)
     name_people(net, params, rng)

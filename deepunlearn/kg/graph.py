@@ -176,9 +176,9 @@ def _layout(fam: _Family, people: list[str]) -> tuple[dict[str, tuple[float, int
     """Positions (x centre, generation row) of ``people`` (one connected family): a layered
     (Sugiyama-style) drawing of couples.
 
-    1. Couples form units. A unit sits below its parents and no higher than its birth year
-       suggests (rows are one median parent-child gap apart); families without drawn
-       parents sit right above their children.
+    1. Couples form units. A unit sits below its parents; one without drawn parents sits
+       no higher than its birth year suggests (rows are one median parent-child gap apart)
+       and right above its children.
     2. Each row is ordered by a depth-first walk from the oldest founders, then by
        barycentre sweeps and neighbour swaps, keeping the order with fewest crossings.
     3. x minimises the squared horizontal length of the parent-child links with each row
@@ -219,15 +219,16 @@ def _layout(fam: _Family, people: list[str]) -> tuple[dict[str, tuple[float, int
         downs[u].discard(d)
         ups[d].discard(u)
     topo = list(nx.lexicographical_topological_sort(dag))
-    # a unit's row: below its parents, and not above the row its birth year suggests
-    # (rows are about one parent-child gap of the family apart)
+    # a unit's row: below its parents; a family with no drawn parents not above the row its
+    # birth year suggests (rows are about one parent-child gap of the family apart)
     unit_year = [min((year[m] for m in u.members if m in year), default=None) for u in units]
     gaps = sorted(year[c] - year[p] for c in people for p in fam.parents[c]
                   if p in inside and c in year and p in year and year[c] > year[p])
     gap = max(15.0, float(gaps[len(gaps) // 2])) if gaps else 28.0
     known = [y for y in unit_year if y is not None]
     base = min(known) if known else 0
-    level = [0 if y is None else max(0, math.floor((y - base) / gap + 0.3)) for y in unit_year]
+    level = [0 if y is None or ups[u] else max(0, math.floor((y - base) / gap + 0.3))
+             for u, y in enumerate(unit_year)]
     for u in topo:
         for d in downs[u]:
             level[d] = max(level[d], level[u] + 1)
@@ -417,42 +418,7 @@ def draw_family(kb: KnowledgeBase, path: str | os.PathLike, person: str | None =
         raise KBError(f"person {person!r} is not in knowledge base {kb.name!r}")
     fam = _family_structure(kb)
     total = len(kb.entities)
-    direct: dict[str, str] = {}          # relative -> the focus's relation to them, as stored
-    if person is not None:
-        for s, r, o in kb.facts:
-            if kb.relations[r].kind == "family" and s == person and o != person:
-                direct.setdefault(o, r)
-        for s, r, o in kb.facts:
-            if kb.relations[r].kind == "family" and o == person and s != person:
-                direct.setdefault(s, "")
-        chosen = _tree_neighbourhood(fam, person, radius) | set(direct)
-        scope = f"{person} and family within {radius} parent/child/spouse link{'s' if radius != 1 else ''}"
-    else:
-        chosen = set(kb.entities)
-        scope = "family tree"
-    comps = _components(fam, chosen)
-    if person is not None:   # the focus's family first
-        comps.sort(key=lambda c: person not in c)
-    elif len(comps) > 1:
-        scope = f"{len(comps)} family trees"
-    note = ""
-    if sum(map(len, comps)) > MAX_DRAWN_PEOPLE:
-        keep: list[list[str]] = []
-        room = MAX_DRAWN_PEOPLE
-        for c in comps:
-            if len(c) <= room:
-                keep.append(c)
-                room -= len(c)
-            elif not keep:   # the first tree alone is too big: the people nearest its oldest
-                start = person if person in c else min(c, key=lambda n: (fam.year.get(n, math.inf), c.index(n)))
-                near = set(_bfs_order(fam, start, set(c))[:MAX_DRAWN_PEOPLE])
-                keep.append([n for n in c if n in near])
-                note = f"; cut to the {len(near)} nearest {start}, use --person to see others"
-                break
-        if not note:
-            note = f"; the {len(keep)} largest families, use --person to see others"
-        comps = keep
-        scope = "part of the family tree" if len(comps) == 1 else "part of the family trees"
+    comps, scope, note, direct = _select(kb, fam, person, radius)
 
     # lay out each family on its own; set them side by side, rows matched by birth years
     pos: dict[str, tuple[float, int]] = {}
@@ -596,6 +562,50 @@ def draw_family(kb: KnowledgeBase, path: str | os.PathLike, person: str | None =
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
     return out
+
+
+def _select(kb: KnowledgeBase, fam: _Family, person: str | None, radius: int
+            ) -> tuple[list[list[str]], str, str, dict[str, str]]:
+    """Who is drawn: the families (connected groups, the focus's or the biggest first),
+    a phrase for the title, a note if people were cut, and the focus's stored relation to
+    each relative ("" where only the relative's relation to the focus is stored)."""
+    direct: dict[str, str] = {}
+    if person is not None:
+        for s, r, o in kb.facts:
+            if kb.relations[r].kind == "family" and s == person and o != person:
+                direct.setdefault(o, r)
+        for s, r, o in kb.facts:
+            if kb.relations[r].kind == "family" and o == person and s != person:
+                direct.setdefault(s, "")
+        chosen = _tree_neighbourhood(fam, person, radius) | set(direct)
+        scope = f"{person} and family within {radius} parent/child/spouse link{'s' if radius != 1 else ''}"
+    else:
+        chosen = set(kb.entities)
+        scope = "family tree"
+    comps = _components(fam, chosen)
+    if person is not None:   # the focus's family first
+        comps.sort(key=lambda c: person not in c)
+    elif len(comps) > 1:
+        scope = f"{len(comps)} family trees"
+    note = ""
+    if sum(map(len, comps)) > MAX_DRAWN_PEOPLE:
+        keep: list[list[str]] = []
+        room = MAX_DRAWN_PEOPLE
+        for c in comps:
+            if len(c) <= room:
+                keep.append(c)
+                room -= len(c)
+            elif not keep:   # the first family alone is too big: the people nearest its oldest
+                start = person if person in c else min(c, key=lambda n: (fam.year.get(n, math.inf), c.index(n)))
+                near = set(_bfs_order(fam, start, set(c))[:MAX_DRAWN_PEOPLE])
+                keep.append([n for n in c if n in near])
+                note = f"; cut to the {len(near)} nearest {start}, use --person to see others"
+                break
+        if not note:
+            note = f"; the {len(keep)} largest families, use --person to see others"
+        comps = keep
+        scope = "part of the family tree" if len(comps) == 1 else "part of the family trees"
+    return comps, scope, note, direct
 
 
 def _tree_neighbourhood(fam: _Family, person: str, radius: int) -> set[str]:
