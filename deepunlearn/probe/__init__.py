@@ -1,1 +1,23 @@
-"""probe layer."""
+"""probe layer: load causal LMs, build the tiny local model, and probe which facts a model knows.
+
+Public API (torch is imported only when a function runs)::
+
+    load_model(name_or_dir, *, device=None, dtype=None, prompt=None) -> ModelBundle
+    build_tiny_model(kb, out_dir, *, seed=0, hidden=512, layers=2, heads=8) -> Path
+    probe(bundle, kb, fact_ids=None, *, mode="exact", batch_size=64, model_fn=None, progress=True) -> ProbeResult
+    cached_probe(bundle, kb, *, mode="exact", cache_dir=None, **kw) -> ProbeResult
+"""
+
+from .cache import cached_probe, default_cache_dir
+from .fingerprint import kb_fingerprint, model_fingerprint, weights_fingerprint
+from .models import ModelBundle, ModelLoadError, load_model, read_meta, save_bundle
+from .probing import ProbeResult, logits_fn, probe
+from .prompts import PromptFormat, encode_pair, encode_pairs, left_pad
+from .tiny import build_tiny_model
+
+__all__ = [
+    "ModelBundle", "ModelLoadError", "ProbeResult", "PromptFormat",
+    "build_tiny_model", "cached_probe", "default_cache_dir", "encode_pair", "encode_pairs",
+    "kb_fingerprint", "left_pad", "load_model", "logits_fn", "model_fingerprint", "probe",
+    "read_meta", "save_bundle", "weights_fingerprint",
+]

@@ -1,0 +1,103 @@
+"""Content fingerprints of knowledge bases and models, the keys of the probe cache.
+
+A model's fingerprint covers its weights, config, tokenizer and prompt format. The weights are
+hashed where they live (GPU or CPU) with an exact integer checksum per tensor, so a 7B model
+on a GPU is fingerprinted without copying it to the host: each tensor's raw bits, read as
+integers, are multiplied by fixed odd pseudo-random 64-bit weights and summed modulo 2**64.
+Integer arithmetic makes the sum independent of reduction order, and because every weight is
+odd, changing any single element always changes the sum.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from ..kg.kb import KnowledgeBase
+
+_CHUNK = 1 << 24  # elements hashed at a time (bounds the int64 temporaries)
+_MIX_A = -7046029254386353131  # 0x9E3779B97F4A7C15 as a signed int64
+_MIX_B = -4658895280553007687  # 0xBF58476D1CE4E5B9 as a signed int64
+
+
+def kb_fingerprint(kb: KnowledgeBase) -> str:
+    """Hash of what probing a KB depends on: its facts and their question/answer pairs.
+
+    >>> from deepunlearn.kg.kb import KnowledgeBase
+    >>> a = KnowledgeBase.build({"A": {}, "B": {}}, [("A", "child", "B")])
+    >>> b = KnowledgeBase.build({"A": {}, "B": {}}, [("B", "child", "A")])
+    >>> kb_fingerprint(a) == kb_fingerprint(a), kb_fingerprint(a) == kb_fingerprint(b)
+    (True, False)
+    """
+    h = hashlib.sha256()
+    for i, (fact, p) in enumerate(zip(kb.facts, kb.probes())):
+        h.update(json.dumps([i, list(fact), p.question, p.answer], ensure_ascii=False).encode())
+        h.update(b"\n")
+    return h.hexdigest()[:32]
+
+
+def _int_view(t):
+    """The tensor's raw bits as a flat integer tensor of the same element size."""
+    import torch
+
+    t = t.detach().contiguous().reshape(-1)
+    size = t.element_size()
+    if t.dtype == torch.bool:
+        return t.to(torch.uint8)
+    if not t.is_floating_point() and not t.is_complex():
+        return t
+    return t.view({1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[size])
+
+
+def tensor_checksum(t) -> int:
+    """Exact order-independent checksum of a tensor's bits (an int in ``[0, 2**64)``)."""
+    import torch
+
+    flat = _int_view(t)
+    total = 0
+    for start in range(0, flat.numel(), _CHUNK):
+        x = flat[start:start + _CHUNK].to(torch.int64)
+        i = torch.arange(start, start + x.numel(), device=x.device, dtype=torch.int64)
+        w = i * _MIX_A
+        w = (w ^ (w >> 31)) * _MIX_B
+        w = w | 1
+        total = (total + int((x * w).sum().item())) % (1 << 64)
+    return total
+
+
+def weights_fingerprint(model) -> str:
+    """Hash of every parameter and buffer of a model (names, shapes, dtypes and values)."""
+    h = hashlib.sha256()
+    seen = set()
+    for name, t in list(model.named_parameters()) + list(model.named_buffers()):
+        if id(t) in seen:  # tied weights count once
+            continue
+        seen.add(id(t))
+        h.update(f"{name}|{tuple(t.shape)}|{t.dtype}|{tensor_checksum(t)}\n".encode())
+    return h.hexdigest()[:32]
+
+
+def tokenizer_fingerprint(tokenizer) -> str:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        text = backend.to_str()
+    else:
+        text = json.dumps(sorted(tokenizer.get_vocab().items()), ensure_ascii=False)
+    extra = json.dumps([tokenizer.bos_token_id, tokenizer.eos_token_id, tokenizer.pad_token_id])
+    return hashlib.sha256((text + extra).encode()).hexdigest()[:32]
+
+
+def config_fingerprint(config) -> str:
+    d = {k: v for k, v in config.to_dict().items() if not k.startswith("_") and k != "transformers_version"}
+    return hashlib.sha256(json.dumps(d, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def model_fingerprint(bundle) -> str:
+    """Hash of a loaded model: weights, config, tokenizer and prompt format."""
+    parts = [
+        weights_fingerprint(bundle.model),
+        config_fingerprint(bundle.model.config),
+        tokenizer_fingerprint(bundle.tokenizer),
+        bundle.prompt.model_dump_json(),
+    ]
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]

@@ -1,0 +1,283 @@
+"""Probing: which facts of a KB does a causal LM know?
+
+Each fact is asked as its question in the model's prompt format (DESIGN.md section 4). Two
+ways to decide that the model knows it:
+
+``generate``
+    The reference release's rule: greedy decoding of 10 new tokens; known iff the gold answer
+    appears in the decoded output, case-insensitively.
+``exact``
+    One teacher-forced forward pass over prompt + gold answer: known iff greedy decoding would
+    emit the gold answer's tokens, i.e. the argmax at every answer position is the gold token.
+    One pass per batch instead of ten decoding steps.
+
+Both also give each answer's log-probability (summed over its tokens, teacher-forced).
+Batches are padded on the left (behind each row's first token, see
+:func:`~deepunlearn.probe.prompts.left_pad`) with position ids that count real tokens, so a
+fact's result does not depend on the facts batched with it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sys
+from dataclasses import dataclass
+from typing import Callable, Iterable, Literal
+
+import numpy as np
+
+from ..kg.kb import KBError, KnowledgeBase
+from .models import ModelBundle
+from .prompts import encode_pairs, left_pad, position_ids
+
+Mode = Literal["exact", "generate"]
+MODES = ("exact", "generate")
+#: New tokens decoded in ``generate`` mode (the reference release's setting).
+MAX_NEW_TOKENS = 10
+
+#: ``model_fn(input_ids, attention_mask) -> logits [B, T, V]``.
+ModelFn = Callable[..., "object"]
+
+
+@dataclass
+class ProbeResult:
+    """Per-fact outcome of probing: ``known[i]`` and ``logprob[i]`` belong to ``fact_ids[i]``;
+    ``outputs[i]`` is the decoded generation (``generate`` mode only)."""
+
+    fact_ids: np.ndarray
+    known: np.ndarray
+    logprob: np.ndarray
+    outputs: list[str] | None = None
+    mode: str = "exact"
+
+    def __post_init__(self) -> None:
+        self.fact_ids = np.asarray(self.fact_ids, dtype=np.int64)
+        self.known = np.asarray(self.known, dtype=bool)
+        self.logprob = np.asarray(self.logprob, dtype=np.float64)
+        n = len(self.fact_ids)
+        if len(self.known) != n or len(self.logprob) != n or (self.outputs is not None and len(self.outputs) != n):
+            raise ValueError("ProbeResult: fact_ids, known, logprob (and outputs) must have the same length")
+
+    def __len__(self) -> int:
+        return len(self.fact_ids)
+
+    @property
+    def total(self) -> int:
+        return len(self.fact_ids)
+
+    @property
+    def n_known(self) -> int:
+        return int(self.known.sum())
+
+    @property
+    def share(self) -> float:
+        """Share of the probed facts that are known (0 when nothing was probed)."""
+        return self.n_known / self.total if self.total else 0.0
+
+    def known_ids(self) -> set[int]:
+        """Fact ids the model knows: the model's estimated knowledge base."""
+        return {int(i) for i in self.fact_ids[self.known]}
+
+    def to_json(self) -> dict:
+        """A JSON-ready dict (see :meth:`from_json`)."""
+        return {
+            "mode": self.mode,
+            "fact_ids": [int(i) for i in self.fact_ids],
+            "known": [bool(k) for k in self.known],
+            "logprob": [float(x) for x in self.logprob],
+            "outputs": None if self.outputs is None else list(self.outputs),
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict | str) -> "ProbeResult":
+        """Read what :meth:`to_json` wrote (the dict or its JSON text)."""
+        if isinstance(obj, str):
+            obj = json.loads(obj)
+        try:
+            return cls(fact_ids=obj["fact_ids"], known=obj["known"], logprob=obj["logprob"],
+                       outputs=obj.get("outputs"), mode=obj.get("mode", "exact"))
+        except KeyError as e:
+            raise ValueError(f"probe result: missing field {e.args[0]!r}") from None
+
+
+def _accepts(model, name: str) -> bool:
+    try:
+        return name in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def logits_fn(model) -> Callable:
+    """``fn(input_ids, attention_mask) -> logits`` for a Hugging Face causal LM that passes
+    position ids counting real tokens, so padded batches are exact also for absolute-position
+    models (GPT-2). Use it to build ``model_fn`` callables from models (e.g. mixing two models'
+    next-token distributions): ``fn(ids, mask, keep=k)`` returns only the last ``k`` positions.
+    """
+    takes_pos = _accepts(model, "position_ids")
+    takes_keep = _accepts(model, "logits_to_keep")
+
+    def fn(input_ids, attention_mask, keep: int | None = None):
+        kw = {}
+        if takes_pos:
+            kw["position_ids"] = position_ids(attention_mask)
+        if keep is not None and takes_keep:
+            kw["logits_to_keep"] = keep
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **kw).logits
+        return logits if keep is None else logits[:, -keep:]
+
+    return fn
+
+
+def _encoded(bundle: ModelBundle, kb: KnowledgeBase) -> list[tuple[list[int], list[int]]]:
+    """Prompt/answer token ids of every fact of ``kb``, computed once per (bundle, KB content)."""
+    from .fingerprint import kb_fingerprint
+
+    cache = bundle.__dict__.setdefault("_encoded_cache", {})
+    key = (kb_fingerprint(kb), bundle.prompt.model_dump_json(), id(bundle.tokenizer))
+    if key not in cache:
+        if len(cache) > 8:
+            cache.clear()
+        cache[key] = encode_pairs(bundle.tokenizer, bundle.prompt, kb.probes())
+    return cache[key]
+
+
+def _model_device(bundle: ModelBundle):
+    import torch
+
+    try:
+        return next(bundle.model.parameters()).device
+    except StopIteration:  # pragma: no cover - a model without parameters
+        return torch.device(bundle.device)
+
+
+def probe(
+    bundle: ModelBundle,
+    kb: KnowledgeBase,
+    fact_ids: Iterable[int] | None = None,
+    *,
+    mode: Mode = "exact",
+    batch_size: int = 64,
+    model_fn: Callable | None = None,
+    progress: bool = True,
+) -> ProbeResult:
+    """Probe the model on the facts ``fact_ids`` of ``kb`` (all facts by default).
+
+    ``model_fn(input_ids, attention_mask) -> logits [B, T, V]`` replaces ``bundle.model`` (the
+    unlearning layer passes one that mixes two models' next-token distributions); in
+    ``generate`` mode it is then decoded greedily by a plain loop without KV cache. It receives
+    left-padded batches; models with absolute position embeddings need position ids, which
+    :func:`logits_fn` supplies. Runs in inference mode and eval mode and restores train mode.
+
+    The result keeps the order of ``fact_ids``.
+    """
+    import torch
+
+    if mode not in MODES:
+        raise ValueError(f"unknown probe mode {mode!r}: expected one of {MODES}")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    n_facts = len(kb.facts)
+    ids = np.arange(n_facts, dtype=np.int64) if fact_ids is None else np.asarray(list(fact_ids), dtype=np.int64)
+    bad = ids[(ids < 0) | (ids >= n_facts)]
+    if len(bad):
+        raise KBError(f"fact index {int(bad[0])} out of range (KB has {n_facts} facts)")
+
+    enc = _encoded(bundle, kb)
+    rows = [enc[i] for i in ids]
+    # Longest first: batches hold rows of similar length (little padding), and running out of
+    # memory shows at the first batch.
+    order = sorted(range(len(rows)), key=lambda j: (-(len(rows[j][0]) + len(rows[j][1])), j))
+    known = np.zeros(len(rows), dtype=bool)
+    logprob = np.zeros(len(rows), dtype=np.float64)
+    outputs: list[str] | None = [""] * len(rows) if mode == "generate" else None
+    answers = [kb.probe(int(i)).answer for i in ids]
+
+    model = bundle.model
+    was_training = model.training
+    model.eval()
+    device = _model_device(bundle)
+    default_fn = logits_fn(model)
+    pad = bundle.pad_id
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=len(rows), desc=f"probe ({mode})", unit="fact", file=sys.stderr,
+               disable=not progress, leave=False)
+    try:
+        with torch.inference_mode():
+            for start in range(0, len(order), batch_size):
+                batch = order[start:start + batch_size]
+                b_rows = [rows[j] for j in batch]
+                lp, exact = _teacher_forced(b_rows, model_fn, default_fn, pad, device)
+                logprob[batch] = lp
+                if mode == "exact":
+                    known[batch] = exact
+                else:
+                    texts = _generate(bundle, [p for p, _ in b_rows], model_fn, device)
+                    for j, text in zip(batch, texts):
+                        outputs[j] = text
+                        known[j] = answers[j].lower() in text.lower()
+                bar.update(len(batch))
+    finally:
+        bar.close()
+        if was_training:
+            model.train()
+    return ProbeResult(fact_ids=ids, known=known, logprob=logprob, outputs=outputs, mode=mode)
+
+
+def _teacher_forced(b_rows, model_fn, default_fn, pad: int, device):
+    """Summed answer log-probability and "argmax is gold at every answer token" per row."""
+    import torch
+
+    seqs = [p + a for p, a in b_rows]
+    ids, mask, _ = left_pad(seqs, pad)
+    ids, mask = ids.to(device), mask.to(device)
+    longest = max(len(a) for _, a in b_rows)
+    keep = longest + 1
+    if model_fn is None:
+        logits = default_fn(ids, mask, keep=keep)
+    else:
+        logits = model_fn(ids, mask)[:, -keep:]
+    # Column c of the kept logits predicts the token in column (T - keep + c + 1); answers are
+    # right-aligned, so answer token k of a row with m tokens is predicted at column keep-1-m+k.
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # [B, longest, V]
+    gold = torch.full((len(b_rows), longest), pad, dtype=torch.long, device=logp.device)
+    valid = torch.zeros((len(b_rows), longest), dtype=torch.bool, device=logp.device)
+    for r, (_, a) in enumerate(b_rows):
+        gold[r, longest - len(a):] = torch.as_tensor(a, device=logp.device)
+        valid[r, longest - len(a):] = True
+    tok_lp = logp.gather(-1, gold.unsqueeze(-1)).squeeze(-1)
+    lp = (tok_lp * valid).sum(-1)
+    hit = (logp.argmax(-1) == gold) | ~valid
+    return lp.double().cpu().numpy(), hit.all(-1).cpu().numpy()
+
+
+def _generate(bundle: ModelBundle, prompts: list[list[int]], model_fn, device) -> list[str]:
+    """Greedy decoding of :data:`MAX_NEW_TOKENS` tokens; the decoded new text per prompt."""
+    import torch
+
+    ids, mask, _ = left_pad(prompts, bundle.pad_id)
+    ids, mask = ids.to(device), mask.to(device)
+    eos = bundle.eos_id
+    if model_fn is None:
+        from transformers import GenerationConfig
+
+        cfg = GenerationConfig(max_new_tokens=MAX_NEW_TOKENS, do_sample=False, num_beams=1,
+                               pad_token_id=bundle.pad_id, eos_token_id=eos)
+        out = bundle.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)
+        new = out[:, ids.shape[1]:]
+    else:
+        done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
+        steps = []
+        for _ in range(MAX_NEW_TOKENS):
+            nxt = model_fn(ids, mask)[:, -1].argmax(-1)
+            nxt = torch.where(done, torch.full_like(nxt, bundle.pad_id), nxt)
+            steps.append(nxt)
+            if eos is not None:
+                done |= nxt == eos
+            ids = torch.cat([ids, nxt[:, None]], dim=1)
+            mask = torch.cat([mask, torch.ones_like(nxt)[:, None]], dim=1)
+            if bool(done.all()):
+                break
+        new = torch.stack(steps, dim=1)
+    return bundle.tokenizer.batch_decode(new.cpu().tolist(), skip_special_tokens=True)

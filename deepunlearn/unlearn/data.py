@@ -1,0 +1,78 @@
+"""Question/answer training data: probes -> token batches with an answer-only loss.
+
+The paper finetunes (and unlearns) "under the question-answering format, where the question is
+given in the prompt and the loss is computed from the answer" (appendix D). An example is the
+prompt's tokens followed by the answer's tokens and EOS; its labels are -100 (ignored) on every
+prompt token, so only the answer and EOS are learnt or unlearnt. The answer tokens are those
+the probe layer checks (:func:`deepunlearn.probe.prompts.encode_pairs`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+from ..probe.prompts import PromptFormat, encode_pairs
+
+IGNORE = -100
+
+
+def encode_qa(tokenizer, prompt: PromptFormat, pairs: Iterable[Any]) -> list[dict[str, list[int]]]:
+    """One training example per ``(question, answer)`` pair (or Probe):
+    ``{"input_ids": prompt + answer + [EOS], "labels": [-100] * len(prompt) + answer + [EOS]}``.
+    EOS is appended when the tokenizer has one."""
+    eos = tokenizer.eos_token_id
+    out = []
+    for p, a in encode_pairs(tokenizer, prompt, pairs):
+        ans = a + ([int(eos)] if eos is not None else [])
+        out.append({"input_ids": p + ans, "labels": [IGNORE] * len(p) + ans})
+    return out
+
+
+def collate(examples: Sequence[dict[str, list[int]]], pad_id: int) -> dict[str, Any]:
+    """Right-pad examples into tensors ``input_ids``, ``attention_mask``, ``labels`` (labels
+    -100 on padding). Right padding keeps positions 0..n-1 for every row, as in training.
+
+    >>> b = collate([{"input_ids": [1, 2, 3], "labels": [-100, 2, 3]},
+    ...              {"input_ids": [1, 4], "labels": [-100, 4]}], pad_id=0)
+    >>> b["input_ids"].tolist(), b["attention_mask"].tolist(), b["labels"].tolist()
+    ([[1, 2, 3], [1, 4, 0]], [[1, 1, 1], [1, 1, 0]], [[-100, 2, 3], [-100, 4, -100]])
+    """
+    import torch
+
+    if not examples:
+        raise ValueError("collate: no examples")
+    width = max(len(e["input_ids"]) for e in examples)
+    ids = torch.full((len(examples), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(examples), width), dtype=torch.long)
+    labels = torch.full((len(examples), width), IGNORE, dtype=torch.long)
+    for i, e in enumerate(examples):
+        n = len(e["input_ids"])
+        if len(e["labels"]) != n:
+            raise ValueError(f"examples[{i}]: {n} input ids but {len(e['labels'])} labels")
+        ids[i, :n] = torch.as_tensor(e["input_ids"], dtype=torch.long)
+        mask[i, :n] = 1
+        labels[i, :n] = torch.as_tensor(e["labels"], dtype=torch.long)
+    return {"input_ids": ids, "attention_mask": mask, "labels": labels}
+
+
+def to_device(batch: dict[str, Any], device) -> dict[str, Any]:
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def token_logprobs(model, batch: dict[str, Any]):
+    """Per-token log-probabilities of the labels ``[B, T-1]`` (0 where the label is -100), with
+    gradients (no ``inference_mode``): the building block of answer-only losses."""
+    import torch
+
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    labels = batch["labels"][:, 1:]
+    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    valid = labels != IGNORE
+    tok = logp.gather(-1, labels.clamp_min(0).unsqueeze(-1)).squeeze(-1)
+    return tok * valid
+
+
+def answer_logprob(model, batch: dict[str, Any]):
+    """Summed log-probability of each row's labelled (answer) tokens, ``Tensor[B]``: log p(a|q)
+    in NPO's loss. Keeps the autograd graph so it can be differentiated."""
+    return token_logprobs(model, batch).sum(-1)
