@@ -39,3 +39,53 @@ def edu_kb(edu_dir):
 # ---------------------------------------------------------------------------------------------
 # Model fixtures (probe layer): a tiny locally built and finetuned causal LM shared by the
 # probe, unlearn and bench tests. Test files use unique basenames (tests/<layer>/test_<layer>_*.py).
+
+
+def family_neighbourhood(kb, start: str, people: int) -> list[int]:
+    """Fact ids among the ``people`` persons nearest to ``start`` by family links (breadth
+    first, ties in fact order): their family facts with both ends inside and their biography."""
+    import networkx as nx
+
+    g = nx.Graph()
+    for s, r, o in kb.facts:
+        if kb.relations[r].kind == "family":
+            g.add_edge(s, o)
+    chosen = set(list(nx.bfs_tree(g, start))[:people])
+    return [i for i, (s, r, o) in enumerate(kb.facts)
+            if s in chosen and (kb.relations[r].kind != "family" or o in chosen)]
+
+
+#: Width of the fixture model: the release's tiny model is 512 wide; 256 trains ~3x faster on
+#: 2 cores and memorises the small KB just as well.
+TINY_FIXTURE_HIDDEN = 256
+
+
+@pytest.fixture(scope="session")
+def small_kb(edu_kb):
+    """25 EDU-RELAT people around Zoey Jenkins (subject of the release's example target 272):
+    181 facts (106 family, 75 biography) and the 18 release targets among them."""
+    return edu_kb.subset(family_neighbourhood(edu_kb, "Zoey Jenkins", 25), name="edu-relat-25")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(small_kb, tmp_path_factory):
+    """A tiny Llama-style model built for ``small_kb`` and finetuned until it knows >= 95 % of
+    its facts (exact probing), saved as a normal checkpoint folder with ``deepunlearn.json``.
+    Read-only for tests: load it with ``load_model`` (or use ``tiny_bundle``) to change weights."""
+    from deepunlearn.probe import build_tiny_model, load_model
+    from deepunlearn.unlearn.finetune import FinetuneConfig, finetune
+
+    folder = tmp_path_factory.mktemp("tiny-model")
+    build_tiny_model(small_kb, folder, seed=0, hidden=TINY_FIXTURE_HIDDEN)
+    bundle = load_model(folder, device="cpu")
+    result = finetune(bundle, small_kb, FinetuneConfig.tiny(), out_dir=folder, progress=False)
+    assert result.share >= 0.95, f"fixture model knows only {result.known}/{result.total} facts"
+    return folder
+
+
+@pytest.fixture
+def tiny_bundle(tiny_model_dir):
+    """A fresh CPU copy of the finetuned fixture model per test (tests may change its weights)."""
+    from deepunlearn.probe import load_model
+
+    return load_model(tiny_model_dir, device="cpu")

@@ -14,7 +14,8 @@ ways to decide that the model knows it:
 Both also give each answer's log-probability (summed over its tokens, teacher-forced).
 Batches are padded on the left (behind each row's first token, see
 :func:`~deepunlearn.probe.prompts.left_pad`) with position ids that count real tokens, so a
-fact's result does not depend on the facts batched with it.
+fact's result does not depend on the facts batched with it; a ``model_fn`` standing in for the
+model gets right-padded batches instead (plain positions, no position ids needed).
 """
 
 from __future__ import annotations
@@ -110,9 +111,10 @@ def _accepts(model, name: str) -> bool:
 
 def logits_fn(model) -> Callable:
     """``fn(input_ids, attention_mask) -> logits`` for a Hugging Face causal LM that passes
-    position ids counting real tokens, so padded batches are exact also for absolute-position
-    models (GPT-2). Use it to build ``model_fn`` callables from models (e.g. mixing two models'
-    next-token distributions): ``fn(ids, mask, keep=k)`` returns only the last ``k`` positions.
+    position ids counting real tokens, so left-padded batches are exact also for
+    absolute-position models (GPT-2); ``fn(ids, mask, keep=k)`` returns only the last ``k``
+    positions. (Right-padded batches, as a ``model_fn`` gets, need no position ids; this
+    callable is exact for them too.)
     """
     takes_pos = _accepts(model, "position_ids")
     takes_keep = _accepts(model, "logits_to_keep")
@@ -166,8 +168,11 @@ def probe(
     ``model_fn(input_ids, attention_mask) -> logits [B, T, V]`` replaces ``bundle.model`` (the
     unlearning layer passes one that mixes two models' next-token distributions); in
     ``generate`` mode it is then decoded greedily by a plain loop without KV cache. It receives
-    left-padded batches; models with absolute position embeddings need position ids, which
-    :func:`logits_fn` supplies. Runs in inference mode and eval mode and restores train mode.
+    RIGHT-padded batches, so every row has the plain positions 0..n-1 and
+    ``lambda ids, m: model(input_ids=ids, attention_mask=m).logits`` is exact for any model.
+    Without it, batches are left-padded (behind each row's first token) with explicit position
+    ids and decoded with Hugging Face ``generate`` and its KV cache. Runs in inference mode and
+    eval mode and restores train mode.
 
     The result keeps the order of ``fact_ids``.
     """
@@ -230,54 +235,86 @@ def _teacher_forced(b_rows, model_fn, default_fn, pad: int, device):
     import torch
 
     seqs = [p + a for p, a in b_rows]
-    ids, mask, _ = left_pad(seqs, pad)
-    ids, mask = ids.to(device), mask.to(device)
     longest = max(len(a) for _, a in b_rows)
-    keep = longest + 1
-    if model_fn is None:
-        logits = default_fn(ids, mask, keep=keep)
-    else:
-        logits = model_fn(ids, mask)[:, -keep:]
-    # Column c of the kept logits predicts the token in column (T - keep + c + 1); answers are
-    # right-aligned, so answer token k of a row with m tokens is predicted at column keep-1-m+k.
-    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)  # [B, longest, V]
-    gold = torch.full((len(b_rows), longest), pad, dtype=torch.long, device=logp.device)
-    valid = torch.zeros((len(b_rows), longest), dtype=torch.bool, device=logp.device)
+    n = len(b_rows)
+    gold = torch.full((n, longest), pad, dtype=torch.long)
+    valid = torch.zeros((n, longest), dtype=torch.bool)
     for r, (_, a) in enumerate(b_rows):
-        gold[r, longest - len(a):] = torch.as_tensor(a, device=logp.device)
-        valid[r, longest - len(a):] = True
+        gold[r, :len(a)] = torch.as_tensor(a)
+        valid[r, :len(a)] = True
+    if model_fn is None:
+        # Left-padded: every answer ends in the last column, so only the last longest+1
+        # positions' logits are computed; the one predicting answer token k of a row with m
+        # answer tokens sits m-k columns from the end.
+        ids, mask, _ = left_pad(seqs, pad)
+        logits = default_fn(ids.to(device), mask.to(device), keep=longest + 1)
+        col = torch.zeros((n, longest), dtype=torch.long)
+        for r, (_, a) in enumerate(b_rows):
+            col[r, :len(a)] = longest - len(a) + torch.arange(len(a))
+    else:
+        # Right-padded, so the callable may run any model with plain positions 0..n-1.
+        ids, mask = _right_pad(seqs, pad)
+        logits = model_fn(ids.to(device), mask.to(device))
+        col = torch.zeros((n, longest), dtype=torch.long)
+        for r, (p, a) in enumerate(b_rows):
+            col[r, :len(a)] = len(p) - 1 + torch.arange(len(a))
+    col, gold, valid = col.to(logits.device), gold.to(logits.device), valid.to(logits.device)
+    picked = logits[torch.arange(n, device=logits.device)[:, None], col]  # [n, longest, V]
+    logp = torch.log_softmax(picked.float(), dim=-1)
     tok_lp = logp.gather(-1, gold.unsqueeze(-1)).squeeze(-1)
     lp = (tok_lp * valid).sum(-1)
     hit = (logp.argmax(-1) == gold) | ~valid
     return lp.double().cpu().numpy(), hit.all(-1).cpu().numpy()
 
 
+def _right_pad(rows, pad: int, extra: int = 0):
+    import torch
+
+    width = max(len(r) for r in rows) + extra
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, :len(r)] = torch.as_tensor(r, dtype=torch.long)
+        mask[i, :len(r)] = 1
+    return ids, mask
+
+
 def _generate(bundle: ModelBundle, prompts: list[list[int]], model_fn, device) -> list[str]:
     """Greedy decoding of :data:`MAX_NEW_TOKENS` tokens; the decoded new text per prompt."""
     import torch
 
-    ids, mask, _ = left_pad(prompts, bundle.pad_id)
-    ids, mask = ids.to(device), mask.to(device)
     eos = bundle.eos_id
+    n = len(prompts)
     if model_fn is None:
         from transformers import GenerationConfig
 
+        ids, mask, _ = left_pad(prompts, bundle.pad_id)
+        ids, mask = ids.to(device), mask.to(device)
         cfg = GenerationConfig(max_new_tokens=MAX_NEW_TOKENS, do_sample=False, num_beams=1,
                                pad_token_id=bundle.pad_id, eos_token_id=eos)
         out = bundle.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)
-        new = out[:, ids.shape[1]:]
+        new = out[:, ids.shape[1]:].cpu().tolist()
     else:
-        done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
+        # Right-padded rows, each continued at its own end; no KV cache (the callable may mix
+        # several models), so every step reruns the sequences.
+        ids, mask = _right_pad(prompts, bundle.pad_id, extra=MAX_NEW_TOKENS)
+        ids, mask = ids.to(device), mask.to(device)
+        lens = torch.as_tensor([len(p) for p in prompts], device=device)
+        rows = torch.arange(n, device=device)
+        done = torch.zeros(n, dtype=torch.bool, device=device)
         steps = []
         for _ in range(MAX_NEW_TOKENS):
-            nxt = model_fn(ids, mask)[:, -1].argmax(-1)
+            width = int(lens.max())
+            logits = model_fn(ids[:, :width], mask[:, :width])
+            nxt = logits[rows, lens - 1].argmax(-1)
             nxt = torch.where(done, torch.full_like(nxt, bundle.pad_id), nxt)
             steps.append(nxt)
             if eos is not None:
                 done |= nxt == eos
-            ids = torch.cat([ids, nxt[:, None]], dim=1)
-            mask = torch.cat([mask, torch.ones_like(nxt)[:, None]], dim=1)
+            ids[rows, lens] = nxt
+            mask[rows, lens] = 1
+            lens = lens + 1
             if bool(done.all()):
                 break
-        new = torch.stack(steps, dim=1)
-    return bundle.tokenizer.batch_decode(new.cpu().tolist(), skip_special_tokens=True)
+        new = torch.stack(steps, dim=1).cpu().tolist()
+    return bundle.tokenizer.batch_decode(new, skip_special_tokens=True)

@@ -19,7 +19,10 @@ PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)
 
 #: The prompt format of tiny models (the Phi/Llama format of the reference release).
-TINY_PROMPT = PromptFormat(name="question", template="Question: {question}\n", answer_prefix="")
+TINY_PROMPT = PromptFormat.for_model("llama")
+#: Architectures :func:`build_tiny_model` can build: Llama-style (rotary positions, the default)
+#: and GPT-2-style (learned absolute positions, the GPT-2 prompt format).
+ARCHS = ("llama", "gpt2")
 
 
 def probe_texts(kb: KnowledgeBase, prompt: PromptFormat = TINY_PROMPT) -> list[str]:
@@ -61,13 +64,23 @@ def build_tokenizer(texts: list[str]):
     )
 
 
-def tiny_config(tokenizer, *, hidden: int = 512, layers: int = 2, heads: int = 8, max_positions: int = 128):
-    """A small Llama-style config: ``hidden`` wide, MLP 4x wider, untied embeddings (2 layers,
-    512 wide and a 291-word vocabulary make 8.7M parameters)."""
-    from transformers import LlamaConfig
+def tiny_config(tokenizer, *, hidden: int = 512, layers: int = 2, heads: int = 8, max_positions: int = 128,
+                arch: str = "llama"):
+    """A small config: ``hidden`` wide, MLP 4x wider. Llama-style with untied embeddings (2
+    layers, 512 wide and a 293-word vocabulary make 8.7M parameters), or GPT-2-style."""
+    from transformers import GPT2Config, LlamaConfig
 
     if hidden % heads:
         raise ValueError(f"hidden size {hidden} is not a multiple of the number of heads {heads}")
+    if arch not in ARCHS:
+        raise ValueError(f"unknown tiny architecture {arch!r}: expected one of {ARCHS}")
+    if arch == "gpt2":
+        return GPT2Config(
+            vocab_size=len(tokenizer), n_embd=hidden, n_layer=layers, n_head=heads, n_positions=max_positions,
+            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+        )
     return LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=hidden,
@@ -91,31 +104,36 @@ def build_tiny_model(
     hidden: int = 512,
     layers: int = 2,
     heads: int = 8,
+    arch: str = "llama",
 ) -> Path:
     """Build an untrained tiny causal LM for ``kb`` in ``out_dir`` and return the folder.
 
     The folder is a normal Hugging Face checkpoint (config, safetensors weights, tokenizer) plus
-    ``deepunlearn.json`` with the prompt format; load it with
+    ``deepunlearn.json`` with the prompt format (the model family's: ``arch="gpt2"`` builds a
+    GPT-2-style model with learned absolute positions and GPT-2's prompt); load it with
     :func:`~deepunlearn.probe.models.load_model` and finetune it with
     :func:`deepunlearn.unlearn.finetune.finetune`. The same KB and seed give the same weights.
     """
     import torch
-    from transformers import GenerationConfig, LlamaForCausalLM
+    from transformers import AutoModelForCausalLM, GenerationConfig
 
     from .models import META_FILE, META_FORMAT
     from .fingerprint import kb_fingerprint
 
-    texts = probe_texts(kb)
+    if arch not in ARCHS:
+        raise ValueError(f"unknown tiny architecture {arch!r}: expected one of {ARCHS}")
+    prompt = PromptFormat.for_model(arch)
+    texts = probe_texts(kb, prompt)
     if not texts:
         raise ValueError(f"knowledge base {kb.name!r} has no facts to build a tokenizer from")
     tokenizer = build_tokenizer(texts)
     longest = max(len(ids) for ids in tokenizer(texts)["input_ids"])
     max_positions = max(128, 1 << (longest + 16).bit_length())  # room for the answer and 10 generated tokens
-    config = tiny_config(tokenizer, hidden=hidden, layers=layers, heads=heads, max_positions=max_positions)
+    config = tiny_config(tokenizer, hidden=hidden, layers=layers, heads=heads, max_positions=max_positions, arch=arch)
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = LlamaForCausalLM(config)
+        model = AutoModelForCausalLM.from_config(config)
     model.generation_config = GenerationConfig(
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id, do_sample=False,
@@ -127,9 +145,9 @@ def build_tiny_model(
     meta = {
         "format": META_FORMAT,
         "version": 1,
-        "prompt": TINY_PROMPT.model_dump(),
+        "prompt": prompt.model_dump(),
         "origin": "tiny",
-        "tiny": {"seed": seed, "hidden": hidden, "layers": layers, "heads": heads,
+        "tiny": {"arch": arch, "seed": seed, "hidden": hidden, "layers": layers, "heads": heads,
                  "vocab": len(tokenizer), "parameters": sum(p.numel() for p in model.parameters())},
         "kb": {"name": kb.name, "fingerprint": kb_fingerprint(kb), "facts": len(kb.facts)},
     }

@@ -1,1 +1,29 @@
-"""rules layer."""
+"""The rules layer: rule language and rule sets, closure, derivation hypergraph, minimal
+deep-unlearning sets (DUS / RP / MDUS and exact enumeration), recall and accuracy.
+
+Other layers call::
+
+    from deepunlearn.rules import Evaluator, Evaluation, RulesError
+    ev = Evaluator(kb, rules="family", known=None, exact=True, seeds=100, time_budget=10.0)
+    ev.minimal_sets(target)              # MinimalSets(.sets, .exact), cached per target
+    ev.evaluate(target, forgotten)       # Evaluation(recall, accuracy, ..., set, exact)
+
+Heavy optional imports (clingo, pyDatalog, matplotlib) happen inside the functions that use them.
+"""
+
+from .closure import Closure, closure
+from .errors import RulesError, RuleSyntaxError
+from .graph import Cone, DerivationGraph, derivable, derivation_graph, is_deep_unlearning_set, is_minimal
+from .language import Atom, Const, Neq, Rule, RuleSet, Var
+from .load import BUILTIN, load_rules
+from .metrics import Evaluation, Evaluator, accuracy, recall
+from .minimal import MinimalSets, minimal_sets
+from .parser import parse_datalog, parse_raw
+from .sampling import dus, mdus, prune
+
+__all__ = [
+    "Atom", "BUILTIN", "Closure", "Cone", "Const", "DerivationGraph", "Evaluation", "Evaluator", "MinimalSets",
+    "Neq", "Rule", "RuleSet", "RuleSyntaxError", "RulesError", "Var", "accuracy", "closure", "derivable",
+    "derivation_graph", "dus", "is_deep_unlearning_set", "is_minimal", "load_rules", "mdus", "minimal_sets",
+    "parse_datalog", "parse_raw", "prune", "recall",
+]

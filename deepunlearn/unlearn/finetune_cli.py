@@ -42,6 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--tiny-hidden", type=int, default=512)
     g.add_argument("--tiny-layers", type=int, default=2)
     g.add_argument("--tiny-heads", type=int, default=8)
+    g.add_argument("--tiny-arch", choices=("llama", "gpt2"), default="llama",
+                   help="llama: rotary positions (default); gpt2: learned absolute positions, GPT-2 prompt")
     add_json(p)
     p.set_defaults(handler=_finetune)
 
@@ -107,7 +109,7 @@ def _finetune(args: argparse.Namespace) -> int:
 
         try:
             build_tiny_model(kb, out_dir, hidden=args.tiny_hidden, layers=args.tiny_layers, heads=args.tiny_heads,
-                             seed=args.seed or 0)
+                             arch=args.tiny_arch, seed=args.seed or 0)
         except ValueError as e:
             raise CLIError(str(e)) from None
         model = str(out_dir)

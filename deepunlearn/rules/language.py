@@ -1,0 +1,175 @@
+"""The rule language as plain data: terms, atoms, rules and rule sets.
+
+A relation atom ``r(X, Y)`` is the fact ``(X, r, Y)``, "Y is X's r". An attribute atom ``male(X)``
+holds when entity ``X`` has an attribute (gender, ...) whose value is ``male``; attributes are
+background knowledge, never facts. ``X != Y`` compares two terms. A rule derives its head, a
+relation atom, when all of its body holds::
+
+    child(A, B) :- father(B, A).            % B is A's child if A is B's father
+    husband(X1, X0) :- wife(X0, X1), male(X0), female(X1), X1 != X0.
+
+Variables start with an upper-case letter or ``_``; constants are quoted strings
+(``"Boston"``), numbers, or lower-case names.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Iterator, Union
+
+
+@dataclass(frozen=True)
+class Var:
+    """A variable of a rule."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class Const:
+    """A constant: an entity name or an attribute value."""
+
+    value: str
+
+    def __str__(self) -> str:
+        return json.dumps(self.value, ensure_ascii=False)
+
+
+Term = Union[Var, Const]
+
+
+@dataclass(frozen=True)
+class Atom:
+    """``relation(args...)``: two arguments for a relation atom, one for an attribute atom."""
+
+    relation: str
+    args: tuple[Term, ...]
+
+    @property
+    def is_attribute(self) -> bool:
+        return len(self.args) == 1
+
+    def variables(self) -> list[Var]:
+        return [a for a in self.args if isinstance(a, Var)]
+
+    def __str__(self) -> str:
+        return f"{self.relation}({', '.join(map(str, self.args))})"
+
+
+@dataclass(frozen=True)
+class Neq:
+    """The condition ``left != right``."""
+
+    left: Term
+    right: Term
+
+    def __str__(self) -> str:
+        return f"{self.left} != {self.right}"
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``head :- body, conditions.`` where ``body`` holds relation and attribute atoms.
+
+    ``label`` names the rule in explanations ("rule 7"); ``line`` is where it was read.
+    """
+
+    head: Atom
+    body: tuple[Atom, ...]
+    neq: tuple[Neq, ...] = ()
+    label: str = field(default="", compare=False)
+    line: int = field(default=0, compare=False)
+
+    @property
+    def relation_atoms(self) -> tuple[Atom, ...]:
+        """The body atoms that match facts, in body order (a grounding's body facts follow it)."""
+        return tuple(a for a in self.body if not a.is_attribute)
+
+    @property
+    def attribute_atoms(self) -> tuple[Atom, ...]:
+        return tuple(a for a in self.body if a.is_attribute)
+
+    def to_datalog(self) -> str:
+        parts = [str(a) for a in self.body] + [str(c) for c in self.neq]
+        return f"{self.head} :- {', '.join(parts)}."
+
+    def __str__(self) -> str:
+        return self.to_datalog()
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """An ordered collection of rules with a name (``edu-relat``, ``family`` or a file stem).
+
+    >>> from deepunlearn.rules.parser import parse_datalog
+    >>> rs = parse_datalog("child(A, B) :- father(B, A), male(B).", name="tiny")
+    >>> sorted(rs.relations), sorted(rs.attributes)
+    (['child', 'father'], ['male'])
+    >>> print(rs.to_datalog())
+    % rule set: tiny
+    child(A, B) :- father(B, A), male(B).
+    """
+
+    name: str
+    rules: tuple[Rule, ...]
+    source: str | None = field(default=None, compare=False)
+    description: str = field(default="", compare=False)
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def __iter__(self) -> Iterator[Rule]:
+        return iter(self.rules)
+
+    def __getitem__(self, i: int) -> Rule:
+        return self.rules[i]
+
+    @property
+    def head_relations(self) -> frozenset[str]:
+        return frozenset(r.head.relation for r in self.rules)
+
+    @property
+    def body_relations(self) -> frozenset[str]:
+        return frozenset(a.relation for r in self.rules for a in r.relation_atoms)
+
+    @property
+    def relations(self) -> frozenset[str]:
+        """Every relation the rules use, in heads or bodies."""
+        return self.head_relations | self.body_relations
+
+    @property
+    def attributes(self) -> frozenset[str]:
+        """Attribute values the rules test (``male``, ``female``)."""
+        return frozenset(a.relation for r in self.rules for a in r.attribute_atoms)
+
+    def unknown_relations(self, kb_relations) -> list[str]:
+        """Body relations that are neither in the KB nor derived by a rule: rules using them
+        never fire (the release's misspelt ``newphe`` is one)."""
+        known = set(kb_relations) | self.head_relations
+        return sorted(self.body_relations - known)
+
+    def check(self, kb) -> list[str]:
+        """Warnings about this rule set on a KB: unknown relations and attribute values no
+        entity has. An empty list means every rule can fire in principle."""
+        out = []
+        for rel in self.unknown_relations(kb.relations):
+            users = [r.label or f"line {r.line}" for r in self.rules if any(a.relation == rel for a in r.relation_atoms)]
+            out.append(f"rule set {self.name!r}: relation {rel!r} is neither in KB {kb.name!r} nor derived "
+                       f"by any rule, so {', '.join(users)} never fire(s)")
+        values = {v for attrs in kb.entities.values() for v in attrs.values()}
+        for val in sorted(self.attributes - values):
+            out.append(f"rule set {self.name!r}: no entity of KB {kb.name!r} has an attribute with value {val!r}")
+        return out
+
+    def to_datalog(self) -> str:
+        """The rule set as a Datalog file that :func:`load_rules` reads back to an equal set."""
+        lines = [f"% rule set: {self.name}"]
+        if self.description:
+            lines += [f"% {ln}" if ln else "%" for ln in self.description.splitlines()]
+        lines += [r.to_datalog() for r in self.rules]
+        return "\n".join(lines)
+

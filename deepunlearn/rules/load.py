@@ -1,0 +1,79 @@
+"""Find a rule set by name (package data ``rulesets/<name>.dl``) or read it from a file."""
+
+from __future__ import annotations
+
+from importlib import resources
+from pathlib import Path
+
+from .errors import RulesError
+from .language import RuleSet
+from .parser import parse_datalog, parse_raw
+
+#: Rule sets shipped with the package, ``rulesets/<name>.dl``.
+BUILTIN = ("edu-relat", "family")
+
+
+def builtin_text(name: str) -> str:
+    """The text of a shipped rule set."""
+    if name not in BUILTIN:
+        raise RulesError(f"unknown rule set {name!r}: expected one of {', '.join(BUILTIN)} or a path to a rule file")
+    return (resources.files("deepunlearn.rules") / "rulesets" / f"{name}.dl").read_text(encoding="utf-8")
+
+
+def _description(text: str) -> str:
+    """The leading comment block of a rule file (shown by ``to_datalog``)."""
+    lines = []
+    for line in text.splitlines():
+        s = line.strip()
+        if not s.startswith(("%", "#")):
+            break
+        body = s.lstrip("%#")
+        body = body[1:] if body.startswith(" ") else body
+        if not (not lines and body.startswith("rule set:")):
+            lines.append(body.rstrip())
+    return "\n".join(lines).strip()
+
+
+def _is_raw(text: str) -> bool:
+    for line in text.splitlines():
+        s = line.strip()
+        if s and not s.startswith(("%", "#")):
+            return s.startswith("(")
+    return False
+
+
+def load_rules(name_or_path: str | Path | RuleSet) -> RuleSet:
+    """A :class:`RuleSet` from a shipped name (``edu-relat``, ``family``), a Datalog file
+    (``*.dl``) or a file in the release's raw format (``family_rule_raw.txt``, recognised by
+    its first rule starting with ``(``). A RuleSet is returned as is.
+
+    >>> rs = load_rules("edu-relat")
+    >>> len(rs), rs.name
+    (48, 'edu-relat')
+    >>> load_rules("no-such-rules")
+    Traceback (most recent call last):
+    ...
+    deepunlearn.rules.errors.RulesError: unknown rule set 'no-such-rules': expected one of edu-relat, family or a path to a rule file
+    """
+    if isinstance(name_or_path, RuleSet):
+        return name_or_path
+    if isinstance(name_or_path, str) and name_or_path in BUILTIN and not Path(name_or_path).is_file():
+        text = builtin_text(name_or_path)
+        rs = parse_datalog(text, name=name_or_path, source=f"{name_or_path}.dl")
+        return RuleSet(rs.name, rs.rules, rs.source, _description(text))
+    path = Path(name_or_path)
+    if not path.is_file():
+        if path.suffix or "/" in str(name_or_path):
+            raise RulesError(f"{path}: rule file not found")
+        raise RulesError(f"unknown rule set {str(name_or_path)!r}: expected one of {', '.join(BUILTIN)} or a path to a rule file")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise RulesError(f"{path}: cannot read rule file ({e})") from None
+    if path.suffix != ".dl" and _is_raw(text):
+        rs = parse_raw(text, name=path.stem, source=str(path))
+    else:
+        rs = parse_datalog(text, name=path.stem, source=str(path))
+    if not rs.rules:
+        raise RulesError(f"{path}: no rules in the file")
+    return RuleSet(rs.name, rs.rules, rs.source, _description(text))

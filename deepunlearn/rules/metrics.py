@@ -1,0 +1,156 @@
+"""Recall and accuracy of an unlearning result (DESIGN.md section 2), and the :class:`Evaluator`
+that other layers call.
+
+For a target k with minimal deep-unlearning sets ``M(k)`` and the facts ``U_A`` the model lost
+(known before unlearning, not after):
+
+* recall ``= max over U* in M(k) of |U_A ∩ U*| / |U*|``; the maximiser is ``U*_A``. When several
+  sets reach the maximum, ``U*_A`` is the one that gives the highest accuracy (then the
+  smallest, then the first by sorted ids), so ties never make a method look worse than it is.
+* accuracy ``= |(K \\ U*_A) \\ U_A| / |K \\ U*_A|``: the share of what the model should have kept
+  that it did keep. The family / biography and rule-relation / other parts restrict both the
+  numerator and the denominator to those facts. A part with no fact to keep scores 1.0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Iterable
+
+import numpy as np
+
+from .errors import RulesError
+from .graph import DerivationGraph, derivation_graph
+from .language import RuleSet
+from .load import load_rules
+from .minimal import MinimalSets, minimal_sets
+
+
+def recall(sets: Iterable[frozenset[int]], forgotten: Iterable[int]) -> tuple[float, list[frozenset[int]]]:
+    """The best recall over ``sets`` and every set that reaches it.
+
+    >>> recall([frozenset({1, 2}), frozenset({1, 3, 4, 5})], forgotten=[1, 3, 4])
+    (0.75, [frozenset({1, 3, 4, 5})])
+    """
+    lost = set(int(f) for f in forgotten)
+    best_num, best_den, best = -1, 1, []
+    for s in sets:
+        num, den = len(lost & s), len(s)
+        # compare num/den with best_num/best_den exactly (no float ties)
+        if num * best_den > best_num * den:
+            best_num, best_den, best = num, den, [s]
+        elif num * best_den == best_num * den:
+            best.append(s)
+    if not best:
+        raise RulesError("recall needs at least one minimal deep-unlearning set")
+    return best_num / best_den, best
+
+
+def accuracy(keep: np.ndarray, lost: np.ndarray) -> float:
+    """``|keep \\ lost| / |keep|`` over boolean masks; 1.0 when there is nothing to keep.
+
+    >>> accuracy(np.array([True, True, True, False]), np.array([True, False, False, True]))
+    0.6666666666666666
+    """
+    n = int(keep.sum())
+    return 1.0 if n == 0 else float((keep & ~lost).sum()) / n
+
+
+@dataclass
+class Evaluation:
+    """Recall and accuracy of one unlearning result for one target.
+
+    ``set`` is ``U*_A`` (sorted KB fact ids); ``exact``: recall was taken over all minimal sets.
+    """
+
+    recall: float
+    accuracy: float
+    accuracy_family: float
+    accuracy_biography: float
+    accuracy_rule: float
+    accuracy_other: float
+    exact: bool
+    set: list[int]
+    target_forgotten: bool
+    target: int = -1
+    n_sets: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class Evaluator:
+    """Minimal sets (cached per target) and metrics over one KB and rule set.
+
+    ``K`` is the facts in ``known`` (what the model knew before unlearning) or the whole KB.
+    ``rules`` defaults to the KB's ``metadata["rules"]``, else ``family``. ``exact``,
+    ``seeds`` and ``time_budget`` are passed to :func:`~.minimal.minimal_sets` (MDUS is seeded
+    per target, so results do not depend on the order targets are asked in).
+
+    >>> from deepunlearn.kg.kb import KnowledgeBase
+    >>> kb = KnowledgeBase.build(
+    ...     {"Ann": {"gender": "female"}, "Bob": {"gender": "male"}, "Cy": {"gender": "male"}},
+    ...     [("Ann", "child", "Cy"), ("Cy", "father", "Bob"), ("Ann", "husband", "Bob"),
+    ...      ("Cy", "mother", "Ann"), ("Cy", "birthyear", "1990")])
+    >>> ev = Evaluator(kb, rules="family")
+    >>> e = ev.evaluate(0, forgotten=[0, 1, 4])
+    >>> e.recall, e.set, e.accuracy, e.accuracy_biography
+    (0.6666666666666666, [0, 1, 3], 0.5, 0.0)
+    """
+
+    def __init__(self, kb, rules: str | RuleSet | None = None, known: Iterable[int] | None = None,
+                 exact: bool = True, seeds: int = 100, time_budget: float = 10.0, progress: bool = False):
+        self.kb = kb
+        self.rules = load_rules(rules if rules is not None else kb.metadata.get("rules", "family"))
+        self.graph: DerivationGraph = derivation_graph(kb, self.rules, known=known, progress=progress)
+        self.exact, self.seeds, self.time_budget = exact, seeds, time_budget
+        n = len(kb.facts)
+        self.known = self.graph.base[:n].copy()
+        self.family = np.asarray(kb.family_mask, dtype=bool)
+        self.rule_facts = self.graph.uses
+        self._sets: dict[int, MinimalSets] = {}
+
+    def _target(self, target: int) -> int:
+        t = int(target)
+        if not 0 <= t < len(self.kb.facts):
+            raise RulesError(f"target {t} out of range (KB {self.kb.name!r} has {len(self.kb.facts)} facts)")
+        if not self.known[t]:
+            raise RulesError(f"target {t} {list(self.kb.facts[t])} is not in K (the facts known before unlearning): "
+                             "a fact the model never knew cannot be unlearned")
+        return t
+
+    def minimal_sets(self, target: int) -> MinimalSets:
+        t = self._target(target)
+        ms = self._sets.get(t)
+        if ms is None:
+            ms = self._sets[t] = minimal_sets(self.graph, t, seeds=self.seeds, exact=self.exact,
+                                              time_budget=self.time_budget, rng=np.random.default_rng(t))
+        return ms
+
+    def evaluate(self, target: int, forgotten: Iterable[int]) -> Evaluation:
+        """Recall and accuracies for a model that lost ``forgotten`` (KB fact ids; facts outside
+        K are ignored) while unlearning ``target``."""
+        t = self._target(target)
+        n = len(self.kb.facts)
+        lost = np.zeros(n, dtype=bool)
+        ids = [int(f) for f in forgotten]
+        bad = [f for f in ids if not 0 <= f < n]
+        if bad:
+            raise RulesError(f"forgotten fact index {bad[0]} out of range (KB {self.kb.name!r} has {n} facts)")
+        lost[ids] = True
+        lost &= self.known
+        ms = self.minimal_sets(t)
+        rec, tied = recall(ms.sets, np.flatnonzero(lost).tolist())
+
+        def parts(u: frozenset[int]) -> tuple[float, ...]:
+            keep = self.known.copy()
+            keep[list(u)] = False
+            return tuple(accuracy(keep & m, lost) for m in (
+                np.ones(n, dtype=bool), self.family, ~self.family, self.rule_facts, ~self.rule_facts))
+
+        scored = [(parts(u), u) for u in tied]
+        best_acc, best = max(scored, key=lambda x: (x[0][0], -len(x[1]), [-i for i in sorted(x[1])]))
+        return Evaluation(recall=rec, accuracy=best_acc[0], accuracy_family=best_acc[1],
+                          accuracy_biography=best_acc[2], accuracy_rule=best_acc[3], accuracy_other=best_acc[4],
+                          exact=ms.exact, set=sorted(best), target_forgotten=bool(lost[t]), target=t,
+                          n_sets=len(ms.sets))
