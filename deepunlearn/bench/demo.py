@@ -25,6 +25,9 @@ from .runner import SweepOutcome, kb_fingerprint, run_sweep, select_targets
 #: people in the generated family: big enough for every relation to have targets and for the
 #: minimal sets to be non-trivial, small enough for the whole demo to take minutes on 2 CPU cores.
 DEFAULT_PEOPLE = 50
+#: width of the demo's tiny model: the 512-wide one of DESIGN.md section 6 probes ~4x slower on
+#: 2 cores; 256 wide (2 layers) still learns a 50-person family (>= 95 % of its facts).
+DEMO_HIDDEN = 256
 DEMO_FILE = "demo.json"
 
 
@@ -54,7 +57,7 @@ def prepare_model(out: Path, kb, seed: int, progress: bool = True) -> Path:
     """Build and finetune the tiny model, or reuse the one a previous run left for this KB and seed."""
     model_dir = out / "model"
     stamp_path = out / DEMO_FILE
-    want = {"kb_fingerprint": kb_fingerprint(kb), "seed": seed}
+    want = {"kb_fingerprint": kb_fingerprint(kb), "seed": seed, "hidden": DEMO_HIDDEN}
     if stamp_path.exists() and model_dir.is_dir():
         stamp = json.loads(stamp_path.read_text())
         if {k: stamp.get(k) for k in want} == want:
@@ -68,7 +71,7 @@ def prepare_model(out: Path, kb, seed: int, progress: bool = True) -> Path:
     t0 = time.perf_counter()
     shutil.rmtree(model_dir, ignore_errors=True)
     init_dir = out / "model-init"
-    build_tiny_model(kb, init_dir, seed=seed)
+    build_tiny_model(kb, init_dir, seed=seed, hidden=DEMO_HIDDEN)
     bundle = load_model(init_dir)
     _say(f"[2/4] finetuning the tiny model ({bundle.num_parameters() / 1e6:.1f}M parameters) on {len(kb)} facts",
          progress)
@@ -83,17 +86,36 @@ def prepare_model(out: Path, kb, seed: int, progress: bool = True) -> Path:
     return model_dir
 
 
-def demo_config(out: Path, kb_file: str, model_dir: Path, *, seed: int = 0, per_relation: int = 1,
+def known_before(out: Path, kb, model_dir: Path) -> frozenset[int]:
+    """The facts the finetuned model knows, probed once and cached where the sweep looks for it."""
+    from ..probe import cached_probe, load_model
+
+    bundle = load_model(model_dir)
+    return frozenset(cached_probe(bundle, kb, mode="exact", cache_dir=out / "cache" / MODEL_NAME,
+                                  progress=False).known_ids())
+
+
+MODEL_NAME = "tiny"
+
+
+def demo_config(out: Path, kb_file: str, model_dir: Path, targets: Sequence[int], *,
                 methods: Sequence[str] | None = None, executor: str = "local",
                 ray_address: str | None = None) -> SweepConfig:
-    """The demo's sweep: the four methods on the paper's grids, ``per_relation`` targets per relation."""
+    """The demo's sweep: the four methods on the paper's grids over the given targets."""
     methods = list(methods or PAPER_GRIDS)
+    unknown = [m for m in methods if m not in PAPER_GRIDS]
+    if unknown:
+        from .config import ConfigError
+
+        raise ConfigError(f"--methods: {', '.join(unknown)} has no paper grid; known: {', '.join(PAPER_GRIDS)} "
+                          "(use deepunlearn bench --config for other methods)")
     return SweepConfig(
         kb=kb_file, rules="family",
-        models=[ModelSpec(name="tiny", path=str(model_dir.resolve()))],
-        methods={m: list(PAPER_GRIDS.get(m, ())) for m in methods},
-        targets=TargetSpec(stratified=per_relation, seed=seed),
-        output=str(out.resolve()), executor=executor, ray_address=ray_address,
+        models=[ModelSpec(name=MODEL_NAME, path=str(model_dir.resolve()))],
+        methods={m: list(PAPER_GRIDS[m]) for m in methods},
+        targets=TargetSpec(refs=list(targets)),
+        output=str(out.resolve()), cache_dir=str((out / "cache").resolve()),
+        executor=executor, ray_address=ray_address,
     )
 
 
@@ -105,11 +127,11 @@ def run_demo(output: str | Path, *, kb_path: str | None = None, people: int = DE
     out.mkdir(parents=True, exist_ok=True)
     kb, kb_file = prepare_kb(out, kb_path, people, seed, progress)
     model_dir = prepare_model(out, kb, seed, progress)
-    cfg = demo_config(out, kb_file, model_dir, seed=seed, per_relation=per_relation, methods=methods,
-                      executor=executor, ray_address=ray_address)
-    n_targets = len(select_targets(kb, cfg.targets))
-    _say(f"[3/4] sweeping {', '.join(m.upper() for m in cfg.methods)} over {n_targets} targets "
-         f"({per_relation} per relation) on the paper's grids", progress)
+    known = known_before(out, kb, model_dir)
+    targets = select_targets(kb, TargetSpec(stratified=per_relation, seed=seed), known=known)
+    cfg = demo_config(out, kb_file, model_dir, targets, methods=methods, executor=executor, ray_address=ray_address)
+    _say(f"[3/4] sweeping {', '.join(m.upper() for m in cfg.methods)} over {len(targets)} targets "
+         f"({per_relation} per relation, among the {len(known)} facts the model knows) on the paper's grids", progress)
     outcome = run_sweep(cfg, overwrite=overwrite, progress=progress, kb=kb)
     _say("[4/4] writing the report", progress)
     return outcome

@@ -65,12 +65,7 @@ class RayExecutor:
 
         if ray.is_initialized():
             return False
-        # Workers import deepunlearn from the same place as the driver (a checkout run with
-        # PYTHONPATH, or an installed package).
-        pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env = {"env_vars": {"PYTHONPATH": os.pathsep.join([pkg_root] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])}}
-        kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": True, "runtime_env": env,
-                              "logging_level": "WARNING"}
+        kw: dict[str, Any] = {"include_dashboard": False, "logging_level": "WARNING"}
         if self.address:
             ray.init(address=self.address, **kw)
         else:
@@ -97,8 +92,14 @@ class RayExecutor:
             n = max(1, min(self.workers or slots, slots or 1, len(jobs)))
             Actor = ray.remote(**opts)(_RayWorker)
             spec_ref = ray.put(spec)
-            actors = [Actor.remote(spec_ref) for _ in range(n)]
-            print(f"ray: {n} worker(s), {'1 GPU' if per_gpu else '1 CPU'} each", file=sys.stderr)
+            actors = [Actor.options(runtime_env=_runtime_env()).remote(spec_ref) for _ in range(n)]
+            where = ray.get([a.where.remote() for a in actors])
+            here = _package_dir()
+            for pid, pkg in where:
+                if pkg != here:
+                    print(f"ray: warning: worker {pid} imports deepunlearn from {pkg}, the driver from {here}",
+                          file=sys.stderr)
+            print(f"ray: {n} worker(s), {f'{per_gpu:g} GPU' if per_gpu else '1 CPU'} each", file=sys.stderr)
             self._drive(ray, actors, jobs, sink)
         finally:
             for a in actors:
@@ -140,11 +141,29 @@ class RayExecutor:
             sink(job, ray.get(ref))
 
 
+def _package_dir() -> str:
+    import deepunlearn
+
+    return os.path.dirname(os.path.abspath(deepunlearn.__file__))
+
+
+def _runtime_env() -> dict[str, Any]:
+    """Workers import deepunlearn from where the driver does: the folder holding the package goes
+    first on their PYTHONPATH (a checkout run without installing; a no-op where the same package
+    is installed, and on nodes that lack the folder)."""
+    root = os.path.dirname(_package_dir())
+    rest = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != root]
+    return {"env_vars": {"PYTHONPATH": os.pathsep.join([root, *rest])}}
+
+
 class _RayWorker:
     """The actor body: one ModelWorker per actor process."""
 
     def __init__(self, spec: WorkSpec):
         self.worker = ModelWorker(spec)
+
+    def where(self) -> tuple[int, str]:
+        return os.getpid(), _package_dir()
 
     def run(self, job: Job):
         yield from self.worker.run(job)

@@ -51,6 +51,24 @@ def _plt():
     return plt
 
 
+#: where each method's parameter labels go, in points from the marker (so methods sharing a
+#: region of the plot do not print on top of each other)
+_LABEL_OFFSETS = ((4, 4), (4, -4), (-4, 4), (-4, -4))
+
+
+def _clusters(curve: Sequence[Mapping[str, Any]], tol: float = 0.02) -> list[list[Mapping[str, Any]]]:
+    """Consecutive points of a curve closer than ``tol`` (in recall and accuracy) to the first of
+    their group, so "1e5–1e8" labels three points that lie on top of each other."""
+    groups: list[list[Mapping[str, Any]]] = []
+    for p in curve:
+        g = groups[-1] if groups else None
+        if g and abs(p["recall"] - g[0]["recall"]) < tol and abs(p["accuracy"] - g[0]["accuracy"]) < tol:
+            g.append(p)
+        else:
+            groups.append([p])
+    return groups
+
+
 def _param_label(x: float) -> str:
     """``16`` -> "16", ``0.2`` -> "0.2", ``1e5`` -> "1e5"."""
     x = float(x)
@@ -83,15 +101,22 @@ def plot_curves(points: Sequence[Any], path: Path, methods: Sequence[str], thres
         ax.axvline(threshold, color="grey", lw=0.8, ls="--")
         ax.axhline(threshold, color="grey", lw=0.8, ls="--")
         ax.text(1.0, 1.0, "goal: both ≥ %g" % threshold, ha="right", va="top", fontsize=8, color="#2ca02c")
-        for method in methods:
+        for k, method in enumerate(methods):
             c = curves[model].get(method)
             if not c:
                 continue
+            color = _color(method, methods)
             xs, ys = [p["recall"] for p in c], [p["accuracy"] for p in c]
-            ax.plot(xs, ys, "-o", color=_color(method, methods), label=method.upper(), ms=5, lw=1.6)
-            for p in c:
-                ax.annotate(_param_label(p["param"]), (p["recall"], p["accuracy"]), textcoords="offset points",
-                            xytext=(4, 4), fontsize=7, color=_color(method, methods))
+            ax.plot(xs, ys, "-o", color=color, label=method.upper(), ms=5, lw=1.6)
+            # one label per cluster of (nearly) coincident points, each method to its own side
+            dx, dy = _LABEL_OFFSETS[k % len(_LABEL_OFFSETS)]
+            for group in _clusters(c):
+                text = _param_label(group[0]["param"])
+                if len(group) > 1:
+                    text += "–" + _param_label(group[-1]["param"])
+                ax.annotate(text, (group[0]["recall"], group[0]["accuracy"]), textcoords="offset points",
+                            xytext=(dx, dy), fontsize=7, color=color, ha="left" if dx >= 0 else "right",
+                            va="bottom" if dy >= 0 else "top")
         ax.set_xlim(-0.02, 1.02)
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("recall (deep unlearning)")
@@ -437,7 +462,7 @@ def write_report(output: str | Path, *, report_dir: str | Path | None = None, th
     if (out / "config.yaml").exists():
         cfg = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8")) or {}
     kb = load_kb(cfg["kb"]) if cfg.get("kb") and Path(cfg["kb"]).exists() else None
-    with ResultsStore(out, readonly=True) as store:
+    with ResultsStore(out) as store:  # read-write: closing the last connection folds the WAL back
         points = store.points()
         skipped = {k: r for k, (s, r) in store.jobs().items() if s == "skipped"}
     methods = list(cfg.get("methods", {})) or None

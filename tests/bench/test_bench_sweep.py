@@ -25,11 +25,11 @@ GRIDS = {"ga": [1, 2, 4, 8], "npo": [1, 2, 4], "tv": [0.5, 5], "whp": [10, 1e5]}
 
 
 @pytest.fixture(scope="module")
-def sweep_targets(small_kb, tiny_bundle):
+def sweep_targets(small_kb, tiny_model_dir):
     """Three family targets of different relations that the tiny model knows."""
-    from deepunlearn.probe import probe
+    from deepunlearn.probe import load_model, probe
 
-    known = probe(tiny_bundle, small_kb, mode="exact", progress=False).known_ids()
+    known = probe(load_model(tiny_model_dir, device="cpu"), small_kb, mode="exact", progress=False).known_ids()
     chosen, rels = [], set()
     for t in list(small_kb.targets) + small_kb.family_facts():
         r = small_kb.facts[t][1]
