@@ -40,6 +40,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray-address", default=None,
                    help="existing Ray cluster ('auto', 'ray://head:10001'); default: start a local one")
     p.add_argument("--overwrite", action="store_true", help="discard results of a different sweep in the output folder")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads per worker (default: torch's choice; 1 is faster on a busy machine)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -99,7 +101,8 @@ def _bench(args: argparse.Namespace) -> int:
     from .config import load_config
     from .runner import run_sweep
 
-    cfg = load_config(args.config, output=args.output, executor=args.executor, ray_address=args.ray_address)
+    cfg = load_config(args.config, output=args.output, executor=args.executor, ray_address=args.ray_address,
+                      threads=args.threads)
     outcome = run_sweep(cfg, overwrite=args.overwrite, progress=not args.quiet)
     return _finish(args, outcome, list(cfg.methods))
 
@@ -112,6 +115,6 @@ def _demo(args: argparse.Namespace) -> int:
     outcome = run_demo(
         args.output, kb_path=args.kb, people=args.people or DEFAULT_PEOPLE, seed=args.seed,
         per_relation=args.per_relation, methods=methods, executor=args.executor or "local",
-        ray_address=args.ray_address, overwrite=args.overwrite, progress=not args.quiet,
+        ray_address=args.ray_address, threads=args.threads, overwrite=args.overwrite, progress=not args.quiet,
     )
     return _finish(args, outcome, methods)

@@ -121,7 +121,9 @@ class SweepConfig(_Strict):
     k_mode: Literal["probed", "dataset"] = "probed"
     exact: bool = Field(default=True, description="enumerate all minimal sets exactly where the budget allows")
     seeds: int = Field(default=100, ge=1, description="DUS+RP seeds when sets are approximated (MDUS)")
-    batch_size: int = Field(default=64, ge=1)
+    batch_size: int = Field(default=64, ge=1, description="probe batch size")
+    threads: int | None = Field(default=None, ge=1, description="torch intra-op threads per worker; None: torch's "
+                                "default in-process, Ray's CPUs per worker under Ray")
     lora: bool = False
     output: str = Field(default="bench-results", description="results folder")
     cache_dir: str | None = Field(default=None, description="probe/minimal-set cache; default OUTPUT/cache")

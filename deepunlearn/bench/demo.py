@@ -100,7 +100,7 @@ MODEL_NAME = "tiny"
 
 def demo_config(out: Path, kb_file: str, model_dir: Path, targets: Sequence[int], *,
                 methods: Sequence[str] | None = None, executor: str = "local",
-                ray_address: str | None = None) -> SweepConfig:
+                ray_address: str | None = None, threads: int | None = None) -> SweepConfig:
     """The demo's sweep: the four methods on the paper's grids over the given targets."""
     methods = list(methods or PAPER_GRIDS)
     unknown = [m for m in methods if m not in PAPER_GRIDS]
@@ -115,21 +115,27 @@ def demo_config(out: Path, kb_file: str, model_dir: Path, targets: Sequence[int]
         methods={m: list(PAPER_GRIDS[m]) for m in methods},
         targets=TargetSpec(refs=list(targets)),
         output=str(out.resolve()), cache_dir=str((out / "cache").resolve()),
-        executor=executor, ray_address=ray_address,
+        executor=executor, ray_address=ray_address, threads=threads,
     )
 
 
 def run_demo(output: str | Path, *, kb_path: str | None = None, people: int = DEFAULT_PEOPLE, seed: int = 0,
              per_relation: int = 1, methods: Sequence[str] | None = None, executor: str = "local",
-             ray_address: str | None = None, overwrite: bool = False, progress: bool = True) -> SweepOutcome:
+             ray_address: str | None = None, threads: int | None = None, overwrite: bool = False,
+             progress: bool = True) -> SweepOutcome:
     """Run the demo into ``output`` (see the module docstring) and return the sweep's outcome."""
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     kb, kb_file = prepare_kb(out, kb_path, people, seed, progress)
     model_dir = prepare_model(out, kb, seed, progress)
     known = known_before(out, kb, model_dir)
     targets = select_targets(kb, TargetSpec(stratified=per_relation, seed=seed), known=known)
-    cfg = demo_config(out, kb_file, model_dir, targets, methods=methods, executor=executor, ray_address=ray_address)
+    cfg = demo_config(out, kb_file, model_dir, targets, methods=methods, executor=executor, ray_address=ray_address,
+                      threads=threads)
     _say(f"[3/4] sweeping {', '.join(m.upper() for m in cfg.methods)} over {len(targets)} targets "
          f"({per_relation} per relation, among the {len(known)} facts the model knows) on the paper's grids", progress)
     outcome = run_sweep(cfg, overwrite=overwrite, progress=progress, kb=kb)

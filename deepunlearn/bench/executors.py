@@ -83,12 +83,13 @@ class RayExecutor:
             resources = ray.cluster_resources()
             gpus = float(resources.get("GPU", 0))
             per_gpu = self.gpus_per_worker if self.gpus_per_worker is not None else (1.0 if gpus >= 1 else 0.0)
+            cpus = spec.threads or 1  # a worker's torch threads get as many CPUs reserved
             if per_gpu:
                 slots = int(gpus // per_gpu)
-                opts = {"num_gpus": per_gpu, "num_cpus": 1}
+                opts = {"num_gpus": per_gpu, "num_cpus": cpus}
             else:
-                slots = int(resources.get("CPU", 1))
-                opts = {"num_cpus": 1}
+                slots = max(1, int(resources.get("CPU", 1) // cpus))
+                opts = {"num_cpus": cpus}
             n = max(1, min(self.workers or slots, slots or 1, len(jobs)))
             Actor = ray.remote(**opts)(_RayWorker)
             spec_ref = ray.put(spec)
@@ -99,7 +100,7 @@ class RayExecutor:
                 if pkg != here:
                     print(f"ray: warning: worker {pid} imports deepunlearn from {pkg}, the driver from {here}",
                           file=sys.stderr)
-            print(f"ray: {n} worker(s), {f'{per_gpu:g} GPU' if per_gpu else '1 CPU'} each", file=sys.stderr)
+            print(f"ray: {n} worker(s), {f'{per_gpu:g} GPU and ' if per_gpu else ''}{cpus} CPU each", file=sys.stderr)
             self._drive(ray, actors, jobs, sink)
         finally:
             for a in actors:

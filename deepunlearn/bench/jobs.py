@@ -50,6 +50,7 @@ class WorkSpec:
     batch_size: int = 64
     lora: bool = False
     cache_dir: str | None = None
+    threads: int | None = None
     runner_options: dict[str, Any] = field(default_factory=dict)
 
 
@@ -83,9 +84,13 @@ class ModelWorker:
         self._runner = None  # free the previous model before loading the next one
         self._model = None
         _free_accelerator_memory()
+        import torch
+
         from ..probe import load_model
         from ..unlearn.loop import TargetRunner
 
+        if self.spec.threads:
+            torch.set_num_threads(self.spec.threads)
         t0 = time.perf_counter()
         m = self.spec.models[model]
         bundle = load_model(m["path"], device=m.get("device"), dtype=m.get("dtype"), prompt=m.get("prompt"))

@@ -272,7 +272,7 @@ def _work_spec(cfg: SweepConfig, kb: KnowledgeBase) -> WorkSpec:
         kb=to_dict(kb),
         models={m.name: m.model_dump() for m in cfg.models},
         rules=cfg.rules, probe_mode=cfg.probe_mode, k_mode=cfg.k_mode, exact=cfg.exact, seeds=cfg.seeds,
-        batch_size=cfg.batch_size, lora=cfg.lora, cache_dir=str(cfg.cache_path),
+        batch_size=cfg.batch_size, lora=cfg.lora, cache_dir=str(cfg.cache_path), threads=cfg.threads,
     )
 
 
