@@ -41,7 +41,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="existing Ray cluster ('auto', 'ray://head:10001'); default: start a local one")
     p.add_argument("--overwrite", action="store_true", help="discard results of a different sweep in the output folder")
     p.add_argument("--threads", type=int, default=None,
-                   help="torch threads per worker (default: torch's choice; 1 is faster on a busy machine)")
+                   help="torch threads per worker (bench default: torch's choice; demo default: 1)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
@@ -109,12 +109,13 @@ def _bench(args: argparse.Namespace) -> int:
 
 @_wrap_errors
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import DEFAULT_PEOPLE, run_demo
+    from .demo import DEFAULT_PEOPLE, DEMO_THREADS, run_demo
 
     methods = [m.strip().lower() for m in args.methods.split(",")] if args.methods else None
     outcome = run_demo(
         args.output, kb_path=args.kb, people=args.people or DEFAULT_PEOPLE, seed=args.seed,
         per_relation=args.per_relation, methods=methods, executor=args.executor or "local",
-        ray_address=args.ray_address, threads=args.threads, overwrite=args.overwrite, progress=not args.quiet,
+        ray_address=args.ray_address, threads=args.threads or DEMO_THREADS, overwrite=args.overwrite,
+        progress=not args.quiet,
     )
     return _finish(args, outcome, methods)

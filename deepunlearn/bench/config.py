@@ -56,10 +56,19 @@ class ModelSpec(_Strict):
 
     name: str = Field(description="label used in the results store, tables and plots")
     path: str = Field(description="hub name or checkpoint folder (relative to the config file)")
-    prompt: str | None = Field(default=None, description="prompt format (e.g. 'phi', 'gpt2'); None: guess")
+    prompt: str | dict[str, str] | None = Field(
+        default=None, description="prompt format: a model family ('gpt2', 'phi', 'llama'), a template with "
+        "{question}, or {template = ..., answer_prefix = ...}; None: the checkpoint's own or its family's")
     lr: float | None = Field(default=None, gt=0, description="unlearning learning rate; None: the method's default")
     dtype: str | None = None
     device: str | None = None
+
+    @field_validator("prompt")
+    @classmethod
+    def _prompt(cls, v: str | dict[str, str] | None) -> str | dict[str, str] | None:
+        if v is not None:
+            prompt_format(v)  # raises ValueError naming what is wrong
+        return v
 
     @model_validator(mode="before")
     @classmethod
@@ -70,6 +79,25 @@ class ModelSpec(_Strict):
         if isinstance(v, dict) and "path" not in v and "name" in v:
             return {**v, "path": v["name"]}
         return v
+
+
+def prompt_format(spec: str | dict[str, str] | None):
+    """The probe layer's ``PromptFormat`` for a model's ``prompt`` setting (None stays None).
+
+    >>> prompt_format("gpt2").text("Who is A to B?", "father")
+    'Question: Who is A to B?\\n Answer: father'
+    >>> prompt_format("Q: {question} A:").prompt("Who?")
+    'Q: Who? A:'
+    """
+    if spec is None:
+        return None
+    from ..probe.prompts import PromptFormat
+
+    if isinstance(spec, dict):
+        return PromptFormat(**{"name": "custom", **spec})
+    if "{question}" in spec:
+        return PromptFormat(name="custom", template=spec)
+    return PromptFormat.for_model(name=spec)
 
 
 class TargetSpec(_Strict):

@@ -28,6 +28,10 @@ DEFAULT_PEOPLE = 50
 #: width of the demo's tiny model: the 512-wide one of DESIGN.md section 6 probes ~4x slower on
 #: 2 cores; 256 wide (2 layers) still learns a 50-person family (>= 95 % of its facts).
 DEMO_HIDDEN = 256
+#: torch threads of the demo: the tiny model's matrices are too small for intra-op threading to
+#: pay, and on a busy 2-core machine OpenMP's spin-waiting made 2 threads ~3x slower than 1
+#: (measured: the whole demo in 2:50 with 1 thread, 9:04 with 2, same results).
+DEMO_THREADS = 1
 DEMO_FILE = "demo.json"
 
 
@@ -121,7 +125,7 @@ def demo_config(out: Path, kb_file: str, model_dir: Path, targets: Sequence[int]
 
 def run_demo(output: str | Path, *, kb_path: str | None = None, people: int = DEFAULT_PEOPLE, seed: int = 0,
              per_relation: int = 1, methods: Sequence[str] | None = None, executor: str = "local",
-             ray_address: str | None = None, threads: int | None = None, overwrite: bool = False,
+             ray_address: str | None = None, threads: int | None = DEMO_THREADS, overwrite: bool = False,
              progress: bool = True) -> SweepOutcome:
     """Run the demo into ``output`` (see the module docstring) and return the sweep's outcome."""
     out = Path(output)

@@ -92,8 +92,10 @@ class ModelWorker:
         if self.spec.threads:
             torch.set_num_threads(self.spec.threads)
         t0 = time.perf_counter()
+        from .config import prompt_format
+
         m = self.spec.models[model]
-        bundle = load_model(m["path"], device=m.get("device"), dtype=m.get("dtype"), prompt=m.get("prompt"))
+        bundle = load_model(m["path"], device=m.get("device"), dtype=m.get("dtype"), prompt=prompt_format(m.get("prompt")))
         cache = None
         if self.spec.cache_dir:
             from pathlib import Path

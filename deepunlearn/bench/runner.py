@@ -170,7 +170,8 @@ def _hub_like(path: str) -> bool:
 
 
 def plan_jobs(cfg: SweepConfig, targets: Sequence[int], store: ResultsStore) -> tuple[list[Job], int]:
-    """The jobs still to run (grouped by model) and how many points are already stored."""
+    """The jobs still to run (grouped by model) and how many grid points need no work: stored,
+    or belonging to a job skipped because the model did not know its target."""
     finished = store.jobs()
     jobs, done_points = [], 0
     for m in cfg.models:
@@ -178,9 +179,10 @@ def plan_jobs(cfg: SweepConfig, targets: Sequence[int], store: ResultsStore) -> 
             for method, grid in cfg.methods.items():
                 key = (m.name, t, method)
                 done = store.done_params(*key)
-                done_points += len(done & set(grid))
                 if key in finished:
+                    done_points += len(grid) if finished[key][0] == "skipped" else len(done & set(grid))
                     continue
+                done_points += len(done & set(grid))
                 if set(grid) <= done:  # all points landed, the process died before marking the job
                     store.finish_job(*key)
                     continue
@@ -227,6 +229,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
         total = len(cfg.models) * len(targets) * sum(len(g) for g in cfg.methods.values())
         skipped: dict[tuple[str, int, str], str] = {k: r or "" for k, (s, r) in store.jobs().items() if s == "skipped"}
         computed = 0
+        warned: set[tuple[str, int]] = set()
         bar = _progress(total, done_points, progress)
         n_jobs = len(jobs)
 
@@ -243,8 +246,10 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
                 store.finish_job(*job.key, status="skipped", reason=ev.get("reason"))
                 skipped[job.key] = ev.get("reason", "")
                 bar.update(job.todo)
-                bar.write(f"warning: skipping target {job.target} {list(kb.facts[job.target])} for {job.model}/"
-                          f"{job.method}: {ev.get('reason')}", file=sys.stderr)
+                if (job.model, job.target) not in warned:
+                    warned.add((job.model, job.target))
+                    bar.write(f"warning: skipping target {job.target} {list(kb.facts[job.target])} for "
+                              f"{job.model}: {ev.get('reason')}", file=sys.stderr)
             elif kind == "status":
                 bar.write(ev.get("text", ""), file=sys.stderr)
             bar.set_postfix_str(f"{job.model} {job.method} target {job.target}", refresh=False)

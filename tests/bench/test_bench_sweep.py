@@ -48,7 +48,8 @@ def sweep_config(tmp_path_factory, small_kb, tiny_model_dir, sweep_targets):
     d = tmp_path_factory.mktemp("sweep")
     save_kb(small_kb, d / "kb.json")
     lines = [
-        'kb = "kb.json"', 'rules = "family"', 'output = "out"',
+        # one torch thread, as in each Ray worker: the executors are compared, not thread counts
+        'kb = "kb.json"', 'rules = "family"', 'output = "out"', "threads = 1",
         "[[models]]", 'name = "tiny"', f'path = "{tiny_model_dir}"',
         "[methods]", *[f"{m} = {json.dumps(g)}" for m, g in GRIDS.items()],
         "[targets]", f"refs = {json.dumps(sweep_targets)}",
