@@ -147,13 +147,19 @@ def _bars(ax, summary: Mapping, models: Sequence[str], methods: Sequence[str], k
             es.append(0.0 if _nan(e) else e)
         if not xs:
             continue
-        ax.bar(xs, ys, width * 0.92, yerr=es if err else None, capsize=3, color=_color(method, methods),
+        # std bars are clipped to the metric's range [0, 1]
+        yerr = [[min(e, y) for y, e in zip(ys, es)], [min(e, 1.0 - y) for y, e in zip(ys, es)]] if err else None
+        ax.bar(xs, ys, width * 0.92, yerr=yerr, capsize=3, color=_color(method, methods),
                label=method.upper(), error_kw={"lw": 1, "ecolor": "#333333"})
-        for x, y, e in zip(xs, ys, es if err else [0.0] * len(ys)):
-            ax.text(x, min(y + e, 1.0) + 0.015, f"{y:.2f}", ha="center", va="bottom", fontsize=7, color="#222222")
+        for x, y in zip(xs, ys):
+            inside = y >= 0.15
+            ax.text(x, y - 0.015 if inside else y + 0.015, f"{y:.2f}", ha="center", va="top" if inside else "bottom",
+                    fontsize=7.5, color="white" if inside else "#222222",
+                    bbox=None if inside else {"facecolor": "white", "edgecolor": "none", "pad": 0.6, "alpha": 0.9},
+                    zorder=5)
     ax.set_xticks(range(len(models)))
     ax.set_xticklabels(models)
-    ax.set_ylim(0, 1.1)
+    ax.set_ylim(0, 1.05)
     ax.axhline(0.8, color="grey", lw=0.8, ls="--")
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.25)
@@ -175,7 +181,7 @@ def plot_headline(summary: Mapping, path: Path, methods: Sequence[str], threshol
     fig, axes = plt.subplots(1, 2, figsize=(max(7.5, 2.4 * len(models) * 2 + 2), 4.2))
     _bars(axes[0], summary, models, methods, f"acc_at_recall_{t}", f"Acc@Recall≥{t} (↑)")
     _bars(axes[1], summary, models, methods, f"recall_at_acc_{t}", f"Recall@Acc≥{t} (↑)")
-    axes[0].set_ylabel("mean over targets (± std)")
+    axes[0].set_ylabel("mean over targets ± std (clipped to [0, 1])")
     _legend_below(fig, methods)
     fig.savefig(path)
     plt.close(fig)
@@ -188,7 +194,7 @@ def plot_superficial(summary: Mapping, path: Path, methods: Sequence[str]) -> Pa
     models = list(summary)
     fig, ax = plt.subplots(figsize=(max(5.0, 2.4 * len(models) + 1.5), 4.0))
     _bars(ax, summary, models, methods, "acc_at_superficial", "Acc@Superficial unlearning (↑)")
-    ax.set_ylabel("mean over targets (± std)")
+    ax.set_ylabel("mean over targets ± std (clipped to [0, 1])")
     _legend_below(fig, methods)
     fig.savefig(path)
     plt.close(fig)
@@ -203,7 +209,7 @@ def plot_family_biography(summary: Mapping, path: Path, methods: Sequence[str], 
     fig, axes = plt.subplots(1, 2, figsize=(max(7.5, 2.4 * len(models) * 2 + 2), 4.2), sharey=True)
     _bars(axes[0], summary, models, methods, f"acc_at_recall_{t}_family", f"Acc@Recall≥{t}: family facts")
     _bars(axes[1], summary, models, methods, f"acc_at_recall_{t}_biography", f"Acc@Recall≥{t}: biography facts")
-    axes[0].set_ylabel("mean over targets (± std)")
+    axes[0].set_ylabel("mean over targets ± std (clipped to [0, 1])")
     _legend_below(fig, methods)
     fig.savefig(path)
     plt.close(fig)
@@ -291,6 +297,17 @@ def _get(p: Any, key: str) -> Any:
 # The report
 
 
+def _learning_rates(points: Sequence[Any]) -> dict[tuple[str, str], set[float]]:
+    """The learning rates the points were unlearned with (the unlearn layer records them)."""
+    out: dict[tuple[str, str], set[float]] = {}
+    for p in points:
+        extra = p.get("extra", p) if isinstance(p, Mapping) else p.extra
+        lr = extra.get("lr") if isinstance(extra, Mapping) else None
+        if isinstance(lr, (int, float)):
+            out.setdefault((_get(p, "model"), _get(p, "method")), set()).add(float(lr))
+    return out
+
+
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -360,7 +377,12 @@ def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods
                f"- **rules**: `{config.get('rules')}`; **K**: {config.get('k_mode')} (probe mode `{config.get('probe_mode')}`)",
                "- **models**: " + ", ".join(f"`{m['name']}`" + (f" (lr {m['lr']:g})" if m.get("lr") else "")
                                             for m in config.get("models", [])),
-               "- **methods and grids**: " + "; ".join(f"{m.upper()} {g}" for m, g in config.get("methods", {}).items())]
+               "- **methods and grids**: " + "; ".join(
+                   f"{m.upper()} [{', '.join(_param_label(x) for x in g)}]" for m, g in config.get("methods", {}).items())]
+    lrs = _learning_rates(points)
+    if lrs:
+        md.append("- **unlearning learning rates**: " + "; ".join(
+            f"{model}/{m.upper()} {', '.join(f'{x:g}' for x in sorted(v))}" for (model, m), v in lrs.items()))
     md += [f"- **targets**: {len(targets)}; **points**: {n_points}; minimal sets exact for {n_exact} of {n_points} points"]
     if skipped:
         md.append(f"- **skipped** {len(skipped)} job(s) whose target the model did not know before unlearning: "
