@@ -159,7 +159,7 @@ def load_model(
     device = device or default_device()
     torch_dtype = resolve_dtype(dtype, device)
     source = str(path) if local else name
-    kwargs: dict[str, Any] = {"dtype": torch_dtype}
+    kwargs: dict[str, Any] = {_dtype_kwarg(): torch_dtype}
     if str(device).startswith("cuda"):
         kwargs["device_map"] = {"": device}  # load straight onto the GPU
     try:
@@ -181,6 +181,15 @@ def load_model(
         prompt = PromptFormat.for_model(getattr(model.config, "model_type", ""), name)
     return ModelBundle(model=model, tokenizer=tokenizer, prompt=prompt, device=str(device), name=name,
                        path=path.resolve() if local else None, meta=meta)
+
+
+def _dtype_kwarg() -> str:
+    """``from_pretrained`` takes ``dtype`` since transformers 4.56 (``torch_dtype`` before,
+    deprecated since)."""
+    import transformers
+
+    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
+    return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
 
 
 def _ensure_pad(model, tokenizer) -> None:

@@ -9,7 +9,10 @@ ways to decide that the model knows it:
 ``exact``
     One teacher-forced forward pass over prompt + gold answer: known iff greedy decoding would
     emit the gold answer's tokens, i.e. the argmax at every answer position is the gold token.
-    One pass per batch instead of ten decoding steps.
+    One pass per batch instead of ten decoding steps. It checks the answer's tokenisation the
+    model is finetuned on (:func:`~deepunlearn.probe.prompts.encode_pairs`); a model that would
+    spell the answer with other tokens, or embed it in other words, is known only to
+    ``generate``. On the finetuned tiny EDU-RELAT model the two modes agree on every fact.
 
 Both also give each answer's log-probability (summed over its tokens, teacher-forced).
 Batches are padded on the left (behind each row's first token, see
@@ -36,9 +39,6 @@ Mode = Literal["exact", "generate"]
 MODES = ("exact", "generate")
 #: New tokens decoded in ``generate`` mode (the reference release's setting).
 MAX_NEW_TOKENS = 10
-
-#: ``model_fn(input_ids, attention_mask) -> logits [B, T, V]``.
-ModelFn = Callable[..., "object"]
 
 
 @dataclass
@@ -169,7 +169,10 @@ def probe(
     unlearning layer passes one that mixes two models' next-token distributions); in
     ``generate`` mode it is then decoded greedily by a plain loop without KV cache. It receives
     RIGHT-padded batches, so every row has the plain positions 0..n-1 and
-    ``lambda ids, m: model(input_ids=ids, attention_mask=m).logits`` is exact for any model.
+    ``lambda ids, m: model(input_ids=ids, attention_mask=m).logits`` is exact for any model
+    (models used only inside the callable must be put in eval mode by the caller). Its output
+    only needs to be logits up to a constant per position: log-softmax gives the answer's
+    log-probability, argmax the greedy token.
     Without it, batches are left-padded (behind each row's first token) with explicit position
     ids and decoded with Hugging Face ``generate`` and its KV cache. Runs in inference mode and
     eval mode and restores train mode.
@@ -192,7 +195,7 @@ def probe(
     rows = [enc[i] for i in ids]
     # Longest first: batches hold rows of similar length (little padding), and running out of
     # memory shows at the first batch.
-    order = sorted(range(len(rows)), key=lambda j: (-(len(rows[j][0]) + len(rows[j][1])), j))
+    order = sorted(range(len(rows)), key=lambda j: (-(len(rows[j][0]) + len(rows[j][1])), -len(rows[j][0]), j))
     known = np.zeros(len(rows), dtype=bool)
     logprob = np.zeros(len(rows), dtype=np.float64)
     outputs: list[str] | None = [""] * len(rows) if mode == "generate" else None

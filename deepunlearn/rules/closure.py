@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Iterable
 
 import numpy as np
@@ -44,14 +45,11 @@ class Closure:
         return len(self.facts)
 
     def __contains__(self, fact) -> bool:
-        return tuple(fact) in self._set
+        return tuple(fact) in self._fact_set
 
-    @property
-    def _set(self) -> set:
-        s = self.__dict__.get("_fact_set")
-        if s is None:
-            s = self.__dict__["_fact_set"] = set(self.facts)
-        return s
+    @cached_property
+    def _fact_set(self) -> set:
+        return set(self.facts)
 
     def to_dict(self) -> dict:
         """The CLI's JSON: ``facts`` = K's facts the rules can use, ``closure``, ``derived``, ..."""

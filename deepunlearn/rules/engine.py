@@ -19,7 +19,7 @@ from typing import Iterable
 import numpy as np
 
 from .errors import RulesError
-from .language import Atom, Const, RuleSet, Term, Var
+from .language import Const, RuleSet, Term, Var
 
 ABSENT = np.int32(np.iinfo(np.int32).max)  # birth round of a fact not (yet) in the closure
 
@@ -160,7 +160,75 @@ class _Index:
         return self.s_nodes[lo:hi]
 
 
+# ---------------------------------------------------------------------------------------- facts
+class _Facts:
+    """Every fact the engine knows, by node id, with a sorted key table for lookups."""
+
+    def __init__(self, node_s: np.ndarray, node_r: np.ndarray, node_o: np.ndarray, birth: np.ndarray, T: int):
+        self.node_s, self.node_r, self.node_o, self.birth, self.T = node_s, node_r, node_o, birth, T
+        ids = np.flatnonzero(node_r >= 0)  # KB facts of relations no rule uses are not looked up
+        keys = self.key(node_r[ids], node_s[ids], node_o[ids])
+        order = np.argsort(keys, kind="stable")
+        self.keys, self.ids = keys[order], ids[order]
+
+    def key(self, rel, s, o):
+        return (rel * self.T + s) * self.T + o
+
+    def lookup(self, keys: np.ndarray) -> np.ndarray:
+        """Node ids of the facts with these keys, -1 where the engine has none."""
+        if len(self.keys) == 0:
+            return np.full(len(keys), -1, dtype=np.int64)
+        pos = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
+        return np.where(self.keys[pos] == keys, self.ids[pos], -1)
+
+    def derive(self, keys: np.ndarray, t: int) -> tuple[np.ndarray, int]:
+        """Node ids of derived heads; facts not yet in the closure are born in round ``t``
+        (KB facts outside K keep their id, new facts get the next ids). Returns the ids and how
+        many facts entered the closure."""
+        ids = self.lookup(keys)
+        known = ids >= 0
+        entering = np.unique(ids[known][self.birth[ids[known]] == ABSENT])
+        self.birth[entering] = t
+        count = len(entering)
+        if not known.all():
+            new_keys, inv = np.unique(keys[~known], return_inverse=True)
+            new_ids = len(self.birth) + np.arange(len(new_keys), dtype=np.int64)
+            ids[~known] = new_ids[inv]
+            T = self.T
+            self.node_s = np.concatenate([self.node_s, (new_keys // T) % T])
+            self.node_r = np.concatenate([self.node_r, new_keys // (T * T)])
+            self.node_o = np.concatenate([self.node_o, new_keys % T])
+            self.birth = np.concatenate([self.birth, np.full(len(new_keys), t, dtype=np.int32)])
+            all_keys, all_ids = np.concatenate([self.keys, new_keys]), np.concatenate([self.ids, new_ids])
+            order = np.argsort(all_keys, kind="stable")
+            self.keys, self.ids = all_keys[order], all_ids[order]
+            count += len(new_keys)
+        return ids, count
+
+
 # ---------------------------------------------------------------------------------------- engine
+def _intern(kb, rules: RuleSet, relations: list[str]) -> tuple[dict[str, int], np.ndarray, np.ndarray, np.ndarray]:
+    """Term ids (entities, rule constants, fact objects) and the KB facts as id arrays
+    (-1 for facts of relations no rule uses)."""
+    rel_id = {r: i for i, r in enumerate(relations)}
+    term_id: dict[str, int] = {}
+    for e in kb.entities:
+        term_id.setdefault(e, len(term_id))
+    for rule in rules.rules:
+        for t in [*(x for a in (rule.head, *rule.body) for x in a.args), *(x for c in rule.neq for x in (c.left, c.right))]:
+            if isinstance(t, Const):
+                term_id.setdefault(t.value, len(term_id))
+    n = len(kb.facts)
+    node_s, node_r, node_o = (np.full(n, -1, dtype=np.int64) for _ in range(3))
+    for i, (s, r, o) in enumerate(kb.facts):
+        ri = rel_id.get(r)
+        if ri is not None:
+            node_s[i] = term_id.setdefault(s, len(term_id))
+            node_r[i] = ri
+            node_o[i] = term_id.setdefault(o, len(term_id))
+    return term_id, node_s, node_r, node_o
+
+
 def forward_chain(kb, rules: RuleSet, known: Iterable[int] | None = None, progress: bool = False) -> Grounded:
     """Compute ``Ω(K, R)`` and every rule grounding inside it.
 
@@ -177,55 +245,21 @@ def forward_chain(kb, rules: RuleSet, known: Iterable[int] | None = None, progre
         base[ids] = True
 
     relations = sorted(rules.relations)
-    rel_id = {r: i for i, r in enumerate(relations)}
-    term_id: dict[str, int] = {}
-    for e in kb.entities:
-        term_id.setdefault(e, len(term_id))
-    for rule in rules.rules:
-        for a in (rule.head, *rule.body):
-            for t in a.args:
-                if isinstance(t, Const):
-                    term_id.setdefault(t.value, len(term_id))
-        for c in rule.neq:
-            for t in (c.left, c.right):
-                if isinstance(t, Const):
-                    term_id.setdefault(t.value, len(term_id))
-
-    node_s = np.full(n_kb, -1, dtype=np.int64)
-    node_r = np.full(n_kb, -1, dtype=np.int64)
-    node_o = np.full(n_kb, -1, dtype=np.int64)
-    in_rules = np.zeros(n_kb, dtype=bool)
-    for i, (s, r, o) in enumerate(kb.facts):
-        ri = rel_id.get(r)
-        if ri is None:
-            continue
-        in_rules[i] = True
-        node_s[i] = term_id.setdefault(s, len(term_id))
-        node_r[i] = ri
-        node_o[i] = term_id.setdefault(o, len(term_id))
+    term_id, node_s, node_r, node_o = _intern(kb, rules, relations)
     T = max(len(term_id), 1)
     if (len(relations) + 1) * T * T >= 2**62:
         raise RulesError(f"KB {kb.name!r} has too many terms ({T}) for 64-bit fact keys")
-    terms = list(term_id)
+    attr_masks = {name: np.zeros(T, dtype=bool) for name in rules.attributes}
+    for e, attrs in kb.entities.items():
+        for v in attrs.values():
+            if v in attr_masks:
+                attr_masks[v][term_id[e]] = True
+    crules = _compile(rules, {r: i for i, r in enumerate(relations)}, term_id, attr_masks)
 
-    attr_masks: dict[str, np.ndarray] = {}
-    for name in rules.attributes:
-        attr_masks[name] = np.zeros(T, dtype=bool)
-    if attr_masks:
-        for e, attrs in kb.entities.items():
-            for v in attrs.values():
-                m = attr_masks.get(v)
-                if m is not None:
-                    m[term_id[e]] = True
-
-    crules = _compile(rules, rel_id, term_id, attr_masks)
-
+    in_rules = node_r >= 0
     birth = np.full(n_kb, ABSENT, dtype=np.int32)
     birth[in_rules & base] = 0
-    kb_rule_ids = np.flatnonzero(in_rules)
-    keys = (node_r[kb_rule_ids] * T + node_s[kb_rule_ids]) * T + node_o[kb_rule_ids]
-    order = np.argsort(keys, kind="stable")
-    lk_keys, lk_ids = keys[order], kb_rule_ids[order]
+    facts = _Facts(node_s, node_r, node_o, birth, T)
 
     blocks: list[tuple[int, np.ndarray, np.ndarray]] = []  # (rule, head ids, body matrix)
     t = 1
@@ -233,18 +267,16 @@ def forward_chain(kb, rules: RuleSet, known: Iterable[int] | None = None, progre
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(desc=f"closure {kb.name}", unit=" round", file=None, leave=False)
+        bar = tqdm(desc=f"closure {kb.name}", unit=" round", leave=False)
     while True:
-        delta = np.flatnonzero(birth == t - 1)
+        delta = np.flatnonzero(facts.birth == t - 1)
         if delta.size == 0:
             break
-        known_nodes = np.flatnonzero(birth <= t - 1)
-        index = _Index(known_nodes, node_s, node_r, node_o, T)
-        d_rel = node_r[delta]
+        index = _Index(np.flatnonzero(facts.birth <= t - 1), facts.node_s, facts.node_r, facts.node_o, T)
+        d_rel = facts.node_r[delta]
         d_order = np.argsort(d_rel, kind="stable")
-        d_sorted = delta[d_order]
         bounds = np.searchsorted(d_rel[d_order], np.arange(len(relations) + 1))
-        delta_by_rel = [d_sorted[bounds[r]:bounds[r + 1]] for r in range(len(relations))]
+        delta_by_rel = [delta[d_order][bounds[r]:bounds[r + 1]] for r in range(len(relations))]
 
         round_blocks: list[tuple[int, np.ndarray, np.ndarray]] = []
         for cr in crules:
@@ -252,68 +284,39 @@ def forward_chain(kb, rules: RuleSet, known: Iterable[int] | None = None, progre
                 if t == 1 and i > 0:
                     continue  # positions before i need facts older than the first delta: none
                 seed = delta_by_rel[cr.atoms[i].rel]
-                if seed.size == 0:
-                    continue
-                res = _join(cr, i, seed, t, index, birth, node_s, node_o, lk_keys, lk_ids, T)
-                if res is not None:
-                    round_blocks.append((cr.index, *res))
-        # resolve the heads of this round: existing facts, KB facts now derived, or new facts
-        new_count = 0
+                if seed.size:
+                    res = _join(cr, i, seed, t, index, facts)
+                    if res is not None:
+                        round_blocks.append((cr.index, *res))
+        # the heads of this round: facts already in the closure, KB facts now derived, new facts
+        entered = 0
         if round_blocks:
-            hkeys = np.concatenate([b[1] for b in round_blocks])
-            pos = np.searchsorted(lk_keys, hkeys)
-            pos_c = np.minimum(pos, max(len(lk_keys) - 1, 0))
-            found = (pos < len(lk_keys)) & (lk_keys[pos_c] == hkeys) if len(lk_keys) else np.zeros(len(hkeys), bool)
-            hid = np.where(found, lk_ids[pos_c] if len(lk_ids) else -1, -1)
-            newly = hid[found]
-            newly = newly[birth[newly] == ABSENT]
-            birth[newly] = t  # KB facts outside K that the rules derive
-            new_count += len(np.unique(newly))
-            if not found.all():
-                nk, inv = np.unique(hkeys[~found], return_inverse=True)
-                first = len(birth)
-                new_ids = first + np.arange(len(nk), dtype=np.int64)
-                hid[~found] = new_ids[inv]
-                node_o = np.concatenate([node_o, nk % T])
-                node_s = np.concatenate([node_s, (nk // T) % T])
-                node_r = np.concatenate([node_r, nk // (T * T)])
-                birth = np.concatenate([birth, np.full(len(nk), t, dtype=np.int32)])
-                all_keys = np.concatenate([lk_keys, nk])
-                all_ids = np.concatenate([lk_ids, new_ids])
-                order = np.argsort(all_keys, kind="stable")
-                lk_keys, lk_ids = all_keys[order], all_ids[order]
-                new_count += len(nk)
+            head_ids, entered = facts.derive(np.concatenate([b[1] for b in round_blocks]), t)
             at = 0
             for q, hk, bm in round_blocks:
-                blocks.append((q, hid[at:at + len(hk)], bm))
+                blocks.append((q, head_ids[at:at + len(hk)], bm))
                 at += len(hk)
         if bar is not None:
             bar.update(1)
-            bar.set_postfix(new=new_count, facts=int((birth != ABSENT).sum()))
-        if new_count == 0:
+            bar.set_postfix(new=entered, facts=int((facts.birth != ABSENT).sum()))
+        if entered == 0:
             break
         t += 1
     if bar is not None:
         bar.close()
 
-    if blocks:
-        edge_head = np.concatenate([b[1] for b in blocks]).astype(np.int64)
-        edge_rule = np.concatenate([np.full(len(b[1]), b[0], dtype=np.int32) for b in blocks])
-        sizes = np.concatenate([np.full(len(b[1]), b[2].shape[1], dtype=np.int64) for b in blocks])
-        body = np.concatenate([b[2].ravel() for b in blocks]).astype(np.int64)
-    else:
-        edge_head = np.zeros(0, dtype=np.int64)
-        edge_rule = np.zeros(0, dtype=np.int32)
-        sizes = np.zeros(0, dtype=np.int64)
-        body = np.zeros(0, dtype=np.int64)
+    edge_head = np.concatenate([np.zeros(0, np.int64)] + [b[1] for b in blocks])
+    edge_rule = np.concatenate([np.zeros(0, np.int32)] + [np.full(len(b[1]), b[0], dtype=np.int32) for b in blocks])
+    sizes = np.concatenate([np.zeros(0, np.int64)] + [np.full(len(b[1]), b[2].shape[1], dtype=np.int64) for b in blocks])
+    body = np.concatenate([np.zeros(0, np.int64)] + [b[2].ravel() for b in blocks])
     body_ptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
 
-    full_base = np.zeros(len(birth), dtype=bool)
+    full_base = np.zeros(len(facts.birth), dtype=bool)
     full_base[:n_kb] = base
-    birth_out = birth.copy()
+    birth_out = facts.birth.copy()
     birth_out[:n_kb][base & ~in_rules] = 0  # facts no rule uses pass through
-    return Grounded(n_kb, terms, relations, node_s, node_r, node_o, birth_out, full_base,
-                    edge_head, edge_rule, body_ptr, body, t)
+    return Grounded(n_kb, list(term_id), relations, facts.node_s, facts.node_r, facts.node_o, birth_out,
+                    full_base, edge_head, edge_rule, body_ptr, body, t)
 
 
 def _value(term: tuple[str, int], cols: dict[int, np.ndarray], n: int) -> np.ndarray | None:
@@ -322,36 +325,27 @@ def _value(term: tuple[str, int], cols: dict[int, np.ndarray], n: int) -> np.nda
     return cols.get(term[1])
 
 
-def _join(cr: _CRule, i: int, seed: np.ndarray, t: int, index: _Index, birth, node_s, node_o,
-          lk_keys, lk_ids, T) -> tuple[np.ndarray, np.ndarray] | None:
+def _join(cr: _CRule, i: int, seed: np.ndarray, t: int, index: _Index, facts: _Facts
+          ) -> tuple[np.ndarray, np.ndarray] | None:
     """All groundings of rule ``cr`` whose atom ``i`` is a delta fact. Returns the head keys and
-    the body fact matrix (one column per relation atom, body order), or None if there are none."""
+    the body fact matrix (one column per relation atom, body order), or None if there are none.
+
+    The bindings are a table: one column per bound variable (``cols``) and one per matched
+    atom (``fids``, node ids); each atom in the plan's order filters or expands its rows."""
     atoms = cr.atoms
-    k = len(atoms)
-    fids: list[np.ndarray | None] = [None] * k
+    node_s, node_o, birth = facts.node_s, facts.node_o, facts.birth
+    fids: dict[int, np.ndarray] = {i: seed}
     cols: dict[int, np.ndarray] = {}
-    n = len(seed)
     old = t - 1  # facts of positions before i must be older than the delta
 
-    def keep(mask: np.ndarray) -> None:
-        nonlocal n
-        for v in list(cols):
-            cols[v] = cols[v][mask]
-        for j in range(k):
-            if fids[j] is not None:
-                fids[j] = fids[j][mask]
-        n = int(mask.sum()) if mask.dtype == bool else len(mask)
+    def select(rows: np.ndarray) -> None:
+        """Keep (bool mask) or repeat (index array) the rows of the table."""
+        for table in (cols, fids):
+            for v in table:
+                table[v] = table[v][rows]
 
-    def take(rows: np.ndarray) -> None:
-        nonlocal n
-        for v in list(cols):
-            cols[v] = cols[v][rows]
-        for j in range(k):
-            if fids[j] is not None:
-                fids[j] = fids[j][rows]
-        n = len(rows)
-
-    def apply_filters(ids: list[int]) -> None:
+    def filters(ids: list[int]) -> None:
+        n = len(fids[i])
         if not ids or n == 0:
             return
         mask = np.ones(n, dtype=bool)
@@ -363,13 +357,12 @@ def _join(cr: _CRule, i: int, seed: np.ndarray, t: int, index: _Index, birth, no
             else:
                 left, right = cr.neq[f - na]
                 mask &= _value(left, cols, n) != _value(right, cols, n)
-        keep(mask)
+        select(mask)
 
-    order = cr.plans[i]
-    steps = cr.filters_after[i]
-    for step, j in enumerate(order):
+    for step, j in enumerate(cr.plans[i]):
         a = atoms[j]
-        if step == 0:
+        n = len(fids[i])
+        if step == 0:  # the delta facts themselves
             s_val, o_val = node_s[seed], node_o[seed]
             mask = np.ones(n, dtype=bool)
             if a.s[0] == "c":
@@ -378,54 +371,41 @@ def _join(cr: _CRule, i: int, seed: np.ndarray, t: int, index: _Index, birth, no
                 mask &= o_val == a.o[1]
             if a.s[0] == "v" and a.o[0] == "v" and a.s[1] == a.o[1]:
                 mask &= s_val == o_val
-            fids[j] = seed
             if a.s[0] == "v":
                 cols[a.s[1]] = s_val
             if a.o[0] == "v":
                 cols[a.o[1]] = o_val
-            keep(mask)
+            select(mask)
         else:
             sb, ob = _value(a.s, cols, n), _value(a.o, cols, n)
-            if sb is not None and ob is not None:
-                q = (a.rel * T + sb) * T + ob
-                pos = np.searchsorted(lk_keys, q)
-                pos_c = np.minimum(pos, len(lk_keys) - 1)
-                hit = (pos < len(lk_keys)) & (lk_keys[pos_c] == q)
-                ids = np.where(hit, lk_ids[pos_c], 0)
-                b = birth[ids]
-                ok = hit & ((b < old) if j < i else (b <= old))
+            if sb is not None and ob is not None:  # both ends bound: a membership check
+                ids = facts.lookup(facts.key(a.rel, sb, ob))
+                b = birth[np.maximum(ids, 0)]
                 fids[j] = ids
-                keep(ok)
-            elif sb is not None or ob is not None:
-                if sb is not None:
-                    rows, nodes = index.by_subject(a.rel, sb)
-                else:
-                    rows, nodes = index.by_object(a.rel, ob)
-                take(rows)
-                fids[j] = nodes
-                if sb is not None and a.o[0] == "v":
-                    cols[a.o[1]] = node_o[nodes]
-                if ob is not None and a.s[0] == "v":
-                    cols[a.s[1]] = node_s[nodes]
-                if j < i:
-                    keep(birth[nodes] < old)
+                select((ids >= 0) & ((b < old) if j < i else (b <= old)))
             else:
-                allr = index.all_of(a.rel)
-                rows = np.repeat(np.arange(n), len(allr))
-                nodes = np.tile(allr, n)
-                take(rows)
+                if sb is not None:  # expand along the subject index
+                    rows, nodes = index.by_subject(a.rel, sb)
+                elif ob is not None:  # ... or the object index
+                    rows, nodes = index.by_object(a.rel, ob)
+                else:  # no end bound: every fact of the relation (a product)
+                    allr = index.all_of(a.rel)
+                    rows, nodes = np.repeat(np.arange(n), len(allr)), np.tile(allr, n)
+                select(rows)
                 fids[j] = nodes
-                cols[a.s[1]] = node_s[nodes]
-                cols[a.o[1]] = node_o[nodes]
                 mask = np.ones(len(nodes), dtype=bool)
-                if a.s[1] == a.o[1]:
-                    mask &= node_s[nodes] == node_o[nodes]
+                if sb is None:
+                    cols[a.s[1]] = node_s[nodes]
+                if ob is None:
+                    if a.o[1] in cols:  # r(X, X) with X unbound before
+                        mask &= cols[a.o[1]] == node_o[nodes]
+                    cols[a.o[1]] = node_o[nodes]
                 if j < i:
                     mask &= birth[nodes] < old
-                keep(mask)
-        apply_filters(steps[step])
-        if n == 0:
+                select(mask)
+        filters(cr.filters_after[i][step])
+        if len(fids[i]) == 0:
             return None
-    hs, ho = _value(cr.head.s, cols, n), _value(cr.head.o, cols, n)
-    head_keys = (cr.head.rel * T + hs) * T + ho
-    return head_keys, np.stack([f for f in fids], axis=1)
+    n = len(fids[i])
+    head_keys = facts.key(cr.head.rel, _value(cr.head.s, cols, n), _value(cr.head.o, cols, n))
+    return head_keys, np.stack([fids[j] for j in range(len(atoms))], axis=1)

@@ -58,7 +58,9 @@ def enumerate_minimal(cone: Cone, time_budget: float = 10.0) -> tuple[list[froze
     def on_model(model) -> None:
         found.append(frozenset(int(nodes[s.arguments[0].number]) for s in model.symbols(shown=True)))
 
-    remaining = max(time_budget - (time.perf_counter() - start), 0.0)
+    remaining = time_budget - (time.perf_counter() - start)
+    if remaining <= 0:
+        return [], False
     with ctl.solve(on_model=on_model, async_=True) as handle:
         finished = handle.wait(remaining)
         if not finished:

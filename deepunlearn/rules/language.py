@@ -158,8 +158,9 @@ class RuleSet:
         out = []
         for rel in self.unknown_relations(kb.relations):
             users = [r.label or f"line {r.line}" for r in self.rules if any(a.relation == rel for a in r.relation_atoms)]
+            which = users[0] + " never fires" if len(users) == 1 else ", ".join(users[:-1]) + f" and {users[-1]} never fire"
             out.append(f"rule set {self.name!r}: relation {rel!r} is neither in KB {kb.name!r} nor derived "
-                       f"by any rule, so {', '.join(users)} never fire(s)")
+                       f"by any rule, so {which}")
         values = {v for attrs in kb.entities.values() for v in attrs.values()}
         for val in sorted(self.attributes - values):
             out.append(f"rule set {self.name!r}: no entity of KB {kb.name!r} has an attribute with value {val!r}")

@@ -221,11 +221,13 @@ def parse_raw(text: str, name: str = "rules", source: str | None = None) -> Rule
         atoms: list[tuple[Atom, int]] = []
         pos = 0
         for m in _RAW_TUPLE.finditer(stripped):
-            gap = stripped[pos:m.start()].strip()
-            expected_gap = "" if pos == 0 else (">" if pos <= split < m.start() else "+")
-            if gap != expected_gap:
-                where = pos + (len(stripped[pos:m.start()]) - len(stripped[pos:m.start()].lstrip())) + 1
-                raise RuleSyntaxError(src, lineno, where, f"expected {expected_gap or 'a tuple'!r} between tuples, found {gap!r}")
+            between = stripped[pos:m.start()]
+            gap, where = between.strip(), pos + len(between) - len(between.lstrip()) + 1
+            if not atoms and gap:
+                raise RuleSyntaxError(src, lineno, where, f"expected a tuple (A, is r of, B) to start the rule, found {gap!r}")
+            expected = ">" if pos <= split < m.start() else "+"
+            if atoms and gap != expected:
+                raise RuleSyntaxError(src, lineno, where, f"expected {expected!r} between tuples, found {gap!r}")
             atoms.append((_raw_atom(m.group(1), src, lineno, m.start() + 1), m.start()))
             pos = m.end()
         if stripped[pos:].strip():

@@ -40,23 +40,19 @@ def _dus(cone: Cone, draws: _Draws) -> list[int]:
     added = [0]
     todo = [0]
     by_head, bodies, masks = cone.by_head, cone.bodies, cone.body_masks
-    rand = draws.random
     while todo:
-        j = int(rand() * len(todo))  # pick k_cur uniformly from T
+        j = draws.below(len(todo))  # pick k_cur uniformly from T
         cur = todo[j]
         todo[j] = todo[-1]
         todo.pop()
         edges = by_head[cur]
         if len(edges) > 1:
-            edges = list(edges)
-            for i in range(len(edges) - 1, 0, -1):  # the groundings in a random order
-                k = int(rand() * (i + 1))
-                edges[i], edges[k] = edges[k], edges[i]
+            edges = draws.shuffled(edges)  # its groundings in a random order
         for e in edges:
             if masks[e] & u:
                 continue
             body = bodies[e]  # no body fact is in U: block this grounding with one of them
-            b = body[int(rand() * len(body))]
+            b = body[draws.below(len(body))]
             u |= 1 << b
             added.append(b)
             todo.append(b)

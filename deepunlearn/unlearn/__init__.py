@@ -1,1 +1,34 @@
-"""unlearn layer."""
+"""unlearn layer: finetuning, the unlearning methods (GA, NPO, TV, WHP), in-memory weight
+snapshot/restore and LoRA mode, and the per-target loop.
+
+Public API (torch is imported on first use, not by ``import deepunlearn.unlearn``)::
+
+    TargetRunner(bundle, kb, *, rules=None, probe_mode="exact", k_mode="probed", lr=None, lora=False,
+                 cache_dir=None, exact=True, seeds=100, batch_size=64)
+        .baseline, .known, .run(target, method, grid=None, skip_params=(), params=None) -> Iterator[Point]
+    METHODS, register_method, get_method, Unlearner, MethodParams   # the method registry
+    WeightSnapshot, LoraAdapter, LoraParams                         # undoing a run in memory
+    choose_lr                                                       # the learning-rate rule
+    finetune, FinetuneConfig                                        # teach a model the KB
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "TargetRunner": "loop", "Point": "loop", "TargetNotKnownError": "loop",
+    "METHODS": "methods", "register_method": "methods", "get_method": "methods", "Unlearner": "methods",
+    "MethodParams": "methods", "UnlearnError": "methods", "Session": "methods", "Step": "methods",
+    "WeightSnapshot": "snapshot", "LoraAdapter": "snapshot", "LoraParams": "snapshot",
+    "choose_lr": "lr", "LearningRate": "lr",
+    "finetune": "finetune", "FinetuneConfig": "finetune", "FinetuneResult": "finetune",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,15 +1,19 @@
 """The per-target loop: probe once (cached) -> unlearn -> probe at every grid point -> recall and
-accuracy -> restore the original weights in memory (DESIGN.md sections 2 and 5).
+accuracy -> restore the original weights in memory (DESIGN.md sections 2 and 5)::
 
->>> runner = TargetRunner(bundle, kb, rules="family")          # doctest: +SKIP
->>> for point in runner.run(target=12, method="ga"):            # doctest: +SKIP
-...     print(point.param, point.recall, point.accuracy)
+    runner = TargetRunner(bundle, kb)               # probes the model once (cached)
+    for point in runner.run(target=12, method="ga"):
+        print(point.param, point.recall, point.accuracy, point.target_forgotten)
 
 ``K`` (``runner.known``) is what the model knew before: the facts the baseline probe answers
 (``k_mode="probed"``, the default) or every fact of the KB (``k_mode="dataset"``, as the paper's
 code does). A point's ``forgotten`` facts are those of ``K`` the model no longer answers, and the
 rules layer's :class:`~deepunlearn.rules.Evaluator`, built once on ``K``, turns them into recall
-(against the target's minimal deep-unlearning sets) and accuracy.
+(against the target's minimal deep-unlearning sets) and accuracy. In ``dataset`` mode a fact the
+model never answered counts as forgotten at every point, as in the reference code.
+
+The runner snapshots the model's weights when it is made and puts them back after every run, so
+it owns the weights while it is used: change the model through it only.
 """
 
 from __future__ import annotations
@@ -60,7 +64,9 @@ class TargetRunner:
     bundle, kb:
         the model (a :class:`~deepunlearn.probe.ModelBundle`) and its knowledge base.
     rules:
-        rule set for the minimal sets: ``"family"``, ``"edu-relat"``, a rule file or a RuleSet.
+        rule set for the minimal sets: ``"family"``, ``"edu-relat"``, a rule file or a RuleSet;
+        ``None`` (default): the KB's own (``metadata["rules"]``, ``edu-relat`` for the imported
+        release), else ``family``.
     probe_mode:
         how the probe decides a fact is known: ``"exact"`` (the answer is the greedy continuation,
         teacher-forced) or ``"generate"`` (the reference's substring test on greedy decoding).
@@ -83,7 +89,7 @@ class TargetRunner:
         bundle,
         kb,
         *,
-        rules="family",
+        rules=None,
         probe_mode: Literal["exact", "generate"] = "exact",
         k_mode: Literal["probed", "dataset"] = "probed",
         lr: float | None = None,
@@ -111,7 +117,8 @@ class TargetRunner:
         self.lr, self.lora, self.lora_params = lr, lora, lora_params or LoraParams()
         self.batch_size, self.seed, self.progress = batch_size, seed, progress
         bundle.model.eval()
-        self.baseline = cached_probe(bundle, kb, mode=probe_mode, cache_dir=cache_dir)
+        self.baseline = cached_probe(bundle, kb, mode=probe_mode, cache_dir=cache_dir, batch_size=batch_size,
+                                     progress=progress)
         self.known: frozenset[int] = (
             frozenset(int(i) for i in self.baseline.known_ids()) if k_mode == "probed" else frozenset(range(len(kb)))
         )
@@ -166,12 +173,12 @@ class TargetRunner:
         """Unlearn ``target`` with ``method`` and yield one :class:`Point` per grid value.
 
         The trajectory passes through every grid value; those in ``skip_params`` (already
-        measured elsewhere) are neither probed nor evaluated. The original weights are back when
-        the generator finishes or is closed. Raises :class:`TargetNotKnownError` if the target
-        is not in K.
+        measured elsewhere) are neither probed nor evaluated, and the run stops after the last
+        point still wanted. The original weights are back when the iterator finishes or is closed.
+        Checks happen at the call, before any work: :class:`TargetNotKnownError` if the target is
+        not in K, :class:`UnlearnError` for an unknown method, a bad grid or a method without
+        LoRA support in LoRA mode.
         """
-        from tqdm.auto import tqdm
-
         t = self.kb.resolve(target)
         if t not in self.known:
             raise TargetNotKnownError(
@@ -184,25 +191,30 @@ class TargetRunner:
         values = u.check_grid(u.params.grid)
         skip = {float(s) for s in skip_params}
         todo = [v for v in values if float(v) not in skip]
-        if not todo:
+        return self._run(t, u, values, skip, len(todo))
+
+    def _run(self, t: int, u: Unlearner, values: list[float], skip: set[float], n_todo: int) -> Iterator[Point]:
+        from tqdm.auto import tqdm
+
+        if n_todo == 0:
             return
-        lr_value = self._lr(u)
+        lr = self._lr(u)
         session = Session(
-            self.bundle.model, self.target_batch(t), lr_value,
+            self.bundle.model, self.target_batch(t), lr,
             max_grad_norm=u.params.max_grad_norm, weight_decay=u.params.weight_decay,
             snapshot=self.snapshot,
         )
-        bar = tqdm(total=len(todo), desc=f"{u.name} target {t}", file=sys.stderr, disable=not self.progress, leave=False)
+        bar = tqdm(total=n_todo, desc=f"{u.name} target {t}", file=sys.stderr, disable=not self.progress, leave=False)
         steps = None
         try:
             if self.lora:
                 session.lora = LoraAdapter(self.bundle.model, self.lora_params, seed=self.seed)
             steps = u.trajectory(session, values)
-            left = len(todo)
+            left = n_todo
             for step in steps:
                 if float(step.param) in skip:
                     continue
-                yield self._point(t, u, step, lr_value)
+                yield self._point(t, u, step, lr)
                 bar.update()
                 left -= 1
                 if left == 0:

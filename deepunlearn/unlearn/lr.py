@@ -1,31 +1,38 @@
 """Which learning rate an unlearning run uses.
 
-The paper's rates (appendix D: GA 2e-5, NPO 4e-5, and half of that for the 7-8B models) suit
-pretrained 1-8B models finetuned at about the same rate. They do not suit a small model trained
-from scratch at 1e-3: there, GA at 2e-5 barely moves in 16 steps, while DESIGN.md section 6
-measured GA with AdamW for 16 steps on the 8.7M-parameter model at lr 1e-4 (train lr / 10)
-forgetting the target after 2-4 steps and losing 3-7 % of the other known facts, 3e-4 losing
-12-24 % and 1e-3 85-94 %. So the rate follows how the model was trained:
+The paper (appendix D) unlearns at the rate it finetuned with: GA (and the reinforcing step of TV
+and WHP) at the finetuning rate 2e-5, NPO at twice that, and 1e-5 / 2e-5 for the 7-8B models
+that were finetuned at 1e-5. Those rates suit pretrained 1-8B models. They do not suit a small
+model trained from scratch at 1e-3 with a one-cycle schedule: there DESIGN.md section 6
+measured GA with AdamW for 16 steps at lr 1e-4 (a tenth of the training rate) forgetting the
+target after 2-4 steps and losing 3-7 % of the other known facts, while 3e-4 lost 12-24 % and
+1e-3 85-94 %. So the rate follows how the model was trained:
 
 1. an explicit rate (``--lr``, ``TargetRunner(lr=...)``, a method's ``Params.lr``) wins;
-2. else, if the checkpoint's ``deepunlearn.json`` records the training (peak) learning rate,
-   ``method.train_lr_ratio * train_lr``: 1/10 for GA, TV and WHP's reinforcing, 1/5 for NPO
-   (the paper gives NPO twice GA's rate);
+2. else, if the checkpoint's ``deepunlearn.json`` records the (peak) training rate
+   (``training.lr``, written by ``deepunlearn finetune``): the method's paper ratio times that
+   rate (GA, TV, WHP: 1; NPO: 2), times :data:`FROM_SCRATCH_FACTOR` = 1/10 when the model was
+   trained from scratch (``origin: "tiny"``, the small local model);
 3. else the paper's rate for the method, the 7-8B one for models of 5B parameters or more.
 
-In LoRA mode the rate of rules 2 and 3 is multiplied by 10 (adapters are usually trained at
-about ten times the full-finetuning rate).
+In LoRA mode the rate of rules 2 and 3 is multiplied by :data:`LORA_LR_FACTOR` = 10 (adapters
+are usually trained at about ten times the full-finetuning rate).
 
 Examples
 --------
 >>> from deepunlearn.unlearn.methods import get_method
->>> choose_lr(get_method("ga"), meta={"training": {"lr": 1e-3}}, n_params=8_700_000).value
-0.0001
+>>> tiny = {"origin": "tiny", "training": {"lr": 1e-3}}
+>>> choose_lr(get_method("ga"), meta=tiny, n_params=8_700_000)
+LearningRate(value=0.0001, source='checkpoint')
+>>> choose_lr(get_method("npo"), meta=tiny, n_params=8_700_000).value
+0.0002
+>>> choose_lr(get_method("npo"), meta={"origin": "finetuned", "training": {"lr": 1e-5}}, n_params=7_000_000_000).value
+2e-05
 >>> choose_lr(get_method("npo"), meta={}, n_params=1_400_000_000)
 LearningRate(value=4e-05, source='paper')
 >>> choose_lr(get_method("ga"), meta={}, n_params=7_000_000_000, lora=True).value
 0.0001
->>> choose_lr(get_method("ga"), meta={"training": {"lr": 1e-3}}, n_params=10, lr=3e-4)
+>>> choose_lr(get_method("ga"), meta=tiny, n_params=10, lr=3e-4)
 LearningRate(value=0.0003, source='given')
 """
 
@@ -38,6 +45,10 @@ from typing import Any, Mapping
 LARGE_MODEL_PARAMETERS = 5_000_000_000
 #: LoRA rate / full-finetuning rate
 LORA_LR_FACTOR = 10.0
+#: unlearning rate / paper-ratio rate for models trained from scratch (DESIGN.md section 6)
+FROM_SCRATCH_FACTOR = 0.1
+#: ``origin`` values in ``deepunlearn.json`` of models trained from scratch
+FROM_SCRATCH_ORIGINS = ("tiny",)
 
 
 @dataclass(frozen=True)
@@ -71,7 +82,9 @@ def choose_lr(method, *, meta: Mapping[str, Any] | None, n_params: int, lr: floa
     factor = LORA_LR_FACTOR if lora else 1.0
     trained = training_lr(meta)
     if trained is not None:
-        return LearningRate(_tidy(method.train_lr_ratio * trained * factor), "checkpoint")
+        if meta.get("origin") in FROM_SCRATCH_ORIGINS:
+            factor *= FROM_SCRATCH_FACTOR
+        return LearningRate(_tidy(method.paper_lr_ratio * trained * factor), "checkpoint")
     base = method.paper_lr_large if n_params >= LARGE_MODEL_PARAMETERS else method.paper_lr
     return LearningRate(_tidy(base * factor), "paper")
 

@@ -127,3 +127,19 @@ def test_cli_finetune_rejects_bad_config(small_kb, tmp_path, capsys):
                "--config", str(tmp_path / "cfg.yaml"), "--tiny-hidden", "32", "--tiny-heads", "4"])
     assert rc == 1
     assert "lr" in capsys.readouterr().err
+
+
+def test_cli_probe_accepts_tiny_and_builds_it_once(small_kb, tmp_path, capsys, monkeypatch):
+    from deepunlearn.cli import main
+    from deepunlearn.kg.io import save_kb
+
+    monkeypatch.setenv("DEEPUNLEARN_CACHE", str(tmp_path / "cache"))
+    kb = small_kb.subset(range(0, len(small_kb), 8))
+    save_kb(kb, tmp_path / "kb.json")
+    for _ in range(2):
+        rc = main(["probe", "--model", "tiny", "--kb", str(tmp_path / "kb.json"), "--json"])
+        assert rc == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["total"] == len(kb) and out["known"] <= len(kb)
+    built = list((tmp_path / "cache" / "tiny").iterdir())
+    assert len(built) == 1 and (built[0] / "config.json").is_file()

@@ -66,7 +66,7 @@ def test_sequence_logprob_matches_hand_computation_and_hf_loss():
     assert int(n) == 2
     assert float(logp) == pytest.approx(hand_logprob(logits, ids, [4, 5]), abs=1e-5)
     # Hugging Face's own causal-LM loss with the same labels is the mean answer-token NLL
-    hf = model(input_ids=b["input_ids"], labels=b["labels"]).loss
+    hf = model(input_ids=b["input_ids"], labels=b["labels"]).loss.detach()
     assert float(nll_loss(logits, b["labels"])) == pytest.approx(float(hf), abs=1e-6)
     assert float(gradient_ascent_loss(logits, b["labels"])) == pytest.approx(-float(hf), abs=1e-6)
 
@@ -85,6 +85,7 @@ def test_answer_only_loss_masks_every_prompt_token():
         assert torch.all(g[3:5] > 0)
     # changing the prompt's labels to real token ids would change the loss: the mask is what hides them
     unmasked = b["input_ids"].clone()
+    logits = logits.detach()
     assert float(nll_loss(logits, unmasked)) != pytest.approx(float(nll_loss(logits, b["labels"])))
 
 
@@ -97,14 +98,14 @@ def test_npo_loss_against_hand_computation_on_the_toy_model():
     ref = hand_logprob(model(input_ids=s.batch["input_ids"]).logits.detach(), ids, [4, 5])
     assert float(npo.ref_logp) == pytest.approx(ref, abs=1e-5)
     # at the start log p = log p_ref: L = -(2/β) log σ(0) = (2/β) log 2
-    assert float(npo.loss(s)) == pytest.approx(20 * math.log(2), abs=1e-4)
+    assert float(npo.loss(s).detach()) == pytest.approx(20 * math.log(2), abs=1e-4)
     for _ in s.descend(npo.loss, 3):
         pass
     now = hand_logprob(model(input_ids=s.batch["input_ids"]).logits.detach(), ids, [4, 5])
     assert now < ref - 0.05  # NPO lowers the target's likelihood
     beta = 0.1
     expected = -(2 / beta) * math.log(1 / (1 + math.exp(beta * (now - ref))))
-    assert float(npo.loss(s)) == pytest.approx(expected, abs=1e-3)
+    assert float(npo.loss(s).detach()) == pytest.approx(expected, abs=1e-3)
     assert float(npo_loss(torch.tensor([now]), torch.tensor([ref]), beta)) == pytest.approx(expected, rel=1e-5)
 
 
@@ -132,7 +133,7 @@ def test_ga_trajectory_lowers_the_answer_likelihood_and_restore_is_bitwise():
     params = []
     for step in ga.trajectory(s, ga.params.grid):
         params.append(step.param)
-        logps.append(float(sequence_logprob(s.logits(), s.batch["labels"])[0]))
+        logps.append(float(sequence_logprob(s.logits().detach(), s.batch["labels"])[0]))
     assert params == [1, 2, 4]
     assert len(s.losses) == 4  # one trajectory: 4 steps, not 1 + 2 + 4
     assert logps[0] > logps[1] > logps[2]
@@ -153,7 +154,7 @@ def test_task_vector_alpha_zero_gives_the_original_logits_and_moves_linearly_in_
     for step in tv.trajectory(s, tv.params.grid):
         assert step.model_fn is None
         weights[step.param] = model.model.layers[0].mlp.up_proj.weight.detach().clone()
-        logps[step.param] = float(sequence_logprob(model(input_ids=x).logits, s.batch["labels"])[0])
+        logps[step.param] = float(sequence_logprob(model(input_ids=x).logits.detach(), s.batch["labels"])[0])
         if step.param == 0.0:
             assert torch.equal(model(input_ids=x).logits, orig_logits)
     assert list(weights) == [0.0, -1.0, 1.0, 2.0]
@@ -257,3 +258,29 @@ def test_snapshot_shares_tied_weights_and_restores_in_place():
     assert not snap.equal(model)
     snap.restore(model)
     assert snap.equal(model) and model.lm_head.weight.data_ptr() == ptr
+
+
+def test_bf16_models_train_through_float32_master_weights():
+    """A bf16 model follows the float32 trajectory; without master weights small steps round away."""
+    lr, steps = 1e-4, 8
+    ref = toy_model()
+    s32 = Session(ref, toy_batch(), lr)
+    for _ in s32.descend(lambda s: gradient_ascent_loss(s.logits(), s.batch["labels"]), steps):
+        pass
+    start = toy_model().to(torch.bfloat16)
+    w0 = start.model.layers[0].mlp.up_proj.weight.detach().clone()
+    w32 = ref.model.layers[0].mlp.up_proj.weight.detach()
+
+    def run(master: bool) -> torch.Tensor:
+        m = toy_model().to(torch.bfloat16)
+        s = Session(m, toy_batch(), lr, master_weights=master)
+        for _ in s.descend(lambda s: gradient_ascent_loss(s.logits(), s.batch["labels"]), steps):
+            pass
+        assert m.model.layers[0].mlp.up_proj.weight.dtype == torch.bfloat16
+        return m.model.layers[0].mlp.up_proj.weight.detach().float()
+
+    moved32 = (w32 - w0.float()).abs().sum()
+    err_master = (run(True) - w32).abs().sum()
+    err_plain = (run(False) - w32).abs().sum()
+    assert err_master < 0.5 * err_plain
+    assert err_master < 0.2 * moved32

@@ -93,6 +93,7 @@ class Session:
     weight_decay: float = 0.0
     snapshot: WeightSnapshot | None = None
     lora: LoraAdapter | None = None
+    master_weights: bool = True
     losses: list[float] = field(default_factory=list)
 
     def logits(self, model: torch.nn.Module | None = None) -> torch.Tensor:
@@ -108,26 +109,47 @@ class Session:
     def descend(self, loss_fn: Callable[["Session"], torch.Tensor], steps: int) -> Iterator[int]:
         """The shared optimisation loop: a fresh AdamW on the trainable parameters (the LoRA
         adapter in LoRA mode), ``steps`` steps on ``loss_fn(session)``; yields the step number
-        after each step with the model in eval mode. The optimizer state is dropped at the end."""
+        after each step with the model in eval mode. The optimizer state is dropped at the end.
+
+        Half-precision (bf16/fp16) parameters get float32 master copies that the optimizer
+        updates (``master_weights``, default on): a step of lr 1e-5 is below bf16's resolution
+        (2^-8 relative) and would mostly round away. The model itself stays in its dtype, so every
+        grid point is probed as the model would be used.
+        """
         params = self.trainable()
         if not params:
             raise UnlearnError("the model has no trainable parameters")
-        opt = torch.optim.AdamW(params, lr=self.lr, weight_decay=self.weight_decay)
+        masters = [
+            p.detach().float().clone().requires_grad_(True)
+            if self.master_weights and p.dtype in (torch.float16, torch.bfloat16) else p
+            for p in params
+        ]
+        opt = torch.optim.AdamW(masters, lr=self.lr, weight_decay=self.weight_decay)
         try:
             for step in range(1, steps + 1):
                 self.model.train()
-                opt.zero_grad(set_to_none=True)
+                for p, m in zip(params, masters):
+                    p.grad = None
+                    m.grad = None
                 loss = loss_fn(self)
                 loss.backward()
+                for p, m in zip(params, masters):
+                    if m is not p and p.grad is not None:
+                        m.grad, p.grad = p.grad.float(), None
                 if self.max_grad_norm is not None:
-                    torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
+                    torch.nn.utils.clip_grad_norm_(masters, self.max_grad_norm)
                 opt.step()
+                with torch.no_grad():
+                    for p, m in zip(params, masters):
+                        if m is not p:
+                            p.copy_(m)
                 self.losses.append(float(loss.detach()))
                 self.model.eval()
                 yield step
         finally:
-            opt.zero_grad(set_to_none=True)
-            del opt
+            for p in params:
+                p.grad = None
+            del opt, masters
             self.model.eval()
 
     def restore(self) -> None:
@@ -151,8 +173,8 @@ class Unlearner(ABC):
     #: learning rates of the paper (appendix D) for 1-3B models and for 7-8B models
     paper_lr: ClassVar[float] = 2e-5
     paper_lr_large: ClassVar[float] = 1e-5
-    #: unlearning lr / training lr when the checkpoint records how it was trained
-    train_lr_ratio: ClassVar[float] = 0.1
+    #: the paper's unlearning lr / its finetuning lr (scaled to the checkpoint's recorded training lr)
+    paper_lr_ratio: ClassVar[float] = 1.0
 
     def __init__(self, params: MethodParams | None = None, **overrides):
         base = params if params is not None else self.Params()

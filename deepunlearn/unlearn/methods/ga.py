@@ -20,7 +20,7 @@ class GradientAscent(GradientUnlearner):
     Params = GAParams
     paper_lr = 2e-5
     paper_lr_large = 1e-5
-    train_lr_ratio = 0.1
+    paper_lr_ratio = 1.0
 
     def loss(self, session: Session):
         return gradient_ascent_loss(session.logits(), session.batch["labels"])

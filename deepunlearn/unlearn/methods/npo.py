@@ -28,7 +28,7 @@ class NPO(GradientUnlearner):
     Params = NPOParams
     paper_lr = 4e-5  # appendix D: NPO uses twice GA's learning rate
     paper_lr_large = 2e-5
-    train_lr_ratio = 0.2
+    paper_lr_ratio = 2.0
 
     ref_logp: torch.Tensor | None = None
 

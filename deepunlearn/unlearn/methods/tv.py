@@ -47,7 +47,7 @@ class TaskVector(ReinforcedUnlearner):
     Params = TVParams
     paper_lr = 2e-5
     paper_lr_large = 1e-5
-    train_lr_ratio = 0.1
+    paper_lr_ratio = 1.0
 
     def trajectory(self, session: Session, grid: Sequence[float]) -> Iterator[Step]:
         if session.snapshot is None:

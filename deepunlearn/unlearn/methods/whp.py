@@ -47,15 +47,23 @@ def whp_logprobs(orig_logits: torch.Tensor, reinf_logits: torch.Tensor, alpha: f
 
 
 class WHPForward:
-    """``model_fn`` for the probe: both models' forward passes mixed by :func:`whp_logprobs`."""
+    """``model_fn`` for the probe: both models' forward passes mixed by :func:`whp_logprobs`.
+
+    The forwards go through the probe layer's :func:`~deepunlearn.probe.logits_fn`, which passes
+    position ids that count real tokens, so left-padded probe batches give each row the logits it
+    would get alone (as the probe's own forward does)."""
 
     def __init__(self, original: torch.nn.Module, reinforced: torch.nn.Module, alpha: float):
-        self.original, self.reinforced, self.alpha = original, reinforced, alpha
+        from ...probe import logits_fn
 
-    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        self.alpha = alpha
+        self._original, self._reinforced = logits_fn(original), logits_fn(reinforced)
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, keep: int | None = None) -> torch.Tensor:
+        """Log-probabilities ``[B, T, V]`` (the last ``keep`` positions when given)."""
         with torch.no_grad():
-            lo = self.original(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
-            lr = self.reinforced(input_ids=input_ids, attention_mask=attention_mask, use_cache=False).logits
+            lo = self._original(input_ids, attention_mask, keep=keep)
+            lr = self._reinforced(input_ids, attention_mask, keep=keep)
         return whp_logprobs(lo, lr, self.alpha)
 
 
@@ -65,7 +73,7 @@ class WhoIsHarryPotter(ReinforcedUnlearner):
     Params = WHPParams
     paper_lr = 2e-5
     paper_lr_large = 1e-5
-    train_lr_ratio = 0.1
+    paper_lr_ratio = 1.0
 
     def trajectory(self, session: Session, grid: Sequence[float]) -> Iterator[Step]:
         if session.snapshot is None:

@@ -1,0 +1,275 @@
+"""``deepunlearn rules closure | sets | recall | explain | show`` (DESIGN.md section 7).
+
+Only argparse at import time; numpy, clingo and matplotlib load inside the handlers, and
+nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from ..cli import add_json
+
+    rules = sub.add_parser("rules", help="rules: closure, minimal deep-unlearning sets, recall/accuracy, explanations")
+    rsub = rules.add_subparsers(dest="rules_command", metavar="ACTION")
+    rsub.required = True
+
+    def common(p: argparse.ArgumentParser, target: bool = True) -> None:
+        p.add_argument("--kb", required=True, help="KB file (deepunlearn data ... -o KB.json)")
+        p.add_argument("--rules", default=None,
+                       help="rule set name (edu-relat, family) or rule file (.dl, or the release's "
+                            "family_rule_raw.txt); default: the KB's metadata 'rules', else family")
+        p.add_argument("--known", default=None, metavar="K.json",
+                       help="take K = these facts only (a JSON list of fact indices or [s, r, o], or "
+                            "an object with a 'known' list), e.g. what a model knew; default: the whole KB")
+        if target:
+            p.add_argument("--target", required=True, help="fact index, 'S|r|O', or 'all' (the KB's targets)")
+
+    def sets_options(p: argparse.ArgumentParser) -> None:
+        g = p.add_mutually_exclusive_group()
+        g.add_argument("--seeds", type=int, default=None, metavar="N",
+                       help="approximate the minimal sets with MDUS over N random seeds (paper Algorithm 3)")
+        g.add_argument("--exact", action="store_true",
+                       help="enumerate all minimal sets with clingo (the default; falls back to MDUS "
+                            "with 100 seeds past --time-budget and then says exact: false)")
+        p.add_argument("--time-budget", type=float, default=10.0, metavar="S",
+                       help="seconds for the exact enumeration of one target (default 10)")
+
+    p = rsub.add_parser("closure", help="deductive closure: how many facts the rules derive")
+    common(p, target=False)
+    p.add_argument("--engine", choices=("native", "pydatalog"), default="native",
+                   help="closure engine (pydatalog: the independent cross-check; slower)")
+    p.add_argument("-o", "--output", default=None, help="also write the closure's facts as a JSON list of [s, r, o]")
+    add_json(p)
+    p.set_defaults(handler=_closure)
+
+    p = rsub.add_parser("sets", help="minimal deep-unlearning sets of a target")
+    common(p)
+    sets_options(p)
+    add_json(p)
+    p.set_defaults(handler=_sets)
+
+    p = rsub.add_parser("recall", help="recall and accuracy of an unlearning result")
+    common(p)
+    p.add_argument("--forgotten", required=True, metavar="F.json",
+                   help="JSON list of the facts the model lost, each [s, r, o] or a fact index")
+    sets_options(p)
+    add_json(p)
+    p.set_defaults(handler=_recall)
+
+    p = rsub.add_parser("explain", help="derivations and minimal sets of a target, as text and a figure")
+    common(p)
+    sets_options(p)
+    p.add_argument("-o", "--output", default=None, metavar="FIG.png", help="draw the figure to this PNG")
+    p.add_argument("--depth", type=int, default=2, help="levels of derivations to expand (default 2)")
+    p.add_argument("--max-groundings", type=int, default=12, help="groundings shown per fact (default 12)")
+    p.add_argument("--max-sets", type=int, default=4, help="minimal sets drawn in the figure (default 4)")
+    add_json(p)
+    p.set_defaults(handler=_explain)
+
+    p = rsub.add_parser("show", help="read a rule set and print it as Datalog, with warnings")
+    p.add_argument("rules", help="rule set name or rule file")
+    p.add_argument("--kb", default=None, help="also check the rules against this KB (unknown relations)")
+    add_json(p)
+    p.set_defaults(handler=_show)
+
+
+# ---------------------------------------------------------------------------------------- helpers
+def _load(args):
+    from ..kg.io import load_kb
+    from .load import load_rules
+
+    kb = load_kb(args.kb)
+    rules = load_rules(args.rules if args.rules is not None else kb.metadata.get("rules", "family"))
+    warnings = rules.check(kb)
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    known = _read_fact_list(kb, args.known, "known") if args.known else None
+    return kb, rules, known, warnings
+
+
+def _read_fact_list(kb, path: str, key: str) -> list[int]:
+    """A JSON list of facts (indices, [s, r, o] or 'S|r|O'), or an object holding it under ``key``."""
+    from ..cli import CLIError
+    from ..kg.kb import KBError
+
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise CLIError(f"{path}: cannot read ({e.strerror})") from None
+    except json.JSONDecodeError as e:
+        raise CLIError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
+    if isinstance(data, dict) and isinstance(data.get(key), list):
+        data = data[key]
+    if not isinstance(data, list):
+        raise CLIError(f"{path}: expected a JSON list of facts ([s, r, o] or fact indices)")
+    out = []
+    for i, item in enumerate(data):
+        try:
+            if isinstance(item, bool) or not isinstance(item, (int, str, list)):
+                raise KBError(f"expected [s, r, o] or a fact index, found {item!r}")
+            out.append(kb.resolve(item))
+        except KBError as e:
+            raise CLIError(f"{path}: item {i}: {e}") from None
+    return out
+
+
+def _targets(kb, ref: str) -> list[int]:
+    from ..cli import CLIError
+
+    if ref == "all":
+        if not kb.targets:
+            raise CLIError(f"--target all: KB {kb.name!r} lists no targets")
+        return list(kb.targets)
+    return [kb.resolve(ref)]
+
+
+def _evaluator(args, kb, rules, known):
+    from .metrics import Evaluator
+
+    if args.seeds is not None and args.seeds < 1:
+        from ..cli import CLIError
+
+        raise CLIError(f"--seeds must be at least 1, got {args.seeds}")
+    return Evaluator(kb, rules=rules, known=known, exact=args.seeds is None,
+                     seeds=args.seeds or 100, time_budget=args.time_budget, progress=len(kb.facts) > 200_000)
+
+
+def _fact(kb, f: int) -> list[str]:
+    return list(kb.facts[f])
+
+
+# ---------------------------------------------------------------------------------------- handlers
+def _closure(args) -> int:
+    from ..cli import emit
+    from .closure import closure
+
+    kb, rules, known, warnings = _load(args)
+    t0 = time.perf_counter()
+    c = closure(kb, rules, engine=args.engine, known=known, progress=len(kb.facts) > 200_000)
+    out = {**c.to_dict(), "rules": rules.name, "kb_facts": len(kb.facts),
+           "warnings": warnings, "seconds": round(time.perf_counter() - t0, 4)}
+    if args.output:
+        Path(args.output).write_text(json.dumps([list(f) for f in c.facts], ensure_ascii=False) + "\n", encoding="utf-8")
+        out["output"] = args.output
+
+    def text() -> str:
+        lines = [f"{args.kb} with rules {rules.name!r} ({args.engine} engine, {out['seconds']:.3f} s):",
+                 f"  K's facts the rules use  {out['facts']}",
+                 f"  closure                  {out['closure']}",
+                 f"  derived                  {out['derived']}",
+                 f"  passing through          {out['passthrough']} (relations no rule uses)"]
+        if "groundings" in out:
+            lines.append(f"  rule groundings          {out['groundings']} in {out['rounds']} rounds")
+        if out["derived_by_relation"]:
+            lines.append("  derived by relation: " + ", ".join(f"{r} {n}" for r, n in out["derived_by_relation"].items()))
+        return "\n".join(lines)
+
+    emit(args, out, text)
+    return 0
+
+
+def _sets_obj(ev, t: int) -> dict:
+    ms = ev.minimal_sets(t)
+    return {"target": _fact(ev.kb, t), "target_id": t, "exact": ms.exact, "method": ms.method,
+            "sets": [[_fact(ev.kb, f) for f in sorted(s)] for s in ms.sets],
+            "set_ids": [sorted(s) for s in ms.sets], "seconds": round(ms.seconds, 4)}
+
+
+def _sets_text(kb, objs: list[dict]) -> str:
+    lines = []
+    for o in objs:
+        kind = "exact" if o["exact"] else f"approximate, {o['method']}"
+        s, r, ob = o["target"]
+        lines.append(f"[{o['target_id']}] ({s}, {r}, {ob}): {len(o['sets'])} minimal sets ({kind})")
+        for i, ids in enumerate(o["set_ids"], start=1):
+            lines.append(f"  {i}. " + "; ".join(f"[{f}] {kb.facts[f][0]} {kb.facts[f][1]} {kb.facts[f][2]}" for f in ids))
+    return "\n".join(lines)
+
+
+def _sets(args) -> int:
+    from ..cli import emit
+
+    kb, rules, known, warnings = _load(args)
+    targets = _targets(kb, args.target)
+    ev = _evaluator(args, kb, rules, known)
+    if args.target == "all":
+        from tqdm import tqdm
+
+        objs = [_sets_obj(ev, t) for t in tqdm(targets, desc="minimal sets", unit=" target", file=sys.stderr,
+                                                  disable=len(targets) < 20, leave=False)]
+        out = {"targets": objs, "exact": all(o["exact"] for o in objs), "total_sets": sum(len(o["sets"]) for o in objs),
+               "rules": rules.name}
+    else:
+        objs = [_sets_obj(ev, targets[0])]
+        out = {**objs[0], "rules": rules.name}
+    emit(args, out, lambda: _sets_text(kb, objs))
+    return 0
+
+
+def _recall(args) -> int:
+    from ..cli import CLIError, emit
+
+    kb, rules, known, warnings = _load(args)
+    if args.target == "all":
+        raise CLIError("rules recall: --target must be one fact (the one the forgotten facts were unlearned for)")
+    t = _targets(kb, args.target)[0]
+    forgotten = _read_fact_list(kb, args.forgotten, "forgotten")
+    ev = _evaluator(args, kb, rules, known)
+    e = ev.evaluate(t, forgotten)
+    out = {"recall": e.recall, "accuracy": e.accuracy, "exact": e.exact, "set": [_fact(kb, f) for f in e.set],
+           "set_ids": e.set, "target": _fact(kb, t), "target_id": t, "target_forgotten": e.target_forgotten,
+           "accuracy_family": e.accuracy_family, "accuracy_biography": e.accuracy_biography,
+           "accuracy_rule": e.accuracy_rule, "accuracy_other": e.accuracy_other,
+           "minimal_sets": e.n_sets, "forgotten": len(set(forgotten)), "rules": rules.name}
+
+    def text() -> str:
+        kind = "exact" if e.exact else "approximate"
+        return "\n".join([
+            f"target [{t}] {kb.facts[t]}: recall {e.recall:.4f} over {e.n_sets} minimal sets ({kind}), "
+            f"target itself forgotten: {e.target_forgotten}",
+            f"  accuracy {e.accuracy:.4f}  (family {e.accuracy_family:.4f}, biography {e.accuracy_biography:.4f}; "
+            f"rule relations {e.accuracy_rule:.4f}, other {e.accuracy_other:.4f})",
+            "  best minimal set U*: " + "; ".join(f"[{f}] {' '.join(kb.facts[f])}" for f in e.set)])
+
+    emit(args, out, text)
+    return 0
+
+
+def _explain(args) -> int:
+    from ..cli import CLIError, emit
+    from .explain import draw_explanation, explain, explain_text
+
+    kb, rules, known, warnings = _load(args)
+    if args.target == "all":
+        raise CLIError("rules explain: --target must be one fact")
+    t = _targets(kb, args.target)[0]
+    ev = _evaluator(args, kb, rules, known)
+    ex = explain(ev.graph, t, ev.minimal_sets(t), depth=args.depth, max_groundings=args.max_groundings)
+    out = {**ex.to_dict(), "rules": rules.name}
+    if args.output:
+        out["figure"] = str(draw_explanation(ex, args.output, max_sets=args.max_sets))
+    emit(args, out, lambda: explain_text(ex) + (f"\nfigure: {out['figure']}" if args.output else ""))
+    return 0
+
+
+def _show(args) -> int:
+    from ..cli import emit
+    from .load import load_rules
+
+    rules = load_rules(args.rules)
+    warnings = []
+    if args.kb:
+        from ..kg.io import load_kb
+
+        warnings = rules.check(load_kb(args.kb))
+    out = {"name": rules.name, "rules": len(rules), "relations": sorted(rules.relations),
+           "attributes": sorted(rules.attributes), "warnings": warnings, "datalog": rules.to_datalog()}
+    emit(args, out, lambda: rules.to_datalog() + "".join(f"\n% warning: {w}" for w in warnings))
+    return 0
