@@ -4,7 +4,7 @@ A sweep runs every (model, target, method) trajectory over the method's hyper-pa
 (paper section 5, appendix D). A minimal TOML file::
 
     kb = "kb.json"                 # relative paths are relative to this file
-    rules = "family"               # rule set name or Datalog file
+    rules = "family"               # rule set name or Datalog file (default: the KB's own)
     output = "results/tiny"
 
     [[models]]
@@ -139,7 +139,8 @@ class SweepConfig(_Strict):
     """Everything a sweep needs; the resolved copy is written next to the results."""
 
     kb: str = Field(description="KB file (deepunlearn JSON)")
-    rules: str = Field(default="family", description="rule set name (family, edu-relat) or Datalog file")
+    rules: str | None = Field(default=None, description="rule set name (family, edu-relat) or Datalog file; "
+                              "None: the KB's own (its metadata 'rules'), else family")
     models: list[ModelSpec] = Field(min_length=1)
     methods: dict[str, list[int | float]] = Field(default_factory=lambda: {m: list(g) for m, g in PAPER_GRIDS.items()})
     targets: TargetSpec = Field(default_factory=TargetSpec)
@@ -210,7 +211,7 @@ class SweepConfig(_Strict):
         """The part of the configuration that decides the results (not where or how they run)."""
         return {
             "kb": kb_fingerprint,
-            "rules": self.rules if not Path(self.rules).is_file() else _file_digest(Path(self.rules)),
+            "rules": _file_digest(Path(self.rules)) if self.rules and Path(self.rules).is_file() else self.rules,
             "models": [m.model_dump(exclude={"device"}) for m in self.models],
             "methods": self.methods,
             "targets": self.targets.model_dump(),
@@ -267,7 +268,7 @@ def _resolve_paths(cfg: SweepConfig, base: Path) -> SweepConfig:
         cand = base / m.path
         models.append(m.model_copy(update={"path": str(cand.resolve())}) if not Path(m.path).is_absolute() and cand.exists() else m)
     rules = cfg.rules
-    if (base / rules).is_file() or rules.endswith((".dl", ".pl", ".txt")):
+    if rules and ((base / rules).is_file() or rules.endswith((".dl", ".pl", ".txt"))):
         rules = rel(rules)
     return cfg.model_copy(update={
         "kb": rel(cfg.kb), "output": rel(cfg.output), "cache_dir": rel(cfg.cache_dir), "models": models, "rules": rules,

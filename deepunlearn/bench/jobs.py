@@ -42,7 +42,7 @@ class WorkSpec:
 
     kb: dict[str, Any]
     models: dict[str, dict[str, Any]]
-    rules: str = "family"
+    rules: str | None = None
     probe_mode: str = "exact"
     k_mode: str = "probed"
     exact: bool = True
@@ -87,7 +87,7 @@ class ModelWorker:
         import torch
 
         from ..probe import load_model
-        from ..unlearn.loop import TargetRunner
+        from ..unlearn import TargetRunner
 
         if self.spec.threads:
             torch.set_num_threads(self.spec.threads)

@@ -374,7 +374,7 @@ def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods
     if config:
         md += ["", "## Setup", ""]
         md += [f"- **KB**: `{config.get('kb')}`" + (f" ({len(kb)} facts, {len(kb.entities)} people)" if kb is not None else ""),
-               f"- **rules**: `{config.get('rules')}`; **K**: {config.get('k_mode')} (probe mode `{config.get('probe_mode')}`)",
+               f"- **rules**: `{config.get('rules') or (kb.metadata.get('rules', 'family') if kb is not None else 'family')}`; **K**: {config.get('k_mode')} (probe mode `{config.get('probe_mode')}`)",
                "- **models**: " + ", ".join(f"`{m['name']}`" + (f" (lr {m['lr']:g})" if m.get("lr") else "")
                                             for m in config.get("models", [])),
                "- **methods and grids**: " + "; ".join(

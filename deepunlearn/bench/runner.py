@@ -149,7 +149,7 @@ def _model_files(path: str) -> dict[str, Any]:
 def check_config(cfg: SweepConfig) -> None:
     """What the schema cannot check: method names against the registry, grids against each
     method's own validation, local model folders that do not exist."""
-    from ..unlearn.methods import METHODS
+    from ..unlearn import METHODS
 
     for name, grid in cfg.methods.items():
         if name not in METHODS:
