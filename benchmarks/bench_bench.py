@@ -74,3 +74,47 @@ def test_plan_half_finished_sweep(benchmark, tmp_path):
     jobs, done = benchmark(lambda: plan_jobs(cfg, list(range(55)), store))
     assert done == 4 * 27 * 20 and len(jobs) == 4 * 28 * 4
     store.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# A real sweep on a tiny model: points per second through the local and the Ray executor.
+
+
+@pytest.fixture(scope="module")
+def tiny_sweep(tmp_path_factory):
+    """A 20-person generated family and the demo's tiny model finetuned on it."""
+    from deepunlearn.bench.demo import prepare_kb, prepare_model
+
+    out = tmp_path_factory.mktemp("bench-sweep")
+    kb, kb_file = prepare_kb(out, None, 20, 0, progress=False)
+    model = prepare_model(out, kb, 0, progress=False)
+    return out, kb, kb_file, model
+
+
+def _sweep_config(tiny_sweep, out, executor):
+    from deepunlearn.bench.config import ModelSpec, SweepConfig, TargetSpec
+    from deepunlearn.bench.demo import known_before
+    from deepunlearn.bench.runner import select_targets
+
+    root, kb, kb_file, model = tiny_sweep
+    targets = select_targets(kb, TargetSpec(stratified=1), known=known_before(root, kb, model))[:4]
+    return SweepConfig(kb=kb_file, rules="family", models=[ModelSpec(name="tiny", path=str(model))],
+                       methods={"ga": [1, 2, 4, 8, 16], "tv": [0.2, 1, 10]}, targets=TargetSpec(refs=targets),
+                       output=str(out), executor=executor, threads=1)
+
+
+@pytest.mark.parametrize("executor", ["local", "ray"])
+def test_sweep_points_per_second(benchmark, tiny_sweep, tmp_path, executor):
+    """4 targets x (GA 5 + TV 3) = 32 points; Ray: 2 workers of 1 thread on a 2-core machine
+    (its start-up, ~10 s, included)."""
+    from deepunlearn.bench.runner import run_sweep
+
+    counter = itertools.count()
+
+    def once():
+        return run_sweep(_sweep_config(tiny_sweep, tmp_path / f"run{next(counter)}", executor), progress=False)
+
+    outcome = benchmark.pedantic(once, rounds=1, iterations=1)
+    benchmark.extra_info["points"] = outcome.computed
+    benchmark.extra_info["points_per_second"] = round(outcome.computed / outcome.seconds, 3)
+    assert outcome.computed == 32

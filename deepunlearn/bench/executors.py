@@ -161,6 +161,13 @@ class _RayWorker:
     """The actor body: one ModelWorker per actor process."""
 
     def __init__(self, spec: WorkSpec):
+        # the driver's sweep bar is the progress; per-worker model-loading bars only clutter it
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+        except ImportError:  # pragma: no cover - transformers is a dependency
+            pass
         self.worker = ModelWorker(spec)
 
     def where(self) -> tuple[int, str]:
