@@ -1,0 +1,121 @@
+"""``deepunlearn bench --config FILE`` and ``deepunlearn demo``.
+
+Both print, with ``--json``, ``{"methods": {name: {"acc_at_recall_0.8": ..., "recall_at_acc_0.8": ...,
+...}}, "report": PATH, ...}`` (DESIGN section 7); ``methods`` is the first model's, ``models``
+holds every model's. Progress goes to stderr. Running either again on the same output folder
+resumes the sweep; a folder holding another sweep's results is refused unless ``--overwrite``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from ..cli import add_json
+
+    p = sub.add_parser("bench", help="run (or resume) a sweep from a TOML/YAML config and write its report")
+    p.add_argument("--config", required=True, help="sweep configuration (.toml, .yaml or .json)")
+    p.add_argument("-o", "--output", default=None, help="results folder (overrides the config's output)")
+    _common(p)
+    add_json(p)
+    p.set_defaults(handler=_bench)
+
+    p = sub.add_parser("demo", help="the whole evaluation on a generated family KB and a tiny local model")
+    p.add_argument("--kb", default=None, help="use this KB file instead of generating one")
+    p.add_argument("-o", "--output", default="deepunlearn-demo", help="output folder (default ./deepunlearn-demo)")
+    p.add_argument("--people", type=int, default=None, help="people in the generated family (default 50)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the KB, the model and the target draw")
+    p.add_argument("--per-relation", type=int, default=1, help="targets per relation (default 1)")
+    p.add_argument("--methods", default=None, help="comma-separated methods (default ga,npo,tv,whp)")
+    _common(p)
+    add_json(p)
+    p.set_defaults(handler=_demo)
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--executor", choices=("local", "ray"), default=None, help="where jobs run (default local)")
+    p.add_argument("--ray-address", default=None,
+                   help="existing Ray cluster ('auto', 'ray://head:10001'); default: start a local one")
+    p.add_argument("--overwrite", action="store_true", help="discard results of a different sweep in the output folder")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads per worker (bench default: torch's choice; demo default: 1)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def result_json(outcome, report_path) -> dict[str, Any]:
+    """The command's JSON: the first model's methods, every model, and where things are."""
+    from .metrics import json_safe
+
+    models = list(outcome.summary)
+    first = outcome.summary[models[0]] if models else {}
+    return json_safe({
+        "methods": first,
+        "models": outcome.summary,
+        "report": str(report_path),
+        "output": str(outcome.output),
+        "targets": len(outcome.targets),
+        "points": len(outcome.points),
+        "computed": outcome.computed,
+        "resumed": outcome.resumed,
+        "exact": all(p.exact for p in outcome.points),
+        "skipped": len(outcome.skipped),
+        "seconds": round(outcome.seconds, 3),
+    })
+
+
+def _wrap_errors(fn):
+    def handler(args: argparse.Namespace) -> int:
+        from ..cli import CLIError
+        from .config import ConfigError
+        from .store import StoreError
+
+        try:
+            return fn(args)
+        except (ConfigError, StoreError) as e:
+            raise CLIError(str(e)) from None
+        except KeyboardInterrupt:
+            print(f"\nstopped; every finished point is saved. Run the same command again to resume.", file=sys.stderr)
+            raise
+    return handler
+
+
+def _finish(args: argparse.Namespace, outcome, methods) -> int:
+    from ..cli import emit
+    from .metrics import format_table
+    from .report import write_report
+
+    report = write_report(outcome.output)
+    table = format_table(outcome.summary, methods=methods, show_spread=True)
+    obj = result_json(outcome, report)
+    if args.json:
+        print(table, file=sys.stderr)
+    emit(args, obj, lambda: f"{table}\n\nreport: {report}\nresults: {outcome.output}")
+    return 0
+
+
+@_wrap_errors
+def _bench(args: argparse.Namespace) -> int:
+    from .config import load_config
+    from .runner import run_sweep
+
+    cfg = load_config(args.config, output=args.output, executor=args.executor, ray_address=args.ray_address,
+                      threads=args.threads)
+    outcome = run_sweep(cfg, overwrite=args.overwrite, progress=not args.quiet)
+    return _finish(args, outcome, list(cfg.methods))
+
+
+@_wrap_errors
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import DEFAULT_PEOPLE, DEMO_THREADS, run_demo
+
+    methods = [m.strip().lower() for m in args.methods.split(",")] if args.methods else None
+    outcome = run_demo(
+        args.output, kb_path=args.kb, people=args.people or DEFAULT_PEOPLE, seed=args.seed,
+        per_relation=args.per_relation, methods=methods, executor=args.executor or "local",
+        ray_address=args.ray_address, threads=args.threads or DEMO_THREADS, overwrite=args.overwrite,
+        progress=not args.quiet,
+    )
+    return _finish(args, outcome, methods)

@@ -1,0 +1,147 @@
+"""``deepunlearn demo``: the paper's whole evaluation on the embedded default, end to end.
+
+1. a synthetic family KB (``generate_family``; or the user's ``--kb``),
+2. the ``tiny`` model built for it and finetuned on its question/answer pairs,
+3. a sweep of GA, NPO, TV and WHP over one target per relation (stratified), on the paper's grids,
+4. the report and the Table 3 summary.
+
+Every stage is kept in the output folder and reused when the demo runs again with the same KB
+and seed, so an interrupted demo resumes (the sweep from its last stored point).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Sequence
+
+from ..kg.io import load_kb, save_kb
+from .config import PAPER_GRIDS, ModelSpec, SweepConfig, TargetSpec
+from .runner import SweepOutcome, kb_fingerprint, run_sweep, select_targets
+
+#: people in the generated family: big enough for every relation to have targets and for the
+#: minimal sets to be non-trivial, small enough for the whole demo to take minutes on 2 CPU cores.
+DEFAULT_PEOPLE = 50
+#: width of the demo's tiny model: the 512-wide one of DESIGN.md section 6 probes ~4x slower on
+#: 2 cores; 256 wide (2 layers) still learns a 50-person family (>= 95 % of its facts).
+DEMO_HIDDEN = 256
+#: torch threads of the demo: the tiny model's matrices are too small for intra-op threading to
+#: pay, and on a busy 2-core machine OpenMP's spin-waiting made 2 threads ~3x slower than 1
+#: (measured: the whole demo in 2:50 with 1 thread, 9:04 with 2, same results).
+DEMO_THREADS = 1
+DEMO_FILE = "demo.json"
+
+
+def _say(msg: str, progress: bool) -> None:
+    if progress:
+        print(msg, file=sys.stderr, flush=True)
+
+
+def prepare_kb(out: Path, kb_path: str | None, people: int, seed: int, progress: bool = True):
+    """The demo's KB: the given file, or a generated family saved as ``OUT/kb.json``."""
+    if kb_path:
+        kb = load_kb(kb_path)
+        _say(f"[1/4] KB {kb_path}: {len(kb.entities)} people, {len(kb)} facts", progress)
+        return kb, str(Path(kb_path).resolve())
+    from ..kg.generate import generate_family
+
+    kb = generate_family(people, seed=seed)
+    path = out / "kb.json"
+    if not path.exists() or kb_fingerprint(load_kb(path)) != kb_fingerprint(kb):
+        save_kb(kb, path)
+    _say(f"[1/4] generated a family of {len(kb.entities)} people: {len(kb)} facts "
+         f"({int(kb.family_mask.sum())} family, {int((~kb.family_mask).sum())} biography)", progress)
+    return kb, str(path.resolve())
+
+
+def prepare_model(out: Path, kb, seed: int, progress: bool = True) -> Path:
+    """Build and finetune the tiny model, or reuse the one a previous run left for this KB and seed."""
+    model_dir = out / "model"
+    stamp_path = out / DEMO_FILE
+    want = {"kb_fingerprint": kb_fingerprint(kb), "seed": seed, "hidden": DEMO_HIDDEN}
+    if stamp_path.exists() and model_dir.is_dir():
+        stamp = json.loads(stamp_path.read_text())
+        if {k: stamp.get(k) for k in want} == want:
+            ft = stamp.get("finetune", {})
+            _say(f"[2/4] reusing the finetuned tiny model in {model_dir} "
+                 f"({ft.get('known')} of {ft.get('total')} facts known)", progress)
+            return model_dir
+    from ..probe import build_tiny_model, load_model
+    from ..unlearn.finetune import FinetuneConfig, finetune
+
+    t0 = time.perf_counter()
+    shutil.rmtree(model_dir, ignore_errors=True)
+    init_dir = out / "model-init"
+    build_tiny_model(kb, init_dir, seed=seed, hidden=DEMO_HIDDEN)
+    bundle = load_model(init_dir)
+    _say(f"[2/4] finetuning the tiny model ({bundle.num_parameters() / 1e6:.1f}M parameters) on {len(kb)} facts",
+         progress)
+    result = finetune(bundle, kb, FinetuneConfig.tiny(seed=seed), out_dir=model_dir)
+    shutil.rmtree(init_dir, ignore_errors=True)
+    stamp = {**want, "finetune": result.to_json(), "seconds": round(time.perf_counter() - t0, 3)}
+    tmp = stamp_path.with_name(stamp_path.name + ".tmp")
+    tmp.write_text(json.dumps(stamp, indent=1) + "\n")
+    tmp.replace(stamp_path)
+    _say(f"      known {result.known} of {result.total} facts after {result.epochs} epochs ({result.seconds:.0f} s)",
+         progress)
+    return model_dir
+
+
+def known_before(out: Path, kb, model_dir: Path) -> frozenset[int]:
+    """The facts the finetuned model knows, probed once and cached where the sweep looks for it."""
+    from ..probe import cached_probe, load_model
+
+    bundle = load_model(model_dir)
+    return frozenset(cached_probe(bundle, kb, mode="exact", cache_dir=out / "cache" / MODEL_NAME,
+                                  progress=False).known_ids())
+
+
+MODEL_NAME = "tiny"
+
+
+def demo_config(out: Path, kb_file: str, model_dir: Path, targets: Sequence[int], *,
+                methods: Sequence[str] | None = None, executor: str = "local",
+                ray_address: str | None = None, threads: int | None = None) -> SweepConfig:
+    """The demo's sweep: the four methods on the paper's grids over the given targets."""
+    methods = list(methods or PAPER_GRIDS)
+    unknown = [m for m in methods if m not in PAPER_GRIDS]
+    if unknown:
+        from .config import ConfigError
+
+        raise ConfigError(f"--methods: {', '.join(unknown)} has no paper grid; known: {', '.join(PAPER_GRIDS)} "
+                          "(use deepunlearn bench --config for other methods)")
+    return SweepConfig(
+        kb=kb_file, rules="family",
+        models=[ModelSpec(name=MODEL_NAME, path=str(model_dir.resolve()))],
+        methods={m: list(PAPER_GRIDS[m]) for m in methods},
+        targets=TargetSpec(refs=list(targets)),
+        output=str(out.resolve()), cache_dir=str((out / "cache").resolve()),
+        executor=executor, ray_address=ray_address, threads=threads,
+    )
+
+
+def run_demo(output: str | Path, *, kb_path: str | None = None, people: int = DEFAULT_PEOPLE, seed: int = 0,
+             per_relation: int = 1, methods: Sequence[str] | None = None, executor: str = "local",
+             ray_address: str | None = None, threads: int | None = DEMO_THREADS, overwrite: bool = False,
+             progress: bool = True) -> SweepOutcome:
+    """Run the demo into ``output`` (see the module docstring) and return the sweep's outcome."""
+    out = Path(output)
+    out.mkdir(parents=True, exist_ok=True)
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+    kb, kb_file = prepare_kb(out, kb_path, people, seed, progress)
+    model_dir = prepare_model(out, kb, seed, progress)
+    known = known_before(out, kb, model_dir)
+    targets = select_targets(kb, TargetSpec(stratified=per_relation, seed=seed), known=known)
+    cfg = demo_config(out, kb_file, model_dir, targets, methods=methods, executor=executor, ray_address=ray_address,
+                      threads=threads)
+    _say(f"[3/4] sweeping {', '.join(m.upper() for m in cfg.methods)} over {len(targets)} targets "
+         f"({per_relation} per relation, among the {len(known)} facts the model knows) on the paper's grids", progress)
+    outcome = run_sweep(cfg, overwrite=overwrite, progress=progress, kb=kb)
+    _say("[4/4] writing the report", progress)
+    return outcome

@@ -1,0 +1,137 @@
+"""What a sweep is made of: jobs, the work specification shipped to workers, and the worker
+that runs jobs on a loaded model (in-process or inside a Ray actor).
+
+A *job* is one (model, target, method) trajectory over the method's grid; it yields one point
+per grid value. Jobs are the unit of scheduling and of resumption: a finished job is never run
+again, and a partial one runs with its finished parameters in ``skip_params``.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+
+@dataclass(frozen=True)
+class Job:
+    """One (model, target, method) trajectory; ``skip_params`` are already in the store."""
+
+    model: str
+    target: int
+    method: str
+    grid: tuple[float, ...]
+    skip_params: tuple[float, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, int, str]:
+        return (self.model, self.target, self.method)
+
+    @property
+    def todo(self) -> int:
+        """Points this job still has to compute."""
+        skip = set(self.skip_params)
+        return sum(1 for g in self.grid if g not in skip)
+
+
+@dataclass(frozen=True)
+class WorkSpec:
+    """Everything a worker needs to run jobs, as plain picklable data (a Ray actor on another
+    node gets a copy: the KB travels as its JSON document; model paths must be reachable there)."""
+
+    kb: dict[str, Any]
+    models: dict[str, dict[str, Any]]
+    rules: str | None = None
+    probe_mode: str = "exact"
+    k_mode: str = "probed"
+    exact: bool = True
+    seeds: int = 100
+    batch_size: int = 64
+    lora: bool = False
+    cache_dir: str | None = None
+    threads: int | None = None
+    runner_options: dict[str, Any] = field(default_factory=dict)
+
+
+class ModelWorker:
+    """Runs jobs on one model at a time, loading each model once and keeping it until a job for
+    another model arrives (jobs come grouped by model, so a model is loaded once per worker).
+
+    :meth:`run` yields events, plain dicts so they cross process boundaries:
+    ``{"event": "status", "text": ...}``, ``{"event": "point", "point": {...}}``,
+    ``{"event": "skipped", "reason": ...}``, ``{"event": "done"}``.
+    """
+
+    def __init__(self, spec: WorkSpec):
+        self.spec = spec
+        self._kb = None
+        self._model: str | None = None
+        self._runner = None
+
+    @property
+    def kb(self):
+        if self._kb is None:
+            from ..kg.io import from_dict
+
+            self._kb = from_dict(self.spec.kb, source="sweep KB")
+        return self._kb
+
+    def _load(self, model: str) -> tuple[Any, float]:
+        """The TargetRunner of ``model`` (loads the model and estimates K once)."""
+        if self._model == model and self._runner is not None:
+            return self._runner, 0.0
+        self._runner = None  # free the previous model before loading the next one
+        self._model = None
+        _free_accelerator_memory()
+        import torch
+
+        from ..probe import load_model
+        from ..unlearn import TargetRunner
+
+        if self.spec.threads:
+            torch.set_num_threads(self.spec.threads)
+        t0 = time.perf_counter()
+        from .config import prompt_format
+
+        m = self.spec.models[model]
+        bundle = load_model(m["path"], device=m.get("device"), dtype=m.get("dtype"), prompt=prompt_format(m.get("prompt")))
+        cache = None
+        if self.spec.cache_dir:
+            from pathlib import Path
+
+            cache = str(Path(self.spec.cache_dir) / _safe_name(model))
+        self._runner = TargetRunner(
+            bundle, self.kb, rules=self.spec.rules, probe_mode=self.spec.probe_mode, k_mode=self.spec.k_mode,
+            lr=m.get("lr"), lora=self.spec.lora, cache_dir=cache, exact=self.spec.exact, seeds=self.spec.seeds,
+            batch_size=self.spec.batch_size, progress=False, **self.spec.runner_options,
+        )
+        self._model = model
+        return self._runner, time.perf_counter() - t0
+
+    def run(self, job: Job) -> Iterator[dict[str, Any]]:
+        runner, took = self._load(job.model)
+        if took:
+            yield {"event": "status", "text": f"{job.model}: loaded, {len(runner.known)} of {len(self.kb)} facts known "
+                                              f"({took:.1f} s)"}
+        if job.target not in runner.known:
+            yield {"event": "skipped", "reason": "the model does not know the target before unlearning"}
+            return
+        for point in runner.run(job.target, job.method, list(job.grid), skip_params=tuple(job.skip_params)):
+            d = point.to_dict() if hasattr(point, "to_dict") else dict(point)
+            d["model"] = job.model
+            yield {"event": "point", "point": d}
+        yield {"event": "done"}
+
+
+def _safe_name(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def _free_accelerator_memory() -> None:
+    import gc
+
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()

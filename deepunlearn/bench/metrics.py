@@ -1,0 +1,327 @@
+"""Metrics over a sweep (paper section 5.1, Table 3, Figures 3 to 6), as plain functions.
+
+A *curve* is one target's trajectory under one method: the (recall, accuracy) points its
+hyper-parameter grid gave. Following the reference, every curve gets the two end points
+``(recall 0, accuracy 1)`` (do nothing) and ``(recall 1, accuracy 0)`` (forget everything) before
+any best-of is taken, so each metric is defined for every target; the metrics are then
+averaged over targets.
+
+* **Acc@Recall>=t**: the best accuracy among points with recall >= t (t = 0.8 in the paper).
+* **Recall@Acc>=t**: the best recall among points with accuracy >= t.
+* **AUC**: the area under the curve's upper envelope ``A(r) = max{acc_i : recall_i >= r}`` for
+  r in [0, 1], end points included. ``A`` is the best accuracy a method reaches at recall at
+  least r, a non-increasing step function, so AUC is the mean of Acc@Recall>=r over all
+  thresholds r: 1 for a method that reaches (1, 1), 0 for one that never loses anything, and
+  points under the envelope do not count (unlike a trapezoid through the raw points, it does not
+  reward a grid for having more bad points).
+* **Acc@Superficial**: the best accuracy among points where the target itself is forgotten
+  (paper Figure 5). The end point (1, 0) forgets the target too, so a target the method never
+  forgot scores 0; ``superficial_rate`` says for how many targets any grid point forgot it.
+* **Family / biography**: Acc@Recall>=t with the accuracy over family facts only, or over
+  biography facts only, in place of the overall accuracy (paper Figure 6).
+
+Thresholds compare with a 1e-9 tolerance (recall 4/5 counts as >= 0.8). Spreads over targets:
+the sample standard deviation (ddof = 1) and the standard error ``std / sqrt(n)``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import numpy as np
+
+#: The reference's end points: (recall, accuracy) of doing nothing and of forgetting everything.
+ENDPOINTS: tuple[tuple[float, float], ...] = ((0.0, 1.0), (1.0, 0.0))
+EPS = 1e-9
+
+Curve = Sequence[tuple[float, float]]
+
+
+def with_endpoints(curve: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The curve's points plus the two end points, sorted by recall then accuracy.
+
+    >>> with_endpoints([(0.5, 0.9)])
+    [(0.0, 1.0), (0.5, 0.9), (1.0, 0.0)]
+    """
+    return sorted([(float(r), float(a)) for r, a in curve] + list(ENDPOINTS))
+
+
+def acc_at_recall(curve: Iterable[tuple[float, float]], threshold: float = 0.8) -> float:
+    """Best accuracy among points with recall >= threshold, end points included.
+
+    >>> acc_at_recall([(0.5, 0.9), (0.9, 0.4), (0.8, 0.3)])
+    0.4
+    >>> acc_at_recall([(0.5, 0.9)])          # only the end point (1, 0) reaches recall 0.8
+    0.0
+    >>> acc_at_recall([(4 / 5, 0.7)])        # 4/5 counts as 0.8
+    0.7
+    """
+    return max(a for r, a in with_endpoints(curve) if r >= threshold - EPS)
+
+
+def recall_at_acc(curve: Iterable[tuple[float, float]], threshold: float = 0.8) -> float:
+    """Best recall among points with accuracy >= threshold, end points included.
+
+    >>> recall_at_acc([(0.5, 0.9), (0.9, 0.4)])
+    0.5
+    >>> recall_at_acc([(0.5, 0.7)])          # only the end point (0, 1) keeps accuracy 0.8
+    0.0
+    """
+    return max(r for r, a in with_endpoints(curve) if a >= threshold - EPS)
+
+
+def envelope(curve: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The upper envelope as steps ``(r_j, A_j)``: for recall in ``(r_{j-1}, r_j]`` the best
+    accuracy reachable is ``A_j`` (r_0 = 0). End points included.
+
+    >>> envelope([(0.5, 0.9), (0.9, 0.4), (0.6, 0.2)])
+    [(0.0, 1.0), (0.5, 0.9), (0.6, 0.4), (0.9, 0.4), (1.0, 0.0)]
+    """
+    pts = with_endpoints(curve)
+    recalls = sorted({r for r, _ in pts})
+    steps, best = [], -math.inf
+    for r in reversed(recalls):
+        best = max([best] + [a for rr, a in pts if rr == r])
+        steps.append((r, best))
+    return steps[::-1]
+
+
+def auc(curve: Iterable[tuple[float, float]]) -> float:
+    """Area under the upper envelope of the accuracy-recall curve over recall in [0, 1]
+    (see the module docstring): the mean over thresholds r of Acc@Recall>=r.
+
+    >>> round(auc([(0.5, 0.9), (0.9, 0.4)]), 10)   # 0.5*0.9 + 0.4*0.4 + 0.1*0
+    0.61
+    >>> auc([]), auc([(1.0, 1.0)])
+    (0.0, 1.0)
+    """
+    area, prev = 0.0, 0.0
+    for r, a in envelope(curve):
+        area += (r - prev) * a
+        prev = r
+    return area
+
+
+def acc_at_superficial(points: Iterable[tuple[float, bool]]) -> float:
+    """Best accuracy among ``(accuracy, target_forgotten)`` points where the target is forgotten;
+    the end point (recall 1, accuracy 0) forgets it too, so the floor is 0.
+
+    >>> acc_at_superficial([(0.95, False), (0.9, True), (0.5, True)])
+    0.9
+    >>> acc_at_superficial([(0.95, False)])
+    0.0
+    """
+    return max([0.0] + [float(a) for a, forgotten in points if forgotten])
+
+
+# ---------------------------------------------------------------------------------------------
+# Over a sweep
+
+
+def _get(p: Any, key: str) -> Any:
+    return p[key] if isinstance(p, Mapping) else getattr(p, key)
+
+
+def _curve(points: Sequence[Any], acc_key: str = "accuracy") -> list[tuple[float, float]]:
+    return [(float(_get(p, "recall")), float(_get(p, acc_key))) for p in points if _get(p, acc_key) is not None]
+
+
+def metric_names(threshold: float = 0.8) -> list[str]:
+    """Names of the per-target metrics, in report order.
+
+    >>> metric_names()[:2]
+    ['acc_at_recall_0.8', 'recall_at_acc_0.8']
+    """
+    t = f"{threshold:g}"
+    return [f"acc_at_recall_{t}", f"recall_at_acc_{t}", "auc", "acc_at_superficial", "superficial_rate",
+            f"acc_at_recall_{t}_family", f"acc_at_recall_{t}_biography"]
+
+
+def target_metrics(points: Sequence[Any], threshold: float = 0.8) -> dict[str, float]:
+    """All metrics of one target's trajectory (points with ``recall``, ``accuracy``,
+    ``accuracy_family``, ``accuracy_biography``, ``target_forgotten``, as objects or dicts).
+    A part with no facts to measure (accuracy None) gives NaN.
+
+    >>> pts = [dict(recall=0.5, accuracy=0.9, accuracy_family=0.85, accuracy_biography=1.0, target_forgotten=True),
+    ...        dict(recall=0.9, accuracy=0.4, accuracy_family=0.2, accuracy_biography=0.7, target_forgotten=True)]
+    >>> m = target_metrics(pts)
+    >>> [round(m[k], 4) for k in metric_names()]
+    [0.4, 0.5, 0.61, 0.9, 1.0, 0.2, 0.7]
+    """
+    t = f"{threshold:g}"
+    curve = _curve(points)
+    out = {
+        f"acc_at_recall_{t}": acc_at_recall(curve, threshold),
+        f"recall_at_acc_{t}": recall_at_acc(curve, threshold),
+        "auc": auc(curve),
+        "acc_at_superficial": acc_at_superficial((_get(p, "accuracy"), _get(p, "target_forgotten")) for p in points),
+        "superficial_rate": float(any(_get(p, "target_forgotten") for p in points)),
+    }
+    for part in ("family", "biography"):
+        pc = _curve(points, f"accuracy_{part}")
+        out[f"acc_at_recall_{t}_{part}"] = acc_at_recall(pc, threshold) if pc else math.nan
+    return out
+
+
+def spread(values: Sequence[float]) -> dict[str, float]:
+    """Mean, sample standard deviation (ddof 1) and standard error over targets, ignoring NaN.
+
+    >>> s = spread([0.2, 0.4, 0.9])
+    >>> round(s["mean"], 4), round(s["std"], 4), round(s["sem"], 4), s["n"]
+    (0.5, 0.3606, 0.2082, 3)
+    >>> spread([0.5])["std"]
+    nan
+    """
+    v = np.asarray([x for x in values if x is not None and not math.isnan(x)], dtype=float)
+    n = len(v)
+    mean = float(v.mean()) if n else math.nan
+    std = float(v.std(ddof=1)) if n > 1 else math.nan
+    return {"mean": mean, "std": std, "sem": std / math.sqrt(n) if n > 1 else math.nan, "n": n}
+
+
+def group_trajectories(points: Iterable[Any]) -> dict[tuple[str, str, int], list[Any]]:
+    """Points grouped by ``(model, method, target)``, each list sorted by param."""
+    groups: dict[tuple[str, str, int], list[Any]] = defaultdict(list)
+    for p in points:
+        groups[(_get(p, "model"), _get(p, "method"), int(_get(p, "target")))].append(p)
+    for g in groups.values():
+        g.sort(key=lambda p: float(_get(p, "param")))
+    return dict(groups)
+
+
+def per_target(points: Iterable[Any], threshold: float = 0.8) -> dict[tuple[str, str, int], dict[str, float]]:
+    """:func:`target_metrics` of every (model, method, target) trajectory."""
+    return {k: target_metrics(v, threshold) for k, v in group_trajectories(points).items()}
+
+
+def _aggregate(rows: Iterable[dict[str, float]], threshold: float) -> dict[str, float]:
+    rows = list(rows)
+    out: dict[str, float] = {"n_targets": len(rows)}
+    for name in metric_names(threshold):
+        s = spread([r[name] for r in rows])
+        out[name] = s["mean"]
+        if name != "superficial_rate":
+            out[f"{name}_std"] = s["std"]
+            out[f"{name}_sem"] = s["sem"]
+    return out
+
+
+def summarize(points: Iterable[Any], threshold: float = 0.8) -> dict[str, dict[str, dict[str, float]]]:
+    """``{model: {method: metrics}}``: each metric averaged over targets with ``_std`` and ``_sem``.
+
+    >>> pts = [dict(model="m", method="ga", target=t, param=1, recall=r, accuracy=a, accuracy_family=a,
+    ...             accuracy_biography=1.0, target_forgotten=True) for t, r, a in [(0, 0.9, 0.6), (1, 0.5, 0.9)]]
+    >>> s = summarize(pts)["m"]["ga"]
+    >>> s["acc_at_recall_0.8"], s["recall_at_acc_0.8"], s["n_targets"]   # (0.6 + 0) / 2, (0 + 0.5) / 2
+    (0.3, 0.25, 2)
+    """
+    by: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
+    for (model, method, _t), m in per_target(points, threshold).items():
+        by[(model, method)].append(m)
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for (model, method), rows in by.items():
+        out.setdefault(model, {})[method] = _aggregate(rows, threshold)
+    return out
+
+
+def summarize_by(points: Iterable[Any], group_of: Callable[[int], str], threshold: float = 0.8
+                 ) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
+    """``{model: {method: {group: metrics}}}`` with targets grouped by ``group_of(target)``
+    (e.g. the target's relation)."""
+    by: dict[tuple[str, str, str], list[dict[str, float]]] = defaultdict(list)
+    for (model, method, t), m in per_target(points, threshold).items():
+        by[(model, method, group_of(t))].append(m)
+    out: dict = {}
+    for (model, method, g), rows in by.items():
+        out.setdefault(model, {}).setdefault(method, {})[g] = _aggregate(rows, threshold)
+    return out
+
+
+def mean_curve(points: Iterable[Any]) -> dict[str, dict[str, list[dict[str, float]]]]:
+    """Paper Figure 4: per model and method, one point per hyper-parameter value with recall
+    and accuracy averaged over the targets that ran it.
+
+    >>> pts = [dict(model="m", method="ga", target=t, param=p, recall=r, accuracy=a)
+    ...        for t, p, r, a in [(0, 1, 0.2, 0.9), (1, 1, 0.4, 0.7), (0, 2, 0.6, 0.5)]]
+    >>> [(c["param"], round(c["recall"], 3), round(c["accuracy"], 3), c["n"]) for c in mean_curve(pts)["m"]["ga"]]
+    [(1, 0.3, 0.8, 2), (2, 0.6, 0.5, 1)]
+    """
+    acc: dict[tuple[str, str, Any], list[tuple[float, float]]] = defaultdict(list)
+    for p in points:
+        acc[(_get(p, "model"), _get(p, "method"), _get(p, "param"))].append(
+            (float(_get(p, "recall")), float(_get(p, "accuracy"))))
+    out: dict = {}
+    for (model, method, param), vals in sorted(acc.items(), key=lambda kv: (kv[0][0], kv[0][1], float(kv[0][2]))):
+        r, a = zip(*vals)
+        out.setdefault(model, {}).setdefault(method, []).append(
+            {"param": param, "recall": float(np.mean(r)), "accuracy": float(np.mean(a)), "n": len(vals)})
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# The paper's Table 3 on the console
+
+
+def _fmt(x: float, spread_: float | None = None) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if spread_ is None or math.isnan(spread_):
+        return f"{x:.2f}"
+    return f"{x:.2f}±{spread_:.2f}"
+
+
+def format_table(summary: Mapping[str, Mapping[str, Mapping[str, float]]], threshold: float = 0.8,
+                 methods: Sequence[str] | None = None, show_spread: bool = False) -> str:
+    """Table 3's shape: one row per model, Recall@Acc>=t then Acc@Recall>=t for every method.
+
+    >>> s = {"tiny": {"ga": {"recall_at_acc_0.8": 0.65, "acc_at_recall_0.8": 0.66},
+    ...               "tv": {"recall_at_acc_0.8": 0.61, "acc_at_recall_0.8": 0.56}}}
+    >>> print(format_table(s))
+    Metric  Recall@Acc>=0.8 (up)  Acc@Recall>=0.8 (up)
+    Method    GA    TV              GA    TV
+    tiny    0.65  0.61            0.66  0.56
+    """
+    t = f"{threshold:g}"
+    if methods is None:
+        methods = list(dict.fromkeys(m for per in summary.values() for m in per))
+    cols = [(f"recall_at_acc_{t}", m) for m in methods] + [(f"acc_at_recall_{t}", m) for m in methods]
+
+    def cell(model: str, key: str, method: str) -> str:
+        s = summary.get(model, {}).get(method)
+        if not s:
+            return "-"
+        return _fmt(s.get(key, math.nan), s.get(f"{key}_std") if show_spread else None)
+
+    rows = [[cell(model, k, m) for k, m in cols] for model in summary]
+    w = max([4] + [len(c) for r in rows for c in r] + [len(m) for m in methods])
+    first = max([6] + [len(m) for m in summary])
+    n = len(methods)
+    group_w = n * (w + 2) - 2
+    head1 = f"{'Metric':<{first}}  {f'Recall@Acc>={t} (up)':<{group_w}}  {f'Acc@Recall>={t} (up)'}"
+    sep = "  "
+    head2 = f"{'Method':<{first}}  " + sep.join(f"{m.upper():>{w}}" for m in methods) + "    " + sep.join(
+        f"{m.upper():>{w}}" for m in methods)
+    lines = [head1.rstrip(), head2]
+    for model, r in zip(summary, rows):
+        lines.append(f"{model:<{first}}  " + sep.join(f"{c:>{w}}" for c in r[:n]) + "    "
+                     + sep.join(f"{c:>{w}}" for c in r[n:]))
+    return "\n".join(lines)
+
+
+def json_safe(obj: Any) -> Any:
+    """NaN and infinities become None so the result is strict JSON.
+
+    >>> json_safe({"a": float("nan"), "b": [1.0, float("inf")]})
+    {'a': None, 'b': [1.0, None]}
+    """
+    if isinstance(obj, float):
+        return None if math.isnan(obj) or math.isinf(obj) else obj
+    if isinstance(obj, Mapping):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return json_safe(obj.item())
+    return obj

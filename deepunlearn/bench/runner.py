@@ -1,0 +1,288 @@
+"""The sweep runner: every (model, target, method) trajectory over its grid, every point written
+to the results store the moment it exists, resumable after any interruption.
+
+Use::
+
+    from deepunlearn.bench import load_config, run_sweep
+    outcome = run_sweep(load_config("sweep.toml"))
+    outcome.summary["tiny"]["ga"]["acc_at_recall_0.8"]
+
+Resumption: a (model, target, method) job that finished (or was skipped because the model never
+knew the target) is not run again; a job stopped half-way runs again with its finished grid values
+as ``skip_params`` (an unlearning trajectory still takes its optimisation steps, but finished
+points are neither probed nor scored again). The store refuses a second copy of a point, and its
+``evaluations`` log records every point computed, so "nothing finished was recomputed" is checkable.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import random
+import socket
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..kg.io import dumps_kb, load_kb, to_dict
+from ..kg.kb import KBError, KnowledgeBase
+from .config import ConfigError, SweepConfig, TargetSpec
+from .executors import Executor, make_executor
+from .jobs import Job, WorkSpec
+from .metrics import summarize
+from .store import Point, ResultsStore
+
+MANIFEST = "manifest.json"
+RESOLVED_CONFIG = "config.yaml"
+
+
+@dataclass
+class SweepOutcome:
+    """What a finished sweep hands back: where it wrote, its points and their summary."""
+
+    output: Path
+    points: list[Point]
+    summary: dict[str, dict[str, dict[str, float]]]
+    targets: list[int]
+    skipped: dict[tuple[str, int, str], str] = field(default_factory=dict)
+    resumed: bool = False
+    computed: int = 0  # points computed by this invocation
+    seconds: float = 0.0
+
+
+def kb_fingerprint(kb: KnowledgeBase) -> str:
+    """sha256 of the KB's canonical serialisation (the same KB always gives the same bytes)."""
+    return hashlib.sha256(dumps_kb(kb).encode()).hexdigest()
+
+
+def select_targets(kb: KnowledgeBase, spec: TargetSpec, cfg: SweepConfig | None = None,
+                   known: set[int] | frozenset[int] | None = None) -> list[int]:
+    """The fact ids to unlearn, in a stable order.
+
+    ``stratified = N`` draws N facts per relation with ``spec.seed`` from the KB's target list
+    (or, when the KB lists none, from all its family facts), relations in order of first
+    appearance and facts by id within a relation. With ``known`` (the facts a model knows before
+    unlearning) the draw is among known facts only, taking known family facts of a relation
+    when none of its listed targets is known, so no relation is lost to a skipped target.
+
+    >>> kb = KnowledgeBase.build({"A": {}, "B": {}, "C": {}},
+    ...     [("A", "child", "B"), ("A", "child", "C"), ("B", "father", "A"), ("C", "father", "A")], targets=[0, 1, 2])
+    >>> select_targets(kb, TargetSpec(refs=["B|father|A", 0]))
+    [2, 0]
+    >>> got = select_targets(kb, TargetSpec(stratified=1)); [kb.facts[t][1] for t in got]
+    ['child', 'father']
+    >>> select_targets(kb, TargetSpec(stratified=1)) == got     # deterministic
+    True
+    >>> select_targets(kb, TargetSpec(stratified=1), known={1, 3})   # fact 3 is no listed target
+    [1, 3]
+    """
+    def error(field: str, msg: str) -> ConfigError:
+        return cfg.error(field, msg) if cfg is not None else ConfigError(f"field {field}: {msg}")
+
+    if spec.refs is not None:
+        out: list[int] = []
+        for i, ref in enumerate(spec.refs):
+            try:
+                t = kb.resolve(ref)
+            except KBError as e:
+                raise error(f"targets.refs.{i}", str(e)) from None
+            if t not in out:
+                out.append(t)
+        return out
+    if spec.all:
+        if not kb.targets:
+            raise error("targets", f"KB {kb.name!r} lists no targets: set targets.stratified = N or "
+                        "targets.refs = [...]")
+        return list(dict.fromkeys(kb.targets))
+    listed = list(dict.fromkeys(kb.targets)) or kb.family_facts()
+    by_rel: dict[str, list[int]] = defaultdict(list)
+    for t in listed:
+        by_rel[kb.facts[t][1]].append(t)
+    out = []
+    for rel, ids in by_rel.items():
+        if known is not None:
+            ids = [t for t in ids if t in known] or [
+                t for t in kb.family_facts() if kb.facts[t][1] == rel and t in known]
+        rng = random.Random(f"{spec.seed}:{rel}")
+        out.extend(sorted(rng.sample(sorted(ids), min(spec.stratified or 0, len(ids)))))
+    return out
+
+
+def _versions() -> dict[str, str]:
+    from .. import __version__
+
+    out = {"deepunlearn": __version__, "python": platform.python_version()}
+    for mod in ("torch", "transformers", "tokenizers", "peft", "numpy", "clingo", "ray"):
+        m = sys.modules.get(mod)
+        if m is None:
+            try:
+                from importlib.metadata import version
+
+                out[mod] = version(mod)
+            except Exception:
+                continue
+        else:
+            out[mod] = getattr(m, "__version__", "?")
+    return out
+
+
+def _write_json_atomic(path: Path, obj: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(obj, indent=1, default=str) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _model_files(path: str) -> dict[str, Any]:
+    """Size and mtime of a local checkpoint's files (a changed checkpoint shows in the manifest)."""
+    p = Path(path)
+    if not p.is_dir():
+        return {"hub": path}
+    return {f.name: {"bytes": f.stat().st_size, "mtime": f.stat().st_mtime} for f in sorted(p.iterdir()) if f.is_file()}
+
+
+def check_config(cfg: SweepConfig) -> None:
+    """What the schema cannot check: method names against the registry, grids against each
+    method's own validation, local model folders that do not exist."""
+    from ..unlearn import METHODS
+
+    for name, grid in cfg.methods.items():
+        if name not in METHODS:
+            raise cfg.error(f"methods.{name}", f"unknown method; known: {', '.join(sorted(METHODS))}")
+        try:
+            METHODS[name]().check_grid(grid)
+        except ValueError as e:
+            raise cfg.error(f"methods.{name}", str(e)) from None
+    for i, m in enumerate(cfg.models):
+        looks_local = m.path.startswith((".", "/", "~")) or os.sep in m.path and not _hub_like(m.path)
+        if looks_local and not Path(m.path).expanduser().is_dir():
+            raise cfg.error(f"models.{i}.path", f"no model folder {m.path}")
+
+
+def _hub_like(path: str) -> bool:
+    """``owner/name`` (one slash, no dots or tildes at the start) may be a hub id."""
+    return path.count("/") == 1 and not path.startswith((".", "/", "~"))
+
+
+def plan_jobs(cfg: SweepConfig, targets: Sequence[int], store: ResultsStore) -> tuple[list[Job], int]:
+    """The jobs still to run (grouped by model) and how many grid points need no work: stored,
+    or belonging to a job skipped because the model did not know its target."""
+    finished = store.jobs()
+    jobs, done_points = [], 0
+    for m in cfg.models:
+        for t in targets:
+            for method, grid in cfg.methods.items():
+                key = (m.name, t, method)
+                done = store.done_params(*key)
+                if key in finished:
+                    done_points += len(grid) if finished[key][0] == "skipped" else len(done & set(grid))
+                    continue
+                done_points += len(done & set(grid))
+                if set(grid) <= done:  # all points landed, the process died before marking the job
+                    store.finish_job(*key)
+                    continue
+                jobs.append(Job(m.name, t, method, tuple(grid), tuple(sorted(done & set(grid)))))
+    return jobs, done_points
+
+
+def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: bool = False,
+              progress: bool = True, kb: KnowledgeBase | None = None) -> SweepOutcome:
+    """Run (or resume) a sweep; see the module docstring. Returns the summary of all stored points."""
+    t0 = time.perf_counter()
+    if kb is None:
+        try:
+            kb = load_kb(cfg.kb)
+        except KBError as e:
+            raise cfg.error("kb", str(e)) from None
+    targets = select_targets(kb, cfg.targets, cfg)
+    if not targets:
+        raise cfg.error("targets", "no target facts selected")
+    check_config(cfg)
+    executor = executor or make_executor(cfg.executor, cfg.ray_address)
+    out = cfg.output_dir
+    out.mkdir(parents=True, exist_ok=True)
+    kb_fp = kb_fingerprint(kb)
+    fp = cfg.fingerprint(kb_fp)
+
+    with ResultsStore(out) as store:
+        resumed = store.bind(fp, cfg.model_dump(mode="json"), overwrite=overwrite)
+        (out / RESOLVED_CONFIG).write_text(cfg.to_yaml(), encoding="utf-8")
+        manifest_path = out / MANIFEST
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() and resumed else {"runs": []}
+        manifest.update({
+            "config_fingerprint": fp, "kb_fingerprint": kb_fp, "kb": cfg.kb, "kb_name": kb.name,
+            "kb_facts": len(kb), "targets": targets, "versions": _versions(),
+            "models": {m.name: {"path": m.path, "files": _model_files(m.path)} for m in cfg.models},
+            "store": str(store.path),
+        })
+        jobs, done_points = plan_jobs(cfg, targets, store)
+        run_rec = {"started": _dt.datetime.now().isoformat(timespec="seconds"), "host": socket.gethostname(),
+                   "pid": os.getpid(), "executor": executor.name, "points_before": done_points, "status": "running"}
+        manifest["runs"].append(run_rec)
+        _write_json_atomic(manifest_path, manifest)
+
+        total = len(cfg.models) * len(targets) * sum(len(g) for g in cfg.methods.values())
+        skipped: dict[tuple[str, int, str], str] = {k: r or "" for k, (s, r) in store.jobs().items() if s == "skipped"}
+        computed = 0
+        warned: set[tuple[str, int]] = set()
+        bar = _progress(total, done_points, progress)
+        n_jobs = len(jobs)
+
+        def sink(job: Job, ev: dict[str, Any]) -> None:
+            nonlocal computed
+            kind = ev.get("event")
+            if kind == "point":
+                store.add_point(Point.from_dict(ev["point"], model=job.model))
+                computed += 1
+                bar.update(1)
+            elif kind == "done":
+                store.finish_job(*job.key)
+            elif kind == "skipped":
+                store.finish_job(*job.key, status="skipped", reason=ev.get("reason"))
+                skipped[job.key] = ev.get("reason", "")
+                bar.update(job.todo)
+                if (job.model, job.target) not in warned:
+                    warned.add((job.model, job.target))
+                    bar.write(f"warning: skipping target {job.target} {list(kb.facts[job.target])} for "
+                              f"{job.model}: {ev.get('reason')}", file=sys.stderr)
+            elif kind == "status":
+                bar.write(ev.get("text", ""), file=sys.stderr)
+            bar.set_postfix_str(f"{job.model} {job.method} target {job.target}", refresh=False)
+
+        if resumed and progress:
+            print(f"resuming {out}: {done_points} of {total} points already stored, {n_jobs} job(s) to run",
+                  file=sys.stderr)
+        try:
+            executor.run(_work_spec(cfg, kb), jobs, sink)
+            run_rec["status"] = "finished"
+        except BaseException as e:
+            run_rec["status"] = f"stopped: {type(e).__name__}"
+            raise
+        finally:
+            bar.close()
+            run_rec.update({"ended": _dt.datetime.now().isoformat(timespec="seconds"), "points_computed": computed,
+                            "seconds": round(time.perf_counter() - t0, 3)})
+            _write_json_atomic(manifest_path, manifest)
+        points = [p for p in store.points() if p.target in set(targets)]
+    return SweepOutcome(out, points, summarize(points), targets, skipped, resumed, computed, time.perf_counter() - t0)
+
+
+def _work_spec(cfg: SweepConfig, kb: KnowledgeBase) -> WorkSpec:
+    return WorkSpec(
+        kb=to_dict(kb),
+        models={m.name: m.model_dump() for m in cfg.models},
+        rules=cfg.rules, probe_mode=cfg.probe_mode, k_mode=cfg.k_mode, exact=cfg.exact, seeds=cfg.seeds,
+        batch_size=cfg.batch_size, lora=cfg.lora, cache_dir=str(cfg.cache_path), threads=cfg.threads,
+    )
+
+
+def _progress(total: int, initial: int, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, initial=initial, unit="pt", desc="sweep", file=sys.stderr, disable=not enabled,
+                dynamic_ncols=True, smoothing=0.1)

@@ -1,0 +1,276 @@
+"""The results store: every (model, target, method, parameter) point, written atomically.
+
+Why SQLite (WAL journal, one transaction per point) rather than JSON lines:
+
+* a point is either wholly in the file or not at all, whatever kills the process (Ctrl-C,
+  ``kill -9``, a crash, a full disk); there is no torn last line to repair on reading;
+* the primary key ``(model, target, method, param)`` makes a duplicate point impossible, so a
+  resumed run cannot silently count a point twice;
+* readers (a report, ``sqlite3 results.sqlite``, pandas) can look at a sweep while it runs;
+* ``synchronous=FULL`` makes each committed point survive a power cut as well. The cost, one
+  fsync per point, is milliseconds against the seconds it takes to unlearn and probe.
+
+Only the driver process writes (Ray workers stream their points back to it), so the file never
+needs a network file system.
+
+Tables: ``meta`` (schema version, config fingerprint, resolved config), ``points`` (one row per
+evaluated point), ``jobs`` (a finished or skipped (model, target, method) trajectory) and
+``evaluations`` (an append-only log: one row per point the sweep computed, with the process that
+computed it; a resumed run that recomputed a finished point would show up here twice).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+SCHEMA_VERSION = 1
+STORE_NAME = "results.sqlite"
+
+#: Columns of a point besides its key, in the order of ``TargetRunner`` point dicts.
+METRIC_COLUMNS = (
+    "recall", "accuracy", "accuracy_family", "accuracy_biography", "accuracy_rule", "accuracy_other",
+)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS points (
+    model TEXT NOT NULL, target INTEGER NOT NULL, method TEXT NOT NULL, param REAL NOT NULL,
+    recall REAL, accuracy REAL, accuracy_family REAL, accuracy_biography REAL,
+    accuracy_rule REAL, accuracy_other REAL,
+    target_forgotten INTEGER NOT NULL, forgotten TEXT NOT NULL, exact INTEGER NOT NULL,
+    extra TEXT NOT NULL DEFAULT '{}', written_at REAL NOT NULL,
+    PRIMARY KEY (model, target, method, param)
+);
+CREATE TABLE IF NOT EXISTS jobs (
+    model TEXT NOT NULL, target INTEGER NOT NULL, method TEXT NOT NULL,
+    status TEXT NOT NULL CHECK (status IN ('done', 'skipped')), reason TEXT, finished_at REAL NOT NULL,
+    PRIMARY KEY (model, target, method)
+);
+CREATE TABLE IF NOT EXISTS evaluations (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, model TEXT NOT NULL, target INTEGER NOT NULL,
+    method TEXT NOT NULL, param REAL NOT NULL, pid INTEGER NOT NULL, at REAL NOT NULL
+);
+"""
+
+
+class StoreError(ValueError):
+    """The results store belongs to another sweep or cannot be read."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One evaluated point of a trajectory (the paper's (recall, accuracy) plus its parts)."""
+
+    model: str
+    target: int
+    method: str
+    param: float
+    recall: float
+    accuracy: float
+    accuracy_family: float | None = None
+    accuracy_biography: float | None = None
+    accuracy_rule: float | None = None
+    accuracy_other: float | None = None
+    target_forgotten: bool = False
+    forgotten: tuple[int, ...] = ()
+    exact: bool = True
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], model: str | None = None) -> "Point":
+        """From a ``TargetRunner`` point dict (``point.to_dict()``), keeping unknown keys in ``extra``."""
+        known = {"model", "target", "method", "param", "target_forgotten", "forgotten", "exact", *METRIC_COLUMNS}
+        return cls(
+            model=str(model if model is not None else d["model"]),
+            target=int(d["target"]),
+            method=str(d["method"]),
+            param=_param(d["param"]),
+            **{c: _opt_float(d.get(c)) for c in METRIC_COLUMNS},
+            target_forgotten=bool(d.get("target_forgotten", False)),
+            forgotten=tuple(sorted(int(i) for i in d.get("forgotten", ()))),
+            exact=bool(d.get("exact", True)),
+            extra={k: v for k, v in d.items() if k not in known},
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {
+            "model": self.model, "target": self.target, "method": self.method, "param": self.param,
+            **{c: getattr(self, c) for c in METRIC_COLUMNS},
+            "target_forgotten": self.target_forgotten, "forgotten": list(self.forgotten), "exact": self.exact,
+        }
+        d.update(self.extra)
+        return d
+
+
+def _param(x: Any) -> float:
+    f = float(x)
+    return int(f) if f.is_integer() and abs(f) < 2**53 else f
+
+
+def _opt_float(x: Any) -> float | None:
+    if x is None:
+        return None
+    f = float(x)
+    return None if math.isnan(f) else f
+
+
+class ResultsStore:
+    """An open results store. Use as a context manager, or call :meth:`close`.
+
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> with ResultsStore(d) as s:
+    ...     resumed = s.bind("abc", {"kb": "kb.json"})
+    ...     s.add_point(Point("tiny", 3, "ga", 1, recall=0.5, accuracy=0.9, forgotten=(3, 7)))
+    ...     s.finish_job("tiny", 3, "ga")
+    >>> with ResultsStore(d) as s:
+    ...     [p.forgotten for p in s.points()], s.done_params("tiny", 3, "ga"), s.job_status("tiny", 3, "ga")
+    ([(3, 7)], {1}, 'done')
+    """
+
+    def __init__(self, folder: str | os.PathLike, *, readonly: bool = False):
+        self.folder = Path(folder)
+        self.path = self.folder / STORE_NAME
+        if readonly:
+            if not self.path.exists():
+                raise StoreError(f"{self.path}: no results store here")
+            self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=60)
+        else:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(_SCHEMA)
+        self._pid = os.getpid()
+
+    # ------------------------------------------------------------------ lifecycle
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> "ResultsStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _tx(self, statements: Iterable[tuple[str, tuple]]) -> None:
+        """Run statements in one transaction: all of them land, or none does."""
+        cur = self._db.cursor()
+        cur.execute("BEGIN IMMEDIATE")
+        try:
+            for sql, args in statements:
+                cur.execute(sql, args)
+        except BaseException:
+            cur.execute("ROLLBACK")
+            raise
+        cur.execute("COMMIT")
+
+    # ------------------------------------------------------------------ meta
+    def meta(self, key: str) -> str | None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def bind(self, fingerprint: str, config: dict[str, Any], *, overwrite: bool = False) -> bool:
+        """Tie the store to one sweep. Returns True when it already held results of that sweep
+        (a resume). A store of another sweep raises :class:`StoreError` unless ``overwrite``,
+        which empties it."""
+        have = self.meta("fingerprint")
+        if have is not None and have != fingerprint:
+            if not overwrite:
+                raise StoreError(
+                    f"{self.path} holds results of a different sweep (its configuration, KB or grid "
+                    f"differ; see {self.folder / 'config.yaml'}): choose another output folder or "
+                    "pass --overwrite to discard them"
+                )
+            self._tx([(f"DELETE FROM {t}", ()) for t in ("points", "jobs", "evaluations", "meta")])
+            have = None
+        resumed = have is not None and self.count_points() > 0
+        self._tx([
+            ("INSERT OR REPLACE INTO meta VALUES (?, ?)", ("schema_version", str(SCHEMA_VERSION))),
+            ("INSERT OR REPLACE INTO meta VALUES (?, ?)", ("fingerprint", fingerprint)),
+            ("INSERT OR REPLACE INTO meta VALUES (?, ?)", ("config", json.dumps(config, sort_keys=True, default=str))),
+        ])
+        return resumed
+
+    # ------------------------------------------------------------------ writing
+    def add_point(self, p: Point) -> None:
+        """Write one point and its evaluation-log row in a single transaction. Writing a point
+        that is already stored raises ``sqlite3.IntegrityError``: results are never recomputed
+        and overwritten silently."""
+        now = time.time()
+        self._tx([
+            (
+                "INSERT INTO points VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (p.model, p.target, p.method, float(p.param), *[getattr(p, c) for c in METRIC_COLUMNS],
+                 int(p.target_forgotten), json.dumps(list(p.forgotten)), int(p.exact),
+                 json.dumps(p.extra, sort_keys=True, default=str), now),
+            ),
+            (
+                "INSERT INTO evaluations (model, target, method, param, pid, at) VALUES (?, ?, ?, ?, ?, ?)",
+                (p.model, p.target, p.method, float(p.param), self._pid, now),
+            ),
+        ])
+
+    def finish_job(self, model: str, target: int, method: str, status: str = "done", reason: str | None = None) -> None:
+        self._tx([(
+            "INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?, ?, ?)",
+            (model, int(target), method, status, reason, time.time()),
+        )])
+
+    # ------------------------------------------------------------------ reading
+    def job_status(self, model: str, target: int, method: str) -> str | None:
+        row = self._db.execute(
+            "SELECT status FROM jobs WHERE model = ? AND target = ? AND method = ?", (model, int(target), method)
+        ).fetchone()
+        return row[0] if row else None
+
+    def jobs(self) -> dict[tuple[str, int, str], tuple[str, str | None]]:
+        """Finished jobs: ``(model, target, method) -> (status, reason)``."""
+        return {(m, t, me): (s, r) for m, t, me, s, r in
+                self._db.execute("SELECT model, target, method, status, reason FROM jobs")}
+
+    def done_params(self, model: str, target: int, method: str) -> set[float]:
+        rows = self._db.execute(
+            "SELECT param FROM points WHERE model = ? AND target = ? AND method = ?", (model, int(target), method)
+        )
+        return {_param(r[0]) for r in rows}
+
+    def count_points(self) -> int:
+        return self._db.execute("SELECT COUNT(*) FROM points").fetchone()[0]
+
+    def points(self, model: str | None = None) -> list[Point]:
+        """All stored points in a stable order (model, method, target, param)."""
+        sql = "SELECT * FROM points" + (" WHERE model = ?" if model is not None else "")
+        sql += " ORDER BY model, method, target, param"
+        return [self._row_point(r) for r in self._db.execute(sql, (model,) if model is not None else ())]
+
+    def evaluations(self) -> list[tuple[str, int, str, float, int]]:
+        """The evaluation log: ``(model, target, method, param, pid)`` in the order computed."""
+        return [(m, t, me, _param(p), pid) for m, t, me, p, pid in self._db.execute(
+            "SELECT model, target, method, param, pid FROM evaluations ORDER BY seq")]
+
+    @staticmethod
+    def _row_point(r: tuple) -> Point:
+        (model, target, method, param, recall, acc, fam, bio, rule, other, tf, forgotten, exact, extra, _at) = r
+        return Point(model, int(target), method, _param(param), recall, acc, fam, bio, rule, other,
+                     bool(tf), tuple(json.loads(forgotten)), bool(exact), json.loads(extra))
+
+    def iter_trajectories(self, model: str | None = None) -> Iterator[tuple[tuple[str, int, str], list[Point]]]:
+        """Points grouped by (model, target, method), params ascending."""
+        cur_key, cur = None, []
+        for p in sorted(self.points(model), key=lambda p: (p.model, p.target, p.method, p.param)):
+            key = (p.model, p.target, p.method)
+            if key != cur_key and cur:
+                yield cur_key, cur
+                cur = []
+            cur_key = key
+            cur.append(p)
+        if cur:
+            yield cur_key, cur
