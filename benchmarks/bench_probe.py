@@ -11,43 +11,17 @@ its agreement with exact mode. Runs on CUDA when present.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _edu_dir() -> Path:
-    env = os.environ.get("DEEPUNLEARN_EDU_RELAT")
-    for c in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "edu-relat", ROOT / "shared" / "edu-relat"]:
-        if (c / "family-200-graph.pt").exists():
-            return c
-    raise RuntimeError("EDU-RELAT release not found: set DEEPUNLEARN_EDU_RELAT=/path/to/edu-relat")
 
 
 @pytest.fixture(scope="module")
-def edu_kb():
-    from deepunlearn.kg.edu_relat import import_edu_relat
+def edu_bundle(edu_model_dir):
+    from deepunlearn.probe import load_model
 
-    return import_edu_relat(_edu_dir())
-
-
-@pytest.fixture(scope="module")
-def edu_bundle(edu_kb):
-    from deepunlearn.probe import build_tiny_model, kb_fingerprint, load_model, read_meta
-    from deepunlearn.probe.cache import default_cache_dir
-    from deepunlearn.unlearn.finetune import FinetuneConfig, finetune
-
-    folder = default_cache_dir().parent / "bench" / f"tiny-edu-{kb_fingerprint(edu_kb)}"
-    meta = read_meta(folder) if folder.is_dir() else {}
-    if meta.get("total") != len(edu_kb) or meta.get("known", 0) < 0.95 * len(edu_kb):
-        build_tiny_model(edu_kb, folder)
-        res = finetune(load_model(folder), edu_kb, FinetuneConfig.tiny(), out_dir=folder)
-        assert res.share >= 0.95, res
-    return load_model(folder)
+    return load_model(edu_model_dir)
 
 
 def _record(benchmark, n: int, res) -> None:

@@ -12,9 +12,7 @@ Run: ``python -m pytest benchmarks/bench_rules.py --benchmark-only -q``
 
 from __future__ import annotations
 
-import os
 import resource
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -23,22 +21,6 @@ from deepunlearn.kg.generate import generate_family
 from deepunlearn.rules import closure, derivation_graph, minimal_sets
 from deepunlearn.rules.closure import closure_of_graph
 
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _release_dir() -> Path:
-    env = os.environ.get("DEEPUNLEARN_EDU_RELAT")
-    for c in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "edu-relat", ROOT / "shared" / "edu-relat"]:
-        if (c / "family-200-graph.pt").exists():
-            return c
-    raise RuntimeError("EDU-RELAT release not found: ../shared/edu-relat or DEEPUNLEARN_EDU_RELAT")
-
-
-@pytest.fixture(scope="module")
-def edu_kb():
-    from deepunlearn.kg.edu_relat import import_edu_relat
-
-    return import_edu_relat(_release_dir())
 
 
 def _peak_rss_mb() -> float:

@@ -18,56 +18,21 @@ another checkpoint). ``DEEPUNLEARN_BENCH_DEVICE=cuda`` measures on a GPU.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
 METHODS = ("ga", "npo", "tv", "whp")
 #: targets measured per method (the first release targets the model knows)
 TARGETS = 3
 
 
-def _edu_dir() -> Path:
-    env = os.environ.get("DEEPUNLEARN_EDU_RELAT")
-    for c in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "edu-relat", ROOT / "shared" / "edu-relat"]:
-        if (c / "family-200-graph.pt").exists():
-            return c
-    raise RuntimeError("EDU-RELAT release not found: set DEEPUNLEARN_EDU_RELAT=/path/to/edu-relat")
-
-
 @pytest.fixture(scope="module")
-def edu_kb():
-    from deepunlearn.kg.edu_relat import import_edu_relat
-
-    return import_edu_relat(_edu_dir())
-
-
-@pytest.fixture(scope="module")
-def bench_model_dir(edu_kb) -> Path:
-    from deepunlearn.probe import build_tiny_model, kb_fingerprint, load_model, read_meta
-    from deepunlearn.probe.cache import default_cache_dir
-    from deepunlearn.unlearn.finetune import FinetuneConfig, finetune
-
-    given = os.environ.get("DEEPUNLEARN_BENCH_MODEL")
-    if given:
-        return Path(given)
-    folder = default_cache_dir().parent / "bench" / f"tiny-edu-{kb_fingerprint(edu_kb)}"
-    meta = read_meta(folder) if folder.is_dir() else {}
-    if meta.get("total") != len(edu_kb) or meta.get("known", 0) < 0.95 * len(edu_kb):
-        build_tiny_model(edu_kb, folder)
-        res = finetune(load_model(folder, device="cpu"), edu_kb, FinetuneConfig.tiny(), out_dir=folder)
-        assert res.share >= 0.95, res
-    return folder
-
-
-@pytest.fixture(scope="module")
-def runner(edu_kb, bench_model_dir, tmp_path_factory):
+def runner(edu_kb, edu_model_dir, tmp_path_factory):
     from deepunlearn.probe import load_model
     from deepunlearn.unlearn.loop import TargetRunner
 
     device = os.environ.get("DEEPUNLEARN_BENCH_DEVICE", "cpu")
-    bundle = load_model(bench_model_dir, device=device)
+    bundle = load_model(edu_model_dir, device=device)
     runner = TargetRunner(bundle, edu_kb, cache_dir=tmp_path_factory.mktemp("probe_cache"), progress=False)
     for t in bench_targets(runner, edu_kb):
         runner.evaluator.minimal_sets(t)  # the rules layer's set enumeration is not unlearning time
