@@ -59,8 +59,8 @@ def sweep_config(tmp_path_factory, small_kb, tiny_model_dir, sweep_targets):
 
 
 def _key(p):
-    d = p.to_dict()
-    return {k: v for k, v in d.items()}
+    """Everything a point holds (metrics, forgotten facts, the maximising set, the lr)."""
+    return p.to_dict()
 
 
 @pytest.fixture(scope="module")
