@@ -20,6 +20,7 @@ from typing import Sequence
 
 from ..kg.io import load_kb, save_kb
 from .config import PAPER_GRIDS, ModelSpec, SweepConfig, TargetSpec
+from .jobs import torch_threads
 from .runner import SweepOutcome, kb_fingerprint, run_sweep, select_targets
 
 #: people in the generated family: big enough for every relation to have targets and for the
@@ -130,13 +131,10 @@ def run_demo(output: str | Path, *, kb_path: str | None = None, people: int = DE
     """Run the demo into ``output`` (see the module docstring) and return the sweep's outcome."""
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
     kb, kb_file = prepare_kb(out, kb_path, people, seed, progress)
-    model_dir = prepare_model(out, kb, seed, progress)
-    known = known_before(out, kb, model_dir)
+    with torch_threads(threads):
+        model_dir = prepare_model(out, kb, seed, progress)
+        known = known_before(out, kb, model_dir)
     targets = select_targets(kb, TargetSpec(stratified=per_relation, seed=seed), known=known)
     cfg = demo_config(out, kb_file, model_dir, targets, methods=methods, executor=executor, ray_address=ray_address,
                       threads=threads)

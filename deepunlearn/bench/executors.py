@@ -18,7 +18,7 @@ import sys
 from collections import deque
 from typing import Any, Callable, Protocol, Sequence
 
-from .jobs import Job, ModelWorker, WorkSpec
+from .jobs import Job, ModelWorker, WorkSpec, torch_threads
 
 Sink = Callable[[Job, dict[str, Any]], None]
 
@@ -36,9 +36,10 @@ class LocalExecutor:
 
     def run(self, spec: WorkSpec, jobs: Sequence[Job], sink: Sink) -> None:
         worker = ModelWorker(spec)
-        for job in jobs:
-            for event in worker.run(job):
-                sink(job, event)
+        with torch_threads(spec.threads):
+            for job in jobs:
+                for event in worker.run(job):
+                    sink(job, event)
 
 
 class RayExecutor:
