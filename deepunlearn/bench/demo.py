@@ -115,7 +115,7 @@ def demo_config(out: Path, kb_file: str, model_dir: Path, targets: Sequence[int]
         raise ConfigError(f"--methods: {', '.join(unknown)} has no paper grid; known: {', '.join(PAPER_GRIDS)} "
                           "(use deepunlearn bench --config for other methods)")
     return SweepConfig(
-        kb=kb_file, rules="family",
+        kb=kb_file, rules=None,  # the KB's own rule set (family for a generated one)
         models=[ModelSpec(name=MODEL_NAME, path=str(model_dir.resolve()))],
         methods={m: list(PAPER_GRIDS[m]) for m in methods},
         targets=TargetSpec(refs=list(targets)),

@@ -9,6 +9,10 @@ Ray: one actor per slot (one GPU each where the cluster has GPUs, else one CPU e
 holding a :class:`ModelWorker` that loads a model once and keeps it across that model's jobs;
 jobs are handed to whichever actor is free, grouped by model. Actor methods are Ray generator
 tasks, so a point reaches the store as soon as the worker has it, not when the trajectory ends.
+
+On a cluster, run the driver on a node of it with ``--ray-address auto`` (model paths and the
+``deepunlearn`` package must exist on every node; the KB travels with the jobs). Workers get the
+driver's package folder first on their ``PYTHONPATH``, so a checkout works without installing.
 """
 
 from __future__ import annotations
