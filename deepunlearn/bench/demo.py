@@ -20,6 +20,7 @@ from typing import Sequence
 
 from ..kg.io import load_kb, save_kb
 from .config import PAPER_GRIDS, ModelSpec, SweepConfig, TargetSpec
+from .jobs import torch_threads
 from .runner import SweepOutcome, kb_fingerprint, run_sweep, select_targets
 
 #: people in the generated family: big enough for every relation to have targets and for the
@@ -114,7 +115,7 @@ def demo_config(out: Path, kb_file: str, model_dir: Path, targets: Sequence[int]
         raise ConfigError(f"--methods: {', '.join(unknown)} has no paper grid; known: {', '.join(PAPER_GRIDS)} "
                           "(use deepunlearn bench --config for other methods)")
     return SweepConfig(
-        kb=kb_file, rules="family",
+        kb=kb_file, rules=None,  # the KB's own rule set (family for a generated one)
         models=[ModelSpec(name=MODEL_NAME, path=str(model_dir.resolve()))],
         methods={m: list(PAPER_GRIDS[m]) for m in methods},
         targets=TargetSpec(refs=list(targets)),
@@ -130,13 +131,10 @@ def run_demo(output: str | Path, *, kb_path: str | None = None, people: int = DE
     """Run the demo into ``output`` (see the module docstring) and return the sweep's outcome."""
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
     kb, kb_file = prepare_kb(out, kb_path, people, seed, progress)
-    model_dir = prepare_model(out, kb, seed, progress)
-    known = known_before(out, kb, model_dir)
+    with torch_threads(threads):
+        model_dir = prepare_model(out, kb, seed, progress)
+        known = known_before(out, kb, model_dir)
     targets = select_targets(kb, TargetSpec(stratified=per_relation, seed=seed), known=known)
     cfg = demo_config(out, kb_file, model_dir, targets, methods=methods, executor=executor, ray_address=ray_address,
                       threads=threads)

@@ -9,6 +9,10 @@ Ray: one actor per slot (one GPU each where the cluster has GPUs, else one CPU e
 holding a :class:`ModelWorker` that loads a model once and keeps it across that model's jobs;
 jobs are handed to whichever actor is free, grouped by model. Actor methods are Ray generator
 tasks, so a point reaches the store as soon as the worker has it, not when the trajectory ends.
+
+On a cluster, run the driver on a node of it with ``--ray-address auto`` (model paths and the
+``deepunlearn`` package must exist on every node; the KB travels with the jobs). Workers get the
+driver's package folder first on their ``PYTHONPATH``, so a checkout works without installing.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import sys
 from collections import deque
 from typing import Any, Callable, Protocol, Sequence
 
-from .jobs import Job, ModelWorker, WorkSpec
+from .jobs import Job, ModelWorker, WorkSpec, torch_threads
 
 Sink = Callable[[Job, dict[str, Any]], None]
 
@@ -36,9 +40,10 @@ class LocalExecutor:
 
     def run(self, spec: WorkSpec, jobs: Sequence[Job], sink: Sink) -> None:
         worker = ModelWorker(spec)
-        for job in jobs:
-            for event in worker.run(job):
-                sink(job, event)
+        with torch_threads(spec.threads):
+            for job in jobs:
+                for event in worker.run(job):
+                    sink(job, event)
 
 
 class RayExecutor:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -84,12 +85,12 @@ class ModelWorker:
         self._runner = None  # free the previous model before loading the next one
         self._model = None
         _free_accelerator_memory()
-        import torch
-
         from ..probe import load_model
         from ..unlearn import TargetRunner
 
         if self.spec.threads:
+            import torch
+
             torch.set_num_threads(self.spec.threads)
         t0 = time.perf_counter()
         from .config import prompt_format
@@ -122,6 +123,23 @@ class ModelWorker:
             d["model"] = job.model
             yield {"event": "point", "point": d}
         yield {"event": "done"}
+
+
+@contextmanager
+def torch_threads(n: int | None):
+    """Run the block with ``n`` torch intra-op threads (None: unchanged), then restore the count
+    (an in-process sweep must not change the caller's setting)."""
+    if not n:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _safe_name(name: str) -> str:

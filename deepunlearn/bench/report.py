@@ -20,7 +20,6 @@ from .metrics import (
     format_table,
     json_safe,
     mean_curve,
-    metric_names,
     per_target,
     summarize,
     summarize_by,

@@ -1,6 +1,5 @@
 """Sweep configuration files, target selection and the results store."""
 
-import json
 import sqlite3
 import subprocess
 import sys
@@ -162,3 +161,16 @@ def test_plan_skips_finished_jobs_and_passes_done_params(tmp_path):
                                                                                   (9, "tv", (), 1)]
         assert done == 2 + 1 + 3   # stored points of target 7, the skipped job's grid, target 9
         assert s.job_status("m", 9, "ga") == "done"
+
+
+def test_the_documented_example_config_loads(tmp_path):
+    """The TOML in deepunlearn.bench.config's docstring is a valid configuration."""
+    import deepunlearn.bench.config as mod
+
+    doc = mod.__doc__
+    body = doc[doc.index("::") + 2:doc.index("Errors name")]
+    text = textwrap.dedent(body).strip("\n")
+    p = _write(tmp_path / "sweep.toml", text + "\n")
+    cfg = load_config(p)
+    assert cfg.models[0].lr == 1e-4 and cfg.targets.stratified == 1
+    assert cfg.methods["npo"] == list(PAPER_GRIDS["npo"]) and cfg.methods["tv"] == [0.2, 0.5, 1, 5, 10]

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
 from test_bench_report import check_png
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,8 +43,8 @@ def test_demo_json_report_and_resume(tmp_path):
     assert res["exact"] is True and res["skipped"] == 0  # targets drawn among facts the model knows
     # the stratified draw: one target per relation
     kb = json.loads((out / "kb.json").read_text())
-    cfg_targets = json.loads(json.dumps(__import__("yaml").safe_load((out / "config.yaml").read_text())["targets"]))
-    rels = [kb["facts"][t][1] for t in cfg_targets["refs"]]
+    refs = yaml.safe_load((out / "config.yaml").read_text())["targets"]["refs"]
+    rels = [kb["facts"][t][1] for t in refs]
     assert len(rels) == len(set(rels)) == res["targets"]
 
     report = Path(res["report"])

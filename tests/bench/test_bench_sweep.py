@@ -59,8 +59,8 @@ def sweep_config(tmp_path_factory, small_kb, tiny_model_dir, sweep_targets):
 
 
 def _key(p):
-    d = p.to_dict()
-    return {k: v for k, v in d.items()}
+    """Everything a point holds (metrics, forgotten facts, the maximising set, the lr)."""
+    return p.to_dict()
 
 
 @pytest.fixture(scope="module")
@@ -168,3 +168,17 @@ def test_ray_executor_gives_the_same_results(sweep_config, reference, tmp_path):
     assert [_key(p) for p in outcome.points] == [_key(p) for p in reference.points]
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["runs"][-1]["executor"] == "ray" and manifest["runs"][-1]["status"] == "finished"
+
+
+def test_a_folder_of_another_sweep_is_refused(sweep_config, tmp_path):
+    from deepunlearn.bench.store import StoreError
+
+    out = tmp_path / "other"
+    with ResultsStore(out) as s:
+        s.bind("fingerprint-of-another-sweep", {})
+    with pytest.raises(StoreError, match="different sweep"):
+        run_sweep(load_config(sweep_config, output=str(out)), progress=False)
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    r = subprocess.run([sys.executable, "-m", "deepunlearn", "bench", "--config", str(sweep_config), "-o", str(out),
+                        "--json"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert r.returncode == 1 and r.stdout == "" and "--overwrite" in r.stderr
