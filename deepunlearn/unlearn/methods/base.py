@@ -243,6 +243,16 @@ class ReinforcedUnlearner(Unlearner):
         super().check_grid(grid)
         return [float(g) for g in grid]
 
+    def begin(self, session: Session, grid: Sequence[float]) -> list[float]:
+        """Check the grid and reinforce the target: the shared start of every trajectory. These
+        methods change the full weights, so they need the weight snapshot (LoRA is for ga/npo)."""
+        if session.snapshot is None:
+            raise UnlearnError(f"{self.name} changes the full weights: it needs a weight snapshot "
+                               "(LoRA mode is for ga and npo)")
+        alphas = self.check_grid(grid)
+        self.reinforce(session)
+        return alphas
+
     def reinforce(self, session: Session) -> None:
         """Finetune the session's model on the target's answer (answer-only loss)."""
         for _ in session.descend(lambda s: nll_loss(s.logits(), s.batch["labels"]), self.params.reinforce_steps):

@@ -7,7 +7,7 @@ from typing import Iterator, Mapping, Sequence
 import torch
 from pydantic import Field
 
-from .base import ReinforcedParams, ReinforcedUnlearner, Session, Step, UnlearnError, register_method
+from .base import ReinforcedParams, ReinforcedUnlearner, Session, Step, register_method
 
 
 class TVParams(ReinforcedParams):
@@ -50,10 +50,7 @@ class TaskVector(ReinforcedUnlearner):
     paper_lr_ratio = 1.0
 
     def trajectory(self, session: Session, grid: Sequence[float]) -> Iterator[Step]:
-        if session.snapshot is None:
-            raise UnlearnError("tv changes the full weights: it needs a weight snapshot (LoRA mode is for ga and npo)")
-        alphas = self.check_grid(grid)
-        self.reinforce(session)
+        alphas = self.begin(session, grid)
         params = {n for n, _ in session.model.named_parameters(remove_duplicate=False)}
         live = session.model.state_dict(keep_vars=True)
         # θ_reinf is kept beside the snapshot (one model's worth, on the snapshot's device)

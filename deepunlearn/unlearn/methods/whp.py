@@ -10,7 +10,7 @@ from typing import Iterator, Sequence
 import torch
 from pydantic import Field
 
-from .base import ReinforcedParams, ReinforcedUnlearner, Session, Step, UnlearnError, register_method
+from .base import ReinforcedParams, ReinforcedUnlearner, Session, Step, register_method
 
 
 class WHPParams(ReinforcedParams):
@@ -76,10 +76,7 @@ class WhoIsHarryPotter(ReinforcedUnlearner):
     paper_lr_ratio = 1.0
 
     def trajectory(self, session: Session, grid: Sequence[float]) -> Iterator[Step]:
-        if session.snapshot is None:
-            raise UnlearnError("whp reinforces the full weights: it needs a weight snapshot (LoRA mode is for ga and npo)")
-        alphas = self.check_grid(grid)
-        self.reinforce(session)
+        alphas = self.begin(session, grid)
         # Two models' worth of weights only while probing this target: copy the reinforced model
         # (its optimizer state is gone by now), give the session's model its original weights back.
         reinforced = copy.deepcopy(session.model).eval().requires_grad_(False)
