@@ -12,11 +12,12 @@ from .cache import cached_probe, default_cache_dir
 from .fingerprint import kb_fingerprint, model_fingerprint, weights_fingerprint
 from .models import ModelBundle, ModelLoadError, load_model, read_meta, save_bundle
 from .probing import ProbeResult, logits_fn, probe
+from .protocol import PROTOCOL_NAMES, Protocol, get_protocol
 from .prompts import PromptFormat, encode_pair, encode_pairs, left_pad
 from .tiny import build_tiny_model
 
 __all__ = [
-    "ModelBundle", "ModelLoadError", "ProbeResult", "PromptFormat",
+    "ModelBundle", "ModelLoadError", "PROTOCOL_NAMES", "ProbeResult", "PromptFormat", "Protocol", "get_protocol",
     "build_tiny_model", "cached_probe", "default_cache_dir", "encode_pair", "encode_pairs",
     "kb_fingerprint", "left_pad", "load_model", "logits_fn", "model_fingerprint", "probe",
     "read_meta", "save_bundle", "weights_fingerprint",
