@@ -1,12 +1,18 @@
 """Finetuning a causal LM on a KB's question/answer pairs until it knows the facts.
 
-The paper finetunes each model on EDU-RELAT before unlearning (appendix D): question/answer
-format, loss on the answer only, AdamW, batch 16, lr 2e-5 (1e-5 for 7-8B models), 10 epochs (15
-for GPT2-XL), linear schedule (:meth:`FinetuneConfig.paper`). A small model trained from scratch
-needs a far larger rate and a warm-up (:meth:`FinetuneConfig.tiny`, measured in DESIGN.md section
-6). Training stops as soon as probing finds at least ``target_known`` of the facts known; the
-checkpoint's ``deepunlearn.json`` records the prompt format, how the model was trained and how
-much it knows, so the unlearning layer can scale its learning rates to the training.
+The paper finetunes each model on EDU-RELAT before unlearning (appendix D and the checkpoint names
+its figure notebook loads, ``..._ft_epoch10_lr2e-05_phi_full_wd0.01_lr_scheduler_typelinear``):
+question/answer format, loss on the answer tag + answer + EOS, AdamW with weight decay 0.01 and no
+gradient clipping (DeepSpeed ZeRO-3 under the HF Trainer), batch 16, lr 2e-5 (1e-5 for 7-8B
+models), 10 epochs (15 for GPT2-XL), HF's linear schedule with one epoch of warm-up
+(:meth:`FinetuneConfig.paper`). A small model trained from scratch needs a far larger rate and a
+warm-up (:meth:`FinetuneConfig.tiny`, measured in DESIGN.md section 6).
+
+Under the ``default`` protocol training stops as soon as probing finds at least ``target_known``
+(95 %) of the facts known; the ``reference`` protocol trains every epoch, as the paper's code
+(``target_known=None``). The checkpoint's ``deepunlearn.json`` records the prompt format, how the
+model was trained and how much it knows, so the unlearning layer can scale its learning rates to
+the training.
 """
 
 from __future__ import annotations
@@ -54,8 +60,11 @@ class FinetuneConfig(BaseModel):
 
     @classmethod
     def paper(cls, **overrides: Any) -> "FinetuneConfig":
-        """Appendix D: lr 2e-5, batch 16, 10 epochs, linear schedule."""
-        base = dict(lr=2e-5, epochs=10, batch_size=16, schedule="linear", warmup_ratio=0.0, grad_clip=1.0)
+        """Appendix D and the reference's runs: lr 2e-5, batch 16, 10 epochs, linear schedule
+        after one epoch of warm-up, AdamW weight decay 0.01, no clipping."""
+        epochs = int(overrides.get("epochs", 10))
+        base = dict(lr=2e-5, epochs=epochs, batch_size=16, schedule="linear", warmup_ratio=1.0 / max(epochs, 2),
+                    grad_clip=None, weight_decay=0.01)
         return cls(**{**base, **overrides})
 
     @classmethod
@@ -66,13 +75,19 @@ class FinetuneConfig(BaseModel):
         return cls(**{**base, **overrides})
 
     @classmethod
-    def for_bundle(cls, bundle: ModelBundle, **overrides: Any) -> "FinetuneConfig":
+    def for_bundle(cls, bundle: ModelBundle, protocol: Any = None, **overrides: Any) -> "FinetuneConfig":
         """The preset that suits a model: :meth:`tiny` for models built by
         :func:`~deepunlearn.probe.tiny.build_tiny_model`; else :meth:`paper`, with the paper's
-        lr 1e-5 for models of 5B parameters or more and 15 epochs for GPT-2 models."""
-        if bundle.meta.get("origin") == "tiny":
-            return cls.tiny(**overrides)
+        lr 1e-5 for models of 5B parameters or more and 15 epochs for GPT-2 models. A protocol
+        (name or :class:`~deepunlearn.probe.protocol.Protocol`) without early stopping (the
+        ``reference``) trains every epoch (``target_known=None``)."""
+        from ..probe.protocol import get_protocol
+
         base: dict[str, Any] = {}
+        if not get_protocol(protocol).finetune_early_stop:
+            base["target_known"] = None
+        if bundle.meta.get("origin") == "tiny":
+            return cls.tiny(**{**base, **overrides})
         if bundle.num_parameters() >= 5e9:
             base["lr"] = 1e-5
         if getattr(bundle.model.config, "model_type", "") == "gpt2":
@@ -112,12 +127,12 @@ def make_scheduler(optimizer, config: FinetuneConfig, total_steps: int):
             pct_start=config.warmup_ratio, anneal_strategy="cos", cycle_momentum=False,
         )
 
-    def factor(step: int) -> float:
-        if warm and step < warm:
-            return (step + 1) / warm
+    def factor(step: int) -> float:  # HF's get_linear_schedule_with_warmup / constant_with_warmup
+        if step < warm:
+            return step / max(1, warm)
         if config.schedule == "constant":
             return 1.0
-        return max(0.0, (total_steps - step) / max(1, total_steps - warm))  # HF's linear decay
+        return max(0.0, (total_steps - step) / max(1, total_steps - warm))
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 

@@ -25,6 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True, help="folder to save the finetuned checkpoint in")
     p.add_argument("--preset", choices=("auto", "paper", "tiny"), default="auto",
                    help="hyper-parameter preset (auto: tiny for tiny models, else the paper's)")
+    p.add_argument("--protocol", choices=("default", "reference"), default="default",
+                   help="default: stop once --target-known of the facts are known; reference: train every epoch "
+                        "(10, 15 for GPT-2), as the paper's code")
     p.add_argument("--config", default=None, help="YAML/JSON file of FinetuneConfig fields (over the preset)")
     p.add_argument("--lr", type=float, default=None)
     p.add_argument("--epochs", type=int, default=None, help="most epochs (stops early at --target-known)")
@@ -80,7 +83,11 @@ def build_config(args: argparse.Namespace, bundle):
     from ..cli import CLIError
     from .finetune import FinetuneConfig
 
+    from ..probe.protocol import get_protocol
+
     overrides = _read_config_file(args.config) if args.config else {}
+    if not get_protocol(args.protocol).finetune_early_stop:
+        overrides.setdefault("target_known", None)
     for name in _OVERRIDES:
         v = getattr(args, name)
         if v is not None:
@@ -90,7 +97,7 @@ def build_config(args: argparse.Namespace, bundle):
             return FinetuneConfig.paper(**overrides)
         if args.preset == "tiny":
             return FinetuneConfig.tiny(**overrides)
-        return FinetuneConfig.for_bundle(bundle, **overrides)
+        return FinetuneConfig.for_bundle(bundle, args.protocol, **overrides)
     except ValidationError as e:
         errs = "; ".join(f"{'.'.join(str(x) for x in err['loc']) or 'config'}: {err['msg']}" for err in e.errors())
         raise CLIError(f"finetune config: {errs}") from None

@@ -67,11 +67,24 @@ class TargetRunner:
         rule set for the minimal sets: ``"family"``, ``"edu-relat"``, a rule file or a RuleSet;
         ``None`` (default): the KB's own (``metadata["rules"]``, ``edu-relat`` for the imported
         release), else ``family``.
+    protocol:
+        a :class:`~deepunlearn.probe.protocol.Protocol` or preset name (``"default"``,
+        ``"reference"``); ``None``: ``default``. It supplies every choice left at ``None`` here
+        and the optimisation settings of the methods (schedule, warm-up, weight decay, clipping,
+        reinforcement) that a method's own params do not set.
     probe_mode:
         how the probe decides a fact is known: ``"exact"`` (the answer is the greedy continuation,
-        teacher-forced) or ``"generate"`` (the reference's substring test on greedy decoding).
+        teacher-forced) or ``"generate"`` (the reference's substring test on greedy decoding);
+        ``None``: the protocol's.
     k_mode:
-        ``"probed"``: K = the facts the model answers before unlearning; ``"dataset"``: K = the KB.
+        ``"probed"``: K = the facts the model answers before unlearning; ``"dataset"``: K = the KB;
+        ``None``: the protocol's.
+    sets, tie:
+        where the minimal deep-unlearning sets come from (``"exact"``, ``"mdus"``, ``"release"``:
+        the release's stored sets, or a folder of that layout) and which set of maximal recall is
+        ``U*_A`` (``"accuracy"``: the best accuracy; ``"first"``: the first, as the reference's
+        ``np.argmax``); ``None``: the protocol's. ``exact=False`` is the older spelling of
+        ``sets="mdus"``.
     lr:
         learning rate for every method; ``None``: the rule of :mod:`deepunlearn.unlearn.lr`.
     lora:
@@ -90,22 +103,33 @@ class TargetRunner:
         kb,
         *,
         rules=None,
-        probe_mode: Literal["exact", "generate"] = "exact",
-        k_mode: Literal["probed", "dataset"] = "probed",
+        protocol=None,
+        probe_mode: Literal["exact", "generate"] | None = None,
+        k_mode: Literal["probed", "dataset"] | None = None,
+        sets: str | None = None,
+        tie: Literal["accuracy", "first"] | None = None,
         lr: float | None = None,
         lora: bool = False,
         lora_params: LoraParams | None = None,
         cache_dir=None,
-        exact: bool = True,
+        exact: bool | None = None,
         seeds: int = 100,
         batch_size: int = 64,
         snapshot_device: str = "cpu",
         seed: int = 0,
         progress: bool = True,
     ):
-        from ..probe import cached_probe
-        from ..rules import Evaluator
+        from ..probe import cached_probe, get_protocol
 
+        try:
+            self.protocol = get_protocol(protocol)
+        except ValueError as e:
+            raise UnlearnError(str(e)) from None
+        probe_mode = probe_mode or self.protocol.probe_mode
+        k_mode = k_mode or self.protocol.k_mode
+        if sets is None:
+            sets = "mdus" if exact is False else self.protocol.sets
+        self.sets, self.tie = str(sets), tie or self.protocol.tie
         if probe_mode not in ("exact", "generate"):
             raise UnlearnError(f"probe_mode must be 'exact' or 'generate', got {probe_mode!r}")
         if k_mode not in ("probed", "dataset"):
@@ -123,9 +147,8 @@ class TargetRunner:
             frozenset(int(i) for i in self.baseline.known_ids()) if k_mode == "probed" else frozenset(range(len(kb)))
         )
         self._probe_ids = sorted(self.known)
-        self.evaluator = Evaluator(
-            kb, rules=rules, known=self._probe_ids if k_mode == "probed" else None, exact=exact, seeds=seeds
-        )
+        self.evaluator = _evaluator(kb, rules, self._probe_ids if k_mode == "probed" else None, self.sets,
+                                    self.tie, seeds)
         # LoRA mode never changes the base weights: the adapter is removed instead.
         self.snapshot = None if lora else WeightSnapshot(bundle.model, device=snapshot_device)
 
@@ -169,8 +192,12 @@ class TargetRunner:
         grid: Sequence[float] | None = None,
         skip_params: Iterable[float] = (),
         params: MethodParams | None = None,
+        seed: int | None = None,
     ) -> Iterator[Point]:
         """Unlearn ``target`` with ``method`` and yield one :class:`Point` per grid value.
+
+        ``seed`` seeds torch, numpy and ``random`` right before the trajectory (dropout in
+        GPT-2-style models, any sampling), so the same seed gives the same points.
 
         The trajectory passes through every grid value; those in ``skip_params`` (already
         measured elsewhere) are neither probed nor evaluated, and the run stops after the last
@@ -191,19 +218,32 @@ class TargetRunner:
         values = u.check_grid(u.params.grid)
         skip = {float(s) for s in skip_params}
         todo = [v for v in values if float(v) not in skip]
-        return self._run(t, u, values, skip, len(todo))
+        return self._run(t, u, values, skip, len(todo), seed)
 
-    def _run(self, t: int, u: Unlearner, values: list[float], skip: set[float], n_todo: int) -> Iterator[Point]:
+    def session(self, u: Unlearner, target: int) -> Session:
+        """The :class:`Session` a run of ``u`` on ``target`` works in: the method's own settings
+        where it sets them, else the protocol's."""
+        pr, mp = self.protocol, u.params
+        pick = lambda own, default: default if own is None else own  # noqa: E731
+        return Session(
+            self.bundle.model, self.target_batch(target), self._lr(u),
+            max_grad_norm=pick(mp.max_grad_norm, pr.max_grad_norm) or None,
+            weight_decay=pick(mp.weight_decay, pr.weight_decay),
+            schedule=pick(mp.schedule, pr.schedule), warmup_steps=pick(mp.warmup_steps, pr.warmup_steps),
+            reinforce_steps=pr.reinforce_steps, reinforce_schedule=pr.reinforce_schedule,
+            reinforce_warmup_steps=pr.reinforce_warmup_steps, snapshot=self.snapshot,
+        )
+
+    def _run(self, t: int, u: Unlearner, values: list[float], skip: set[float], n_todo: int,
+             seed: int | None = None) -> Iterator[Point]:
         from tqdm.auto import tqdm
 
         if n_todo == 0:
             return
-        lr = self._lr(u)
-        session = Session(
-            self.bundle.model, self.target_batch(t), lr,
-            max_grad_norm=u.params.max_grad_norm, weight_decay=u.params.weight_decay,
-            snapshot=self.snapshot,
-        )
+        session = self.session(u, t)
+        lr = session.lr
+        if seed is not None:
+            seed_everything(seed)
         bar = tqdm(total=n_todo, desc=f"{u.name} target {t}", file=sys.stderr, disable=not self.progress, leave=False)
         steps = None
         try:
@@ -243,6 +283,34 @@ class TargetRunner:
             target_forgotten=target in forgotten, forgotten=forgotten, exact=bool(ev.exact),
             set=[int(i) for i in ev.set], lr=lr,
         )
+
+
+def seed_everything(seed: int) -> None:
+    """Seed torch (CPU and CUDA), numpy and ``random``."""
+    import random
+
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _evaluator(kb, rules, known, sets: str, tie: str, seeds: int):
+    """The rules layer's Evaluator for a sets spec (``exact``, ``mdus``, ``release`` or a folder)."""
+    from ..rules import Evaluator, stored_sets
+
+    if sets == "release" and "release_dir" not in (getattr(kb, "metadata", None) or {}):
+        sets = "mdus"  # not an imported release: no stored sets, the reference's MDUS (100 seeds)
+    if sets in ("exact", "mdus"):
+        return Evaluator(kb, rules=rules, known=known, exact=sets == "exact", seeds=seeds, tie=tie)
+    try:
+        stored = stored_sets(kb, sets)
+    except (OSError, ValueError) as e:
+        raise UnlearnError(f"sets {sets!r}: {e}") from None
+    # the reference computes MDUS with 100 seeds where no stored sets exist
+    return Evaluator(kb, rules=rules, known=known, exact=False, seeds=seeds, sets=stored, tie=tie)
 
 
 def _lora_methods() -> list[str]:

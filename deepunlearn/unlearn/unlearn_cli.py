@@ -12,6 +12,8 @@ import sys
 
 #: the methods shipped; the handler checks the name against the registry (which needs torch)
 SHIPPED_METHODS = ("ga", "npo", "tv", "whp")
+#: protocol presets (deepunlearn.probe.protocol.PROTOCOL_NAMES, repeated so --help needs no import)
+PROTOCOLS = ("default", "reference")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -37,23 +39,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grid", default=None,
                    help="comma-separated grid values (steps for ga/npo, alpha for tv/whp); default: the paper's")
     p.add_argument("--lr", type=float, default=None,
-                   help="learning rate; default: train lr/10 (npo /5) when the checkpoint records it, else the paper's")
+                   help="peak learning rate; default: the paper's ratio to the training lr the checkpoint records "
+                        "(GA/TV/WHP 1x, NPO 2x; a tenth of that for models trained from scratch), else the paper's "
+                        "(2e-5, NPO 4e-5; half for 7-8B models)")
+    p.add_argument("--protocol", choices=PROTOCOLS, default="default",
+                   help="protocol preset: default, or reference (the paper's code: linear schedule with a zero-lr "
+                        "warm-up step, generate probe, K = the KB, the release's sets, first-set ties); README's "
+                        "protocol table lists every choice")
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter (ga, npo) instead of the full weights")
-    p.add_argument("--k-mode", choices=("probed", "dataset"), default="probed",
-                   help="K = facts the model answers before unlearning (default) or the whole KB (as the paper's code)")
-    p.add_argument("--probe-mode", choices=("exact", "generate"), default="exact",
-                   help="known = greedy answer is exact (default) or the answer appears in 10 generated tokens")
+    p.add_argument("--k-mode", choices=("probed", "dataset"), default=None,
+                   help="K = facts the model answers before unlearning or the whole KB (default: the protocol's)")
+    p.add_argument("--probe-mode", choices=("exact", "generate"), default=None,
+                   help="known = greedy answer is exact, or the answer appears in 10 generated tokens "
+                        "(default: the protocol's)")
     sets = p.add_mutually_exclusive_group()
-    sets.add_argument("--exact", dest="exact", action="store_true", default=True,
-                      help="enumerate all minimal deep-unlearning sets (default)")
+    sets.add_argument("--sets", default=None,
+                      help="minimal sets: exact, mdus, release (the release's stored sets) or a folder of that "
+                           "layout (default: the protocol's)")
     sets.add_argument("--seeds", type=int, default=None, help="approximate the sets with MDUS over N seeds instead")
+    p.add_argument("--tie", choices=("accuracy", "first"), default=None,
+                   help="among sets of equal recall take the best accuracy or the first (default: the protocol's)")
     p.add_argument("--device", default=None, help="cuda, cuda:1, cpu (default: cuda when available)")
     p.add_argument("--dtype", default=None, help="bf16, fp16, fp32 (default: bf16 on GPU, fp32 on CPU)")
     p.add_argument("--batch-size", type=int, default=64, help="probing batch size")
     p.add_argument("--cache-dir", default=None, help="where the baseline probe is cached")
-    p.add_argument("--seed", type=int, default=0, help="seed of the LoRA adapter's initialisation")
+    p.add_argument("--seed", type=int, default=0, help="seed of every run (dropout, LoRA initialisation)")
     add_json(p)
     p.set_defaults(handler=_unlearn)
+
+
+def format_kwargs(args, protocol) -> dict:
+    """``load_model`` keywords for the answer format: ``--answer-format`` if given, else the
+    protocol's rule (the recorded format or the family's)."""
+    return {"answer_format": protocol.answer_format}
 
 
 def parse_grid(text: str | None) -> list[float] | None:
@@ -126,16 +144,20 @@ def _unlearn(args) -> int:
         method = get_method(args.method)
         if grid is not None:
             method(grid=grid)  # check the grid before loading the model
-        bundle = load_model(args.model, device=args.device, dtype=args.dtype)
+        from ..probe import get_protocol
+
+        protocol = get_protocol(args.protocol)
+        bundle = load_model(args.model, device=args.device, dtype=args.dtype, **format_kwargs(args, protocol))
         runner = TargetRunner(
-            bundle, kb, rules=args.rules, probe_mode=args.probe_mode, k_mode=args.k_mode, lr=args.lr,
-            lora=args.lora, cache_dir=args.cache_dir, exact=args.seeds is None, seeds=args.seeds or 100,
+            bundle, kb, rules=args.rules, protocol=protocol, probe_mode=args.probe_mode, k_mode=args.k_mode,
+            sets="mdus" if args.seeds is not None else args.sets, tie=args.tie, lr=args.lr,
+            lora=args.lora, cache_dir=args.cache_dir, seeds=args.seeds or 100,
             batch_size=args.batch_size, seed=args.seed,
         )
         results, skipped = [], []
         for t in targets:
             try:
-                points = list(runner.run(t, method.name, grid=grid))
+                points = list(runner.run(t, method.name, grid=grid, seed=args.seed))
             except TargetNotKnownError as e:
                 if single:
                     raise
@@ -151,7 +173,8 @@ def _unlearn(args) -> int:
         raise CLIError(str(e)) from None
 
     common = {"known": len(runner.known), "known_before": len(runner.baseline.known_ids()), "total": len(kb),
-              "k_mode": args.k_mode, "probe_mode": args.probe_mode}
+              "k_mode": runner.k_mode, "probe_mode": runner.probe_mode, "protocol": protocol.name,
+              "sets": runner.sets, "tie": runner.tie, "answer_format": bundle.prompt.name}
     if single:
         obj = {**results[0], **common}
         emit(args, obj, lambda: _table(obj))

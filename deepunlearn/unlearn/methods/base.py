@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Callable, ClassVar, Iterator, Sequence
+from typing import Callable, ClassVar, Iterator, Literal, Sequence
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -40,14 +40,18 @@ class UnlearnError(ValueError):
 class MethodParams(BaseModel):
     """Hyper-parameters every method has. ``grid``: the values probed (step counts for GA/NPO,
     ``alpha`` for TV/WHP). ``lr=None`` picks the learning rate by the rule of
-    :func:`deepunlearn.unlearn.lr.resolve_lr`."""
+    :func:`deepunlearn.unlearn.lr.choose_lr`. The optimisation settings left at ``None`` come from
+    the run's protocol (:class:`~deepunlearn.probe.protocol.Protocol`: the reference's AdamW with
+    weight decay 0.01, no clipping, a linear schedule over the grid's largest step count)."""
 
     model_config = ConfigDict(extra="forbid")
 
     grid: list[float]
     lr: float | None = Field(None, gt=0)
-    max_grad_norm: float | None = Field(1.0, gt=0, description="gradient clipping (Hugging Face Trainer's default)")
-    weight_decay: float = Field(0.0, ge=0)
+    max_grad_norm: float | None = Field(None, ge=0, description="gradient clipping; 0: none; None: the protocol's")
+    weight_decay: float | None = Field(None, ge=0, description="AdamW weight decay; None: the protocol's")
+    schedule: Literal["linear", "constant"] | None = Field(None, description="lr schedule; None: the protocol's")
+    warmup_steps: int | None = Field(None, ge=0, description="linear warm-up steps; None: the protocol's")
 
 
 METHODS: dict[str, type["Unlearner"]] = {}
@@ -77,6 +81,37 @@ class Step:
     model_fn: ModelFn | None = None
 
 
+def lr_factor(step: int, total: int, schedule: str = "linear", warmup: int = 0) -> float:
+    """The learning-rate multiplier of optimiser step ``step`` (0-based) of ``total``: Hugging
+    Face's ``get_linear_schedule_with_warmup`` (``linear``: ``s / w`` while ``s < w``, then linear
+    decay reaching 0 at ``total``) or ``get_constant_schedule_with_warmup`` (``constant``).
+
+    The reference (``forget.py``: 16 steps, ``warmup_steps=1``) gives step 1 a zero rate, so the
+    cumulative rate after T = 1, 2, 4, 8, 16 steps is 0, 1, 2.8, 5.6, 8 base rates:
+
+    >>> [round(sum(lr_factor(s, 16, "linear", 1) for s in range(T)), 6) for T in (1, 2, 4, 8, 16)]
+    [0.0, 1.0, 2.8, 5.6, 8.0]
+    >>> [round(sum(lr_factor(s, 16, "linear", 0) for s in range(T)), 4) for T in (1, 2, 4, 8, 16)]
+    [1.0, 1.9375, 3.625, 6.25, 8.5]
+    """
+    if step < warmup:
+        return step / max(1, warmup)
+    if schedule == "constant":
+        return 1.0
+    if schedule != "linear":
+        raise UnlearnError(f"unknown lr schedule {schedule!r}; expected 'linear' or 'constant'")
+    return max(0.0, (total - step) / max(1, total - warmup))
+
+
+def decay_groups(params: Sequence[torch.nn.Parameter], weight_decay: float) -> list[dict]:
+    """AdamW parameter groups as Hugging Face's Trainer builds them: weight decay on matrices
+    (weights, embeddings), none on vectors (biases, norm weights)."""
+    decay = [p for p in params if p.ndim >= 2]
+    rest = [p for p in params if p.ndim < 2]
+    return [g for g in ({"params": decay, "weight_decay": weight_decay}, {"params": rest, "weight_decay": 0.0})
+            if g["params"]]
+
+
 @dataclass
 class Session:
     """What one method run works on.
@@ -84,17 +119,26 @@ class Session:
     ``batch``: the target's question/answer, collated (``input_ids``, ``attention_mask``,
     ``labels`` with -100 on the prompt), on the model's device. ``snapshot``: the original
     weights (full mode); ``lora``: the adapter being trained (LoRA mode); exactly one is set.
+    ``schedule``/``warmup_steps`` shape the rate of a trajectory over its total step count
+    (:func:`lr_factor`); the ``reinforce_*`` fields are those of TV's and WHP's reinforcing run.
     """
 
     model: torch.nn.Module
     batch: dict[str, torch.Tensor]
     lr: float
-    max_grad_norm: float | None = 1.0
-    weight_decay: float = 0.0
+    max_grad_norm: float | None = None
+    weight_decay: float = 0.01
+    schedule: str = "linear"
+    warmup_steps: int = 0
+    reinforce_steps: int = 10
+    reinforce_schedule: str = "linear"
+    reinforce_warmup_steps: int = 0
     snapshot: WeightSnapshot | None = None
     lora: LoraAdapter | None = None
     master_weights: bool = True
     losses: list[float] = field(default_factory=list)
+    #: the learning rate of every optimiser step taken so far (reinforcement included)
+    rates: list[float] = field(default_factory=list)
 
     def logits(self, model: torch.nn.Module | None = None) -> torch.Tensor:
         """The logits of ``model`` (default: the session's) on the target's batch."""
@@ -106,10 +150,16 @@ class Session:
             return self.lora.parameters()
         return [p for p in self.model.parameters() if p.requires_grad]
 
-    def descend(self, loss_fn: Callable[["Session"], torch.Tensor], steps: int) -> Iterator[int]:
-        """The shared optimisation loop: a fresh AdamW on the trainable parameters (the LoRA
-        adapter in LoRA mode), ``steps`` steps on ``loss_fn(session)``; yields the step number
-        after each step with the model in eval mode. The optimizer state is dropped at the end.
+    def descend(self, loss_fn: Callable[["Session"], torch.Tensor], steps: int, *, schedule: str | None = None,
+                warmup: int | None = None) -> Iterator[int]:
+        """The shared optimisation loop: a fresh AdamW (weight decay on matrices only, as Hugging
+        Face's Trainer) on the trainable parameters (the LoRA adapter in LoRA mode), ``steps``
+        steps on ``loss_fn(session)`` with the rate ``lr * lr_factor(s, steps, schedule, warmup)``
+        (default: the session's schedule); yields the step number after each step with the model
+        in eval mode. Stopping early (closing the iterator) leaves the model exactly where the
+        full run was at that step, so every grid point lies on ONE trajectory. The optimizer state
+        is dropped at the end. A zero-rate step (the reference's warm-up step) still updates
+        AdamW's moment estimates, as in the reference.
 
         Half-precision (bf16/fp16) parameters get float32 master copies that the optimizer
         updates (``master_weights``, default on): a step of lr 1e-5 is below bf16's resolution
@@ -124,9 +174,15 @@ class Session:
             if self.master_weights and p.dtype in (torch.float16, torch.bfloat16) else p
             for p in params
         ]
-        opt = torch.optim.AdamW(masters, lr=self.lr, weight_decay=self.weight_decay)
+        schedule = self.schedule if schedule is None else schedule
+        warmup = self.warmup_steps if warmup is None else warmup
+        opt = torch.optim.AdamW(decay_groups(masters, self.weight_decay), lr=self.lr)
         try:
             for step in range(1, steps + 1):
+                rate = self.lr * lr_factor(step - 1, steps, schedule, warmup)
+                for group in opt.param_groups:
+                    group["lr"] = rate
+                self.rates.append(rate)
                 self.model.train()
                 for p, m in zip(params, masters):
                     p.grad = None
@@ -136,7 +192,7 @@ class Session:
                 for p, m in zip(params, masters):
                     if m is not p and p.grad is not None:
                         m.grad, p.grad = p.grad.float(), None
-                if self.max_grad_norm is not None:
+                if self.max_grad_norm:
                     torch.nn.utils.clip_grad_norm_(masters, self.max_grad_norm)
                 opt.step()
                 with torch.no_grad():
@@ -197,11 +253,12 @@ class Unlearner(ABC):
 
 class GradientUnlearner(Unlearner):
     """A loss minimised with the shared loop; the grid is the number of optimiser steps and all
-    its points lie on one trajectory (probe after steps 1, 2, 4, 8, 16).
+    its points lie on one trajectory (probe after steps 1, 2, 4, 8, 16), as in the reference's
+    ``forget.py``, which trains ONE run of 16 steps (32 for GPT2-XL) and saves steps 1, 2, 4, 8, 16.
 
-    The learning rate is constant along the trajectory, so the model after T steps is the same
-    whether T is the last grid point or not (the paper's linear schedule would decay over each
-    T separately and could not share one trajectory)."""
+    The schedule spans the grid's largest step count (the reference: linear decay to 0 at step
+    16 after 1 warm-up step), so the model after T steps does not depend on where the run stops.
+    """
 
     grid_name = "steps"
     supports_lora = True
@@ -230,7 +287,8 @@ class GradientUnlearner(Unlearner):
 
 
 class ReinforcedParams(MethodParams):
-    reinforce_steps: int = Field(10, ge=1, description="finetuning steps on the target for the 'overfit' model")
+    reinforce_steps: int | None = Field(
+        None, ge=1, description="finetuning steps on the target for the 'overfit' model; None: the protocol's (10)")
 
 
 class ReinforcedUnlearner(Unlearner):
@@ -254,6 +312,11 @@ class ReinforcedUnlearner(Unlearner):
         return alphas
 
     def reinforce(self, session: Session) -> None:
-        """Finetune the session's model on the target's answer (answer-only loss)."""
-        for _ in session.descend(lambda s: nll_loss(s.logits(), s.batch["labels"]), self.params.reinforce_steps):
+        """Finetune the session's model on the target's answer (answer-only loss) for
+        ``reinforce_steps`` steps with the reinforcement schedule (the reference's
+        ``finetune_reinforced_model.py``: 10 steps, 1 warm-up step, linear decay to 0)."""
+        steps = self.params.reinforce_steps or session.reinforce_steps
+        loss = lambda s: nll_loss(s.logits(), s.batch["labels"])  # noqa: E731
+        for _ in session.descend(loss, steps, schedule=session.reinforce_schedule,
+                                 warmup=session.reinforce_warmup_steps):
             pass
