@@ -67,9 +67,10 @@ def npo_loss(logp: torch.Tensor, ref_logp: torch.Tensor, beta: float = 0.1) -> t
     original model, computed once before unlearning.
 
     The sign inside σ is NPO's: the loss falls as ``p_θ`` drops below ``p_ref``, so minimising it
-    unlearns. (The EDU-RELAT paper prints the formula with the likelihood ratio ``L_θ/L_orig`` and
-    no minus sign, which read literally would *reinforce* the target; its code applies the formula
-    to raw logits. This is the NPO paper's definition, as in open-unlearning's ``compute_dpo_loss``
+    unlearns. (The EDU-RELAT paper prints ``-(2/β) log σ(β log(L_θ/L_orig))``: the outer minus is
+    there, the one inside σ is missing, so read literally it would *reinforce* the target. Its code
+    gets the inner sign right, ``-(2/β) logsigmoid(β (ref - θ))``, but applies it to the raw logits
+    of every position rather than to the answer's log-likelihood. This is the NPO paper's definition, as in open-unlearning's ``compute_dpo_loss``
     with no preferred answer.) At the start (``p_θ = p_ref``) the gradient equals that of
     ``log p_θ``: NPO starts as gradient ascent on the summed log-likelihood and slows down as the
     target's likelihood falls.
