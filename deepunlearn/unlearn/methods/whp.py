@@ -1,11 +1,18 @@
 """Who's Harry Potter (Eldan & Russinovich, 2023), as the EDU-RELAT paper applies it: the next-token
-distribution ``p_orig - alpha * max(p_reinf - p_orig, 0)`` (paper eq. 3)."""
+distribution ``p_orig - alpha * max(p_reinf - p_orig, 0)`` (paper eq. 3, ``space="prob"``, the
+default, with the grid of the Table-3 notebook: alpha in {10, 1e3, 1e5, 1e7, 1e8}).
+
+The public repository's current ``whp.py`` (from MUSE) mixes logits instead,
+``logits_orig - alpha * relu(logits_reinf - logits_orig)`` with alpha in {0.5, 1, 5, 10, 100, 1000}
+(``config/model_config.yaml``): ``space="logit"``. The code that produced the paper's numbers
+decoded the two models separately and is not public, so neither space is "the reference's" for
+certain; README's protocol table says so."""
 
 from __future__ import annotations
 
 import copy
 import gc
-from typing import Iterator, Sequence
+from typing import Iterator, Literal, Sequence
 
 import torch
 from pydantic import Field
@@ -13,10 +20,16 @@ from pydantic import Field
 from .base import ReinforcedParams, ReinforcedUnlearner, Session, Step, register_method
 
 
+#: the repository's current grid for ``space="logit"`` (config/model_config.yaml ``whp_alpha_list``)
+LOGIT_GRID = [0.5, 1.0, 5.0, 10.0, 100.0, 1000.0]
+
+
 class WHPParams(ReinforcedParams):
     """The paper's grid: alpha in {10, 1e3, 1e5, 1e7, 1e8}; 10 reinforcing steps."""
 
     grid: list[float] = Field(default_factory=lambda: [1e1, 1e3, 1e5, 1e7, 1e8])
+    space: Literal["prob", "logit"] = Field(
+        "prob", description="prob: paper eq. 3 on probabilities; logit: the repository's current logit mix")
 
 
 def whp_distribution(p_orig: torch.Tensor, p_reinf: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -39,9 +52,22 @@ def whp_distribution(p_orig: torch.Tensor, p_reinf: torch.Tensor, alpha: float) 
     return torch.where(total > 0, p / total.clamp(min=torch.finfo(torch.float64).tiny), po)
 
 
-def whp_logprobs(orig_logits: torch.Tensor, reinf_logits: torch.Tensor, alpha: float) -> torch.Tensor:
+def whp_logprobs(orig_logits: torch.Tensor, reinf_logits: torch.Tensor, alpha: float,
+                 space: str = "prob") -> torch.Tensor:
     """Log of :func:`whp_distribution` of the two models' softmaxes, float32, usable as logits
-    (``-inf`` where a token got probability 0)."""
+    (``-inf`` where a token got probability 0); ``space="logit"``: the log-softmax of
+    ``orig - alpha * relu(reinf - orig)`` on the logits (the repository's current ``whp.py``).
+
+    >>> import torch
+    >>> lo, lr = torch.tensor([[2.0, 0.0]]), torch.tensor([[3.0, 0.0]])
+    >>> torch.allclose(whp_logprobs(lo, lr, 1.0, "logit"), torch.log_softmax(torch.tensor([[1.0, 0.0]]), -1))
+    True
+    """
+    if space == "logit":
+        lo = orig_logits.float()
+        return torch.log_softmax(lo - alpha * torch.relu(reinf_logits.float() - lo), -1)
+    if space != "prob":
+        raise ValueError(f"WHP space must be 'prob' or 'logit', got {space!r}")
     p = whp_distribution(torch.softmax(orig_logits.double(), -1), torch.softmax(reinf_logits.double(), -1), alpha)
     return torch.log(p).float()
 
@@ -53,10 +79,10 @@ class WHPForward:
     position ids that count real tokens, so left-padded probe batches give each row the logits it
     would get alone (as the probe's own forward does)."""
 
-    def __init__(self, original: torch.nn.Module, reinforced: torch.nn.Module, alpha: float):
+    def __init__(self, original: torch.nn.Module, reinforced: torch.nn.Module, alpha: float, space: str = "prob"):
         from ...probe import logits_fn
 
-        self.alpha = alpha
+        self.alpha, self.space = alpha, space
         self._original, self._reinforced = logits_fn(original), logits_fn(reinforced)
 
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, keep: int | None = None) -> torch.Tensor:
@@ -64,7 +90,7 @@ class WHPForward:
         with torch.no_grad():
             lo = self._original(input_ids, attention_mask, keep=keep)
             lr = self._reinforced(input_ids, attention_mask, keep=keep)
-        return whp_logprobs(lo, lr, self.alpha)
+        return whp_logprobs(lo, lr, self.alpha, self.space)
 
 
 @register_method
@@ -83,7 +109,7 @@ class WhoIsHarryPotter(ReinforcedUnlearner):
         session.restore()
         try:
             for alpha in alphas:
-                yield Step(alpha, model_fn=WHPForward(session.model, reinforced, alpha))
+                yield Step(alpha, model_fn=WHPForward(session.model, reinforced, alpha, self.params.space))
         finally:
             del reinforced
             gc.collect()
