@@ -41,9 +41,9 @@ def stored_sets(kb, spec: str | Path) -> dict[int, list[frozenset[int]]]:
         if not where:
             raise RulesError(f"--sets release: KB {kb.name!r} records no release folder (metadata 'release_dir', "
                              "written by 'deepunlearn data import-edu-relat'); pass the folder of the sets instead (--sets DIR)")
-        label = f"--sets release ({where}, the KB's metadata 'release_dir')"
+        label = "--sets release (the KB's metadata 'release_dir')"
     else:
-        where, label = spec, f"--sets {spec}"
+        where, label = spec, "--sets"
     try:
         folder = minimal_set_folder(where)
         sets = load_release_minimal_sets(folder, order="reference")
