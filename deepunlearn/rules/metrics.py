@@ -116,7 +116,8 @@ class Evaluator:
     ``exact=False`` and ``method="stored"``; a target the mapping lacks gets computed sets as
     configured. The reference uses the stored sets and computes MDUS over 100 seeds for a target
     without any. Stored sets were found with K = the whole KB (the reference's K); with a smaller
-    ``known`` they are still used as given (their facts outside K count as kept, never as lost). ``tie``: how ``U*_A`` is chosen among the sets of maximal recall, ``"accuracy"``
+    ``known`` they are still used as given (their facts outside K never count as lost, which lowers
+    such a set's recall). ``tie``: how ``U*_A`` is chosen among the sets of maximal recall, ``"accuracy"``
     (default, see the module docstring) or ``"first"`` (the reference's ``argmax``).
 
     >>> from deepunlearn.kg.kb import KnowledgeBase
