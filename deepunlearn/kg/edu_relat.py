@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from .kb import KBError, KnowledgeBase, Relation
 from .safe_pickle import safe_load
@@ -32,6 +33,9 @@ def _need(folder: Path, name: str) -> Path:
 
 def import_edu_relat(folder: str | Path) -> KnowledgeBase:
     """Build the 700-fact KB of the release.
+
+    ``metadata["release_dir"]`` records the release folder (absolute), so that the release's
+    stored minimal sets can be found again from the KB (``deepunlearn.rules.stored_sets``).
 
     Probes keep the release's own ``question4``/``answer4`` wording; where that equals the
     relation's template (everywhere in the official release) nothing extra is stored.
@@ -86,6 +90,8 @@ def import_edu_relat(folder: str | Path) -> KnowledgeBase:
         metadata={
             "source": "EDU-RELAT public release (wrh14/deep_unlearning, MIT licence)",
             "rules": "edu-relat",
+            # where the release lies: `rules --sets release` reads its unlearn_minimal_set/ from here
+            "release_dir": str(folder.resolve()),
         },
     )
     for i, (q, a) in enumerate(questions):
@@ -100,16 +106,69 @@ def import_edu_relat(folder: str | Path) -> KnowledgeBase:
 # Read by the rules layer's checks (cached minimal sets, example evaluation, raw rules).
 
 
-def load_release_minimal_sets(folder: str | Path) -> dict[int, list[frozenset[int]]]:
-    """``unlearn_minimal_set/<row>.pt`` -> {row: [frozenset of row ids, ...]} (sorted for determinism)."""
-    d = Path(folder) / "unlearn_minimal_set"
-    if not d.is_dir():
-        raise ReleaseError(f"{folder}: no unlearn_minimal_set/ folder")
+def minimal_set_folder(folder: str | Path) -> Path:
+    """The folder of ``<row>.pt`` files: ``folder/unlearn_minimal_set`` when the release root
+    is given, else ``folder`` itself when it holds ``<row>.pt`` files."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ReleaseError(f"{folder}: not a folder (expected the release folder or a folder of <row>.pt minimal-set files)")
+    sub = folder / "unlearn_minimal_set"
+    if sub.is_dir():
+        return sub
+    if any(p.stem.isdigit() for p in folder.glob("*.pt")):
+        return folder
+    raise ReleaseError(f"{folder}: no unlearn_minimal_set/ folder and no <row>.pt minimal-set files in it")
+
+
+def load_release_minimal_sets(folder: str | Path, order: Literal["reference", "sorted"] = "reference"
+                              ) -> dict[int, list[frozenset[int]]]:
+    """``unlearn_minimal_set/<row>.pt`` -> {row: [frozenset of row ids, ...]}.
+
+    ``folder`` is the release folder or the ``unlearn_minimal_set/`` folder itself (any folder
+    of that layout: files named ``<row>.pt``, each a pickled ``set`` of ``frozenset``s of row ids).
+
+    The reference (``utils_metric.get_valid_unlearn_general`` and the Table-3 notebook) does
+    ``torch.load`` and iterates the set as it comes back. Unpickling a set rebuilds it by inserting
+    the pickle's items in their stored order (``set(items)``), and the safe unpickler does exactly
+    that; the iteration order of a set of frozensets of ints does not depend on ``PYTHONHASHSEED``
+    (int hashes are not randomised). ``order="reference"`` (default) keeps that iteration order,
+    i.e. the order in which the reference computed its recall list and took ``argmax``;
+    ``order="sorted"`` sorts the sets by their sorted ids. A file holding a list of sets (not
+    the release's layout) keeps the list's order, duplicates dropped.
+    """
+    if order not in ("reference", "sorted"):
+        raise ValueError(f"order must be 'reference' or 'sorted', got {order!r}")
+    d = minimal_set_folder(folder)
     out: dict[int, list[frozenset[int]]] = {}
-    for p in sorted(d.glob("*.pt"), key=lambda p: int(p.stem)):
-        sets = safe_load(p)
-        out[int(p.stem)] = sorted((frozenset(int(x) for x in s) for s in sets), key=lambda s: sorted(s))
+    for p in sorted((p for p in d.glob("*.pt") if p.stem.isdigit()), key=lambda p: int(p.stem)):
+        items = safe_load(p)
+        if not isinstance(items, (set, frozenset, list, tuple)):
+            raise ReleaseError(f"{p}: expected a set of frozensets of row ids, found {type(items).__name__}")
+        sets: list[frozenset[int]] = []
+        for k, s in enumerate(items):  # a set: its own iteration order, nothing rebuilt
+            try:
+                sets.append(frozenset(int(x) for x in s))
+            except (TypeError, ValueError):
+                raise ReleaseError(f"{p}: item {k} is not a set of row ids: {s!r}") from None
+        if isinstance(items, (list, tuple)):  # a list: the reference's list(...) keeps its order
+            sets = list(dict.fromkeys(sets))
+        out[int(p.stem)] = sorted(sets, key=sorted) if order == "sorted" else sets
     return out
+
+
+def release_relationship_facts(folder: str | Path) -> list[tuple[str, str, str]] | None:
+    """The release's relationship rows as facts ``(subject, relation, object)`` (row i = fact i),
+    from ``family-200-graph.pt`` in ``folder`` or its parent; ``None`` when there is none."""
+    folder = Path(folder)
+    for d in (folder, folder.parent):
+        p = d / "family-200-graph.pt"
+        if p.is_file():
+            try:
+                edges, edge_types, names, _ = safe_load(p)
+                return [(str(names[int(a)]), str(r), str(names[int(b)])) for (a, b), r in zip(edges, edge_types)]
+            except (TypeError, ValueError, IndexError):
+                raise ReleaseError(f"{p}: expected (edge_list, edge_type_list, names, persons)") from None
+    return None
 
 
 @dataclass(frozen=True)

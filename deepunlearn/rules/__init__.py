@@ -8,6 +8,9 @@ Other layers call::
     ev.minimal_sets(target)              # MinimalSets(.sets, .exact), cached per target
     ev.evaluate(target, forgotten)       # Evaluation(recall, accuracy, ..., set, exact)
 
+    # the reference's protocol: the release's stored sets, first set of maximal recall
+    ev = Evaluator(kb, known=None, exact=False, seeds=100, sets=stored_sets(kb, "release"), tie="first")
+
 Heavy optional imports (clingo, pyDatalog, matplotlib) happen inside the functions that use them.
 """
 
@@ -20,10 +23,11 @@ from .metrics import Evaluation, Evaluator, accuracy, recall
 from .minimal import MinimalSets, minimal_sets
 from .parser import parse_datalog, parse_raw
 from .sampling import dus, mdus, prune
+from .stored import stored_sets
 
 __all__ = [
     "Atom", "BUILTIN", "Closure", "Cone", "Const", "DerivationGraph", "Evaluation", "Evaluator", "MinimalSets",
     "Neq", "Rule", "RuleSet", "RuleSyntaxError", "RulesError", "Var", "accuracy", "closure", "derivable",
     "derivation_graph", "dus", "is_deep_unlearning_set", "is_minimal", "load_rules", "mdus", "minimal_sets",
-    "parse_datalog", "parse_raw", "prune", "recall",
+    "parse_datalog", "parse_raw", "prune", "recall", "stored_sets",
 ]

@@ -40,6 +40,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                             "with 100 seeds past --time-budget and then says exact: false)")
         p.add_argument("--time-budget", type=float, default=10.0, metavar="S",
                        help="seconds for the exact enumeration of one target (default 10)")
+        p.add_argument("--sets", default=None, metavar="exact|mdus|release|DIR",
+                       help="where the minimal sets come from: exact (clingo, the default), mdus (MDUS over "
+                            "--seeds, default 100), release (the release's stored unlearn_minimal_set/, found "
+                            "through the KB's metadata 'release_dir', as the reference does) or DIR (a folder of "
+                            "<row>.pt files of that layout); a target the stored sets lack gets MDUS (--exact: "
+                            "the exact sets)")
 
     p = rsub.add_parser("closure", help="deductive closure: how many facts the rules derive")
     common(p, target=False)
@@ -60,6 +66,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--forgotten", required=True, metavar="F.json",
                    help="JSON list of the facts the model lost, each [s, r, o] or a fact index")
     sets_options(p)
+    p.add_argument("--tie", choices=("accuracy", "first"), default="accuracy",
+                   help="among sets of maximal recall, U* is the one of best accuracy (default) or the first "
+                        "in the sets' order (the reference's argmax; with --sets release, its stored order)")
     add_json(p)
     p.set_defaults(handler=_recall)
 
@@ -131,14 +140,27 @@ def _targets(kb, ref: str) -> list[int]:
 
 
 def _evaluator(args, kb, rules, known):
+    from ..cli import CLIError
     from .metrics import Evaluator
+    from .stored import stored_sets
 
     if args.seeds is not None and args.seeds < 1:
-        from ..cli import CLIError
-
         raise CLIError(f"--seeds must be at least 1, got {args.seeds}")
-    return Evaluator(kb, rules=rules, known=known, exact=args.seeds is None,
-                     seeds=args.seeds or 100, time_budget=args.time_budget, progress=len(kb.facts) > 200_000)
+    spec, stored = args.sets, None
+    if spec == "exact" and args.seeds is not None:
+        raise CLIError("--sets exact enumerates all minimal sets: --seeds applies to --sets mdus, release or DIR")
+    if spec == "mdus" and args.exact:
+        raise CLIError("--sets mdus and --exact contradict each other")
+    if spec in (None, "exact", "mdus"):
+        exact = spec != "mdus" and args.seeds is None
+    else:
+        if spec != "release" and not Path(spec).is_dir():
+            raise CLIError(f"--sets {spec}: expected exact, mdus, release or a folder of <row>.pt minimal-set files")
+        stored = stored_sets(kb, spec)
+        exact = bool(args.exact)  # a target without stored sets: MDUS (the reference's fallback) unless --exact
+    return Evaluator(kb, rules=rules, known=known, exact=exact, seeds=args.seeds or 100,
+                     time_budget=args.time_budget, progress=len(kb.facts) > 200_000, sets=stored,
+                     tie=getattr(args, "tie", "accuracy"))
 
 
 def _fact(kb, f: int) -> list[str]:
@@ -185,7 +207,7 @@ def _sets_obj(ev, t: int) -> dict:
 def _sets_text(kb, objs: list[dict]) -> str:
     lines = []
     for o in objs:
-        kind = "exact" if o["exact"] else f"approximate, {o['method']}"
+        kind = "exact" if o["exact"] else ("stored, approximate" if o["method"] == "stored" else f"approximate, {o['method']}")
         s, r, ob = o["target"]
         lines.append(f"[{o['target_id']}] ({s}, {r}, {ob}): {len(o['sets'])} minimal sets ({kind})")
         for i, ids in enumerate(o["set_ids"], start=1):
@@ -227,16 +249,17 @@ def _recall(args) -> int:
            "set_ids": e.set, "target": _fact(kb, t), "target_id": t, "target_forgotten": e.target_forgotten,
            "accuracy_family": e.accuracy_family, "accuracy_biography": e.accuracy_biography,
            "accuracy_rule": e.accuracy_rule, "accuracy_other": e.accuracy_other,
-           "minimal_sets": e.n_sets, "forgotten": len(set(forgotten)), "rules": rules.name}
+           "minimal_sets": e.n_sets, "forgotten": len(set(forgotten)), "rules": rules.name,
+           "sets_source": ev.minimal_sets(t).method, "tie": ev.tie}
 
     def text() -> str:
-        kind = "exact" if e.exact else "approximate"
+        kind = "exact" if e.exact else ("stored" if out["sets_source"] == "stored" else "approximate")
         return "\n".join([
             f"target [{t}] {kb.facts[t]}: recall {e.recall:.4f} over {e.n_sets} minimal sets ({kind}), "
             f"target itself forgotten: {e.target_forgotten}",
             f"  accuracy {e.accuracy:.4f}  (family {e.accuracy_family:.4f}, biography {e.accuracy_biography:.4f}; "
             f"rule relations {e.accuracy_rule:.4f}, other {e.accuracy_other:.4f})",
-            "  best minimal set U*: " + "; ".join(f"[{f}] {' '.join(kb.facts[f])}" for f in e.set)])
+            f"  best minimal set U* (ties: {ev.tie}): " + "; ".join(f"[{f}] {' '.join(kb.facts[f])}" for f in e.set)])
 
     emit(args, out, text)
     return 0

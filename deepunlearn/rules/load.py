@@ -45,7 +45,8 @@ def _is_raw(text: str) -> bool:
 def load_rules(name_or_path: str | Path | RuleSet) -> RuleSet:
     """A :class:`RuleSet` from a shipped name (``edu-relat``, ``family``), a Datalog file
     (``*.dl``) or a file in the release's raw format (``family_rule_raw.txt``, recognised by
-    its first rule starting with ``(``). A RuleSet is returned as is.
+    its first rule starting with ``(``; read with the reference's gender and self-loop filter,
+    see :func:`~.parser.parse_raw`). A RuleSet is returned as is.
 
     >>> rs = load_rules("edu-relat")
     >>> len(rs), rs.name
@@ -70,10 +71,14 @@ def load_rules(name_or_path: str | Path | RuleSet) -> RuleSet:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise RulesError(f"{path}: cannot read rule file ({e})") from None
+    description = _description(text)
     if path.suffix != ".dl" and _is_raw(text):
         rs = parse_raw(text, name=path.stem, source=str(path))
+        description = "\n".join(filter(None, [description, (
+            "Read from the release's raw format with the reference's filter on every derived fact "
+            "(gender atoms and no self loop), as edu-relat.dl spells it out.")]))
     else:
         rs = parse_datalog(text, name=path.stem, source=str(path))
     if not rs.rules:
         raise RulesError(f"{path}: no rules in the file")
-    return RuleSet(rs.name, rs.rules, rs.source, _description(text))
+    return RuleSet(rs.name, rs.rules, rs.source, description)

@@ -5,8 +5,10 @@ For a target k with minimal deep-unlearning sets ``M(k)`` and the facts ``U_A`` 
 (known before unlearning, not after):
 
 * recall ``= max over U* in M(k) of |U_A ∩ U*| / |U*|``; the maximiser is ``U*_A``. When several
-  sets reach the maximum, ``U*_A`` is the one that gives the highest accuracy (then the
-  smallest, then the first by sorted ids), so ties never make a method look worse than it is.
+  sets reach the maximum, ``tie="accuracy"`` (our default) takes the one that gives the highest
+  accuracy (then the smallest, then the first by sorted ids), so ties never make a method look
+  worse than it is; ``tie="first"`` takes the first in the collection's order, as the reference
+  does (``argmax = np.asarray(recall_list).argmax()`` over the stored set's iteration order).
 * accuracy ``= |(K \\ U*_A) \\ U_A| / |K \\ U*_A|``: the share of what the model should have kept
   that it did keep. The family / biography and rule-relation / other parts restrict both the
   numerator and the denominator to those facts. A part with no fact to keep scores 1.0.
@@ -15,7 +17,7 @@ For a target k with minimal deep-unlearning sets ``M(k)`` and the facts ``U_A`` 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Iterable
+from typing import Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -24,6 +26,28 @@ from .graph import DerivationGraph, derivation_graph
 from .language import RuleSet
 from .load import load_rules
 from .minimal import MinimalSets, minimal_sets
+
+
+def _check_stored(kb, sets: Mapping[int, Sequence[frozenset[int]]]) -> dict[int, list[frozenset[int]]]:
+    """Stored sets as ``{target: [frozenset, ...]}`` (order kept), each checked against the KB."""
+    n = len(kb.facts)
+    out: dict[int, list[frozenset[int]]] = {}
+    for t, ss in sets.items():
+        t = int(t)
+        if not 0 <= t < n:
+            raise RulesError(f"stored sets: target {t} is no fact of KB {kb.name!r} ({n} facts)")
+        fs = [frozenset(int(i) for i in s) for s in ss]
+        if not fs:
+            raise RulesError(f"stored sets: target {t} has no minimal set")
+        for k, s in enumerate(fs):
+            bad = sorted(i for i in s if not 0 <= i < n)
+            if bad:
+                raise RulesError(f"stored sets: target {t}, set {k} names fact {bad[0]}, which is no fact of "
+                                 f"KB {kb.name!r} ({n} facts)")
+            if t not in s:
+                raise RulesError(f"stored sets: target {t}, set {k} {sorted(s)} does not hold the target")
+        out[t] = fs
+    return out
 
 
 def recall(sets: Iterable[frozenset[int]], forgotten: Iterable[int]) -> tuple[float, list[frozenset[int]]]:
@@ -82,10 +106,19 @@ class Evaluation:
 class Evaluator:
     """Minimal sets (cached per target) and metrics over one KB and rule set.
 
-    ``K`` is the facts in ``known`` (what the model knew before unlearning) or the whole KB.
-    ``rules`` defaults to the KB's ``metadata["rules"]``, else ``family``. ``exact``,
-    ``seeds`` and ``time_budget`` are passed to :func:`~.minimal.minimal_sets` (MDUS is seeded
-    per target, so results do not depend on the order targets are asked in).
+    ``K`` is the facts in ``known`` (what the model knew before unlearning) or the whole KB (the
+    reference's K). ``rules`` defaults to the KB's ``metadata["rules"]``, else ``family``.
+    ``exact``, ``seeds`` and ``time_budget`` are passed to :func:`~.minimal.minimal_sets` (MDUS
+    is seeded per target, so results do not depend on the order targets are asked in).
+
+    ``sets``: stored minimal sets per target fact id (e.g. :func:`~.stored.stored_sets`, the
+    release's ``unlearn_minimal_set/``), used as given and in the order given, reported with
+    ``exact=False`` and ``method="stored"``; a target the mapping lacks gets computed sets as
+    configured. The reference uses the stored sets and computes MDUS over 100 seeds for a target
+    without any. Stored sets were found with K = the whole KB (the reference's K); with a smaller
+    ``known`` they are still used as given (their facts outside K never count as lost, which lowers
+    such a set's recall). ``tie``: how ``U*_A`` is chosen among the sets of maximal recall, ``"accuracy"``
+    (default, see the module docstring) or ``"first"`` (the reference's ``argmax``).
 
     >>> from deepunlearn.kg.kb import KnowledgeBase
     >>> kb = KnowledgeBase.build(
@@ -99,8 +132,14 @@ class Evaluator:
     """
 
     def __init__(self, kb, rules: str | RuleSet | None = None, known: Iterable[int] | None = None,
-                 exact: bool = True, seeds: int = 100, time_budget: float = 10.0, progress: bool = False):
+                 exact: bool = True, seeds: int = 100, time_budget: float = 10.0, progress: bool = False,
+                 sets: Mapping[int, Sequence[frozenset[int]]] | None = None,
+                 tie: Literal["accuracy", "first"] = "accuracy"):
+        if tie not in ("accuracy", "first"):
+            raise RulesError(f"tie must be 'accuracy' or 'first', got {tie!r}")
         self.kb = kb
+        self.tie = tie
+        self.stored = _check_stored(kb, sets) if sets is not None else {}
         self.rules = load_rules(rules if rules is not None else kb.metadata.get("rules", "family"))
         self.graph: DerivationGraph = derivation_graph(kb, self.rules, known=known, progress=progress)
         self.exact, self.seeds, self.time_budget = exact, seeds, time_budget
@@ -122,6 +161,8 @@ class Evaluator:
     def minimal_sets(self, target: int) -> MinimalSets:
         t = self._target(target)
         ms = self._sets.get(t)
+        if ms is None and t in self.stored:
+            ms = self._sets[t] = MinimalSets(t, list(self.stored[t]), False, "stored", 0.0)
         if ms is None:
             ms = self._sets[t] = minimal_sets(self.graph, t, seeds=self.seeds, exact=self.exact,
                                               time_budget=self.time_budget, rng=np.random.default_rng(t))
@@ -148,8 +189,12 @@ class Evaluator:
             return tuple(accuracy(keep & m, lost) for m in (
                 np.ones(n, dtype=bool), self.family, ~self.family, self.rule_facts, ~self.rule_facts))
 
-        scored = [(parts(u), u) for u in tied]
-        best_acc, best = max(scored, key=lambda x: (x[0][0], -len(x[1]), [-i for i in sorted(x[1])]))
+        if self.tie == "first":  # recall() keeps the collection's order
+            best = tied[0]
+            best_acc = parts(best)
+        else:
+            scored = [(parts(u), u) for u in tied]
+            best_acc, best = max(scored, key=lambda x: (x[0][0], -len(x[1]), [-i for i in sorted(x[1])]))
         return Evaluation(recall=rec, accuracy=best_acc[0], accuracy_family=best_acc[1],
                           accuracy_biography=best_acc[2], accuracy_rule=best_acc[3], accuracy_other=best_acc[4],
                           exact=ms.exact, set=sorted(best), target_forgotten=bool(lost[t]), target=t,

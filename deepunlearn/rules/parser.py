@@ -14,8 +14,11 @@ Release raw format, one rule per line, ``+`` between body tuples and ``>`` befor
 ``(A, is wife of, B)`` reads "A is B's wife", the fact ``(B, wife, A)`` = ``wife(B, A)``: this is
 the direction of the release's ``family_rule.pt`` (its first rule, ``(0, wife, 1) -> (1, husband,
 0)``, is the first line above) and of its facts. ``(A, is, "male")`` is the attribute atom
-``male(A)``. The raw file is read literally: it has no ``!=`` and only the gender conditions it
-spells out (the reference adds its gender and self-loop filter in code, see ``edu-relat.dl``).
+``male(A)``. The raw file has no ``!=`` and spells out only some gender conditions: the
+reference applies its gender and self-loop filter in code to every newly derived fact (see
+``edu-relat.dl``). :func:`parse_raw` gives each rule that filter as explicit atoms, so the raw
+file means what the reference computes (the release's file closes to the same 562 facts as
+``edu-relat``); a raw rule with a condition the filter does not imply is refused.
 
 Every error names the file, the line and the column.
 """
@@ -201,13 +204,52 @@ _RAW_REL = re.compile(r"^is\s+(.+?)\s+of$")
 _RAW_VAR = re.compile(r"^[A-Z_][A-Za-z0-9_]*$")
 
 
-def parse_raw(text: str, name: str = "rules", source: str | None = None) -> RuleSet:
+#: The reference's filter on a newly derived fact r(X, Y) ("Y is X's r"): Y's gender by relation,
+#: and the owner X of a husband (female) or a wife (male); no relation derives a self loop.
+MALE_OBJECT = ("husband", "uncle", "father", "brother", "nephew")
+FEMALE_OBJECT = ("wife", "aunt", "mother", "sister", "niece")
+_OWNER = {"husband": "female", "wife": "male"}
+
+
+def reference_filter(head: Atom) -> tuple[tuple[Atom, ...], tuple[Neq, ...]]:
+    """The reference's filter on facts derived as ``head``, as attribute atoms and ``!=``.
+
+    >>> atoms, neq = reference_filter(Atom("husband", (Var("X"), Var("Y"))))
+    >>> [str(a) for a in atoms], [str(c) for c in neq]
+    (['male(Y)', 'female(X)'], ['X != Y'])
+    >>> [str(a) for a in reference_filter(Atom("child", (Var("X"), Var("Y"))))[0]]
+    []
+    """
+    x, y = head.args
+    atoms = []
+    if head.relation in MALE_OBJECT:
+        atoms.append(Atom("male", (y,)))
+    elif head.relation in FEMALE_OBJECT:
+        atoms.append(Atom("female", (y,)))
+    if head.relation in _OWNER:
+        atoms.append(Atom(_OWNER[head.relation], (x,)))
+    return tuple(atoms), (Neq(x, y),)
+
+
+def parse_raw(text: str, name: str = "rules", source: str | None = None, literal: bool = False) -> RuleSet:
     """Parse the release's ``family_rule_raw.txt`` format (see the module docstring).
+
+    Each rule gets the reference's filter (:func:`reference_filter`): its relation atoms, then
+    the filter's gender atoms and ``!=``. The file's own gender tuples must be implied by the
+    filter (they are in the release's file) and are replaced by it; any other condition cannot
+    be given the reference's semantics and is refused. ``literal=True`` reads the tuples as
+    written, with no filter.
 
     >>> rs = parse_raw('(A, is wife of, B) > (B, is husband of, A)\\n'
     ...                '(B, is uncle of, A) + (A, is, "male") > (A, is nephew of, B)')
     >>> [r.to_datalog() for r in rs]
-    ['husband(A, B) :- wife(B, A).', 'nephew(B, A) :- uncle(A, B), male(A).']
+    ['husband(A, B) :- wife(B, A), male(B), female(A), A != B.', 'nephew(B, A) :- uncle(A, B), male(A), B != A.']
+    >>> [r.to_datalog() for r in parse_raw('(B, is uncle of, A) + (A, is, "male") > (A, is nephew of, B)', literal=True)]
+    ['nephew(B, A) :- uncle(A, B), male(A).']
+    >>> parse_raw('(B, is uncle of, A) + (A, is, "female") > (A, is nephew of, B)', source="my.txt")
+    Traceback (most recent call last):
+    ...
+    deepunlearn.rules.errors.RuleSyntaxError: my.txt:1:23: female(A): the reference's filter asks of a derived nephew fact only male(A) and B != A, so this condition cannot be read with the reference's semantics; write the rules as Datalog (a .dl file) or use --rules edu-relat
     """
     src = source or f"<{name}>"
     rules = []
@@ -245,7 +287,18 @@ def parse_raw(text: str, name: str = "rules", source: str | None = None) -> Rule
             rule = _Parser(text_rule, src).rule(len(rules) + 1)
         except RuleSyntaxError as e:
             raise RuleSyntaxError(src, lineno, 1, e.message) from None
-        rules.append(Rule(rule.head, rule.body, rule.neq, label=f"rule {len(rules) + 1}", line=lineno))
+        body_atoms, neq = rule.body, rule.neq
+        if not literal:
+            attrs, neq = reference_filter(rule.head)
+            for a, at in atoms:
+                if a.is_attribute and a not in attrs:
+                    implied = " and ".join([*map(str, attrs), *map(str, neq)])
+                    raise RuleSyntaxError(src, lineno, at + 1, (
+                        f"{a}: the reference's filter asks of a derived {rule.head.relation} fact only {implied}, so this "
+                        "condition cannot be read with the reference's semantics; write the rules as Datalog "
+                        "(a .dl file) or use --rules edu-relat"))
+            body_atoms = rule.relation_atoms + attrs
+        rules.append(Rule(rule.head, body_atoms, neq, label=f"rule {len(rules) + 1}", line=lineno))
     return RuleSet(name=name, rules=tuple(rules), source=source)
 
 

@@ -66,9 +66,13 @@ def test_roundtrip_file_and_cli(edu_dir, tmp_path):
 
 
 def test_release_extras(edu_dir):
-    sets = load_release_minimal_sets(edu_dir)
+    sets = load_release_minimal_sets(edu_dir, order="sorted")
     assert len(sets) == 55 and sum(len(v) for v in sets.values()) == 593
     assert sets[272] == sorted([frozenset({272, 231, 379, 319}), frozenset({272, 75, 347, 379})], key=sorted)
+    # the same sets in the reference's order, from the release root or its unlearn_minimal_set/
+    ref = load_release_minimal_sets(edu_dir)
+    assert {t: set(v) for t, v in ref.items()} == {t: set(v) for t, v in sets.items()}
+    assert load_release_minimal_sets(edu_dir / "unlearn_minimal_set") == ref
     ex = load_release_example(edu_dir)
     assert ex.recall == 0.75 and round(ex.accuracy, 4) == 0.1523
     assert len(ex.forgotten()) == 300 + 293
@@ -149,3 +153,73 @@ def test_not_json(tmp_path):
     p.write_text('{"facts": [1, 2,')
     with pytest.raises(KBFileError, match=r"kb.json: not valid JSON: line 1"):
         load_kb(p)
+
+
+# An independent reading of a release set file: the standard library's pure-Python unpickler
+# (not the C one the safe loader uses), restricted to the release's plain data. What it returns
+# is what torch.load gave the reference; the reference iterated it as it came.
+_ORDER_SCRIPT = r"""
+import io, json, pickle, sys, zipfile
+from pathlib import Path
+import numpy as np
+from deepunlearn.kg.edu_relat import load_release_minimal_sets
+
+class Restricted(pickle._Unpickler):
+    def find_class(self, module, name):
+        if (module, name) in {("__builtin__", "set"), ("__builtin__", "frozenset")}:
+            return {"set": set, "frozenset": frozenset}[name]
+        if (module, name) == ("numpy", "dtype"):
+            return np.dtype
+        if (module, name) == ("_codecs", "encode"):
+            import codecs
+            return codecs.encode
+        if module == "numpy.core.multiarray" and name == "scalar":
+            from numpy._core import multiarray
+            return multiarray.scalar
+        raise pickle.UnpicklingError(f"{module}.{name}")
+
+folder = Path(sys.argv[1]) / "unlearn_minimal_set"
+ours = load_release_minimal_sets(folder.parent)
+theirs = {}
+for p in folder.glob("*.pt"):
+    with zipfile.ZipFile(p) as z:
+        data = z.read(next(n for n in z.namelist() if n.endswith("data.pkl")))
+    theirs[int(p.stem)] = [sorted(int(x) for x in s) for s in Restricted(io.BytesIO(data)).load()]
+print(json.dumps({"ours": {t: [sorted(s) for s in v] for t, v in ours.items()}, "theirs": theirs}, sort_keys=True))
+"""
+
+
+def test_release_sets_keep_the_reference_order_under_any_hash_seed(edu_dir):
+    import os
+
+    runs = []
+    for seed in ("0", "4242"):
+        r = subprocess.run([sys.executable, "-c", _ORDER_SCRIPT, str(edu_dir)], capture_output=True, text=True,
+                           check=True, env={**os.environ, "PYTHONHASHSEED": seed})
+        runs.append(json.loads(r.stdout))
+    assert runs[0] == runs[1]
+    ours, theirs = runs[0]["ours"], runs[0]["theirs"]
+    assert ours == theirs and len(ours) == 55
+    # the reference order is not the sorted one (so this test sees a sort)
+    assert any(v != sorted(v) for v in ours.values())
+    assert ours["272"] == [[231, 272, 319, 379], [75, 272, 347, 379]]
+
+
+def test_import_records_the_release_folder(edu_kb, edu_dir, tmp_path):
+    assert edu_kb.metadata["release_dir"] == str(edu_dir.resolve())
+    save_kb(edu_kb, tmp_path / "kb.json")
+    assert load_kb(tmp_path / "kb.json").metadata["release_dir"] == str(edu_dir.resolve())
+
+
+def test_minimal_set_folder_errors(tmp_path):
+    from deepunlearn.kg.edu_relat import ReleaseError
+
+    with pytest.raises(ReleaseError, match="no unlearn_minimal_set/ folder and no <row>.pt"):
+        load_release_minimal_sets(tmp_path)
+    with pytest.raises(ReleaseError, match="not a folder"):
+        load_release_minimal_sets(tmp_path / "nope")
+    (tmp_path / "3.pt").write_bytes(pickle.dumps([1, 2]))
+    with pytest.raises(ReleaseError, match=r"3.pt: item 0 is not a set of row ids"):
+        load_release_minimal_sets(tmp_path)
+    (tmp_path / "3.pt").write_bytes(pickle.dumps({frozenset({3, 1}), frozenset({3, 2})}, protocol=4))
+    assert sorted(map(sorted, load_release_minimal_sets(tmp_path)[3])) == [[1, 3], [2, 3]]

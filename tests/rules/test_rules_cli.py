@@ -89,6 +89,39 @@ def test_recall_release_example(edu_dir, edu_json, tmp_path):
     assert (d2["recall"], d2["accuracy"], d2["exact"]) == (d["recall"], d["accuracy"], False)
 
 
+def test_recall_with_the_release_sets_and_first_tie(edu_dir, edu_json, tmp_path):
+    from deepunlearn.kg.edu_relat import load_release_example
+    from deepunlearn.kg.safe_pickle import safe_load
+
+    ex = load_release_example(edu_dir)
+    rec, acc_rel, acc_bio, acc = (float(x) for x in safe_load(edu_dir / "example_for_evaluation" / "rec_acc.pt"))
+    f = tmp_path / "forgotten.json"
+    f.write_text(json.dumps(ex.forgotten()))
+    base = ("recall", "--kb", str(edu_json), "--target", "272", "--forgotten", str(f))
+    d = run_json(*base, "--sets", "release", "--tie", "first")
+    assert d["recall"] == rec == 0.75 and abs(d["accuracy"] - acc) < 1e-12
+    assert abs(d["accuracy_family"] - acc_rel) < 1e-12 and abs(d["accuracy_biography"] - acc_bio) < 1e-12
+    assert d["set_ids"] == [231, 272, 319, 379] and d["exact"] is False
+    assert (d["sets_source"], d["tie"], d["minimal_sets"]) == ("stored", "first", 2)
+    # the same folder given by path; the accuracy tie rule picks the other set of recall 0.75
+    d = run_json(*base, "--sets", str(edu_dir / "unlearn_minimal_set"))
+    assert d["set_ids"] == [75, 272, 347, 379] and d["tie"] == "accuracy" and d["sets_source"] == "stored"
+    d = run_json("sets", "--kb", str(edu_json), "--target", "272", "--sets", str(edu_dir))
+    assert d["set_ids"] == [[231, 272, 319, 379], [75, 272, 347, 379]] and d["method"] == "stored"
+    d = run_json(*base, "--sets", "mdus", "--seeds", "20")
+    assert d["sets_source"] == "mdus" and d["recall"] == 0.75
+
+
+def test_closure_of_the_release_raw_rule_file(edu_dir, edu_json, tmp_path):
+    raw, edu = tmp_path / "raw.json", tmp_path / "edu.json"
+    d = run_json("closure", "--kb", str(edu_json), "--rules", str(edu_dir / "family_rule_raw.txt"), "-o", str(raw))
+    assert (d["facts"], d["closure"], d["derived"]) == (400, 562, 162) and d["rules"] == "family_rule_raw"
+    run_json("closure", "--kb", str(edu_json), "--rules", "edu-relat", "-o", str(edu))
+    facts = json.loads(raw.read_text())
+    assert len(facts) == 562 and sorted(facts) == sorted(json.loads(edu.read_text()))
+    assert not any(s == o for s, _, o in facts)
+
+
 def test_recall_with_known(edu_json, tmp_path):
     known = tmp_path / "known.json"
     known.write_text(json.dumps({"known": [i for i in range(700) if i != 379]}))
@@ -114,7 +147,7 @@ def test_show(edu_json, edu_dir):
     assert d["rules"] == 48 and "newphe" in d["relations"] and len(d["warnings"]) == 1
     d = run_json("show", str(edu_dir / "family_rule_raw.txt"))
     assert d["name"] == "family_rule_raw" and d["rules"] == 48
-    assert "husband(A, B) :- wife(B, A)." in d["datalog"]
+    assert "husband(A, B) :- wife(B, A), male(B), female(A), A != B." in d["datalog"]
 
 
 @pytest.mark.parametrize("args, message", [
@@ -126,6 +159,11 @@ def test_show(edu_json, edu_dir):
     (["sets", "--target", "272", "--seeds", "0"], "--seeds must be at least 1"),
     (["recall", "--target", "272", "--forgotten", "NOTJSON"], "not valid JSON"),
     (["recall", "--target", "272", "--forgotten", "WRONG"], "item 1:"),
+    (["recall", "--target", "272", "--forgotten", "GOOD", "--sets", "NOPE"], "expected exact, mdus, release or a folder"),
+    (["recall", "--target", "272", "--forgotten", "GOOD", "--sets", "exact", "--seeds", "3"], "--sets exact enumerates"),
+    (["sets", "--target", "272", "--sets", "EMPTY"], "no unlearn_minimal_set/ folder and no <row>.pt"),
+    (["sets", "--target", "272", "--sets", "release", "--kb", "BARE"], "records no release folder"),
+    (["closure", "--rules", "RAW"], "raw.txt:1:23: female(A): the reference's filter asks"),
 ])
 def test_user_errors_exit_1_with_a_message(edu_json, tmp_path, args, message):
     bad = tmp_path / "bad.dl"
@@ -134,10 +172,22 @@ def test_user_errors_exit_1_with_a_message(edu_json, tmp_path, args, message):
     notjson.write_text("[1, 2,")
     wrong = tmp_path / "w.json"
     wrong.write_text('[272, ["a", "b"]]')
-    subst = {"BAD": str(bad), "NOTJSON": str(notjson), "WRONG": str(wrong), "F": str(wrong)}
-    r = run(*[subst.get(a, a) for a in args], "--kb", str(edu_json), "--json", check=False)
+    good = tmp_path / "good.json"
+    good.write_text("[272]")
+    raw = tmp_path / "raw.txt"
+    raw.write_text('(B, is uncle of, A) + (A, is, "female") > (A, is nephew of, B)\n')
+    (tmp_path / "empty").mkdir()
+    doc = json.loads(edu_json.read_text())
+    doc["metadata"].pop("release_dir")
+    (tmp_path / "bare.json").write_text(json.dumps(doc))
+    subst = {"BAD": str(bad), "NOTJSON": str(notjson), "WRONG": str(wrong), "F": str(wrong), "RAW": str(raw), "GOOD": str(good),
+             "NOPE": str(tmp_path / "nope"), "EMPTY": str(tmp_path / "empty"), "BARE": str(tmp_path / "bare.json")}
+    args = [subst.get(a, a) for a in args]
+    kb = [] if "--kb" in args else ["--kb", str(edu_json)]
+    r = run(*args, *kb, "--json", check=False)
     assert r.returncode == 1 and r.stdout == ""
     assert message in r.stderr and "Traceback" not in r.stderr
+    assert len([x for x in r.stderr.splitlines() if not x.startswith("warning:")]) == 1
 
 
 def test_rules_commands_do_not_import_torch(edu_json, tmp_path):

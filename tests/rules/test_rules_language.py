@@ -60,44 +60,66 @@ def test_family_fixes_exactly_the_release_quirks():
     assert [str(a) for a in fam[18].relation_atoms] == ["nephew(X0, X1)"]
 
 
+def _renaming(rule, head, body):
+    """A renaming of ``rule``'s variables onto the release tuple indices, or None."""
+    mapping: dict[str, int] = {}
+
+    def same(atom, tup) -> bool:
+        i, r, j = tup
+        if atom.relation != r:
+            return False
+        for var, idx in zip(atom.args, (i, j)):
+            if mapping.setdefault(var.name, idx) != idx:
+                return False
+        return True
+
+    ok = same(rule.head, head) and len(rule.relation_atoms) == len(body) and all(
+        same(a, t) for a, t in zip(rule.relation_atoms, body))
+    return mapping if ok and len(set(mapping.values())) == len(mapping) else None
+
+
 def test_raw_release_format_reads_as_family_rule_pt(edu_dir):
     """family_rule_raw.txt line k has the relation atoms of family_rule.pt[k-1] up to a renaming
     of variables: "(A, is wife of, B)" is wife(B, A), "B is A's wife"."""
+    literal = parse_raw((edu_dir / "family_rule_raw.txt").read_text(), literal=True)
     raw = load_rules(edu_dir / "family_rule_raw.txt")
     release = load_release_rules(edu_dir)
-    assert len(raw) == 48
-    for k, (rule, (body, head)) in enumerate(zip(raw, release), start=1):
-        mapping: dict[str, int] = {}
-
-        def same(atom, tup) -> bool:
-            i, r, j = tup
-            if atom.relation != r:
-                return False
-            for var, idx in zip(atom.args, (i, j)):
-                if mapping.setdefault(var.name, idx) != idx:
-                    return False
-            return True
-
-        assert same(rule.head, head), k
-        assert all(same(a, t) for a, t in zip(rule.relation_atoms, body)), k
-        assert len(set(mapping.values())) == len(mapping), k  # a renaming, not a merge
+    assert len(raw) == len(literal) == 48
+    for k, (lit, rule, (body, head)) in enumerate(zip(literal, raw, release), start=1):
+        assert _renaming(lit, head, body) is not None, k
+        # read with the filter: the same relation atoms, then exactly the reference's filter
+        mapping = _renaming(rule, head, body)
+        assert mapping is not None, k
+        x = {v: f"X{i}" for v, i in mapping.items()}
+        assert {f"{a.relation}({x[a.args[0].name]})" for a in rule.attribute_atoms} == reference_filter_atoms(
+            load_rules("edu-relat")[k - 1].head), k
+        assert [(x[c.left.name], x[c.right.name]) for c in rule.neq] == [(f"X{head[0]}", f"X{head[2]}")], k
+        # the file's own gender tuples are all implied by the filter
+        assert set(lit.attribute_atoms) <= set(rule.attribute_atoms), k
     # the raw file spells out only some genders: rule 2 says the husband is male
-    assert [str(a) for a in raw[1].attribute_atoms] == ["male(A)"]
+    assert [str(a) for a in literal[1].attribute_atoms] == ["male(A)"]
 
 
-def test_raw_rules_with_the_reference_filter_close_like_edu_relat(edu_kb, edu_dir):
+def test_raw_rules_close_like_edu_relat(edu_kb, edu_dir):
+    """The release's raw file reads as the reference computes: its closure is edu-relat's 562
+    facts; read literally (no filter) it would be 1,180, with 222 self loops."""
     from deepunlearn.rules import closure
-    from deepunlearn.rules.language import Atom, Neq, Rule
 
-    raw = load_rules(edu_dir / "family_rule_raw.txt")
-    filtered = []
-    for r in raw:
-        x, y = r.head.args
-        extra = tuple(Atom(a.split("(")[0], (Var(a[a.index("(") + 1:-1]),)) for a in sorted(reference_filter_atoms(r.head)))
-        filtered.append(Rule(r.head, r.body + extra, r.neq + (Neq(x, y),), r.label, r.line))
-    c = closure(edu_kb, RuleSet("raw+filter", tuple(filtered)))
+    c = closure(edu_kb, load_rules(edu_dir / "family_rule_raw.txt"))
     assert (c.n_base, len(c)) == (400, 562)
     assert set(c.facts) == set(closure(edu_kb, "edu-relat").facts)
+    loose = closure(edu_kb, parse_raw((edu_dir / "family_rule_raw.txt").read_text(), literal=True))
+    assert len(loose) == 1180 and len(loose.derived) == 780
+    assert sum(1 for s, _, o in loose.facts if s == o) == 222
+
+
+def test_raw_condition_outside_the_filter_is_refused(tmp_path):
+    for cond in ('(A, is, "female")', '(A, is, "tall")', '(B, is, "male")'):
+        p = tmp_path / "my_rules.txt"
+        p.write_text(f"(B, is uncle of, A) + {cond} > (A, is nephew of, B)\n")
+        with pytest.raises(RuleSyntaxError, match=r"my_rules.txt:1:23: .*cannot be read with the reference's "
+                                                  r"semantics; write the rules as Datalog .* or use --rules edu-relat"):
+            load_rules(p)
 
 
 def test_datalog_round_trip(tmp_path):
