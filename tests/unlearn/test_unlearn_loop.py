@@ -107,9 +107,10 @@ def test_alpha_zero_changes_nothing(runner, target):
 
 
 def test_skipped_grid_points_are_passed_through_but_not_probed(runs, runner, target):
-    part = list(runner.run(target, "ga", grid=[1, 2, 4], skip_params=[1, 2]))
+    part = list(runner.run(target, "ga", grid=[1, 2, 4, 8, 16], skip_params=[1, 2, 8, 16]))
     assert [p.param for p in part] == [4]
-    # the trajectory went through steps 1 and 2: step 4 is the model of the full run's step 4
+    # the trajectory went through steps 1 and 2 with the schedule of the whole grid (16 steps) and
+    # stopped after step 4: step 4 is the model of the full run's step 4
     full = {p.param: p for p in runs["ga"]}
     assert part[0].forgotten == full[4].forgotten and part[0].recall == full[4].recall
     assert list(runner.run(target, "ga", grid=[1, 2], skip_params=[1, 2])) == []
