@@ -101,3 +101,20 @@ def test_default_protocol_schedule_has_no_zero_rate_step():
     list(GradientAscent().trajectory(s, [1, 2, 4, 8, 16]))
     assert s.rates[0] == pytest.approx(1e-3)
     assert s.rates == pytest.approx([1e-3 * (16 - k) / 16 for k in range(16)])
+
+
+def test_reference_sets_reproduce_the_release_example_through_the_sweeps_evaluator(edu_dir, edu_kb):
+    """The evaluator a TargetRunner (and so a sweep) builds for ``sets="release"``, ``tie="first"``
+    and K = the dataset gives the release's own rec_acc.pt for target row 272."""
+    from deepunlearn.kg.edu_relat import load_release_example
+    from deepunlearn.kg.safe_pickle import safe_load
+    from deepunlearn.unlearn.loop import _evaluator
+
+    pr = get_protocol("reference")
+    assert (pr.sets, pr.tie, pr.k_mode) == ("release", "first", "dataset")
+    ev = _evaluator(edu_kb, None, None, pr.sets, pr.tie, 100)
+    ex = load_release_example(edu_dir, 272)
+    e = ev.evaluate(272, ex.forgotten())
+    rec_acc = [float(x) for x in safe_load(edu_dir / "example_for_evaluation" / "rec_acc.pt")]
+    assert e.recall == rec_acc[0] == 0.75
+    assert e.accuracy == pytest.approx(rec_acc[3], abs=1e-12) and round(e.accuracy, 8) == 0.15229885
