@@ -377,6 +377,8 @@ def parse_config(data: Any, source: str = "<config>", base: str | os.PathLike | 
         cfg = SweepConfig.model_validate(data)
     except ValidationError as e:
         raise ConfigError(f"{source}: {_describe(e)}") from None
+    if source != "<config>":
+        cfg._source = source
     return _resolve_paths(cfg, Path(base)) if base is not None else cfg
 
 
