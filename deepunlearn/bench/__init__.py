@@ -4,7 +4,8 @@ results store, reports with figures, the ``bench`` and ``demo`` commands, local 
 torch is imported only when a sweep runs (by the workers), not when this package is imported.
 """
 
-from .config import PAPER_GRIDS, ConfigError, ModelSpec, SweepConfig, TargetSpec, load_config, parse_config
+from .config import ConfigError, ModelSpec, SweepConfig, TargetSpec, load_config, parse_config
+from .grids import GRID_PRESETS, PAPER_GRIDS, is_gpt2_family, job_seed
 from .metrics import (
     acc_at_recall,
     acc_at_superficial,
@@ -19,7 +20,7 @@ from .metrics import (
 from .store import Point, ResultsStore, StoreError
 
 __all__ = [
-    "PAPER_GRIDS", "ConfigError", "ModelSpec", "SweepConfig", "TargetSpec", "load_config", "parse_config",
+    "PAPER_GRIDS", "GRID_PRESETS", "is_gpt2_family", "job_seed", "ConfigError", "ModelSpec", "SweepConfig", "TargetSpec", "load_config", "parse_config",
     "acc_at_recall", "acc_at_superficial", "auc", "format_table", "mean_curve", "per_target", "recall_at_acc",
     "summarize", "summarize_by", "Point", "ResultsStore", "StoreError",
     "run_sweep", "select_targets", "SweepOutcome", "build_report", "write_report", "run_demo",

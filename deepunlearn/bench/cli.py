@@ -45,8 +45,9 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
-def result_json(outcome, report_path) -> dict[str, Any]:
-    """The command's JSON: the first model's methods, every model, and where things are."""
+def result_json(outcome, report_path, protocols: dict[str, str] | None = None) -> dict[str, Any]:
+    """The command's JSON: the first model's methods, every model, each model's protocol
+    preset, and where things are."""
     from .metrics import json_safe
 
     models = list(outcome.summary)
@@ -55,6 +56,7 @@ def result_json(outcome, report_path) -> dict[str, Any]:
         "methods": first,
         "models": outcome.summary,
         "report": str(report_path),
+        "protocols": protocols or {},
         "output": str(outcome.output),
         "targets": len(outcome.targets),
         "points": len(outcome.points),
@@ -82,17 +84,19 @@ def _wrap_errors(fn):
     return handler
 
 
-def _finish(args: argparse.Namespace, outcome, methods) -> int:
+def _finish(args: argparse.Namespace, outcome, methods, cfg) -> int:
     from ..cli import emit
     from .metrics import format_table
     from .report import write_report
 
     report = write_report(outcome.output)
     table = format_table(outcome.summary, methods=methods, show_spread=True)
-    obj = result_json(outcome, report)
+    protocols = {m.name: cfg.protocol_for(m).name for m in cfg.models}
+    obj = result_json(outcome, report, protocols)
     if args.json:
         print(table, file=sys.stderr)
-    emit(args, obj, lambda: f"{table}\n\nreport: {report}\nresults: {outcome.output}")
+    used = ", ".join(f"{m} {p}" for m, p in protocols.items())
+    emit(args, obj, lambda: f"{table}\n\nprotocol: {used}\nreport: {report}\nresults: {outcome.output}")
     return 0
 
 
@@ -104,7 +108,7 @@ def _bench(args: argparse.Namespace) -> int:
     cfg = load_config(args.config, output=args.output, executor=args.executor, ray_address=args.ray_address,
                       threads=args.threads)
     outcome = run_sweep(cfg, overwrite=args.overwrite, progress=not args.quiet)
-    return _finish(args, outcome, list(cfg.methods))
+    return _finish(args, outcome, list(cfg.methods), cfg)
 
 
 @_wrap_errors
@@ -118,4 +122,4 @@ def _demo(args: argparse.Namespace) -> int:
         ray_address=args.ray_address, threads=args.threads or DEMO_THREADS, overwrite=args.overwrite,
         progress=not args.quiet,
     )
-    return _finish(args, outcome, methods)
+    return _finish(args, outcome, methods, outcome.config)

@@ -12,7 +12,7 @@ A sweep runs every (model, target, method) trajectory over the method's hyper-pa
     path = "models/tiny"           # a hub name or a local checkpoint folder
     lr = 1e-4                      # unlearning lr scaled to how the model was trained
 
-    [methods]                      # a method with an empty grid gets the paper's grid
+    [methods]                      # a method with an empty grid gets the model's default grid
     ga = [1, 2, 4, 8, 16]
     npo = []
     tv = [0.2, 0.5, 1, 5, 10]
@@ -22,6 +22,18 @@ A sweep runs every (model, target, method) trajectory over the method's hyper-pa
     stratified = 1                 # N per relation; or refs = [272, "A|child|B"]; or all = true
 
 Errors name the file and the field (``sweep.toml: field models.0.lr: ...``).
+
+The protocol (``deepunlearn.probe.protocol``): ``protocol = "default"`` (the default) or
+``"reference"`` (the paper's public code) at the top level, or per model (``protocol`` in a
+``[[models]]`` table). ``probe_mode``, ``k_mode``, ``sets`` ("exact", "mdus", "release" or a
+folder of stored minimal sets, relative to the file) and ``tie`` override the protocol's value
+for every model; ``exact = false`` is the older spelling of ``sets = "mdus"``.
+
+Grids: ``[methods]`` gives every model's grids; a model overrides them with a preset
+(``grids = "gpt2-xl"``: one of ``GRID_PRESETS``) or a table (``[models.grids]``, methods of
+``[methods]`` only). An empty grid is the model's default: under a protocol with
+``family_grids`` (both presets) a GPT-2-family model gets the reference's GPT2-XL grids, any
+other model the paper's. ``seed`` seeds every trajectory (each job gets its own, see ``job_seed``).
 """
 
 from __future__ import annotations
@@ -32,15 +44,18 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_serializer, field_validator, model_validator,
+)
 
-#: The paper's grids (appendix D); used where a method's grid is left empty.
-PAPER_GRIDS: dict[str, tuple[float, ...]] = {
-    "ga": (1, 2, 4, 8, 16),
-    "npo": (1, 2, 4, 8, 16),
-    "tv": (0.2, 0.5, 1, 5, 10),
-    "whp": (10, 1e3, 1e5, 1e7, 1e8),
-}
+from ..probe.protocol import PROTOCOL_NAMES, Protocol, get_protocol
+from .grids import GRID_PRESETS, PAPER_GRIDS, check_grid, family_default, folder_digest, is_gpt2_family, resolve_grids
+from .grids import num as _num
+from .grids import unset_methods
+from .targets import TargetSpec
+
+#: ``sets`` values that name a way to get the minimal sets (anything else is a folder).
+SET_NAMES = ("exact", "mdus", "release")
 
 
 class ConfigError(ValueError):
@@ -62,6 +77,26 @@ class ModelSpec(_Strict):
     lr: float | None = Field(default=None, gt=0, description="unlearning learning rate; None: the method's default")
     dtype: str | None = None
     device: str | None = None
+    protocol: str | None = Field(default=None, description="this model's protocol preset; None: the sweep's")
+    grids: str | dict[str, list[int | float]] | None = Field(
+        default=None, description="a preset name (GRID_PRESETS) or per-method grids overriding [methods]")
+
+    @field_validator("protocol")
+    @classmethod
+    def _protocol(cls, v: str | None) -> str | None:
+        return None if v is None else _protocol_name(v)
+
+    @field_validator("grids")
+    @classmethod
+    def _model_grids(cls, v: str | dict[str, list[int | float]] | None) -> str | dict[str, list[int | float]] | None:
+        if isinstance(v, str):
+            key = v.lower()
+            if key not in GRID_PRESETS:
+                raise ValueError(f"unknown grid preset {v!r}; expected one of: {', '.join(GRID_PRESETS)}")
+            return key
+        if isinstance(v, dict):
+            return {name.lower(): check_grid(name, grid) for name, grid in v.items()}
+        return v
 
     @field_validator("prompt")
     @classmethod
@@ -100,41 +135,6 @@ def prompt_format(spec: str | dict[str, str] | None):
     return PromptFormat.for_model(name=spec)
 
 
-class TargetSpec(_Strict):
-    """Which facts to unlearn, one at a time.
-
-    Exactly one of: ``all`` (every target the KB lists; the default), ``stratified`` (N facts per
-    relation, drawn with ``seed`` from the KB's targets, or from all family facts when the KB
-    lists none), ``refs`` (fact indices or ``"S|r|O"`` strings).
-    """
-
-    all: bool = False
-    stratified: int | None = Field(default=None, ge=1)
-    refs: list[int | str] | None = None
-    seed: int = 0
-
-    @model_validator(mode="after")
-    def _one_choice(self) -> "TargetSpec":
-        chosen = [n for n, on in (("all", self.all), ("stratified", self.stratified is not None),
-                                  ("refs", self.refs is not None)) if on]
-        if len(chosen) > 1:
-            raise ValueError(f"choose one of all / stratified / refs, not {' and '.join(chosen)}")
-        if not chosen:
-            self.all = True
-        if self.refs is not None and not self.refs:
-            raise ValueError("refs is empty: list fact indices or 'S|r|O' strings")
-        return self
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, v: Any) -> Any:
-        if v == "all" or v is None:
-            return {"all": True}
-        if isinstance(v, list):
-            return {"refs": v}
-        return v
-
-
 class SweepConfig(_Strict):
     """Everything a sweep needs; the resolved copy is written next to the results."""
 
@@ -144,11 +144,18 @@ class SweepConfig(_Strict):
     models: list[ModelSpec] = Field(min_length=1)
     methods: dict[str, list[int | float]] = Field(default_factory=lambda: {m: list(g) for m, g in PAPER_GRIDS.items()})
     targets: TargetSpec = Field(default_factory=TargetSpec)
-    probe_mode: Literal["exact", "generate"] = Field(
-        default="exact", description="how a probe answer counts as known: 'exact' (teacher-forced greedy answer) "
-        "or 'generate' (the reference's substring test on greedy decoding)")
-    k_mode: Literal["probed", "dataset"] = "probed"
-    exact: bool = Field(default=True, description="enumerate all minimal sets exactly where the budget allows")
+    protocol: str = Field(default="default", description="protocol preset of every model without its own: "
+                          "'default' or 'reference' (the paper's public code)")
+    probe_mode: Literal["exact", "generate"] | None = Field(
+        default=None, description="override: how a probe answer counts as known: 'exact' (teacher-forced greedy "
+        "answer) or 'generate' (the reference's substring test on greedy decoding); None: the protocol's")
+    k_mode: Literal["probed", "dataset"] | None = Field(default=None, description="override; None: the protocol's")
+    exact: bool | None = Field(default=None, description="override, older spelling: true = sets 'exact', "
+                               "false = sets 'mdus'; None: the protocol's")
+    sets: str | None = Field(default=None, description="override: 'exact', 'mdus', 'release' or a folder of stored "
+                             "minimal sets (relative to the config file); None: the protocol's")
+    tie: Literal["accuracy", "first"] | None = Field(default=None, description="override; None: the protocol's")
+    seed: int = Field(default=0, description="seed of the sweep: every job gets its own, derived from it")
     seeds: int = Field(default=100, ge=1, description="DUS+RP seeds when sets are approximated (MDUS)")
     batch_size: int = Field(default=64, ge=1, description="probe batch size")
     threads: int | None = Field(default=None, ge=1, description="torch intra-op threads per worker; None: torch's "
@@ -160,11 +167,25 @@ class SweepConfig(_Strict):
     ray_address: str | None = Field(default=None, description="existing cluster ('auto', 'ray://host:10001'); None: local")
 
     _source: str | None = PrivateAttr(default=None)
+    #: methods whose [methods] grid was left empty (they get each model's default grid)
+    _unset: frozenset[str] = PrivateAttr(default=frozenset())
 
     def error(self, field: str, message: str) -> "ConfigError":
         """A :class:`ConfigError` naming this configuration's file (when it came from one) and the field."""
         where = f"{self._source}: " if self._source else ""
         return ConfigError(f"{where}field {field}: {message}")
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _remember_unset(cls, data: Any, handler: Any) -> "SweepConfig":
+        # ``methods`` is stored with the paper's grid where it was left empty; which ones were
+        # empty decides each model's grids (a GPT-2 model gets GPT2-XL's), so it is kept aside
+        # and written back as [] by model_dump (a dumped config reloads to the same sweep).
+        unset = unset_methods(data) if isinstance(data, dict) else None
+        cfg = handler(data)
+        if unset is not None:
+            cfg._unset = unset
+        return cfg
 
     @field_validator("methods", mode="before")
     @classmethod
@@ -185,18 +206,70 @@ class SweepConfig(_Strict):
                 if key not in PAPER_GRIDS:
                     raise ValueError(f"method {name!r} has no default grid: give its parameters")
                 grid = list(PAPER_GRIDS[key])
-            if len(set(grid)) != len(grid):
-                raise ValueError(f"method {name!r}: grid {grid} repeats a value")
-            out[key] = [_num(x) for x in grid]
+            out[key] = check_grid(name, grid)
         return out
 
+    @field_serializer("methods")
+    def _dump_methods(self, v: dict[str, list[int | float]]) -> dict[str, list[int | float]]:
+        return {m: ([] if m in self._unset else list(g)) for m, g in v.items()}
+
+    @field_validator("protocol")
+    @classmethod
+    def _protocol(cls, v: str) -> str:
+        return _protocol_name(v)
+
     @model_validator(mode="after")
-    def _unique_models(self) -> "SweepConfig":
+    def _cross_checks(self) -> "SweepConfig":
         names = [m.name for m in self.models]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ValueError(f"models: names must be unique, {sorted(dup)} repeat (set name = ...)")
+        for i, m in enumerate(self.models):
+            for method, grid in (m.grids.items() if isinstance(m.grids, dict) else ()):
+                if method not in self.methods:
+                    raise ValueError(f"field models.{i}.grids.{method}: method {method!r} is not in [methods] "
+                                     f"({', '.join(self.methods)}); add it there to run it")
+                if not grid and family_default(method, False) is None:
+                    raise ValueError(f"field models.{i}.grids.{method}: method {method!r} has no default grid: "
+                                     "give its parameters")
+        if self.exact is not None and self.sets is not None and self.sets != ("exact" if self.exact else "mdus"):
+            raise ValueError(f"field exact: exact = {str(self.exact).lower()} means sets = "
+                             f"{'exact' if self.exact else 'mdus'!r}, but sets = {self.sets!r}; give only sets")
         return self
+
+    # ------------------------------------------------------------------ per model
+    def model(self, name: str) -> ModelSpec:
+        return next(m for m in self.models if m.name == name)
+
+    def protocol_for(self, model: ModelSpec | str) -> Protocol:
+        """The model's protocol: its preset (or the sweep's) with the sweep's overrides. A sets
+        folder counts as ``release`` here (stored sets); :meth:`sets_for` gives the folder."""
+        m = self.model(model) if isinstance(model, str) else model
+        sets = self.sets if self.sets in SET_NAMES else ("release" if self.sets else None)
+        if sets is None and self.exact is not None:
+            sets = "exact" if self.exact else "mdus"
+        return get_protocol(m.protocol or self.protocol, probe_mode=self.probe_mode, k_mode=self.k_mode,
+                            sets=sets, tie=self.tie)
+
+    def sets_for(self, model: ModelSpec | str) -> str:
+        """``exact``, ``mdus``, ``release`` or the (absolute) folder of stored minimal sets."""
+        if self.sets is not None and self.sets not in SET_NAMES:
+            return self.sets
+        return self.protocol_for(model).sets
+
+    def grids_for(self, model: ModelSpec | str) -> dict[str, list[int | float]]:
+        """The model's grid of every method in [methods] (see the module docstring)."""
+        return {method: grid for method, (grid, _) in self._grid_sources(model).items()}
+
+    def grid_sources(self, model: ModelSpec | str) -> dict[str, str]:
+        """Where each of the model's grids comes from: ``methods``, ``models.grids``, ``preset NAME``,
+        ``paper`` (an empty grid) or ``auto gpt2-xl`` (an empty grid of a GPT-2-family model)."""
+        return {method: src for method, (_, src) in self._grid_sources(model).items()}
+
+    def _grid_sources(self, model: ModelSpec | str) -> dict[str, tuple[list[int | float], str]]:
+        m = self.model(model) if isinstance(model, str) else model
+        gpt2 = self.protocol_for(m).family_grids and is_gpt2_family(m.path)
+        return resolve_grids(self.methods, self._unset, m.grids, gpt2)
 
     # ------------------------------------------------------------------ derived
     @property
@@ -208,17 +281,21 @@ class SweepConfig(_Strict):
         return Path(self.cache_dir) if self.cache_dir else self.output_dir / "cache"
 
     def results_key(self, kb_fingerprint: str) -> dict[str, Any]:
-        """The part of the configuration that decides the results (not where or how they run)."""
+        """The part of the configuration that decides the results (not where or how they run):
+        per model its resolved protocol, sets and grids (not how they were spelled)."""
+        def sets(m: ModelSpec) -> str:
+            s = self.sets_for(m)
+            return s if s in SET_NAMES else f"{s} ({folder_digest(s) if Path(s).is_dir() else 'missing'})"
+
         return {
             "kb": kb_fingerprint,
             "rules": _file_digest(Path(self.rules)) if self.rules and Path(self.rules).is_file() else self.rules,
-            "models": [m.model_dump(exclude={"device"}) for m in self.models],
-            "methods": self.methods,
+            "models": [{**m.model_dump(exclude={"device", "protocol", "grids"}), "protocol": self.protocol_for(m).describe(),
+                        "sets": sets(m), "grids": self.grids_for(m)} for m in self.models],
+            "methods": list(self.methods),
             "targets": self.targets.model_dump(),
-            "probe_mode": self.probe_mode,
-            "k_mode": self.k_mode,
-            "exact": self.exact,
             "seeds": self.seeds,
+            "seed": self.seed,
             "lora": self.lora,
         }
 
@@ -234,10 +311,11 @@ class SweepConfig(_Strict):
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
 
 
-def _num(x: float) -> float | int:
-    """Keep integral grid values integral (GA steps read better as 1, 2, 4 than 1.0, 2.0)."""
-    f = float(x)
-    return int(f) if f.is_integer() and abs(f) < 2**53 and not isinstance(x, float) else f
+def _protocol_name(v: str) -> str:
+    key = v.lower()
+    if key not in PROTOCOL_NAMES:
+        raise ValueError(f"unknown protocol {v!r}; expected one of: {', '.join(PROTOCOL_NAMES)}")
+    return key
 
 
 def _file_digest(p: Path) -> str:
@@ -249,7 +327,8 @@ def _describe(e: ValidationError) -> str:
     for err in e.errors()[:5]:
         loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
         msg = err["msg"].removeprefix("Value error, ")
-        parts.append(f"field {loc}: {msg}")
+        # a check across fields names its field itself
+        parts.append(msg if not err["loc"] and msg.startswith("field ") else f"field {loc}: {msg}")
     more = f" (and {e.error_count() - 5} more)" if e.error_count() > 5 else ""
     return "; ".join(parts) + more
 
@@ -270,8 +349,12 @@ def _resolve_paths(cfg: SweepConfig, base: Path) -> SweepConfig:
     rules = cfg.rules
     if rules and ((base / rules).is_file() or rules.endswith((".dl", ".pl", ".txt"))):
         rules = rel(rules)
+    sets = cfg.sets if cfg.sets is None or cfg.sets in SET_NAMES else rel(cfg.sets)
+    if sets is not None and sets not in SET_NAMES and not Path(sets).is_dir():
+        raise cfg.error("sets", f"no folder {sets} (expected 'exact', 'mdus', 'release' or a folder of minimal sets)")
     return cfg.model_copy(update={
         "kb": rel(cfg.kb), "output": rel(cfg.output), "cache_dir": rel(cfg.cache_dir), "models": models, "rules": rules,
+        "sets": sets,
     })
 
 
@@ -294,6 +377,8 @@ def parse_config(data: Any, source: str = "<config>", base: str | os.PathLike | 
         cfg = SweepConfig.model_validate(data)
     except ValidationError as e:
         raise ConfigError(f"{source}: {_describe(e)}") from None
+    if source != "<config>":
+        cfg._source = source
     return _resolve_paths(cfg, Path(base)) if base is not None else cfg
 
 

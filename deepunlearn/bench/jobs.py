@@ -1,9 +1,14 @@
 """What a sweep is made of: jobs, the work specification shipped to workers, and the worker
 that runs jobs on a loaded model (in-process or inside a Ray actor).
 
-A *job* is one (model, target, method) trajectory over the method's grid; it yields one point
-per grid value. Jobs are the unit of scheduling and of resumption: a finished job is never run
-again, and a partial one runs with its finished parameters in ``skip_params``.
+A *job* is one (model, target, method) trajectory over the model's grid of the method; it
+yields one point per grid value. Jobs are the unit of scheduling and of resumption: a finished
+job is never run again, and a partial one runs with its finished parameters in ``skip_params``.
+Every job carries its own seed (``grids.job_seed``), set right before its trajectory, so a job
+gives the same points whenever and wherever it runs (dropout, sampling).
+
+The two calls into the unlearn layer (``TargetRunner(...)`` and ``TargetRunner.run(...)``) are
+in :func:`new_target_runner` and :func:`job_points`, nowhere else.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ class Job:
     method: str
     grid: tuple[float, ...]
     skip_params: tuple[float, ...] = ()
+    seed: int = 0
 
     @property
     def key(self) -> tuple[str, int, str]:
@@ -39,14 +45,14 @@ class Job:
 @dataclass(frozen=True)
 class WorkSpec:
     """Everything a worker needs to run jobs, as plain picklable data (a Ray actor on another
-    node gets a copy: the KB travels as its JSON document; model paths must be reachable there)."""
+    node gets a copy: the KB travels as its JSON document; model paths must be reachable there).
+
+    ``models[name]`` is the model's config entry plus ``"run"``: its resolved protocol
+    (``Protocol.describe()``), ``sets`` (a name or a folder), ``tie``, ``probe_mode``, ``k_mode``."""
 
     kb: dict[str, Any]
     models: dict[str, dict[str, Any]]
     rules: str | None = None
-    probe_mode: str = "exact"
-    k_mode: str = "probed"
-    exact: bool = True
     seeds: int = 100
     batch_size: int = 64
     lora: bool = False
@@ -86,7 +92,6 @@ class ModelWorker:
         self._model = None
         _free_accelerator_memory()
         from ..probe import load_model
-        from ..unlearn import TargetRunner
 
         if self.spec.threads:
             import torch
@@ -102,11 +107,7 @@ class ModelWorker:
             from pathlib import Path
 
             cache = str(Path(self.spec.cache_dir) / _safe_name(model))
-        self._runner = TargetRunner(
-            bundle, self.kb, rules=self.spec.rules, probe_mode=self.spec.probe_mode, k_mode=self.spec.k_mode,
-            lr=m.get("lr"), lora=self.spec.lora, cache_dir=cache, exact=self.spec.exact, seeds=self.spec.seeds,
-            batch_size=self.spec.batch_size, progress=False, **self.spec.runner_options,
-        )
+        self._runner = new_target_runner(self.spec, model, bundle, self.kb, cache)
         self._model = model
         return self._runner, time.perf_counter() - t0
 
@@ -118,11 +119,35 @@ class ModelWorker:
         if job.target not in runner.known:
             yield {"event": "skipped", "reason": "the model does not know the target before unlearning"}
             return
-        for point in runner.run(job.target, job.method, list(job.grid), skip_params=tuple(job.skip_params)):
+        for point in job_points(runner, job):
             d = point.to_dict() if hasattr(point, "to_dict") else dict(point)
             d["model"] = job.model
             yield {"event": "point", "point": d}
         yield {"event": "done"}
+
+
+# --------------------------------------------------------------------------------------------- unlearn layer calls
+
+
+def new_target_runner(spec: WorkSpec, model: str, bundle: Any, kb: Any, cache_dir: str | None) -> Any:
+    """The unlearn layer's ``TargetRunner`` for ``model``: its protocol and the protocol's
+    choices the bench resolved (sets, tie, probe and K mode), passed explicitly."""
+    from ..probe.protocol import Protocol
+    from ..unlearn import TargetRunner
+
+    m = spec.models[model]
+    run = m["run"]
+    return TargetRunner(
+        bundle, kb, rules=spec.rules, protocol=Protocol.model_validate(run["protocol"]),
+        probe_mode=run["probe_mode"], k_mode=run["k_mode"], sets=run["sets"], tie=run["tie"],
+        lr=m.get("lr"), lora=spec.lora, cache_dir=cache_dir, seeds=spec.seeds, batch_size=spec.batch_size,
+        progress=False, **spec.runner_options,
+    )
+
+
+def job_points(runner: Any, job: Job) -> Iterator[Any]:
+    """The job's trajectory: one point per grid value not in ``skip_params``, seeded with the job's seed."""
+    return runner.run(job.target, job.method, list(job.grid), skip_params=tuple(job.skip_params), seed=job.seed)
 
 
 @contextmanager

@@ -16,6 +16,8 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from .grids import param_label as _param_label
+from .report_setup import protocol_lines, setup_lines
 from .metrics import (
     format_table,
     json_safe,
@@ -66,14 +68,6 @@ def _clusters(curve: Sequence[Mapping[str, Any]], tol: float = 0.02) -> list[lis
         else:
             groups.append([p])
     return groups
-
-
-def _param_label(x: float) -> str:
-    """``16`` -> "16", ``0.2`` -> "0.2", ``1e5`` -> "1e5"."""
-    x = float(x)
-    if x != 0 and (abs(x) >= 1e4 or abs(x) < 1e-3):
-        return f"{x:.0e}".replace("e+0", "e").replace("e+", "e").replace("e-0", "e-")
-    return f"{x:g}"
 
 
 def _nan(x: Any) -> bool:
@@ -296,17 +290,6 @@ def _get(p: Any, key: str) -> Any:
 # The report
 
 
-def _learning_rates(points: Sequence[Any]) -> dict[tuple[str, str], set[float]]:
-    """The learning rates the points were unlearned with (the unlearn layer records them)."""
-    out: dict[tuple[str, str], set[float]] = {}
-    for p in points:
-        extra = p.get("extra", p) if isinstance(p, Mapping) else p.extra
-        lr = extra.get("lr") if isinstance(extra, Mapping) else None
-        if isinstance(lr, (int, float)):
-            out.setdefault((_get(p, "model"), _get(p, "method")), set()).add(float(lr))
-    return out
-
-
 def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -329,9 +312,11 @@ def methods_json(summary: Mapping) -> dict[str, Any]:
 def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods: Sequence[str] | None = None,
                  models: Sequence[str] | None = None,
                  config: Mapping[str, Any] | None = None, skipped: Mapping | None = None,
-                 threshold: float = 0.8, title: str = "Deep unlearning benchmark") -> Path:
+                 threshold: float = 0.8, title: str = "Deep unlearning benchmark",
+                 manifest: Mapping[str, Any] | None = None) -> Path:
     """Write ``report.md``, the figures, ``summary.json`` and ``points.csv`` into ``out_dir``;
-    returns the path of ``report.md``. ``kb`` names the targets and their relations."""
+    returns the path of ``report.md``. ``kb`` names the targets and their relations; the sweep's
+    ``manifest`` gives each model's protocol and grids (the Protocol section)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t = f"{threshold:g}"
@@ -371,23 +356,14 @@ def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods
     targets = sorted({int(_get(p, "target")) for p in points})
     md = [f"# {title}", "", f"Generated {_dt.datetime.now().isoformat(timespec='seconds')}."]
     if config:
-        md += ["", "## Setup", ""]
-        md += [f"- **KB**: `{config.get('kb')}`" + (f" ({len(kb)} facts, {len(kb.entities)} people)" if kb is not None else ""),
-               f"- **rules**: `{config.get('rules') or (kb.metadata.get('rules', 'family') if kb is not None else 'family')}`; **K**: {config.get('k_mode')} (probe mode `{config.get('probe_mode')}`)",
-               "- **models**: " + ", ".join(f"`{m['name']}`" + (f" (lr {m['lr']:g})" if m.get("lr") else "")
-                                            for m in config.get("models", [])),
-               "- **methods and grids**: " + "; ".join(
-                   f"{m.upper()} [{', '.join(_param_label(x) for x in g)}]" for m, g in config.get("methods", {}).items())]
-    lrs = _learning_rates(points)
-    if lrs:
-        md.append("- **unlearning learning rates**: " + "; ".join(
-            f"{model}/{m.upper()} {', '.join(f'{x:g}' for x in sorted(v))}" for (model, m), v in lrs.items()))
+        md += setup_lines(config, manifest, kb, points)
     md += [f"- **targets**: {len(targets)}; **points**: {n_points}; minimal sets exact for {n_exact} of {n_points} points"]
     if skipped:
         md.append(f"- **skipped** {len(skipped)} job(s) whose target the model did not know before unlearning: "
                   + ", ".join(f"{m}/{me}/{tg}" for (m, tg, me) in list(skipped)[:12]) + (" …" if len(skipped) > 12 else ""))
 
-    md += ["", f"## Headline (paper Table 3 shape)", "", "```", format_table(summary, threshold, methods), "```", ""]
+    md += [""] + protocol_lines(manifest)
+    md += [f"## Headline (paper Table 3 shape)", "", "```", format_table(summary, threshold, methods), "```", ""]
     header = ["model", "method", "targets", f"Acc@Recall≥{t}", f"Recall@Acc≥{t}", "AUC", "Acc@Superficial",
               "superficial rate", f"Acc@Recall≥{t} family", f"Acc@Recall≥{t} biography"]
     rows = []
@@ -486,7 +462,8 @@ def write_report(output: str | Path, *, report_dir: str | Path | None = None, th
     with ResultsStore(out) as store:  # read-write: closing the last connection folds the WAL back
         points = store.points()
         skipped = {k: r for k, (s, r) in store.jobs().items() if s == "skipped"}
+    manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8")) if (out / "manifest.json").exists() else None
     methods = list(cfg.get("methods", {})) or None
     models = [m["name"] for m in cfg.get("models", [])] or None
     return build_report(points, Path(report_dir) if report_dir else out / "report", kb=kb, methods=methods, models=models,
-                        config=cfg, skipped=skipped, threshold=threshold)
+                        config=cfg, skipped=skipped, threshold=threshold, manifest=manifest)

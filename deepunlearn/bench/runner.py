@@ -32,8 +32,10 @@ from typing import Any, Sequence
 
 from ..kg.io import dumps_kb, load_kb, to_dict
 from ..kg.kb import KBError, KnowledgeBase
-from .config import ConfigError, SweepConfig, TargetSpec
+from ..probe.protocol import get_protocol
+from .config import SET_NAMES, ConfigError, SweepConfig, TargetSpec
 from .executors import Executor, make_executor
+from .grids import job_seed
 from .jobs import Job, WorkSpec
 from .metrics import summarize
 from .store import Point, ResultsStore
@@ -54,6 +56,7 @@ class SweepOutcome:
     resumed: bool = False
     computed: int = 0  # points computed by this invocation
     seconds: float = 0.0
+    config: SweepConfig | None = None
 
 
 def kb_fingerprint(kb: KnowledgeBase) -> str:
@@ -147,21 +150,48 @@ def _model_files(path: str) -> dict[str, Any]:
 
 
 def check_config(cfg: SweepConfig) -> None:
-    """What the schema cannot check: method names against the registry, grids against each
-    method's own validation, local model folders that do not exist."""
+    """What the schema cannot check: method names against the registry, every model's grids
+    against each method's own validation, local model folders and a sets folder that do not exist."""
     from ..unlearn import METHODS
 
-    for name, grid in cfg.methods.items():
+    for name in cfg.methods:
         if name not in METHODS:
             raise cfg.error(f"methods.{name}", f"unknown method; known: {', '.join(sorted(METHODS))}")
-        try:
-            METHODS[name]().check_grid(grid)
-        except ValueError as e:
-            raise cfg.error(f"methods.{name}", str(e)) from None
     for i, m in enumerate(cfg.models):
         looks_local = m.path.startswith((".", "/", "~")) or os.sep in m.path and not _hub_like(m.path)
         if looks_local and not Path(m.path).expanduser().is_dir():
             raise cfg.error(f"models.{i}.path", f"no model folder {m.path}")
+        sources = cfg.grid_sources(m)
+        for name, grid in cfg.grids_for(m).items():
+            try:
+                METHODS[name]().check_grid(grid)
+            except ValueError as e:
+                if isinstance(m.grids, dict) and name in m.grids:
+                    field = f"models.{i}.grids.{name}"
+                else:
+                    field = f"models.{i}.grids" if sources[name].startswith("preset") else f"methods.{name}"
+                raise cfg.error(field, f"{sources[name]} grid {grid}: {e}") from None
+    if cfg.sets is not None and cfg.sets not in SET_NAMES and not Path(cfg.sets).is_dir():
+        raise cfg.error("sets", f"no folder {cfg.sets} (expected {', '.join(SET_NAMES)} or a folder of minimal sets)")
+
+
+def model_manifest(cfg: SweepConfig, name: str) -> dict[str, Any]:
+    """What the manifest records of a model: its files, its resolved protocol (and the fields
+    that differ from the ``default`` preset), its sets, its grids and where each comes from."""
+    m = cfg.model(name)
+    proto = cfg.protocol_for(m).describe()
+    default = get_protocol("default").describe()
+    sources = cfg.grid_sources(m)
+    out = {
+        "path": m.path, "files": _model_files(m.path), "protocol": proto,
+        "protocol_differs": {k: v for k, v in proto.items() if k != "name" and v != default[k]},
+        "sets": cfg.sets_for(m), "grids": cfg.grids_for(m), "grid_sources": sources,
+    }
+    if any(s == "auto gpt2-xl" for s in sources.values()):
+        out["note"] = ("GPT-2-family model with empty grids under a protocol with family_grids: it runs the "
+                       "reference's GPT2-XL grids (" + ", ".join(k for k, s in sources.items() if s == "auto gpt2-xl")
+                       + ")")
+    return out
 
 
 def _hub_like(path: str) -> bool:
@@ -175,8 +205,9 @@ def plan_jobs(cfg: SweepConfig, targets: Sequence[int], store: ResultsStore) -> 
     finished = store.jobs()
     jobs, done_points = [], 0
     for m in cfg.models:
+        grids = cfg.grids_for(m)
         for t in targets:
-            for method, grid in cfg.methods.items():
+            for method, grid in grids.items():
                 key = (m.name, t, method)
                 done = store.done_params(*key)
                 if key in finished:
@@ -186,7 +217,8 @@ def plan_jobs(cfg: SweepConfig, targets: Sequence[int], store: ResultsStore) -> 
                 if set(grid) <= done:  # all points landed, the process died before marking the job
                     store.finish_job(*key)
                     continue
-                jobs.append(Job(m.name, t, method, tuple(grid), tuple(sorted(done & set(grid)))))
+                jobs.append(Job(m.name, t, method, tuple(grid), tuple(sorted(done & set(grid))),
+                                job_seed(cfg.seed, m.name, t, method)))
     return jobs, done_points
 
 
@@ -217,7 +249,8 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
         manifest.update({
             "config_fingerprint": fp, "kb_fingerprint": kb_fp, "kb": cfg.kb, "kb_name": kb.name,
             "kb_facts": len(kb), "targets": targets, "versions": _versions(),
-            "models": {m.name: {"path": m.path, "files": _model_files(m.path)} for m in cfg.models},
+            "models": {m.name: model_manifest(cfg, m.name) for m in cfg.models},
+            "seed": cfg.seed, "job_seed": "first 4 bytes (big-endian) of sha256(json [seed, model, target, method])",
             "store": str(store.path),
         })
         jobs, done_points = plan_jobs(cfg, targets, store)
@@ -226,7 +259,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
         manifest["runs"].append(run_rec)
         _write_json_atomic(manifest_path, manifest)
 
-        total = len(cfg.models) * len(targets) * sum(len(g) for g in cfg.methods.values())
+        total = len(targets) * sum(len(g) for m in cfg.models for g in cfg.grids_for(m).values())
         skipped: dict[tuple[str, int, str], str] = {k: r or "" for k, (s, r) in store.jobs().items() if s == "skipped"}
         computed = 0
         warned: set[tuple[str, int]] = set()
@@ -269,15 +302,21 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
                             "seconds": round(time.perf_counter() - t0, 3)})
             _write_json_atomic(manifest_path, manifest)
         points = [p for p in store.points() if p.target in set(targets)]
-    return SweepOutcome(out, points, summarize(points), targets, skipped, resumed, computed, time.perf_counter() - t0)
+    return SweepOutcome(out, points, summarize(points), targets, skipped, resumed, computed, time.perf_counter() - t0,
+                        cfg)
 
 
 def _work_spec(cfg: SweepConfig, kb: KnowledgeBase) -> WorkSpec:
+    def run(m) -> dict[str, Any]:
+        p = cfg.protocol_for(m)
+        return {"protocol": p.describe(), "sets": cfg.sets_for(m), "tie": p.tie, "probe_mode": p.probe_mode,
+                "k_mode": p.k_mode}
+
     return WorkSpec(
         kb=to_dict(kb),
-        models={m.name: m.model_dump() for m in cfg.models},
-        rules=cfg.rules, probe_mode=cfg.probe_mode, k_mode=cfg.k_mode, exact=cfg.exact, seeds=cfg.seeds,
-        batch_size=cfg.batch_size, lora=cfg.lora, cache_dir=str(cfg.cache_path), threads=cfg.threads,
+        models={m.name: {**m.model_dump(mode="json"), "run": run(m)} for m in cfg.models},
+        rules=cfg.rules, seeds=cfg.seeds, batch_size=cfg.batch_size, lora=cfg.lora, cache_dir=str(cfg.cache_path),
+        threads=cfg.threads,
     )
 
 

@@ -52,13 +52,13 @@ def test_toml_and_yaml_give_the_same_config(tmp_path):
     assert a.models[0].path == str(tmp_path / "models" / "tiny")   # an existing folder: made absolute
     assert a.models[1].path == "gpt2-xl"                          # no such folder: a hub name
     assert a.methods == {"ga": [1, 2, 4], "whp": list(PAPER_GRIDS["whp"])}
-    assert a.targets.stratified == 2 and a.executor == "local" and a.k_mode == "probed"
+    assert a.targets.stratified == 2 and a.executor == "local" and a.protocol_for("tiny").k_mode == "probed"
 
 
 def test_defaults_are_the_paper_grids(tmp_path):
     c = load_config(_write(tmp_path / "c.toml", 'kb = "kb.json"\nmodels = ["m"]\n'))
     assert c.methods == {k: list(v) for k, v in PAPER_GRIDS.items()}
-    assert c.targets.all and c.exact and c.seeds == 100
+    assert c.targets.all and c.protocol_for("m").sets == "exact" and c.seeds == 100
 
 
 @pytest.mark.parametrize("body, field", [

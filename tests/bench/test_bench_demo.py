@@ -27,6 +27,7 @@ def _demo(out: Path) -> dict:
     lines = r.stdout.strip().splitlines()
     assert len(lines) == 1, r.stdout          # exactly one JSON object on stdout
     assert "sweep" in r.stderr and "[4/4]" in r.stderr   # progress went to stderr
+    assert "protocol 'default'" in r.stderr               # the demo says which protocol it runs
     return json.loads(lines[0])
 
 
@@ -41,6 +42,7 @@ def test_demo_json_report_and_resume(tmp_path):
         assert s["n_targets"] >= 8                       # one per relation (of those the family has)
     assert res["points"] == res["computed"] == res["targets"] * 10 and not res["resumed"]
     assert res["exact"] is True and res["skipped"] == 0  # targets drawn among facts the model knows
+    assert res["protocols"] == {"tiny": "default"}
     # the stratified draw: one target per relation
     kb = json.loads((out / "kb.json").read_text())
     refs = yaml.safe_load((out / "config.yaml").read_text())["targets"]["refs"]
@@ -55,6 +57,8 @@ def test_demo_json_report_and_resume(tmp_path):
         check_png(report.parent / f"{name}.png")
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["runs"][-1]["status"] == "finished" and manifest["versions"]["torch"]
+    assert manifest["models"]["tiny"]["protocol"]["name"] == "default" and not manifest["models"]["tiny"]["protocol_differs"]
+    assert "## Protocol" in text and "- `tiny`: protocol `default`; differs: none" in text
 
     again = _demo(out)                                   # resumes: model reused, nothing recomputed
     assert again["resumed"] and again["computed"] == 0

@@ -1,0 +1,81 @@
+"""The "Setup" and "Protocol" sections of ``report.md``: what ran (KB, rules, models, grids,
+learning rates) and under which protocol.
+
+The protocol section lists, per model, the protocol preset it ran and the fields where its
+resolved protocol differs from the ``default`` preset (``deepunlearn.probe.protocol``), read
+from the sweep's ``manifest.json``; a report without a manifest (points only) has none.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from .grids import grids_text
+
+
+def _get(p: Any, key: str) -> Any:
+    return p[key] if isinstance(p, Mapping) else getattr(p, key)
+
+
+def learning_rates(points: Sequence[Any]) -> dict[tuple[str, str], set[float]]:
+    """The learning rates the points were unlearned with (the unlearn layer records them)."""
+    out: dict[tuple[str, str], set[float]] = {}
+    for p in points:
+        extra = p.get("extra", p) if isinstance(p, Mapping) else p.extra
+        lr = extra.get("lr") if isinstance(extra, Mapping) else None
+        if isinstance(lr, (int, float)):
+            out.setdefault((_get(p, "model"), _get(p, "method")), set()).add(float(lr))
+    return out
+
+
+def _value(v: Any) -> str:
+    return f"`{v}`" if not isinstance(v, bool) else ("on" if v else "off")
+
+
+def setup_lines(config: Mapping[str, Any], manifest: Mapping[str, Any] | None, kb: Any, points: Sequence[Any]) -> list[str]:
+    """The Setup section (without the trailing target/points line)."""
+    models = (manifest or {}).get("models", {})
+    first = next(iter(models.values()), {}) if models else {}
+    proto = first.get("protocol", {})
+    rules = config.get("rules") or (kb.metadata.get("rules", "family") if kb is not None else "family")
+    md = ["", "## Setup", ""]
+    md += [f"- **KB**: `{config.get('kb')}`" + (f" ({len(kb)} facts, {len(kb.entities)} people)" if kb is not None else ""),
+           f"- **rules**: `{rules}`" + (f"; **K**: {proto.get('k_mode')} (probe mode `{proto.get('probe_mode')}`)"
+                                       if proto and len(models) == 1 else ""),
+           "- **models**: " + ", ".join(f"`{m['name']}`" + (f" (lr {m['lr']:g})" if m.get("lr") else "")
+                                        for m in config.get("models", []))]
+    grids = {name: m.get("grids") for name, m in models.items() if m.get("grids")}
+    if grids and len({repr(g) for g in grids.values()}) == 1:
+        md.append("- **methods and grids**: " + grids_text(next(iter(grids.values()))))
+    elif grids:
+        md += [f"- **methods and grids** of `{name}`: " + grids_text(g) for name, g in grids.items()]
+    else:
+        md.append("- **methods and grids**: " + grids_text(config.get("methods", {})))
+    for name, m in models.items():
+        if m.get("note"):
+            md.append(f"- `{name}`: {m['note']}")
+    if manifest and "seed" in manifest:
+        md.append(f"- **seed**: {manifest['seed']} (each job seeded with {manifest.get('job_seed', 'a seed derived from it')})")
+    lrs = learning_rates(points)
+    if lrs:
+        md.append("- **unlearning learning rates**: " + "; ".join(
+            f"{model}/{m.upper()} {', '.join(f'{x:g}' for x in sorted(v))}" for (model, m), v in lrs.items()))
+    return md
+
+
+def protocol_lines(manifest: Mapping[str, Any] | None) -> list[str]:
+    """The Protocol section: each model's preset and the fields that differ from ``default``."""
+    models = (manifest or {}).get("models", {})
+    if not models or not all("protocol" in m for m in models.values()):
+        return []
+    md = ["## Protocol", "",
+          "Protocol presets are defined in `deepunlearn.probe.protocol` (`default`; `reference` = the paper's public "
+          "code). Fields that differ from the `default` preset:", ""]
+    for name, m in models.items():
+        diff = dict(m.get("protocol_differs", {}))
+        sets = m.get("sets")
+        if sets not in (None, "exact", "mdus", "release"):
+            diff["sets"] = f"{diff.get('sets', 'release')} (folder {sets})"
+        text = ", ".join(f"{k} = {_value(v)}" for k, v in diff.items()) or "none"
+        md.append(f"- `{name}`: protocol `{m['protocol'].get('name')}`; differs: {text}")
+    return md + [""]

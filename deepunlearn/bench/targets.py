@@ -1,0 +1,44 @@
+"""Which facts a sweep unlearns (the ``[targets]`` table of a sweep config)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class TargetSpec(BaseModel):
+    """Which facts to unlearn, one at a time.
+
+    Exactly one of: ``all`` (every target the KB lists; the default), ``stratified`` (N facts per
+    relation, drawn with ``seed`` from the KB's targets, or from all family facts when the KB
+    lists none), ``refs`` (fact indices or ``"S|r|O"`` strings).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    all: bool = False
+    stratified: int | None = Field(default=None, ge=1)
+    refs: list[int | str] | None = None
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _one_choice(self) -> "TargetSpec":
+        chosen = [n for n, on in (("all", self.all), ("stratified", self.stratified is not None),
+                                  ("refs", self.refs is not None)) if on]
+        if len(chosen) > 1:
+            raise ValueError(f"choose one of all / stratified / refs, not {' and '.join(chosen)}")
+        if not chosen:
+            self.all = True
+        if self.refs is not None and not self.refs:
+            raise ValueError("refs is empty: list fact indices or 'S|r|O' strings")
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, v: Any) -> Any:
+        if v == "all" or v is None:
+            return {"all": True}
+        if isinstance(v, list):
+            return {"refs": v}
+        return v
