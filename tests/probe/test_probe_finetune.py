@@ -24,7 +24,8 @@ def test_finetuned_fixture_reaches_target_and_reloads_with_the_same_known_set(ti
     assert training["lr"] == 1e-3 and training["schedule"] == "one-cycle" and training["batch_size"] == 32
     assert 1 <= training["epochs_run"] <= training["epochs"]
     assert meta["kb"]["fingerprint"] == kb_fingerprint(small_kb)
-    assert meta["prompt"] == {"name": "question", "template": "Question: {question}\n", "answer_prefix": ""}
+    assert meta["prompt"] == {"name": "llama", "question_start": "Question: ", "question_end": "\n",
+                              "answer_tag": "Answer:", "eos": True}
     assert meta["origin"] == "tiny"
 
 
