@@ -91,19 +91,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_probe)
 
 
-def resolve_model(name: str, kb, kb_path: str | Path | None = None) -> str:
+def resolve_model(name: str, kb, kb_path: str | Path | None = None, prompt=None) -> str:
     """A model argument -> what :func:`load_model` takes; ``tiny`` builds (once) an untrained
-    tiny model for the KB under the cache folder."""
+    tiny model for the KB under the cache folder, its tokenizer trained in ``prompt``'s answer
+    format (default: the reference's Llama format)."""
     if name != "tiny":
         return name
     from .cache import default_cache_dir
     from .fingerprint import kb_fingerprint
     from .models import META_FILE
-    from .tiny import build_tiny_model
+    from .prompts import PromptFormat
+    from .tiny import TINY_PROMPT, build_tiny_model
 
-    folder = default_cache_dir().parent / "tiny" / kb_fingerprint(kb)
+    prompt = TINY_PROMPT if prompt is None else PromptFormat.parse(prompt)
+    key = kb_fingerprint(kb)
+    if prompt != TINY_PROMPT:
+        import hashlib
+
+        key += "-" + hashlib.sha256(prompt.model_dump_json().encode()).hexdigest()[:12]
+    folder = default_cache_dir().parent / "tiny" / key
     if not (folder / META_FILE).is_file():
-        build_tiny_model(kb, folder)
+        build_tiny_model(kb, folder, prompt=prompt)
     return str(folder)
 
 
@@ -114,7 +122,7 @@ def load_for_cli(name: str, kb, device=None, dtype=None, *, prompt=None, answer_
     from .models import ModelLoadError, load_model
 
     try:
-        return load_model(resolve_model(name, kb), device=device, dtype=dtype, prompt=prompt,
+        return load_model(resolve_model(name, kb, prompt=prompt), device=device, dtype=dtype, prompt=prompt,
                           answer_format=answer_format)
     except (ModelLoadError, ValueError) as e:
         raise CLIError(str(e)) from None

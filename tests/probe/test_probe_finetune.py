@@ -144,3 +144,10 @@ def test_cli_probe_accepts_tiny_and_builds_it_once(small_kb, tmp_path, capsys, m
         assert out["total"] == len(kb) and out["known"] <= len(kb)
     built = list((tmp_path / "cache" / "tiny").iterdir())
     assert len(built) == 1 and (built[0] / "config.json").is_file()
+    assert read_meta(built[0])["prompt"]["name"] == "llama"
+    # Another answer format builds another tiny model, its tokenizer trained in that format.
+    rc = main(["probe", "--model", "tiny", "--kb", str(tmp_path / "kb.json"), "--answer-format", "phi", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and (out["prompt_format"]["name"], out["format_source"]) == ("phi", "explicit")
+    built = {read_meta(f)["prompt"]["name"] for f in (tmp_path / "cache" / "tiny").iterdir()}
+    assert built == {"llama", "phi"}
