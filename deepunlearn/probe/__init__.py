@@ -2,8 +2,9 @@
 
 Public API (torch is imported only when a function runs)::
 
-    load_model(name_or_dir, *, device=None, dtype=None, prompt=None) -> ModelBundle
-    build_tiny_model(kb, out_dir, *, seed=0, hidden=512, layers=2, heads=8) -> Path
+    load_model(name_or_dir, *, device=None, dtype=None, prompt=None, answer_format="recorded") -> ModelBundle
+    build_tiny_model(kb, out_dir, *, seed=0, hidden=512, layers=2, heads=8, arch="llama", prompt=None) -> Path
+    PromptFormat.named(name) / .for_model(model_type, name) / .parse(spec) -> PromptFormat
     probe(bundle, kb, fact_ids=None, *, mode="exact", batch_size=64, model_fn=None, progress=True) -> ProbeResult
     cached_probe(bundle, kb, *, mode="exact", cache_dir=None, **kw) -> ProbeResult
 """
@@ -13,12 +14,12 @@ from .fingerprint import kb_fingerprint, model_fingerprint, weights_fingerprint
 from .models import ModelBundle, ModelLoadError, load_model, read_meta, save_bundle
 from .probing import ProbeResult, logits_fn, probe
 from .protocol import PROTOCOL_NAMES, Protocol, get_protocol
-from .prompts import PromptFormat, encode_pair, encode_pairs, left_pad
+from .prompts import FORMAT_NAMES, PromptFormat, encode_pair, encode_pairs, left_pad, question_ids
 from .tiny import build_tiny_model
 
 __all__ = [
-    "ModelBundle", "ModelLoadError", "PROTOCOL_NAMES", "ProbeResult", "PromptFormat", "Protocol", "get_protocol",
+    "FORMAT_NAMES", "ModelBundle", "ModelLoadError", "PROTOCOL_NAMES", "ProbeResult", "PromptFormat", "Protocol", "get_protocol",
     "build_tiny_model", "cached_probe", "default_cache_dir", "encode_pair", "encode_pairs",
     "kb_fingerprint", "left_pad", "load_model", "logits_fn", "model_fingerprint", "probe",
-    "read_meta", "save_bundle", "weights_fingerprint",
+    "question_ids", "read_meta", "save_bundle", "weights_fingerprint",
 ]

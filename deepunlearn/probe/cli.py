@@ -1,7 +1,15 @@
 """``deepunlearn probe``: which facts of a KB does a model know?
 
-``deepunlearn probe --model DIR --kb KB.json [-o KNOWN.json] [--mode exact|generate] --json``
-prints ``{"known": int, "total": int, ...}``; KNOWN.json lists the known fact ids and facts.
+``deepunlearn probe --model DIR --kb KB.json [-o KNOWN.json] [--protocol default|reference]
+[--mode exact|generate] [--answer-format NAME|TEMPLATE] --json`` prints ``{"known": int,
+"total": int, "mode": ..., "prompt_format": {...}, ...}``; KNOWN.json lists the known fact ids
+and facts.
+
+The protocol picks the probe mode (``reference``: generate, the reference's rule; ``default``:
+exact) and the answer format (``reference``: always the model family's, as the reference
+evaluates every checkpoint; ``default``: the checkpoint's recorded one, else the family's).
+``--mode`` and ``--answer-format`` override it. :func:`add_format_args` and
+:func:`resolve_format` give other commands the same two options.
 """
 
 from __future__ import annotations
@@ -10,6 +18,55 @@ import argparse
 import json
 import time
 from pathlib import Path
+from typing import Any
+
+ANSWER_FORMAT_HELP = (
+    "answer format for every model, overriding the checkpoint's and the protocol's: llama, phi, gpt2 (the "
+    "reference's), bare (no answer tag), or a template 'START{question}END[|TAG]' ('|' starts the answer tag; "
+    "\\n is a newline), e.g. 'Question: {question}\\n|Answer:'")
+
+
+def add_format_args(parser: argparse.ArgumentParser, *, protocol: bool = True) -> None:
+    """Add ``--protocol default|reference`` (unless ``protocol=False``, for a parser that has
+    its own) and ``--answer-format NAME|TEMPLATE`` to a subcommand's parser."""
+    from .protocol import PROTOCOL_NAMES
+
+    if protocol:
+        parser.add_argument("--protocol", choices=PROTOCOL_NAMES, default="default",
+                            help="protocol preset: reference reproduces the paper's code, default departs "
+                                 "where documented (default: default)")
+    parser.add_argument("--answer-format", default=None, metavar="NAME|TEMPLATE", help=ANSWER_FORMAT_HELP)
+
+
+def resolve_protocol(args: argparse.Namespace):
+    """The :class:`~deepunlearn.probe.protocol.Protocol` named by ``args.protocol`` (a name, a
+    Protocol, or missing: ``default``); a bad name is a :class:`~deepunlearn.cli.CLIError`."""
+    from ..cli import CLIError
+    from .protocol import get_protocol
+
+    try:
+        return get_protocol(getattr(args, "protocol", None))
+    except ValueError as e:
+        raise CLIError(f"--protocol: {e}") from None
+
+
+def resolve_format(args: argparse.Namespace, protocol=None) -> dict[str, Any]:
+    """Keyword arguments of :func:`~deepunlearn.probe.models.load_model` (and
+    :func:`load_for_cli`) from ``--answer-format`` and the protocol: ``{"prompt": PromptFormat
+    | None, "answer_format": "recorded" | "family"}``. ``protocol`` defaults to
+    :func:`resolve_protocol` of ``args``; a bad ``--answer-format`` is a CLIError naming it."""
+    from ..cli import CLIError
+    from .prompts import PromptFormat
+
+    protocol = protocol if protocol is not None else resolve_protocol(args)
+    spec = getattr(args, "answer_format", None)
+    prompt = None
+    if spec is not None:
+        try:
+            prompt = PromptFormat.parse(spec)
+        except ValueError as e:
+            raise CLIError(f"--answer-format: {e}") from None
+    return {"prompt": prompt, "answer_format": protocol.answer_format}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -20,9 +77,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="checkpoint folder, hub name, or 'tiny' (an untrained tiny model for the KB)")
     p.add_argument("--kb", required=True, help="KB file")
     p.add_argument("-o", "--output", default=None, help="write the known fact ids and facts to this JSON file")
-    p.add_argument("--mode", choices=("exact", "generate"), default="exact",
-                   help="exact: argmax equals the gold answer at every answer token (one pass, default); "
-                        "generate: greedy 10 tokens contain the answer (the reference's rule)")
+    add_format_args(p)
+    p.add_argument("--mode", choices=("exact", "generate"), default=None,
+                   help="exact: argmax equals the gold answer tag + answer at every token (one pass); "
+                        "generate: greedy 10 tokens after the question contain the answer (the reference's rule); "
+                        "default: the protocol's (default: exact, reference: generate)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--device", default=None, help="cuda, cuda:1, cpu (default: cuda when present)")
     p.add_argument("--dtype", default=None, help="bf16, fp16, fp32 (default: bf16 on CUDA, fp32 on CPU)")
@@ -32,29 +91,39 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_probe)
 
 
-def resolve_model(name: str, kb, kb_path: str | Path | None = None) -> str:
+def resolve_model(name: str, kb, kb_path: str | Path | None = None, prompt=None) -> str:
     """A model argument -> what :func:`load_model` takes; ``tiny`` builds (once) an untrained
-    tiny model for the KB under the cache folder."""
+    tiny model for the KB under the cache folder, its tokenizer trained in ``prompt``'s answer
+    format (default: the reference's Llama format)."""
     if name != "tiny":
         return name
     from .cache import default_cache_dir
     from .fingerprint import kb_fingerprint
     from .models import META_FILE
-    from .tiny import build_tiny_model
+    from .prompts import PromptFormat
+    from .tiny import TINY_PROMPT, build_tiny_model
 
-    folder = default_cache_dir().parent / "tiny" / kb_fingerprint(kb)
+    prompt = TINY_PROMPT if prompt is None else PromptFormat.parse(prompt)
+    key = kb_fingerprint(kb)
+    if prompt != TINY_PROMPT:
+        import hashlib
+
+        key += "-" + hashlib.sha256(prompt.model_dump_json().encode()).hexdigest()[:12]
+    folder = default_cache_dir().parent / "tiny" / key
     if not (folder / META_FILE).is_file():
-        build_tiny_model(kb, folder)
+        build_tiny_model(kb, folder, prompt=prompt)
     return str(folder)
 
 
-def load_for_cli(name: str, kb, device=None, dtype=None):
-    """:func:`load_model` with its errors turned into CLI errors."""
+def load_for_cli(name: str, kb, device=None, dtype=None, *, prompt=None, answer_format: str = "recorded"):
+    """:func:`load_model` with its errors turned into CLI errors; ``prompt`` and
+    ``answer_format`` as :func:`resolve_format` returns them."""
     from ..cli import CLIError
     from .models import ModelLoadError, load_model
 
     try:
-        return load_model(resolve_model(name, kb), device=device, dtype=dtype)
+        return load_model(resolve_model(name, kb, prompt=prompt), device=device, dtype=dtype, prompt=prompt,
+                          answer_format=answer_format)
     except (ModelLoadError, ValueError) as e:
         raise CLIError(str(e)) from None
 
@@ -65,16 +134,22 @@ def _probe(args: argparse.Namespace) -> int:
 
     if args.batch_size < 1:
         raise CLIError(f"--batch-size must be at least 1, got {args.batch_size}")
+    protocol = resolve_protocol(args)
+    fmt = resolve_format(args, protocol)
+    mode = args.mode or protocol.probe_mode
     kb = load_kb(args.kb)
-    bundle = load_for_cli(args.model, kb, args.device, args.dtype)
+    bundle = load_for_cli(args.model, kb, args.device, args.dtype, **fmt)
     from .cache import cached_probe
     from .probing import probe
 
     t0 = time.perf_counter()
-    if args.cache_dir:
-        res = cached_probe(bundle, kb, mode=args.mode, cache_dir=args.cache_dir, batch_size=args.batch_size)
-    else:
-        res = probe(bundle, kb, mode=args.mode, batch_size=args.batch_size)
+    try:
+        if args.cache_dir:
+            res = cached_probe(bundle, kb, mode=mode, cache_dir=args.cache_dir, batch_size=args.batch_size)
+        else:
+            res = probe(bundle, kb, mode=mode, batch_size=args.batch_size)
+    except ValueError as e:  # e.g. an answer format under which an answer adds no tokens
+        raise CLIError(str(e)) from None
     seconds = time.perf_counter() - t0
     fam = kb.family_mask[res.fact_ids]
     out = {
@@ -85,7 +160,10 @@ def _probe(args: argparse.Namespace) -> int:
         "family_total": int(fam.sum()),
         "biography_known": int(res.known[~fam].sum()),
         "biography_total": int((~fam).sum()),
-        "mode": args.mode,
+        "mode": mode,
+        "protocol": protocol.name,
+        "prompt_format": bundle.prompt.describe(),
+        "format_source": bundle.prompt_source,
         "model": bundle.name,
         "kb": str(args.kb),
         "seconds": round(seconds, 3),
@@ -100,6 +178,7 @@ def _probe(args: argparse.Namespace) -> int:
     emit(args, out, lambda: (
         f"{bundle.name} knows {res.n_known} of {res.total} facts ({res.share:.1%}; "
         f"family {out['family_known']}/{out['family_total']}, "
-        f"biography {out['biography_known']}/{out['biography_total']}) [{args.mode}, {seconds:.1f}s]"
+        f"biography {out['biography_known']}/{out['biography_total']}) "
+        f"[{mode}, format {bundle.prompt.spec!r} ({bundle.prompt_source}), {seconds:.1f}s]"
     ))
     return 0

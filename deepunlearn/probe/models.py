@@ -3,9 +3,14 @@
 Every model goes through the same path, ``AutoModelForCausalLM.from_pretrained`` and
 ``AutoTokenizer.from_pretrained``: Phi-1.5 or Llama-3-8b from the hub, a finetuned checkpoint,
 or the small model :mod:`deepunlearn.probe.tiny` builds locally. A checkpoint folder may hold
-``deepunlearn.json`` (see :func:`save_bundle`): the prompt format the model was trained with and
+``deepunlearn.json`` (see :func:`save_bundle`): the answer format the model was trained with and
 how it was trained, so a finetuned model keeps its format and the unlearning layer can scale its
 learning rates to the model's training.
+
+Which answer format a load uses (:func:`load_model`): an explicit ``prompt`` wins; else
+``answer_format="recorded"`` takes the checkpoint's ``deepunlearn.json`` and falls back to the
+model family's reference format, and ``answer_format="family"`` always takes the family's (the
+reference evaluates every checkpoint in its family's format from ``config/model_config.yaml``).
 """
 
 from __future__ import annotations
@@ -17,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from .prompts import PromptFormat
+
+#: Values of ``load_model(answer_format=...)`` (the field ``Protocol.answer_format``).
+ANSWER_FORMATS = ("recorded", "family")
 
 #: Name of the metadata file saved beside a checkpoint.
 META_FILE = "deepunlearn.json"
@@ -32,7 +40,8 @@ class ModelBundle:
     """A causal LM with its tokenizer, prompt format and where it came from.
 
     ``path`` is the local checkpoint folder (``None`` for a hub model); ``meta`` is the content
-    of the folder's ``deepunlearn.json`` (empty when there is none).
+    of the folder's ``deepunlearn.json`` (empty when there is none); ``prompt_source`` says where
+    ``prompt`` came from: ``"explicit"``, ``"recorded"`` (the checkpoint's file) or ``"family"``.
     """
 
     model: Any
@@ -42,6 +51,7 @@ class ModelBundle:
     name: str
     path: Path | None = None
     meta: dict = field(default_factory=dict)
+    prompt_source: str = "explicit"
 
     @property
     def dtype(self):
@@ -119,8 +129,8 @@ def _prompt_from_meta(meta: dict, source: Path) -> PromptFormat | None:
     if "prompt" not in meta:
         return None
     try:
-        return PromptFormat.model_validate(meta["prompt"])
-    except Exception as e:  # pydantic.ValidationError
+        return PromptFormat.parse(meta["prompt"])
+    except ValueError as e:  # also pydantic.ValidationError
         raise ModelLoadError(f"{source / META_FILE}: field prompt: {e}") from None
 
 
@@ -129,21 +139,28 @@ def load_model(
     *,
     device: str | None = None,
     dtype=None,
-    prompt: PromptFormat | None = None,
+    prompt: PromptFormat | str | dict | None = None,
+    answer_format: str = "recorded",
 ) -> ModelBundle:
     """Load a causal LM and its tokenizer from a hub name or a local folder.
 
     On CUDA the model loads in bf16 (fp16 where bf16 is unsupported), on CPU in fp32, unless
     ``dtype`` says otherwise. The tokenizer always gets a pad token (the EOS token when it has
-    none) and pads on the left, as batched generation with decoder-only models needs. The prompt
-    format is, in order: ``prompt``, the folder's ``deepunlearn.json``, the model family's
-    reference format (:meth:`PromptFormat.for_model`).
+    none) and pads on the left, as batched generation with decoder-only models needs. The answer
+    format is ``prompt`` when given (a :class:`PromptFormat` or what :meth:`PromptFormat.parse`
+    takes); else, with ``answer_format="recorded"``, the folder's ``deepunlearn.json`` and, when
+    it records none, the model family's reference format (:meth:`PromptFormat.for_model` of
+    ``config.model_type``); with ``answer_format="family"`` always the family's.
 
     A path that does not exist raises :class:`ModelLoadError` naming it, before any hub lookup.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    if answer_format not in ANSWER_FORMATS:
+        raise ValueError(f"unknown answer_format {answer_format!r}: expected one of {ANSWER_FORMATS}")
+    if prompt is not None:
+        prompt = PromptFormat.parse(prompt)
     name = str(name_or_dir)
     path = Path(name).expanduser()
     local = path.exists()
@@ -175,12 +192,15 @@ def load_model(
     model.eval()
 
     _ensure_pad(model, tokenizer)
-    if prompt is None:
-        prompt = _prompt_from_meta(meta, path) if local else None
+    source_kind = "explicit"
+    if prompt is None and answer_format == "recorded" and local:
+        prompt = _prompt_from_meta(meta, path)
+        source_kind = "recorded"
     if prompt is None:
         prompt = PromptFormat.for_model(getattr(model.config, "model_type", ""), name)
+        source_kind = "family"
     return ModelBundle(model=model, tokenizer=tokenizer, prompt=prompt, device=str(device), name=name,
-                       path=path.resolve() if local else None, meta=meta)
+                       path=path.resolve() if local else None, meta=meta, prompt_source=source_kind)
 
 
 def _dtype_kwarg() -> str:
@@ -211,8 +231,8 @@ def _ensure_pad(model, tokenizer) -> None:
 def save_bundle(bundle: ModelBundle, out_dir: str | Path, meta: dict | None = None) -> Path:
     """Save model and tokenizer with ``save_pretrained`` plus ``deepunlearn.json``.
 
-    The metadata written is the bundle's own, updated with ``meta``, with the prompt format and
-    file format always set; :func:`load_model` reads it back.
+    The metadata written is the bundle's own, updated with ``meta``, with the answer format
+    (``bundle.prompt``'s fields) and file format always set; :func:`load_model` reads it back.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

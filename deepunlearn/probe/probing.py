@@ -1,21 +1,26 @@
 """Probing: which facts of a KB does a causal LM know?
 
-Each fact is asked as its question in the model's prompt format (DESIGN.md section 4). Two
-ways to decide that the model knows it:
+Each fact is asked in the model's answer format (:mod:`deepunlearn.probe.prompts`): the
+question part, whose continuation should be the answer tag and the answer. Two ways to decide
+that the model knows it:
 
 ``generate``
-    The reference release's rule: greedy decoding of 10 new tokens; known iff the gold answer
-    appears in the decoded output, case-insensitively.
+    The reference's rule (``vllm_eval.py``, ``evaluate_util.eval_qa_vllm``): the question part
+    alone is the prompt (no answer tag), greedy decoding of 10 new tokens, known iff the gold
+    answer appears in the decoded output, case-insensitively.
 ``exact``
-    One teacher-forced forward pass over prompt + gold answer: known iff greedy decoding would
-    emit the gold answer's tokens, i.e. the argmax at every answer position is the gold token.
-    One pass per batch instead of ten decoding steps. It checks the answer's tokenisation the
-    model is finetuned on (:func:`~deepunlearn.probe.prompts.encode_pairs`); a model that would
-    spell the answer with other tokens, or embed it in other words, is known only to
-    ``generate``. On the finetuned tiny EDU-RELAT model the two modes agree on every fact.
+    One teacher-forced forward pass over question part + continuation: known iff greedy
+    decoding would emit the continuation's tokens (answer tag and answer, as tokenised for
+    finetuning by :func:`~deepunlearn.probe.prompts.encode_pairs`), i.e. the argmax at every
+    continuation position is the gold token. One pass per batch instead of ten decoding steps.
+    A model that would spell the answer with other tokens, skip the tag, or embed the answer in
+    other words is known only to ``generate``, so on a model whose greedy output is the
+    continuation, exact-known is a subset of generate-known. On the finetuned tiny EDU-RELAT
+    model the two modes agree on every fact.
 
-Both also give each answer's log-probability (summed over its tokens, teacher-forced).
-Batches are padded on the left (behind each row's first token, see
+Both also give each fact's continuation log-probability (summed over the answer tag's and the
+answer's tokens, teacher-forced: the quantity the answer-only loss of finetuning and unlearning
+covers, EOS aside). Batches are padded on the left (behind each row's first token, see
 :func:`~deepunlearn.probe.prompts.left_pad`) with position ids that count real tokens, so a
 fact's result does not depend on the facts batched with it; a ``model_fn`` standing in for the
 model gets right-padded batches instead (plain positions, no position ids needed).
@@ -33,7 +38,7 @@ import numpy as np
 
 from ..kg.kb import KBError, KnowledgeBase
 from .models import ModelBundle
-from .prompts import encode_pairs, left_pad, position_ids
+from .prompts import encode_pairs, left_pad, position_ids, question_ids
 
 Mode = Literal["exact", "generate"]
 MODES = ("exact", "generate")
@@ -131,8 +136,9 @@ def logits_fn(model) -> Callable:
     return fn
 
 
-def _encoded(bundle: ModelBundle, kb: KnowledgeBase) -> list[tuple[list[int], list[int]]]:
-    """Prompt/answer token ids of every fact of ``kb``, computed once per (bundle, KB content)."""
+def _encoded(bundle: ModelBundle, kb: KnowledgeBase) -> tuple[list[tuple[list[int], list[int]]], list[list[int]]]:
+    """Per fact of ``kb``: (question part, continuation) ids as in finetuning, and the question
+    part tokenised alone (the generate prompt); computed once per (bundle, KB content)."""
     from .fingerprint import kb_fingerprint
 
     cache = bundle.__dict__.setdefault("_encoded_cache", {})
@@ -140,7 +146,9 @@ def _encoded(bundle: ModelBundle, kb: KnowledgeBase) -> list[tuple[list[int], li
     if key not in cache:
         if len(cache) > 8:
             cache.clear()
-        cache[key] = encode_pairs(bundle.tokenizer, bundle.prompt, kb.probes())
+        probes = kb.probes()
+        cache[key] = (encode_pairs(bundle.tokenizer, bundle.prompt, probes),
+                      question_ids(bundle.tokenizer, bundle.prompt, [p.question for p in probes]))
     return cache[key]
 
 
@@ -191,8 +199,9 @@ def probe(
     if len(bad):
         raise KBError(f"fact index {int(bad[0])} out of range (KB has {n_facts} facts)")
 
-    enc = _encoded(bundle, kb)
+    enc, q_alone = _encoded(bundle, kb)
     rows = [enc[i] for i in ids]
+    gen_prompts = [q_alone[i] for i in ids]
     # Longest first: batches hold rows of similar length (little padding), and running out of
     # memory shows at the first batch.
     order = sorted(range(len(rows)), key=lambda j: (-(len(rows[j][0]) + len(rows[j][1])), -len(rows[j][0]), j))
@@ -221,7 +230,7 @@ def probe(
                 if mode == "exact":
                     known[batch] = exact
                 else:
-                    texts = _generate(bundle, [p for p, _ in b_rows], model_fn, device)
+                    texts = _generate(bundle, [gen_prompts[j] for j in batch], model_fn, device)
                     for j, text in zip(batch, texts):
                         outputs[j] = text
                         known[j] = answers[j].lower() in text.lower()

@@ -1,7 +1,8 @@
 """The small causal LM built locally for tests, demos and CPU experiments (DESIGN.md section 6).
 
 No model hub is reachable, so this module makes a model from nothing but a KB: a word-level
-tokenizer trained with ``tokenizers`` on the KB's probe text, a Llama-style config from
+tokenizer trained with ``tokenizers`` on the KB's facts written in the model's answer format
+(so the answer tag's words, ``Answer`` and ``:``, are tokens too), a Llama-style config from
 ``transformers``, random weights, all saved with ``save_pretrained`` so every later step loads
 it through :func:`~deepunlearn.probe.models.load_model` like any other checkpoint. Finetuned
 (:mod:`deepunlearn.unlearn.finetune`), a 2-layer, 512-wide one memorises EDU-RELAT's 700 facts.
@@ -18,15 +19,16 @@ from .prompts import PromptFormat
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)
 
-#: The prompt format of tiny models (the Phi/Llama format of the reference release).
-TINY_PROMPT = PromptFormat.for_model("llama")
+#: The default answer format of (Llama-style) tiny models: the reference's Llama format.
+TINY_PROMPT = PromptFormat.named("llama")
 #: Architectures :func:`build_tiny_model` can build: Llama-style (rotary positions, the default)
 #: and GPT-2-style (learned absolute positions, the GPT-2 prompt format).
 ARCHS = ("llama", "gpt2")
 
 
 def probe_texts(kb: KnowledgeBase, prompt: PromptFormat = TINY_PROMPT) -> list[str]:
-    """The text a tiny model sees for the KB: every probe's prompt followed by its answer."""
+    """The text a tiny model sees for the KB: every probe's full text (question part, answer tag,
+    answer) in ``prompt``."""
     return [prompt.text(p.question, p.answer) for p in kb.probes()]
 
 
@@ -105,12 +107,15 @@ def build_tiny_model(
     layers: int = 2,
     heads: int = 8,
     arch: str = "llama",
+    prompt: PromptFormat | str | dict | None = None,
 ) -> Path:
     """Build an untrained tiny causal LM for ``kb`` in ``out_dir`` and return the folder.
 
     The folder is a normal Hugging Face checkpoint (config, safetensors weights, tokenizer) plus
-    ``deepunlearn.json`` with the prompt format (the model family's: ``arch="gpt2"`` builds a
-    GPT-2-style model with learned absolute positions and GPT-2's prompt); load it with
+    ``deepunlearn.json`` recording the answer format ``prompt`` (anything
+    :meth:`PromptFormat.parse` takes); by default the reference format of the architecture's
+    family: ``llama`` for ``arch="llama"``, ``gpt2`` for ``arch="gpt2"`` (a GPT-2-style model
+    with learned absolute positions). The tokenizer is trained on the KB in that format. Load it with
     :func:`~deepunlearn.probe.models.load_model` and finetune it with
     :func:`deepunlearn.unlearn.finetune.finetune`. The same KB and seed give the same weights.
     """
@@ -122,7 +127,7 @@ def build_tiny_model(
 
     if arch not in ARCHS:
         raise ValueError(f"unknown tiny architecture {arch!r}: expected one of {ARCHS}")
-    prompt = PromptFormat.for_model(arch)
+    prompt = PromptFormat.for_model(arch) if prompt is None else PromptFormat.parse(prompt)
     texts = probe_texts(kb, prompt)
     if not texts:
         raise ValueError(f"knowledge base {kb.name!r} has no facts to build a tokenizer from")

@@ -1,10 +1,11 @@
 """Question/answer training data: probes -> token batches with an answer-only loss.
 
 The paper finetunes (and unlearns) "under the question-answering format, where the question is
-given in the prompt and the loss is computed from the answer" (appendix D). An example is the
-prompt's tokens followed by the answer's tokens and EOS; its labels are -100 (ignored) on every
-prompt token, so only the answer and EOS are learnt or unlearnt. The answer tokens are those
-the probe layer checks (:func:`deepunlearn.probe.prompts.encode_pairs`).
+given in the prompt and the loss is computed from the answer" (appendix D). As the reference's
+``convert_raw_data_to_model_format``: an example is the full text's tokens (question part, then
+answer tag and answer; :func:`deepunlearn.probe.prompts.encode_pairs`) followed by EOS; its
+labels are -100 (ignored) on the question part's tokens, so the answer tag, the answer and EOS
+are learnt or unlearnt. The continuation tokens are those the probe layer checks.
 """
 
 from __future__ import annotations
@@ -18,13 +19,19 @@ IGNORE = -100
 
 def encode_qa(tokenizer, prompt: PromptFormat, pairs: Iterable[Any]) -> list[dict[str, list[int]]]:
     """One training example per ``(question, answer)`` pair (or Probe):
-    ``{"input_ids": prompt + answer + [EOS], "labels": [-100] * len(prompt) + answer + [EOS]}``.
-    EOS is appended when the tokenizer has one."""
-    eos = tokenizer.eos_token_id
+    ``{"input_ids": question + continuation + [EOS], "labels": [-100] * len(question) +
+    continuation + [EOS]}``, the continuation being answer tag + answer.
+
+    The reference appends ``tokenizer.eos_token_id`` to every example; we do when
+    ``prompt.eos`` is set and the tokenizer has an EOS token. (The reference also gives the
+    appended EOS attention mask 0, as padding; it is the last token, so no position attends to
+    it and the loss is the same.)"""
+    eos = tokenizer.eos_token_id if prompt.eos else None
+    tail = [int(eos)] if eos is not None else []
     out = []
-    for p, a in encode_pairs(tokenizer, prompt, pairs):
-        ans = a + ([int(eos)] if eos is not None else [])
-        out.append({"input_ids": p + ans, "labels": [IGNORE] * len(p) + ans})
+    for q, c in encode_pairs(tokenizer, prompt, pairs):
+        cont = c + tail
+        out.append({"input_ids": q + cont, "labels": [IGNORE] * len(q) + cont})
     return out
 
 

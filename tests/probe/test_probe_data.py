@@ -16,7 +16,7 @@ def test_labels_mask_every_prompt_token_and_end_with_eos(tiny_bundle, small_kb):
     examples = encode_qa(tok, fmt, probes)
     assert len(examples) == len(probes)
     for ex, p in zip(examples, probes):
-        prompt_ids = tok(fmt.prompt(p.question)).input_ids  # tokenised on its own, BOS included
+        prompt_ids = tok(fmt.prompt(p.question)).input_ids  # question part alone, BOS included
         n = len(prompt_ids)
         assert ex["input_ids"][:n] == prompt_ids
         assert ex["labels"][:n] == [IGNORE] * n
@@ -24,7 +24,7 @@ def test_labels_mask_every_prompt_token_and_end_with_eos(tiny_bundle, small_kb):
         assert IGNORE not in answer
         assert answer[-1] == tok.eos_token_id
         assert ex["input_ids"][n:] == answer
-        assert tok.decode(answer[:-1]) == p.answer
+        assert tok.decode(answer[:-1]) == fmt.answer_tag + p.answer  # the loss covers tag + answer + EOS
 
 
 def test_collate_pads_right_and_masks_padding_in_labels(tiny_bundle, small_kb):

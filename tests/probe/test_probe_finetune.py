@@ -24,7 +24,8 @@ def test_finetuned_fixture_reaches_target_and_reloads_with_the_same_known_set(ti
     assert training["lr"] == 1e-3 and training["schedule"] == "one-cycle" and training["batch_size"] == 32
     assert 1 <= training["epochs_run"] <= training["epochs"]
     assert meta["kb"]["fingerprint"] == kb_fingerprint(small_kb)
-    assert meta["prompt"] == {"name": "question", "template": "Question: {question}\n", "answer_prefix": ""}
+    assert meta["prompt"] == {"name": "llama", "question_start": "Question: ", "question_end": "\n",
+                              "answer_tag": "Answer:", "eos": True}
     assert meta["origin"] == "tiny"
 
 
@@ -143,3 +144,10 @@ def test_cli_probe_accepts_tiny_and_builds_it_once(small_kb, tmp_path, capsys, m
         assert out["total"] == len(kb) and out["known"] <= len(kb)
     built = list((tmp_path / "cache" / "tiny").iterdir())
     assert len(built) == 1 and (built[0] / "config.json").is_file()
+    assert read_meta(built[0])["prompt"]["name"] == "llama"
+    # Another answer format builds another tiny model, its tokenizer trained in that format.
+    rc = main(["probe", "--model", "tiny", "--kb", str(tmp_path / "kb.json"), "--answer-format", "phi", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert rc == 0 and (out["prompt_format"]["name"], out["format_source"]) == ("phi", "explicit")
+    built = {read_meta(f)["prompt"]["name"] for f in (tmp_path / "cache" / "tiny").iterdir()}
+    assert built == {"llama", "phi"}

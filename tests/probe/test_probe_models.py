@@ -56,13 +56,17 @@ def test_cli_reports_missing_model_as_user_error(tmp_path, capsys, small_kb):
 
 
 def test_prompt_formats_follow_the_reference():
-    gpt2 = PromptFormat.for_model("gpt2", "gpt2-xl")
-    assert gpt2.prompt("Who is A to B?") == "Question: Who is A to B?\n Answer:"
-    assert gpt2.answer_prefix == " "
-    for family in ("phi", "llama"):
-        p = PromptFormat.for_model(family)
-        assert p.prompt("Who is A to B?") == "Question: Who is A to B?\n"
-        assert p.answer_prefix == ""
+    # config/model_config.yaml of wrh14/deep_unlearning: question_start_tag, question_end_tag, answer_tag.
+    reference = {"gpt2": ("Question: ", "\n Answer:", ""), "phi": ("Question: ", "\n", "Answer: "),
+                 "llama": ("Question: ", "\n", "Answer:")}
+    for family, (start, end, tag) in reference.items():
+        p = PromptFormat.named(family)
+        assert p.prompt("Who is A to B?") == start + "Who is A to B?" + end
+        assert p.text("Who is A to B?", "father") == start + "Who is A to B?" + end + tag + "father"
+    assert PromptFormat.for_model("gpt2", "gpt2-xl") == PromptFormat.named("gpt2")
+    for model_type, family in [("gpt_neox", "gpt2"), ("gptj", "gpt2"), ("phi", "phi"), ("llama", "llama"),
+                               ("mistral", "llama"), ("", "gpt2")]:
+        assert PromptFormat.for_model(model_type, "openai-community/gpt2-xl").name == family
     with pytest.raises(ValueError, match="question"):
         PromptFormat(template="Q: {q}")
 
@@ -89,7 +93,8 @@ def test_answer_tokens_are_the_tail_of_the_whole_text(edu_kb):
     fmt = PromptFormat.for_model("llama")
     for (prompt_ids, answer_ids), probe in zip(encode_pairs(tok, fmt, edu_kb.probes()), edu_kb.probes()):
         assert prompt_ids + answer_ids == tok(fmt.text(probe.question, probe.answer)).input_ids
-        assert tok.decode(answer_ids) == probe.answer
+        assert prompt_ids == tok(fmt.prompt(probe.question)).input_ids
+        assert tok.decode(answer_ids) == "Answer:" + probe.answer
 
 
 def test_release_tiny_model_matches_design(edu_kb, tmp_path):

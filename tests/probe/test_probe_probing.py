@@ -12,8 +12,9 @@ from deepunlearn.probe.prompts import encode_pair
 
 
 def _greedy_one(bundle, question: str, steps: int):
-    """Plain greedy decoding of one unpadded prompt, token by token, no cache."""
-    ids = torch.tensor([encode_pair(bundle.tokenizer, bundle.prompt, question, "x")[0]])
+    """Plain greedy decoding of one unpadded prompt (the question part, tokenised as vLLM does),
+    token by token, no cache."""
+    ids = torch.tensor([bundle.tokenizer(bundle.prompt.prompt(question)).input_ids])
     out = []
     with torch.no_grad():
         for _ in range(steps):
@@ -102,7 +103,11 @@ def test_model_fn_gives_the_same_result(tiny_bundle, small_kb, mode):
 
 
 def test_model_fn_is_used_instead_of_the_model(tiny_bundle, small_kb):
-    # A callable that always prefers one token: nothing is known except facts answered by it.
+    # A callable that always prefers one token: nothing is known except facts answered by it
+    # (in the bare format, whose continuation is the answer alone).
+    from deepunlearn.probe import PromptFormat
+
+    tiny_bundle.prompt = PromptFormat.named("bare")
     vocab = len(tiny_bundle.tokenizer)
     target = tiny_bundle.tokenizer.convert_tokens_to_ids("father")
 
