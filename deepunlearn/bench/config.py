@@ -117,10 +117,12 @@ class ModelSpec(_Strict):
 
 
 def prompt_format(spec: str | dict[str, str] | None):
-    """The probe layer's ``PromptFormat`` for a model's ``prompt`` setting (None stays None).
+    """The probe layer's ``PromptFormat`` for a model's ``prompt`` setting (None stays None):
+    a format name (``llama``, ``phi``, ``gpt2``, ``bare``), a template (``PromptFormat.parse``) or
+    a table of its fields.
 
     >>> prompt_format("gpt2").text("Who is A to B?", "father")
-    'Question: Who is A to B?\\n Answer: father'
+    'Question: Who is A to B?\\n Answer:father'
     >>> prompt_format("Q: {question} A:").prompt("Who?")
     'Q: Who? A:'
     """
@@ -128,11 +130,7 @@ def prompt_format(spec: str | dict[str, str] | None):
         return None
     from ..probe.prompts import PromptFormat
 
-    if isinstance(spec, dict):
-        return PromptFormat(**{"name": "custom", **spec})
-    if "{question}" in spec:
-        return PromptFormat(name="custom", template=spec)
-    return PromptFormat.for_model(name=spec)
+    return PromptFormat.parse(spec)
 
 
 class SweepConfig(_Strict):

@@ -28,6 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--protocol", choices=("default", "reference"), default="default",
                    help="default: stop once --target-known of the facts are known; reference: train every epoch "
                         "(10, 15 for GPT-2), as the paper's code")
+    from ..probe.cli import add_format_args
+
+    add_format_args(p, protocol=False)
     p.add_argument("--config", default=None, help="YAML/JSON file of FinetuneConfig fields (over the preset)")
     p.add_argument("--lr", type=float, default=None)
     p.add_argument("--epochs", type=int, default=None, help="most epochs (stops early at --target-known)")
@@ -106,9 +109,10 @@ def build_config(args: argparse.Namespace, bundle):
 def _finetune(args: argparse.Namespace) -> int:
     from ..cli import CLIError, emit
     from ..kg.io import load_kb
-    from ..probe.cli import load_for_cli
+    from ..probe.cli import load_for_cli, resolve_format
 
     kb = load_kb(args.kb)
+    fmt = resolve_format(args)
     out_dir = Path(args.output)
     model = args.model
     if model == "tiny":
@@ -116,17 +120,17 @@ def _finetune(args: argparse.Namespace) -> int:
 
         try:
             build_tiny_model(kb, out_dir, hidden=args.tiny_hidden, layers=args.tiny_layers, heads=args.tiny_heads,
-                             arch=args.tiny_arch, seed=args.seed or 0)
+                             arch=args.tiny_arch, seed=args.seed or 0, prompt=fmt["prompt"])
         except ValueError as e:
             raise CLIError(str(e)) from None
         model = str(out_dir)
-    bundle = load_for_cli(model, kb, args.device, args.dtype)
+    bundle = load_for_cli(model, kb, args.device, args.dtype, **fmt)
     config = build_config(args, bundle)
     from .finetune import finetune
 
     res = finetune(bundle, kb, config, out_dir=out_dir)
-    out = {**res.to_json(), "model": args.model, "kb": str(args.kb),
-           "config": config.model_dump()}
+    out = {**res.to_json(), "model": args.model, "kb": str(args.kb), "protocol": args.protocol,
+           "answer_format": bundle.prompt.describe(), "config": config.model_dump()}
     emit(args, out, lambda: (
         f"finetuned {args.model} on {kb.name}: {res.known} of {res.total} facts known ({res.share:.1%}) "
         f"after {res.epochs} epochs, {res.seconds:.0f}s; checkpoint in {res.checkpoint}"

@@ -46,6 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="protocol preset: default, or reference (the paper's code: linear schedule with a zero-lr "
                         "warm-up step, generate probe, K = the KB, the release's sets, first-set ties); README's "
                         "protocol table lists every choice")
+    from ..probe.cli import add_format_args
+
+    add_format_args(p, protocol=False)
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter (ga, npo) instead of the full weights")
     p.add_argument("--k-mode", choices=("probed", "dataset"), default=None,
                    help="K = facts the model answers before unlearning or the whole KB (default: the protocol's)")
@@ -66,12 +69,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed of every run (dropout, LoRA initialisation)")
     add_json(p)
     p.set_defaults(handler=_unlearn)
-
-
-def format_kwargs(args, protocol) -> dict:
-    """``load_model`` keywords for the answer format: ``--answer-format`` if given, else the
-    protocol's rule (the recorded format or the family's)."""
-    return {"answer_format": protocol.answer_format}
 
 
 def parse_grid(text: str | None) -> list[float] | None:
@@ -147,7 +144,9 @@ def _unlearn(args) -> int:
         from ..probe import get_protocol
 
         protocol = get_protocol(args.protocol)
-        bundle = load_model(args.model, device=args.device, dtype=args.dtype, **format_kwargs(args, protocol))
+        from ..probe.cli import resolve_format
+
+        bundle = load_model(args.model, device=args.device, dtype=args.dtype, **resolve_format(args, protocol))
         runner = TargetRunner(
             bundle, kb, rules=args.rules, protocol=protocol, probe_mode=args.probe_mode, k_mode=args.k_mode,
             sets="mdus" if args.seeds is not None else args.sets, tie=args.tie, lr=args.lr,
