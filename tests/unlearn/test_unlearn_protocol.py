@@ -118,3 +118,33 @@ def test_reference_sets_reproduce_the_release_example_through_the_sweeps_evaluat
     rec_acc = [float(x) for x in safe_load(edu_dir / "example_for_evaluation" / "rec_acc.pt")]
     assert e.recall == rec_acc[0] == 0.75
     assert e.accuracy == pytest.approx(rec_acc[3], abs=1e-12) and round(e.accuracy, 8) == 0.15229885
+
+
+def test_reference_finetuning_runs_every_epoch_with_hf_linear_warmup():
+    """The reference finetunes 10 epochs (15 for GPT-2) with no early stop, weight decay 0.01, no
+    clipping, HF's linear schedule with one epoch of warm-up."""
+    from types import SimpleNamespace
+
+    from deepunlearn.unlearn.finetune import FinetuneConfig, make_scheduler
+
+    def fake(model_type, origin="finetuned"):
+        return SimpleNamespace(meta={"origin": origin}, num_parameters=lambda: 1_400_000_000,
+                               model=SimpleNamespace(config=SimpleNamespace(model_type=model_type)))
+
+    ref = FinetuneConfig.for_bundle(fake("phi"), "reference")
+    assert (ref.epochs, ref.target_known, ref.weight_decay, ref.grad_clip, ref.lr) == (10, None, 0.01, None, 2e-5)
+    assert FinetuneConfig.for_bundle(fake("gpt2"), "reference").epochs == 15
+    assert FinetuneConfig.for_bundle(fake("phi")).target_known == 0.95
+    assert FinetuneConfig.for_bundle(fake("llama", origin="tiny"), "reference").target_known is None
+    # 700 facts, batch 16: 44 steps an epoch, 440 in all, 44 warm-up steps (HF: max_steps // epochs)
+    total = 44 * ref.epochs
+    w = torch.nn.Parameter(torch.zeros(1))
+    ours = make_scheduler(torch.optim.AdamW([w], lr=ref.lr), ref, total)
+    hf_opt = torch.optim.AdamW([torch.nn.Parameter(torch.zeros(1))], lr=ref.lr)
+    hf = get_linear_schedule_with_warmup(hf_opt, num_warmup_steps=total // ref.epochs, num_training_steps=total)
+    for _ in range(total):
+        assert ours.get_last_lr()[0] == pytest.approx(hf.get_last_lr()[0], rel=1e-12, abs=1e-20)
+        ours.optimizer.step()
+        hf_opt.step()
+        ours.step()
+        hf.step()
