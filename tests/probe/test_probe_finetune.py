@@ -81,10 +81,10 @@ def _lrs(config, steps):
 
 
 def test_schedules():
-    lin = _lrs(FinetuneConfig.paper(lr=1.0), 10)
+    lin = _lrs(FinetuneConfig.paper(lr=1.0, warmup_ratio=0.0), 10)
     np.testing.assert_allclose(lin, [1.0 - k / 10 for k in range(10)])  # HF linear, no warm-up
     warm = _lrs(FinetuneConfig.paper(lr=1.0, warmup_ratio=0.2), 10)
-    np.testing.assert_allclose(warm[:3], [0.5, 1.0, 1.0])
+    np.testing.assert_allclose(warm[:4], [0.0, 0.5, 1.0, 7 / 8])  # HF: step s < w has lr s / w
     cyc = _lrs(FinetuneConfig.tiny(lr=1.0, warmup_ratio=0.3), 100)
     assert cyc.argmax() in range(28, 32) and cyc.max() == pytest.approx(1.0, abs=1e-3)
     assert cyc[0] < 0.05 and cyc[-1] < 1e-3
