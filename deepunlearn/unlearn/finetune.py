@@ -127,22 +127,12 @@ def make_scheduler(optimizer, config: FinetuneConfig, total_steps: int):
             pct_start=config.warmup_ratio, anneal_strategy="cos", cycle_momentum=False,
         )
 
+    from .methods.base import lr_factor
+
     def factor(step: int) -> float:  # HF's get_linear_schedule_with_warmup / constant_with_warmup
-        if step < warm:
-            return step / max(1, warm)
-        if config.schedule == "constant":
-            return 1.0
-        return max(0.0, (total_steps - step) / max(1, total_steps - warm))
+        return lr_factor(step, total_steps, config.schedule, warm)
 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
-
-
-def _param_groups(model, weight_decay: float):
-    decay, no_decay = [], []
-    for p in model.parameters():
-        if p.requires_grad:
-            (decay if p.ndim >= 2 else no_decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
 def finetune(
@@ -166,6 +156,7 @@ def finetune(
 
     from ..probe.fingerprint import kb_fingerprint
     from ..probe.probing import probe
+    from .methods.base import decay_groups
 
     config = config or FinetuneConfig.for_bundle(bundle)
     if not kb.facts:
@@ -188,7 +179,8 @@ def finetune(
     total_steps = steps_per_epoch * config.epochs
     torch.manual_seed(config.seed)
     gen = torch.Generator().manual_seed(config.seed)
-    optimizer = torch.optim.AdamW(_param_groups(model, config.weight_decay), lr=config.lr)
+    optimizer = torch.optim.AdamW(decay_groups([p for p in model.parameters() if p.requires_grad], config.weight_decay),
+                                  lr=config.lr)
     scheduler = make_scheduler(optimizer, config, total_steps)
 
     history: list[dict] = []
