@@ -48,6 +48,7 @@ from pydantic import (
     BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_serializer, field_validator, model_validator,
 )
 
+from ..errors import UserError
 from ..probe.protocol import PROTOCOL_NAMES, Protocol, get_protocol
 from .grids import GRID_PRESETS, PAPER_GRIDS, check_grid, family_default, folder_digest, is_gpt2_family, resolve_grids
 from .grids import num as _num
@@ -58,7 +59,7 @@ from .targets import TargetSpec
 SET_NAMES = ("exact", "mdus", "release")
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A sweep configuration cannot be read: the message names the file and the field."""
 
 

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from ..errors import UserError
+
 SCHEMA_VERSION = 1
 STORE_NAME = "results.sqlite"
 
@@ -60,7 +62,7 @@ CREATE TABLE IF NOT EXISTS evaluations (
 """
 
 
-class StoreError(ValueError):
+class StoreError(UserError, ValueError):
     """The results store belongs to another sweep or cannot be read."""
 
 

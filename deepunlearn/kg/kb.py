@@ -18,6 +18,8 @@ from typing import Iterable, Iterator, Literal, Sequence
 
 import numpy as np
 
+from ..errors import UserError
+
 Kind = Literal["family", "biography"]
 Fact = tuple[str, str, str]
 
@@ -33,7 +35,7 @@ DEFAULT_FAMILY_TEMPLATE = ("Who is {o2} to {o1}?", "{r}")
 DEFAULT_BIOGRAPHY_TEMPLATE = ("What is the {r} of {o1}?", "{o2}")
 
 
-class KBError(ValueError):
+class KBError(UserError, ValueError):
     """A knowledge base is inconsistent or a reference into it is wrong."""
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import UserError
 from .prompts import PromptFormat
 
 #: Values of ``load_model(answer_format=...)`` (the field ``Protocol.answer_format``).
@@ -31,7 +32,7 @@ META_FILE = "deepunlearn.json"
 META_FORMAT = "deepunlearn-model"
 
 
-class ModelLoadError(OSError):
+class ModelLoadError(UserError, OSError):
     """A model or tokenizer cannot be loaded; the message names the path or hub name."""
 
 

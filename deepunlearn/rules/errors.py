@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from ..errors import UserError
 
-class RulesError(ValueError):
+
+class RulesError(UserError, ValueError):
     """A rule file, a rule set name or a request to the rules layer is wrong."""
 
 

@@ -1,6 +1,7 @@
 """Sweep configuration files, target selection and the results store."""
 
 import sqlite3
+import json
 import subprocess
 import sys
 import textwrap
@@ -82,8 +83,9 @@ def test_cli_reports_config_errors_on_one_line(tmp_path):
     p = _write(tmp_path / "bad.yaml", "kb: k.json\nmodels: [m]\nseeds: 0\n")
     r = subprocess.run([sys.executable, "-m", "deepunlearn", "bench", "--config", str(p), "--json"],
                        capture_output=True, text=True)
-    assert r.returncode == 1 and r.stdout == ""
-    assert f"{p}: field seeds" in r.stderr
+    assert r.returncode == 1 and f"{p}: field seeds" in r.stderr and len(r.stderr.splitlines()) == 1
+    err = json.loads(r.stdout)   # --json: exactly one JSON object, the error, on stdout
+    assert f"{p}: field seeds" in err["error"] and set(err) == {"error", "file", "field"}
 
 
 def test_select_targets(edu_kb):

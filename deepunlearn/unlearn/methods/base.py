@@ -25,6 +25,7 @@ from typing import Callable, ClassVar, Iterator, Literal, Sequence
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from ...errors import UserError
 from ..losses import nll_loss
 from ..snapshot import LoraAdapter, WeightSnapshot
 
@@ -33,7 +34,7 @@ from ..snapshot import LoraAdapter, WeightSnapshot
 ModelFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-class UnlearnError(ValueError):
+class UnlearnError(UserError, ValueError):
     """An unlearning run cannot be done as asked (unknown method, bad grid, unknown target...)."""
 
 
