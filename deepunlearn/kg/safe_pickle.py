@@ -19,8 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import UserError
 
-class UnsafePickleError(pickle.UnpicklingError):
+
+class UnsafePickleError(UserError, pickle.UnpicklingError):
     """The file asks for a class or function outside the allow-list."""
 
 

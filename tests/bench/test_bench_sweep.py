@@ -181,4 +181,4 @@ def test_a_folder_of_another_sweep_is_refused(sweep_config, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     r = subprocess.run([sys.executable, "-m", "deepunlearn", "bench", "--config", str(sweep_config), "-o", str(out),
                         "--json"], cwd=ROOT, env=env, capture_output=True, text=True)
-    assert r.returncode == 1 and r.stdout == "" and "--overwrite" in r.stderr
+    assert r.returncode == 1 and set(json.loads(r.stdout)) == {"error", "file", "field"} and "--overwrite" in r.stderr

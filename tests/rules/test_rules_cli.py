@@ -185,7 +185,7 @@ def test_user_errors_exit_1_with_a_message(edu_json, tmp_path, args, message):
     args = [subst.get(a, a) for a in args]
     kb = [] if "--kb" in args else ["--kb", str(edu_json)]
     r = run(*args, *kb, "--json", check=False)
-    assert r.returncode == 1 and r.stdout == ""
+    assert r.returncode == 1 and set(json.loads(r.stdout)) == {"error", "file", "field"}
     assert message in r.stderr and "Traceback" not in r.stderr
     assert len([x for x in r.stderr.splitlines() if not x.startswith("warning:")]) == 1
 
