@@ -1,31 +1,61 @@
-"""``deepunlearn data generate | import-edu-relat | show | export | draw``."""
+"""``deepunlearn data generate | import-edu-relat | show | export | draw``.
+
+Every ``-o`` is written atomically (a temporary sibling renamed into place, missing folders
+created), and every numeric flag has a strict argparse type (a bad value is a usage error, exit 2).
+"""
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+import math
+import sys
+
+
+def _people(text: str) -> int:
+    """argparse type of ``--people``: an integer >= 2 (a family needs two)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 2, got {text!r}") from None
+    if v < 2:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 2, got {text!r}")
+    return v
+
+
+def _share(text: str) -> float:
+    """argparse type of ``--stored-share``: a number in (0, 1]."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
+    if not (math.isfinite(v) and 0.0 < v <= 1.0):
+        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
+    return v
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json
+    from ..cli import add_json, nonneg_int
 
     data = sub.add_parser("data", help="knowledge bases: generate, import, show, export, draw")
     dsub = data.add_subparsers(dest="data_command", metavar="ACTION")
     dsub.required = True
 
     p = dsub.add_parser("generate", help="generate a synthetic family KB (paper section 4)")
-    p.add_argument("--people", type=int, default=100, help="number of people (default 100, as EDU-RELAT)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--stored-share", type=float, default=None,
-                   help="share of true family relations stored in the KB (the rest is left to the rules)")
-    p.add_argument("--targets-per-relation", type=int, default=5)
-    p.add_argument("-o", "--output", required=True, help="KB file to write")
+    p.add_argument("--people", type=_people, default=100, help="number of people, at least 2 (default 100, as EDU-RELAT)")
+    p.add_argument("--seed", type=nonneg_int, default=0,
+                   help="random seed (default 0); the same seed and options give the same file, byte for byte")
+    p.add_argument("--stored-share", type=_share, default=None, metavar="S",
+                   help="share in (0, 1] of true family relations stored in the KB (the rest is left to the rules; "
+                        "default: the generator's, which matches the release's mix)")
+    p.add_argument("--targets-per-relation", type=nonneg_int, default=5, metavar="N",
+                   help="evaluation targets drawn per family relation (default 5; 0: no targets)")
+    p.add_argument("-o", "--output", required=True, help="KB file to write (missing folders are created)")
     add_json(p)
     p.set_defaults(handler=_generate)
 
     p = dsub.add_parser("import-edu-relat", help="convert the public EDU-RELAT release folder")
     p.add_argument("folder", help="folder with the release's .pt files")
-    p.add_argument("-o", "--output", required=True, help="KB file to write")
+    p.add_argument("-o", "--output", required=True, help="KB file to write (missing folders are created)")
     add_json(p)
     p.set_defaults(handler=_import)
 
@@ -36,16 +66,19 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = dsub.add_parser("export", help="export a KB as GraphML (or its probes as JSON lines)")
     p.add_argument("kb", help="KB file")
-    p.add_argument("-o", "--output", required=True, help="output file (.graphml or .jsonl)")
+    p.add_argument("-o", "--output", required=True,
+                   help="output file: .jsonl writes the probes as JSON lines, anything else GraphML")
     p.add_argument("--biography", action="store_true", help="include biography values as nodes (GraphML)")
     add_json(p)
     p.set_defaults(handler=_export)
 
     p = dsub.add_parser("draw", help="draw a family (or one person's neighbourhood) to PNG")
     p.add_argument("kb", help="KB file")
-    p.add_argument("-o", "--output", required=True, help="PNG file")
+    p.add_argument("-o", "--output", required=True, metavar="FIG.png",
+                   help="figure file; the suffix picks the format (.png, .svg, .pdf, ...; no suffix: .png is added)")
     p.add_argument("--person", default=None, help="draw only this person's neighbourhood")
-    p.add_argument("--radius", type=int, default=2, help="neighbourhood radius in family links (with --person)")
+    p.add_argument("--radius", type=nonneg_int, default=2,
+                   help="neighbourhood radius in family links (with --person; default 2)")
     add_json(p)
     p.set_defaults(handler=_draw)
 
@@ -59,6 +92,7 @@ def summary(kb) -> dict:
         "biography_facts": int((~kb.family_mask).sum()),
         "relations": kb.relation_counts(),
         "targets": [list(kb.facts[t]) for t in kb.targets],
+        "target_ids": list(kb.targets),  # what --target takes; targets[i] is fact target_ids[i]
     }
 
 
@@ -79,16 +113,12 @@ def _summary_text(kb, path: str) -> str:
 
 
 def _generate(args) -> int:
-    from ..cli import CLIError, emit
+    from ..cli import emit
     from .generate import FamilyParams, generate_family
     from .io import save_kb
 
-    if args.people < 2:
-        raise CLIError("--people must be at least 2")
     params = FamilyParams()
     if args.stored_share is not None:
-        if not 0.0 < args.stored_share <= 1.0:
-            raise CLIError("--stored-share must be in (0, 1]")
         params = params.model_copy(update={"stored_share": args.stored_share})
     params = params.model_copy(update={"targets_per_relation": args.targets_per_relation})
     kb = generate_family(args.people, seed=args.seed, params=params)
@@ -101,12 +131,16 @@ def _generate(args) -> int:
 
 def _import(args) -> int:
     from ..cli import emit
-    from .edu_relat import import_edu_relat
+    from .edu_relat import import_edu_relat, release_notes
     from .io import save_kb
 
     kb = import_edu_relat(args.folder)
     out = save_kb(kb, args.output)
-    emit(args, {"output": str(out), "people": len(kb.entities), "facts": len(kb.facts), "targets": len(kb.targets)},
+    notes = release_notes(kb)
+    for n in notes:  # said once, here; the rules commands on this KB do not repeat it
+        print(f"note: {n}", file=sys.stderr)
+    emit(args, {"output": str(out), "people": len(kb.entities), "facts": len(kb.facts), "targets": len(kb.targets),
+                "notes": notes},
          lambda: f"wrote {out}\n" + _summary_text(kb, str(out)))
     return 0
 
@@ -122,17 +156,18 @@ def _show(args) -> int:
 
 def _export(args) -> int:
     import json
+    from pathlib import Path
 
     from ..cli import emit
+    from ..errors import atomic_write_text
     from .io import load_kb
 
     kb = load_kb(args.kb)
     out = Path(args.output)
     if out.suffix == ".jsonl":
-        with out.open("w", encoding="utf-8") as f:
-            for p in kb.probes():
-                f.write(json.dumps({"fact_id": p.fact_id, "fact": list(kb.facts[p.fact_id]),
-                                    "question": p.question, "answer": p.answer}, ensure_ascii=False) + "\n")
+        atomic_write_text(out, "".join(
+            json.dumps({"fact_id": p.fact_id, "fact": list(kb.facts[p.fact_id]), "question": p.question,
+                        "answer": p.answer}, ensure_ascii=False) + "\n" for p in kb.probes()))
         fmt = "probes-jsonl"
     else:
         from .graph import write_graphml
@@ -145,9 +180,11 @@ def _export(args) -> int:
 
 def _draw(args) -> int:
     from ..cli import emit
+    from .figures import figure_path
     from .graph import draw_family
     from .io import load_kb
 
+    figure_path(args.output, flag="-o")  # before loading anything: a folder or fig.txt is refused at once
     kb = load_kb(args.kb)
     out = draw_family(kb, args.output, person=args.person, radius=args.radius)
     emit(args, {"output": str(out)}, f"wrote {out}")

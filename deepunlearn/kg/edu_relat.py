@@ -24,6 +24,16 @@ class ReleaseError(KBError):
     """The release folder is missing a file or holds something unexpected."""
 
 
+#: Relations the release's rules (rule set ``edu-relat``) name but no KB holds, with why. The
+#: import says so once and records them in ``metadata["acknowledged_relations"]``; the rules
+#: commands then do not repeat the "relation ... never fires" warning on every run (issue 11).
+RELEASE_RULE_QUIRKS = {
+    "newphe": "the release's rules 16 and 19 (rule set 'edu-relat', this KB's default) use 'newphe', a "
+              "misspelling of 'nephew' that no fact has, so they never fire, as in the reference "
+              "(rule set 'family' corrects it)",
+}
+
+
 def _need(folder: Path, name: str) -> Path:
     p = folder / name
     if not p.exists():
@@ -92,6 +102,8 @@ def import_edu_relat(folder: str | Path) -> KnowledgeBase:
             "rules": "edu-relat",
             # where the release lies: `rules --sets release` reads its unlearn_minimal_set/ from here
             "release_dir": str(folder.resolve()),
+            # rules-vs-KB warnings the user is told once, at import (see release_notes)
+            "acknowledged_relations": dict(RELEASE_RULE_QUIRKS),
         },
     )
     for i, (q, a) in enumerate(questions):
@@ -100,6 +112,21 @@ def import_edu_relat(folder: str | Path) -> KnowledgeBase:
             kb.probe_overrides[i] = (q, a)
     kb.validate()
     return kb
+
+
+def acknowledged_relations(kb: KnowledgeBase) -> dict[str, str]:
+    """``metadata["acknowledged_relations"]`` of a KB: relations its rules may name although no
+    fact has them, which the user was told about (at import); empty if absent or malformed."""
+    got = kb.metadata.get("acknowledged_relations")
+    if not isinstance(got, dict):
+        return {}
+    return {str(k): str(v) for k, v in got.items()}
+
+
+def release_notes(kb: KnowledgeBase) -> list[str]:
+    """What ``data import-edu-relat`` tells the user once about the imported KB."""
+    return [f"{why}; recorded in the KB's metadata 'acknowledged_relations', so the rules commands on this KB "
+            f"do not repeat this warning" for why in acknowledged_relations(kb).values()]
 
 
 # ---------------------------------------------------------------------------- release extras

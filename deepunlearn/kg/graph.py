@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 import os
 from collections import defaultdict, deque
@@ -20,6 +21,8 @@ from pathlib import Path
 
 import networkx as nx
 
+from ..errors import atomic_write_bytes
+from .figures import figure_path, save_figure
 from .kb import KBError, KnowledgeBase
 
 #: The most people :func:`draw_family` puts in one picture; larger families are cut to the
@@ -78,10 +81,9 @@ def write_graphml(kb: KnowledgeBase, path: str | os.PathLike, include_biography:
         for k, v in list(data.items()):
             if not isinstance(v, (str, int, float, bool)):
                 data[k] = str(v)
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    nx.write_graphml(g, p, encoding="utf-8")
-    return p
+    buf = io.BytesIO()
+    nx.write_graphml(g, buf, encoding="utf-8")
+    return atomic_write_bytes(path, buf.getvalue())
 
 
 # ---------------------------------------------------------------------------------- structure
@@ -407,15 +409,19 @@ def draw_family(kb: KnowledgeBase, path: str | os.PathLike, person: str | None =
     gold and each relative is captioned with the relation the KB stores ("Zoey's aunt").
     A relative the tree lines do not reach is joined to the person by a dashed, labelled
     line. Families larger than :data:`MAX_DRAWN_PEOPLE` are cut (the title says so).
-    Raises :class:`KBError` for an unknown ``person``. Returns the path.
+    Raises :class:`KBError` for an unknown ``person``. The format follows ``path``'s suffix (no
+    suffix: PNG, ``.png`` added); the file is written atomically. Returns the path written.
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
     from matplotlib.patches import FancyBboxPatch, Patch
 
+    figure_path(path)  # a folder or an unknown suffix is refused before any drawing
     if person is not None and person not in kb.entities:
-        raise KBError(f"person {person!r} is not in knowledge base {kb.name!r}")
+        raise KBError(f"person {person!r} is not in knowledge base {kb.name!r}", field="--person")
+    if radius < 0:
+        raise KBError(f"radius must be >= 0, got {radius}", field="--radius")
     fam = _family_structure(kb)
     total = len(kb.entities)
     comps, scope, note, direct = _select(kb, fam, person, radius)
@@ -558,10 +564,7 @@ def draw_family(kb: KnowledgeBase, path: str | os.PathLike, person: str | None =
         handles.append(Patch(fc="white", ec=_FOCUS, lw=2.5, label=f"{person}; italics: relations the KB stores"))
     fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.3 / width_in, 1 - 0.5 / height_in),
                fontsize=fs, frameon=False, ncol=min(len(handles), max(1, int(width_in // 3.2))))
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=110)
-    return out
+    return save_figure(fig, path, dpi=110)
 
 
 def _select(kb: KnowledgeBase, fam: _Family, person: str | None, radius: int

@@ -13,8 +13,14 @@
       "metadata": {...}
     }
 
-``facts[i]`` is ``[o1, r, o2]`` ("o2 is o1's r"); ``targets`` are fact indices; ``probes`` holds
-only the probes whose wording differs from their relation's template.
+``facts[i]`` is ``[o1, r, o2]`` ("o2 is o1's r"); ``targets`` are fact indices (JSON integers:
+``"4"``, ``4.0`` and ``true`` are refused, issue 11); ``probes`` holds only the probes whose wording
+differs from their relation's template, keyed by fact index written as a string of digits.
+Templates may use only plain ``{o1}``, ``{r}``, ``{o2}`` (:func:`~.kb.template_problem`).
+
+Reading goes through :func:`deepunlearn.errors.load_json` (missing file, a folder, non-UTF-8
+bytes, JSON syntax, NaN and nesting deeper than 64 levels are one :class:`KBFileError` naming the
+file), then pydantic (a field's problem is an error naming the field and the file).
 """
 
 from __future__ import annotations
@@ -22,11 +28,12 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
-from .kb import KBError, KnowledgeBase, Relation
+from ..errors import atomic_write_text, load_json
+from .kb import KBError, KnowledgeBase, Relation, template_problem
 
 FORMAT = "deepunlearn-kb"
 VERSION = 1
@@ -45,10 +52,9 @@ class RelationSpec(BaseModel):
     @field_validator("question", "answer")
     @classmethod
     def _placeholders(cls, v: str) -> str:
-        try:
-            v.format(o1="", r="", o2="")
-        except (KeyError, IndexError, ValueError) as e:
-            raise ValueError(f"template {v!r} may only use the placeholders {{o1}}, {{r}}, {{o2}} ({e})") from None
+        problem = template_problem(v)
+        if problem is not None:
+            raise ValueError(f"template {v!r}: {problem}; templates may use only plain {{o1}}, {{r}}, {{o2}}")
         return v
 
 
@@ -61,43 +67,68 @@ class KBFile(BaseModel):
     entities: dict[str, dict[str, str]]
     relations: dict[str, RelationSpec]
     facts: list[tuple[str, str, str]]
-    targets: list[int] = Field(default_factory=list)
-    probes: dict[int, tuple[str, str]] = Field(default_factory=dict)
+    targets: list[StrictInt] = Field(default_factory=list)
+    probes: dict[Annotated[str, Field(pattern=r"^[0-9]+$")], tuple[str, str]] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _strict_version(cls, v: Any) -> Any:
+        if isinstance(v, bool) or not isinstance(v, int):  # `true` and `1.0` are not version 1
+            raise ValueError(f"expected the integer {VERSION}, found {json.dumps(v)[:60]}")
+        return v
+
+
+def _loc(err: dict) -> str:
+    return ".".join(str(x) for x in err["loc"]) or "(top level)"
+
+
+#: Plainer words for pydantic's messages on the fields a hand-edited KB gets wrong most.
+_MESSAGES = {
+    "int_type": "expected a JSON integer (no quotes, no decimal point, not true/false)",
+    "string_pattern_mismatch": "expected a fact index written as a string of digits",
+    "string_type": "expected a JSON string",
+}
 
 
 def _describe(e: ValidationError) -> str:
     parts = []
     for err in e.errors()[:5]:
-        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
-        parts.append(f"field {loc}: {err['msg']}")
+        msg = _MESSAGES.get(err["type"], err["msg"].removeprefix("Value error, "))
+        if err["type"] in ("int_type", "literal_error", "string_pattern_mismatch", "string_type"):
+            msg += f", found {json.dumps(err.get('input'), default=repr)[:60]}"
+        parts.append(f"field {_loc(err)}: {msg}")
     more = f" (and {e.error_count() - 5} more)" if e.error_count() > 5 else ""
     return "; ".join(parts) + more
 
 
 def from_dict(data: Any, source: str = "<dict>") -> KnowledgeBase:
-    """Validate a decoded KB document and build the :class:`KnowledgeBase`."""
-    if isinstance(data, dict) and data.get("format", FORMAT) == FORMAT and data.get("version", VERSION) != VERSION:
-        raise KBFileError(f"{source}: field version: this deepunlearn reads version {VERSION}, the file is version {data.get('version')!r}")
+    """Validate a decoded KB document and build the :class:`KnowledgeBase`; every problem is
+    one :class:`KBFileError` naming ``source`` and the field."""
+    if (isinstance(data, dict) and data.get("format", FORMAT) == FORMAT and isinstance(data.get("version", VERSION), int)
+            and not isinstance(data.get("version"), bool) and data.get("version", VERSION) != VERSION):
+        raise KBFileError(f"{source}: field version: this deepunlearn reads version {VERSION}, the file is version "
+                          f"{data.get('version')!r}", file=source, field="version")
     try:
         doc = KBFile.model_validate(data)
     except ValidationError as e:
-        raise KBFileError(f"{source}: not a valid deepunlearn KB: {_describe(e)}") from None
-    relations = {n: Relation(n, s.kind, s.question, s.answer) for n, s in doc.relations.items()}
-    kb = KnowledgeBase(
-        entities=doc.entities,
-        relations=relations,
-        facts=[tuple(f) for f in doc.facts],
-        targets=list(doc.targets),
-        name=doc.name,
-        background=tuple(doc.background),
-        probe_overrides={int(k): tuple(v) for k, v in doc.probes.items()},
-        metadata=doc.metadata,
-    )
+        raise KBFileError(f"{source}: not a valid deepunlearn KB: {_describe(e)}", file=source,
+                          field=_loc(e.errors()[0])) from None
     try:
+        relations = {n: Relation(n, s.kind, s.question, s.answer) for n, s in doc.relations.items()}
+        kb = KnowledgeBase(
+            entities=doc.entities,
+            relations=relations,
+            facts=[tuple(f) for f in doc.facts],
+            targets=list(doc.targets),
+            name=doc.name,
+            background=tuple(doc.background),
+            probe_overrides={int(k): tuple(v) for k, v in doc.probes.items()},
+            metadata=doc.metadata,
+        )
         kb.validate()
     except KBError as e:
-        raise KBFileError(f"{source}: {e}") from None
+        raise KBFileError(f"{source}: {e}", file=source, field=e.field) from None
     return kb
 
 
@@ -118,18 +149,11 @@ def to_dict(kb: KnowledgeBase) -> dict[str, Any]:
     }
 
 
-def load_kb(path: str | os.PathLike) -> KnowledgeBase:
-    """Read a KB file; errors name the file and the field."""
-    p = Path(path)
-    if not p.exists():
-        raise KBFileError(f"{p}: no such KB file")
-    try:
-        data = json.loads(p.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise KBFileError(f"{p}: not valid JSON: line {e.lineno}, column {e.colno}: {e.msg}") from None
-    except UnicodeDecodeError as e:
-        raise KBFileError(f"{p}: not UTF-8 text ({e.reason})") from None
-    return from_dict(data, source=str(p))
+def load_kb(path: str | os.PathLike, *, flag: str | None = None) -> KnowledgeBase:
+    """Read a KB file (named on the command line by ``flag``, e.g. ``--kb``); every problem is
+    one :class:`KBFileError` naming the file and the field."""
+    data = load_json(path, flag=flag, error=KBFileError)
+    return from_dict(data, source=str(path))
 
 
 def dumps_kb(kb: KnowledgeBase) -> str:
@@ -138,10 +162,6 @@ def dumps_kb(kb: KnowledgeBase) -> str:
 
 
 def save_kb(kb: KnowledgeBase, path: str | os.PathLike) -> Path:
-    """Write atomically (temp file + rename) so a crash never leaves half a KB."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = p.with_name(p.name + ".tmp")
-    tmp.write_text(dumps_kb(kb), encoding="utf-8")
-    os.replace(tmp, p)
-    return p
+    """Write atomically (temp sibling + rename, missing folders created) so a crash never
+    leaves half a KB."""
+    return atomic_write_text(path, dumps_kb(kb))

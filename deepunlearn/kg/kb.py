@@ -11,6 +11,7 @@ layer can index them with numpy arrays.
 
 from __future__ import annotations
 
+import string
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -39,14 +40,64 @@ class KBError(UserError, ValueError):
     """A knowledge base is inconsistent or a reference into it is wrong."""
 
 
+#: The fields a probe template may name: the fact's subject, relation and object.
+TEMPLATE_FIELDS = ("o1", "r", "o2")
+
+
+def template_problem(template: str) -> str | None:
+    """Why ``template`` is not a plain probe template, or ``None`` if it is.
+
+    A template may name only :data:`TEMPLATE_FIELDS`, each as a plain ``{o1}``: no format spec
+    (``{o2:>300000000}`` asked ``str.format`` for gigabytes, issue 11), no conversion
+    (``{o1!r}``), no attribute or index access (``{o1.__class__}``, ``{o1[0]}``), no positional
+    ``{}``. Literal braces are written ``{{`` and ``}}``.
+
+    >>> template_problem("Who is {o2} to {o1}?") is None
+    True
+    >>> template_problem("Who is {o2:>300000000} to {o1}?")
+    "placeholder {o2:>300000000} has a format spec ('>300000000')"
+    """
+    try:
+        parts = list(string.Formatter().parse(template))
+    except ValueError as e:
+        return f"not a valid template ({e}; write a literal brace as {{{{ or }}}})"
+    for _, name, spec, conv in parts:
+        if name is None:
+            continue
+        shown = "{" + name + (f"!{conv}" if conv else "") + (f":{spec}" if spec else "") + "}"
+        if conv:
+            return f"placeholder {shown} has a conversion ('!{conv}')"
+        if spec:
+            return f"placeholder {shown} has a format spec ({spec!r})"
+        if name not in TEMPLATE_FIELDS:
+            return f"placeholder {shown} is not a template field"
+    return None
+
+
+def check_template(relation: str, role: str, template: str) -> None:
+    """:class:`KBError` naming the relation and the template unless ``template`` is plain
+    (see :func:`template_problem`); ``role`` is ``"question"`` or ``"answer"``."""
+    if not isinstance(template, str):
+        raise KBError(f"relation {relation!r}: {role} template must be a string, found {template!r}",
+                      field=f"relations.{relation}.{role}")
+    problem = template_problem(template)
+    if problem is not None:
+        raise KBError(f"relation {relation!r}: {role} template {template!r}: {problem}; templates may use only "
+                      "plain {o1}, {r}, {o2}", field=f"relations.{relation}.{role}")
+
+
 @dataclass(frozen=True)
 class Relation:
-    """A relation's kind and its probe template."""
+    """A relation's kind and its probe template (checked on creation: see :func:`check_template`)."""
 
     name: str
     kind: Kind
     question: str
     answer: str
+
+    def __post_init__(self) -> None:
+        check_template(self.name, "question", self.question)
+        check_template(self.name, "answer", self.answer)
 
     @classmethod
     def default(cls, name: str, kind: Kind) -> "Relation":
@@ -138,6 +189,8 @@ class KnowledgeBase:
                 raise KBError(f"facts[{i}]: duplicate of facts[{seen[f]}] {list(f)}")
             seen[f] = i
         for j, t in enumerate(self.targets):
+            if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
+                raise KBError(f"targets[{j}]: expected a fact index (an integer), found {t!r}", field=f"targets.{j}")
             if not (0 <= t < len(self.facts)):
                 raise KBError(f"targets[{j}]: fact index {t} out of range (KB has {len(self.facts)} facts)")
         for i in self.probe_overrides:

@@ -1,20 +1,44 @@
 """``deepunlearn rules closure | sets | recall | explain | show`` (DESIGN.md section 7).
 
 Only argparse at import time; numpy, clingo and matplotlib load inside the handlers, and
-nothing here imports torch.
+nothing here imports torch. Numeric flags have strict argparse types (bad values: usage error,
+exit 2); every ``-o`` is written atomically, missing folders created.
+
+Warnings about the rules on the KB (a relation no fact has, ...) go to stderr, except those the
+KB's metadata ``acknowledged_relations`` lists (the user was told at import, e.g. the release's
+``newphe``) and all of them under ``-q/--quiet``; ``--json`` output still lists them all.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
 
 
+def _budget(text: str) -> float:
+    """argparse type of ``--time-budget``: finite seconds > 0 (``-1`` and ``nan`` used to give
+    approximate sets without a word; ``0`` would skip the exact enumeration: say ``--sets mdus``)."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}") from None
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text!r} "
+                                         "(for the approximate sets only, use --sets mdus)")
+    return v
+
+
+def _quiet(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="do not print warnings about the rules on the KB to stderr (--json still lists them)")
+
+
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json
+    from ..cli import add_json, nonneg_int, positive_int
 
     rules = sub.add_parser("rules", help="rules: closure, minimal deep-unlearning sets, recall/accuracy, explanations")
     rsub = rules.add_subparsers(dest="rules_command", metavar="ACTION")
@@ -33,13 +57,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     def sets_options(p: argparse.ArgumentParser) -> None:
         g = p.add_mutually_exclusive_group()
-        g.add_argument("--seeds", type=int, default=None, metavar="N",
+        g.add_argument("--seeds", type=positive_int, default=None, metavar="N",
                        help="approximate the minimal sets with MDUS over N random seeds (paper Algorithm 3)")
         g.add_argument("--exact", action="store_true",
                        help="enumerate all minimal sets with clingo (the default; falls back to MDUS "
                             "with 100 seeds past --time-budget and then says exact: false)")
-        p.add_argument("--time-budget", type=float, default=10.0, metavar="S",
-                       help="seconds for the exact enumeration of one target (default 10)")
+        p.add_argument("--time-budget", type=_budget, default=10.0, metavar="S",
+                       help="seconds (> 0) for the exact enumeration of one target (default 10); past it, "
+                            "the sets found so far plus MDUS, and the output says exact: false")
         p.add_argument("--sets", default=None, metavar="exact|mdus|release|DIR",
                        help="where the minimal sets come from: exact (clingo, the default), mdus (MDUS over "
                             "--seeds, default 100), release (the release's stored unlearn_minimal_set/, found "
@@ -51,14 +76,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     common(p, target=False)
     p.add_argument("--engine", choices=("native", "pydatalog"), default="native",
                    help="closure engine (pydatalog: the independent cross-check; slower)")
-    p.add_argument("-o", "--output", default=None, help="also write the closure's facts as a JSON list of [s, r, o]")
+    p.add_argument("-o", "--output", default=None, metavar="FILE.json",
+                   help="also write the closure's facts as a JSON list of [s, r, o] (missing folders are created)")
     add_json(p)
+    _quiet(p)
     p.set_defaults(handler=_closure)
 
     p = rsub.add_parser("sets", help="minimal deep-unlearning sets of a target")
     common(p)
     sets_options(p)
     add_json(p)
+    _quiet(p)
     p.set_defaults(handler=_sets)
 
     p = rsub.add_parser("recall", help="recall and accuracy of an unlearning result")
@@ -70,16 +98,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="among sets of maximal recall, U* is the one of best accuracy (default) or the first "
                         "in the sets' order (the reference's argmax; with --sets release, its stored order)")
     add_json(p)
+    _quiet(p)
     p.set_defaults(handler=_recall)
 
     p = rsub.add_parser("explain", help="derivations and minimal sets of a target, as text and a figure")
     common(p)
     sets_options(p)
-    p.add_argument("-o", "--output", default=None, metavar="FIG.png", help="draw the figure to this PNG")
-    p.add_argument("--depth", type=int, default=2, help="levels of derivations to expand (default 2)")
-    p.add_argument("--max-groundings", type=int, default=12, help="groundings shown per fact (default 12)")
-    p.add_argument("--max-sets", type=int, default=4, help="minimal sets drawn in the figure (default 4)")
+    p.add_argument("-o", "--output", default=None, metavar="FIG.png",
+                   help="draw the figure to this file; the suffix picks the format (.png, .svg, .pdf, ...; "
+                        "no suffix: .png is added)")
+    p.add_argument("--depth", type=nonneg_int, default=2, help="levels of derivations to expand (default 2)")
+    p.add_argument("--max-groundings", type=positive_int, default=12, help="groundings shown per fact (default 12)")
+    p.add_argument("--max-sets", type=positive_int, default=4, help="minimal sets drawn in the figure (default 4)")
     add_json(p)
+    _quiet(p)
     p.set_defaults(handler=_explain)
 
     p = rsub.add_parser("show", help="read a rule set and print it as Datalog, with warnings")
@@ -92,51 +124,35 @@ def register(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------------------------------- helpers
 def _load(args):
     from ..kg.io import load_kb
+    from ..kg.refs import read_fact_list
     from .load import load_rules
 
-    kb = load_kb(args.kb)
+    kb = load_kb(args.kb, flag="--kb")
     rules = load_rules(args.rules if args.rules is not None else kb.metadata.get("rules", "family"))
     warnings = rules.check(kb)
-    for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
-    known = _read_fact_list(kb, args.known, "known") if args.known else None
+    _print_warnings(args, kb, rules, warnings)
+    known = read_fact_list(kb, args.known, flag="--known", key="known") if args.known else None
     return kb, rules, known, warnings
 
 
-def _read_fact_list(kb, path: str, key: str) -> list[int]:
-    """A JSON list of facts (indices, [s, r, o] or 'S|r|O'), or an object holding it under ``key``."""
-    from ..cli import CLIError
-    from ..kg.kb import KBError
+def _print_warnings(args, kb, rules, warnings: list[str]) -> None:
+    """Warnings on stderr, less those about relations the KB's metadata acknowledges (the user
+    was told at import) and all of them with ``--quiet``."""
+    from ..kg.edu_relat import acknowledged_relations
 
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as e:
-        raise CLIError(f"{path}: cannot read ({e.strerror})") from None
-    except json.JSONDecodeError as e:
-        raise CLIError(f"{path}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})") from None
-    if isinstance(data, dict):  # e.g. the file `deepunlearn probe -o KNOWN.json` writes ("fact_ids")
-        data = next((data[k] for k in (key, "fact_ids", "facts") if isinstance(data.get(k), list)), data)
-    if not isinstance(data, list):
-        raise CLIError(f"{path}: expected a JSON list of facts ([s, r, o] or fact indices)")
-    out = []
-    for i, item in enumerate(data):
-        try:
-            if isinstance(item, bool) or not isinstance(item, (int, str, list)):
-                raise KBError(f"expected [s, r, o] or a fact index, found {item!r}")
-            out.append(kb.resolve(item))
-        except KBError as e:
-            raise CLIError(f"{path}: item {i}: {e}") from None
-    return out
+    if getattr(args, "quiet", False):
+        return
+    told = [f"relation {r!r} " for r in acknowledged_relations(kb) if r in rules.unknown_relations(kb.relations)]
+    for w in warnings:
+        if not any(t in w for t in told):
+            print(f"warning: {w}", file=sys.stderr)
 
 
-def _targets(kb, ref: str) -> list[int]:
-    from ..cli import CLIError
+def _targets(args, kb) -> list[int]:
+    """``--target``: fact ids; errors name the flag and the KB file."""
+    from ..kg.refs import resolve_target
 
-    if ref == "all":
-        if not kb.targets:
-            raise CLIError(f"--target all: KB {kb.name!r} lists no targets")
-        return list(kb.targets)
-    return [kb.resolve(ref)]
+    return resolve_target(kb, args.target, kb_file=args.kb, flag="--target")
 
 
 def _evaluator(args, kb, rules, known):
@@ -178,8 +194,9 @@ def _closure(args) -> int:
     out = {**c.to_dict(), "rules": rules.name, "kb_facts": len(kb.facts),
            "warnings": warnings, "seconds": round(time.perf_counter() - t0, 4)}
     if args.output:
-        Path(args.output).write_text(json.dumps([list(f) for f in c.facts], ensure_ascii=False) + "\n", encoding="utf-8")
-        out["output"] = args.output
+        from ..errors import atomic_write_text
+
+        out["output"] = str(atomic_write_text(args.output, json.dumps([list(f) for f in c.facts], ensure_ascii=False) + "\n"))
 
     def text() -> str:
         lines = [f"{args.kb} with rules {rules.name!r} ({args.engine} engine, {out['seconds']:.3f} s):",
@@ -219,7 +236,7 @@ def _sets(args) -> int:
     from ..cli import emit
 
     kb, rules, known, warnings = _load(args)
-    targets = _targets(kb, args.target)
+    targets = _targets(args, kb)
     ev = _evaluator(args, kb, rules, known)
     if args.target == "all":
         from tqdm import tqdm
@@ -237,12 +254,13 @@ def _sets(args) -> int:
 
 def _recall(args) -> int:
     from ..cli import CLIError, emit
+    from ..kg.refs import read_fact_list
 
     kb, rules, known, warnings = _load(args)
     if args.target == "all":
         raise CLIError("rules recall: --target must be one fact (the one the forgotten facts were unlearned for)")
-    t = _targets(kb, args.target)[0]
-    forgotten = _read_fact_list(kb, args.forgotten, "forgotten")
+    t = _targets(args, kb)[0]
+    forgotten = read_fact_list(kb, args.forgotten, flag="--forgotten", key="forgotten")
     ev = _evaluator(args, kb, rules, known)
     e = ev.evaluate(t, forgotten)
     out = {"recall": e.recall, "accuracy": e.accuracy, "exact": e.exact, "set": [_fact(kb, f) for f in e.set],
@@ -267,12 +285,15 @@ def _recall(args) -> int:
 
 def _explain(args) -> int:
     from ..cli import CLIError, emit
+    from ..kg.figures import figure_path
     from .explain import draw_explanation, explain, explain_text
 
+    if args.output:
+        figure_path(args.output, flag="-o")  # a folder or FIG.txt is refused before any work
     kb, rules, known, warnings = _load(args)
     if args.target == "all":
         raise CLIError("rules explain: --target must be one fact")
-    t = _targets(kb, args.target)[0]
+    t = _targets(args, kb)[0]
     ev = _evaluator(args, kb, rules, known)
     ex = explain(ev.graph, t, ev.minimal_sets(t), depth=args.depth, max_groundings=args.max_groundings)
     out = {**ex.to_dict(), "rules": rules.name}

@@ -145,7 +145,11 @@ def _rows(n: FactNode) -> int:
 def draw_explanation(ex: Explanation, path: str | Path, max_sets: int = 4, max_rows: int = 48) -> Path:
     """Write the figure: the target's derivations as a tree (left) and up to ``max_sets``
     minimal sets on the family graph of the target's cone (right). A tree taller than
-    ``max_rows`` rows is drawn shallower (and with fewer groundings per fact) than the text."""
+    ``max_rows`` rows is drawn shallower (and with fewer groundings per fact) than the text.
+    Returns the path written (see :func:`deepunlearn.kg.figures.save_figure`)."""
+    from ..kg.figures import figure_path
+
+    figure_path(path)  # a folder or an unknown suffix is refused before any drawing
     import matplotlib
 
     matplotlib.use("Agg")
@@ -249,8 +253,9 @@ def draw_explanation(ex: Explanation, path: str | Path, max_sets: int = 4, max_r
     fig.suptitle(f"Deep unlearning of fact [{ex.target}] with rules {g.rules.name!r}: "
                  f"{len(ex.sets.sets)} minimal sets ({kind})", fontsize=11)
     fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=150)
-    plt.close(fig)
-    return out
+    from ..kg.figures import save_figure
+
+    try:  # the format follows the suffix (none: .png added); written atomically, folders created
+        return save_figure(fig, path, dpi=150)
+    finally:
+        plt.close(fig)

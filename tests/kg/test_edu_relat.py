@@ -151,7 +151,7 @@ def test_malformed_kb_names_the_field(edu_kb, tmp_path, mutate, needle):
 def test_not_json(tmp_path):
     p = tmp_path / "kb.json"
     p.write_text('{"facts": [1, 2,')
-    with pytest.raises(KBFileError, match=r"kb.json: not valid JSON: line 1"):
+    with pytest.raises(KBFileError, match=r"kb.json:1:17: not valid JSON \(Expecting value\)"):
         load_kb(p)
 
 

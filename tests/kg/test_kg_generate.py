@@ -194,7 +194,7 @@ def test_cli_generate_100_people_like_the_release_and_deterministic(tmp_path):
 
 def test_cli_rejects_a_bad_stored_share(tmp_path):
     r = _cli("data", "generate", "--people", "10", "--stored-share", "0", "-o", str(tmp_path / "x.json"), cwd=tmp_path)
-    assert r.returncode == 1 and "--stored-share" in r.stderr
+    assert r.returncode == 2 and "argument --stored-share: expected a number in (0, 1], got '0'" in r.stderr
 
 
 # ------------------------------------------------------------------------------ size and mix

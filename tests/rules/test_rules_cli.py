@@ -156,7 +156,6 @@ def test_show(edu_json, edu_dir):
     (["recall", "--target", "all", "--forgotten", "F"], "--target must be one fact"),
     (["sets", "--target", "272", "--rules", "BAD"], "bad.dl:2:"),
     (["sets", "--target", "272", "--rules", "nosuch"], "unknown rule set 'nosuch'"),
-    (["sets", "--target", "272", "--seeds", "0"], "--seeds must be at least 1"),
     (["recall", "--target", "272", "--forgotten", "NOTJSON"], "not valid JSON"),
     (["recall", "--target", "272", "--forgotten", "WRONG"], "item 1:"),
     (["recall", "--target", "272", "--forgotten", "GOOD", "--sets", "NOPE"], "expected exact, mdus, release or a folder"),
