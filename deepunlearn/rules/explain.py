@@ -54,7 +54,8 @@ class Explanation:
             return d
 
         return {"target": list(g.fact(self.target)), "target_id": self.target, "exact": self.sets.exact,
-                "derivations": node(self.tree)["derivations"],
+                # none at --depth 0, or for a target no rule derives (was a KeyError, exit 70)
+                "derivations": node(self.tree).get("derivations", []),
                 "sets": [[list(g.fact(f)) for f in sorted(s)] for s in self.sets.sets]}
 
 
