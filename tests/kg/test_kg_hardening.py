@@ -210,3 +210,12 @@ def test_import_says_the_newphe_quirk_once_and_records_it(edu_dir, tmp_path, cap
     assert code == 0 and len(notes) == 1 and "'newphe'" in notes[0] and "rules 16 and 19" in notes[0]
     assert err == f"note: {notes[0]}\n"
     assert set(load_kb(out).metadata["acknowledged_relations"]) == {"newphe"}
+
+
+def test_gitignore_covers_what_the_demo_and_readme_write():
+    from pathlib import Path
+
+    lines = set((Path(__file__).resolve().parents[2] / ".gitignore").read_text().splitlines())
+    for entry in ("/deepunlearn-demo/", "/tiny-edu/", "/results/", "/family.json", "/fig.png", "/known.json",
+                  "/edu.json", "/family.png", "/family.graphml"):
+        assert entry in lines, entry
