@@ -115,7 +115,7 @@ def test_build_refuses_a_bool_target():
     (b"[" * 5000 + b"]" * 5000, "JSON nested deeper than 64 levels"),
     (b'{"name": "\xff\xfe"}', "not UTF-8 text (byte 10: b'\\xff')"),
     (b'{"name": NaN}', "not valid JSON (NaN is not JSON)"),
-])
+], ids=["nested", "non-utf8", "nan"])
 def test_unreadable_kb_files_are_one_clean_error(tmp_path, capsys, content, message):
     p = tmp_path / "kb.json"
     p.write_bytes(content)

@@ -76,7 +76,7 @@ def test_target_errors_name_the_flag_and_the_kb_file(edu_json, capsys):
     (b"[272, \"\xff\"]", "not UTF-8 text (byte 7: b'\\xff')"),
     (b"[272, true]", "item 1: expected a fact index, 'S|r|O' or [s, r, o], found True"),
     (b"[272, \"4\"]", "item 1: fact index given as a string '4'; write it as a JSON number"),
-])
+], ids=["nested", "non-utf8", "true", "string-index"])
 def test_fact_lists_are_read_safely(edu_json, tmp_path, capsys, flag, content, message):
     bad = tmp_path / "bad.json"
     bad.write_bytes(content)
