@@ -312,7 +312,7 @@ def _show(args) -> int:
     if args.kb:
         from ..kg.io import load_kb
 
-        warnings = rules.check(load_kb(args.kb))
+        warnings = rules.check(load_kb(args.kb, flag="--kb"))
     out = {"name": rules.name, "rules": len(rules), "relations": sorted(rules.relations),
            "attributes": sorted(rules.attributes), "warnings": warnings, "datalog": rules.to_datalog()}
     emit(args, out, lambda: rules.to_datalog() + "".join(f"\n% warning: {w}" for w in warnings))
