@@ -117,9 +117,11 @@ def _wrap_errors(fn):
 def _finish(args: argparse.Namespace, outcome, methods, cfg) -> int:
     from ..cli import emit
     from .metrics import format_table
-    from .report import write_report
+    from .report import nothing_evaluated_text, write_report
 
     report = write_report(outcome.output)
+    if not outcome.points:
+        print(f"warning: {nothing_evaluated_text(outcome.skipped)}", file=sys.stderr)
     table = format_table(outcome.summary, methods=methods, show_spread=True)
     protocols = {m.name: cfg.protocol_for(m).name for m in cfg.models}
     obj = result_json(outcome, report, protocols)

@@ -205,6 +205,16 @@ def _num3(v: Any, digits: int = 3) -> str:
     return "–" if _nan(v) else f"{v:.{digits}f}"
 
 
+def nothing_evaluated_text(skipped: Mapping | None) -> str:
+    """Why a sweep has no point: ``no target could be evaluated: all N skipped (reasons)``."""
+    skipped = dict(skipped or {})
+    if not skipped:
+        return "no point was evaluated: the sweep has no stored results"
+    targets = sorted({tg for (_, tg, _) in skipped})
+    reasons = sorted({str(r or "no reason recorded") for r in skipped.values()})
+    return f"no target could be evaluated: all {len(targets)} skipped ({'; '.join(reasons)})"
+
+
 def nothing_evaluated(skipped: Mapping | None) -> list[str]:
     """The report's lines when no point exists: every job skipped, and why."""
     skipped = dict(skipped or {})
