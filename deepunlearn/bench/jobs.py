@@ -101,8 +101,11 @@ class ModelWorker:
         from .config import prompt_format
 
         m = self.spec.models[model]
-        bundle = load_model(m["path"], device=m.get("device"), dtype=m.get("dtype"), prompt=prompt_format(m.get("prompt")),
-                            answer_format=m["run"]["protocol"]["answer_format"])
+        from .progress import quiet_library_bars
+
+        with quiet_library_bars():  # their bars inside the sweep's bar wrote ESC[A
+            bundle = load_model(m["path"], device=m.get("device"), dtype=m.get("dtype"),
+                                prompt=prompt_format(m.get("prompt")), answer_format=m["run"]["protocol"]["answer_format"])
         cache = None
         if self.spec.cache_dir:
             from pathlib import Path

@@ -39,6 +39,7 @@ from .executors import Executor, make_executor
 from .guard import SweepLock, check_models, model_identity, record_models
 from .grids import job_seed
 from .jobs import Job, WorkSpec
+from .progress import SweepBar
 from .metrics import summarize
 from .store import Point, ResultsStore
 
@@ -261,7 +262,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
         skipped: dict[tuple[str, int, str], str] = {k: r or "" for k, (s, r) in store.jobs().items() if s == "skipped"}
         computed = 0
         warned: set[tuple[str, int]] = set()
-        bar = _progress(total, done_points, progress)
+        bar = SweepBar(total, done_points, progress)
         n_jobs = len(jobs)
 
         def sink(job: Job, ev: dict[str, Any]) -> None:
@@ -270,20 +271,20 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             if kind == "point":
                 store.add_point(Point.from_dict(ev["point"], model=job.model))
                 computed += 1
-                bar.update(1)
+                bar.advance(1)
             elif kind == "done":
                 store.finish_job(*job.key)
             elif kind == "skipped":
                 store.finish_job(*job.key, status="skipped", reason=ev.get("reason"))
                 skipped[job.key] = ev.get("reason", "")
-                bar.update(job.todo)
+                bar.advance(job.todo)
                 if (job.model, job.target) not in warned:
                     warned.add((job.model, job.target))
-                    bar.write(f"warning: skipping target {job.target} {list(kb.facts[job.target])} for "
-                              f"{job.model}: {ev.get('reason')}", file=sys.stderr)
+                    bar.message(f"warning: skipping target {job.target} {list(kb.facts[job.target])} for "
+                                f"{job.model}: {ev.get('reason')}")
             elif kind == "status":
-                bar.write(ev.get("text", ""), file=sys.stderr)
-            bar.set_postfix_str(f"{job.model} {job.method} target {job.target}", refresh=False)
+                bar.message(ev.get("text", ""))
+            bar.postfix(f"{job.model} {job.method} target {job.target}")
 
         if resumed and progress:
             print(f"resuming {out}: {done_points} of {total} points already stored, {n_jobs} job(s) to run",
@@ -327,10 +328,3 @@ def _work_spec(cfg: SweepConfig, kb: KnowledgeBase) -> WorkSpec:
         rules=cfg.rules, seeds=cfg.seeds, batch_size=cfg.batch_size, lora=cfg.lora, cache_dir=str(cfg.cache_path),
         threads=cfg.threads,
     )
-
-
-def _progress(total: int, initial: int, enabled: bool):
-    from tqdm import tqdm
-
-    return tqdm(total=total, initial=initial, unit="pt", desc="sweep", file=sys.stderr, disable=not enabled,
-                dynamic_ncols=True, smoothing=0.1)

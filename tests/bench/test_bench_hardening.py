@@ -48,7 +48,7 @@ def test_non_utf8_config_is_one_clear_error(tmp_path, capsys):
     (".toml", "kb = " + "[" * 5000 + "]" * 5000),
     (".toml", "kb = " + "{a = " * 3000 + "1" + "}" * 3000),
     (".json", '{"kb": ' + "[" * 5000 + "]" * 5000 + "}"),
-])
+], ids=["yaml-flow", "yaml-block", "toml-array", "toml-table", "json"])
 def test_deeply_nested_config_is_refused(tmp_path, suffix, text):
     p = tmp_path / f"s{suffix}"
     p.write_text(text)
@@ -182,10 +182,14 @@ def test_sweep_with_every_target_skipped_reports_it(sweep_files, tmp_path, monke
 def test_failed_report_leaves_the_previous_one_whole(sweep_files, tmp_path, monkeypatch):
     import deepunlearn.bench.report as report
 
+    from deepunlearn.bench.store import Point, ResultsStore
+
     cfg = load_config(sweep_files())
     run_sweep(cfg, executor=FakeExecutor(), progress=False)
     first = report.write_report(cfg.output)
     before = {f.name: f.read_bytes() for f in first.parent.iterdir()}
+    with ResultsStore(cfg.output) as s:  # new results: a report written now differs in every file
+        s.add_point(Point("tiny", 0, "ga", 3, recall=1.0, accuracy=0.1, target_forgotten=True, forgotten=(0,)))
 
     def boom(*a, **k):
         raise RuntimeError("disk full")
