@@ -253,8 +253,9 @@ def _describe(e: ValidationError) -> tuple[str, str | None]:
     """The message of a validation error (up to five problems) and the field of the first."""
     parts, fields = [], []
     for err in e.errors()[:5]:
-        loc = ".".join(str(x) for x in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
+        # keys come from the user's file: one with a newline or nothing printable is shown quoted
+        loc = ".".join(str(x) if isinstance(x, int) or (x and str(x).isprintable()) else repr(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ").replace("\n", "\\n")
         # a check across fields names its field itself
         if not loc and msg.startswith("field "):
             parts.append(msg)
