@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_bench)
 
     p = sub.add_parser(
-        "demo", help="the whole evaluation on a generated family KB and a tiny local model (~2 min)",
+        "demo", help="the whole evaluation on a generated family KB and a tiny local model (2-3 min)",
         description=DEMO_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kb", default=None, metavar="FILE", help="use this KB file instead of generating one")
     p.add_argument("-o", "--output", default="deepunlearn-demo", metavar="DIR",
@@ -50,9 +50,10 @@ other known facts), then write OUTPUT/report/ (report.md, figures, summary.json,
 Every point is stored the moment it exists (OUTPUT/results.sqlite): run the same command
 again to resume after an interruption. The folder is locked while a sweep runs.
 
-How long: set by the config, about (models x targets x methods x grid points) unlearning
-runs plus a probe of the KB each. The tiny model on a 50-person family takes seconds per
-point on one CPU core; a 7B model wants a GPU. The progress bar shows points done.
+How long: set by the config: one unlearning run and one probe of the KB per point, and
+models x targets x methods x grid values points (the demo's sweep, a tiny model on a
+50-person family, takes 2-3 minutes on a 2-core CPU; a 7B model wants a GPU). The
+progress bar counts points.
 """
 
 DEMO_DESCRIPTION = """\
@@ -62,7 +63,7 @@ The paper's whole evaluation, end to end, with nothing to download:
   3. sweep GA, NPO, TV and WHP on the paper's grids over one target per relation,
   4. write the report (OUTPUT/report/report.md) and print Table 3.
 
-How long: about 2 minutes on a 2-core CPU with --threads 1 (the default). Running it again
+How long: 2-3 minutes on a 2-core CPU with --threads 1 (the default; measured 2:50). Running it again
 reuses the model and the stored points.
 """
 

@@ -240,7 +240,7 @@ def test_bench_has_one_kb_fingerprint():
 
 
 @pytest.mark.parametrize("cmd,words", [("bench", ["Run a sweep", "How long", "resume"]),
-                                       ("demo", ["about 2 minutes on a 2-core CPU", "finetune", "GA, NPO, TV and WHP"])])
+                                       ("demo", ["2-3 minutes on a 2-core CPU", "finetune", "GA, NPO, TV and WHP"])])
 def test_help_describes_the_command(cmd, words, capsys):
     with pytest.raises(SystemExit) as e:
         main([cmd, "--help"])
