@@ -50,10 +50,15 @@ from pydantic import (
 
 from ..errors import UserError
 from ..probe.protocol import PROTOCOL_NAMES, Protocol, get_protocol
+from .config_files import read_config_data
 from .grids import GRID_PRESETS, PAPER_GRIDS, check_grid, family_default, folder_digest, is_gpt2_family, resolve_grids
 from .grids import num as _num
-from .grids import unset_methods
+from .grids import refuse_bools, unset_methods
+from .modelspec import ModelSpec, _protocol_name, _Strict, prompt_format
 from .targets import TargetSpec
+
+__all__ = ["ConfigError", "ModelSpec", "SweepConfig", "TargetSpec", "SET_NAMES", "PAPER_GRIDS", "GRID_PRESETS",
+           "load_config", "parse_config", "prompt_format"]
 
 #: ``sets`` values that name a way to get the minimal sets (anything else is a folder).
 SET_NAMES = ("exact", "mdus", "release")
@@ -61,77 +66,6 @@ SET_NAMES = ("exact", "mdus", "release")
 
 class ConfigError(UserError, ValueError):
     """A sweep configuration cannot be read: the message names the file and the field."""
-
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ModelSpec(_Strict):
-    """One model to evaluate: a hub name or a local folder, loaded with ``load_model``."""
-
-    name: str = Field(description="label used in the results store, tables and plots")
-    path: str = Field(description="hub name or checkpoint folder (relative to the config file)")
-    prompt: str | dict[str, str] | None = Field(
-        default=None, description="prompt format: a model family ('gpt2', 'phi', 'llama'), a template with "
-        "{question}, or {template = ..., answer_prefix = ...}; None: the checkpoint's own or its family's")
-    lr: float | None = Field(default=None, gt=0, description="unlearning learning rate; None: the method's default")
-    dtype: str | None = None
-    device: str | None = None
-    protocol: str | None = Field(default=None, description="this model's protocol preset; None: the sweep's")
-    grids: str | dict[str, list[int | float]] | None = Field(
-        default=None, description="a preset name (GRID_PRESETS) or per-method grids overriding [methods]")
-
-    @field_validator("protocol")
-    @classmethod
-    def _protocol(cls, v: str | None) -> str | None:
-        return None if v is None else _protocol_name(v)
-
-    @field_validator("grids")
-    @classmethod
-    def _model_grids(cls, v: str | dict[str, list[int | float]] | None) -> str | dict[str, list[int | float]] | None:
-        if isinstance(v, str):
-            key = v.lower()
-            if key not in GRID_PRESETS:
-                raise ValueError(f"unknown grid preset {v!r}; expected one of: {', '.join(GRID_PRESETS)}")
-            return key
-        if isinstance(v, dict):
-            return {name.lower(): check_grid(name, grid) for name, grid in v.items()}
-        return v
-
-    @field_validator("prompt")
-    @classmethod
-    def _prompt(cls, v: str | dict[str, str] | None) -> str | dict[str, str] | None:
-        if v is not None:
-            prompt_format(v)  # raises ValueError naming what is wrong
-        return v
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_string(cls, v: Any) -> Any:
-        # ``models = ["gpt2-xl", "runs/tiny"]``: a bare path, named by its last component.
-        if isinstance(v, str):
-            return {"name": Path(v.rstrip("/")).name or v, "path": v}
-        if isinstance(v, dict) and "path" not in v and "name" in v:
-            return {**v, "path": v["name"]}
-        return v
-
-
-def prompt_format(spec: str | dict[str, str] | None):
-    """The probe layer's ``PromptFormat`` for a model's ``prompt`` setting (None stays None):
-    a format name (``llama``, ``phi``, ``gpt2``, ``bare``), a template (``PromptFormat.parse``) or
-    a table of its fields.
-
-    >>> prompt_format("gpt2").text("Who is A to B?", "father")
-    'Question: Who is A to B?\\n Answer:father'
-    >>> prompt_format("Q: {question} A:").prompt("Who?")
-    'Q: Who? A:'
-    """
-    if spec is None:
-        return None
-    from ..probe.prompts import PromptFormat
-
-    return PromptFormat.parse(spec)
 
 
 class SweepConfig(_Strict):
@@ -172,7 +106,7 @@ class SweepConfig(_Strict):
     def error(self, field: str, message: str) -> "ConfigError":
         """A :class:`ConfigError` naming this configuration's file (when it came from one) and the field."""
         where = f"{self._source}: " if self._source else ""
-        return ConfigError(f"{where}field {field}: {message}")
+        return ConfigError(f"{where}field {field}: {message}", file=self._source, field=field)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -191,6 +125,7 @@ class SweepConfig(_Strict):
     def _methods(cls, v: Any) -> Any:
         if isinstance(v, (list, tuple)):
             return {str(m): [] for m in v}
+        refuse_bools(v)
         return v
 
     @field_validator("methods")
@@ -310,26 +245,26 @@ class SweepConfig(_Strict):
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
 
 
-def _protocol_name(v: str) -> str:
-    key = v.lower()
-    if key not in PROTOCOL_NAMES:
-        raise ValueError(f"unknown protocol {v!r}; expected one of: {', '.join(PROTOCOL_NAMES)}")
-    return key
-
-
 def _file_digest(p: Path) -> str:
     return "sha256:" + hashlib.sha256(p.read_bytes()).hexdigest()
 
 
-def _describe(e: ValidationError) -> str:
-    parts = []
+def _describe(e: ValidationError) -> tuple[str, str | None]:
+    """The message of a validation error (up to five problems) and the field of the first."""
+    parts, fields = [], []
     for err in e.errors()[:5]:
-        loc = ".".join(str(x) for x in err["loc"]) or "(top level)"
-        msg = err["msg"].removeprefix("Value error, ")
+        # keys come from the user's file: one with a newline or nothing printable is shown quoted
+        loc = ".".join(str(x) if isinstance(x, int) or (x and str(x).isprintable()) else repr(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ").replace("\n", "\\n")
         # a check across fields names its field itself
-        parts.append(msg if not err["loc"] and msg.startswith("field ") else f"field {loc}: {msg}")
+        if not loc and msg.startswith("field "):
+            parts.append(msg)
+            fields.append(msg.split(":", 1)[0].removeprefix("field ").strip())
+        else:
+            parts.append(f"field {loc or '(top level)'}: {msg}")
+            fields.append(loc or None)
     more = f" (and {e.error_count() - 5} more)" if e.error_count() > 5 else ""
-    return "; ".join(parts) + more
+    return "; ".join(parts) + more, (fields[0] if fields else None)
 
 
 def _resolve_paths(cfg: SweepConfig, base: Path) -> SweepConfig:
@@ -370,45 +305,38 @@ def parse_config(data: Any, source: str = "<config>", base: str | os.PathLike | 
     ...
     deepunlearn.bench.config.ConfigError: s.toml: field models: List should have at least 1 item after validation, not 0
     """
+    file = None if source == "<config>" else source
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a table of settings at the top level, got {type(data).__name__}")
+        raise ConfigError(f"{source}: expected a table of settings at the top level, got {type(data).__name__}",
+                          file=file)
     try:
         cfg = SweepConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(f"{source}: {_describe(e)}") from None
-    if source != "<config>":
+        msg, field = _describe(e)
+        raise ConfigError(f"{source}: {msg}", file=file, field=field) from None
+    except RecursionError:  # pragma: no cover - load_config refuses deep documents before this
+        raise ConfigError(f"{source}: configuration nested too deeply", file=file) from None
+    if file is not None:
         cfg._source = source
-    return _resolve_paths(cfg, Path(base)) if base is not None else cfg
+    if base is None:
+        return cfg
+    try:
+        return _resolve_paths(cfg, Path(base))
+    except (OSError, ValueError) as e:
+        if isinstance(e, ConfigError):
+            raise
+        raise ConfigError(f"{source}: a path in the configuration cannot be used: {e}", file=file) from None
 
 
 def load_config(path: str | os.PathLike, **overrides: Any) -> SweepConfig:
     """Read a sweep configuration from ``.toml`` or ``.yaml``/``.yml`` (or ``.json``).
 
     ``overrides`` replace top-level fields before validation (the CLI's ``-o``, ``--executor``);
-    their paths are taken as given (relative to the working directory).
+    their paths are taken as given (relative to the working directory). Any problem with the
+    file is a :class:`ConfigError` naming it (and the field); see :mod:`.config_files`.
     """
     p = Path(path)
-    if not p.is_file():
-        raise ConfigError(f"{p}: no such configuration file")
-    text = p.read_text(encoding="utf-8")
-    suffix = p.suffix.lower()
-    try:
-        if suffix == ".toml":
-            import tomllib
-
-            data = tomllib.loads(text)
-        elif suffix in (".yaml", ".yml"):
-            import yaml
-
-            data = yaml.safe_load(text)
-        elif suffix == ".json":
-            data = json.loads(text)
-        else:
-            raise ConfigError(f"{p}: unknown configuration format {suffix!r}: use .toml, .yaml or .json")
-    except ConfigError:
-        raise
-    except Exception as e:  # tomllib.TOMLDecodeError, yaml.YAMLError, json.JSONDecodeError
-        raise ConfigError(f"{p}: cannot parse {suffix[1:].upper()}: {e}") from None
+    data = read_config_data(p, ConfigError)
     cfg = parse_config(data, source=str(p), base=p.resolve().parent)
     cfg._source = str(p)
     overrides = {k: v for k, v in overrides.items() if v is not None}
@@ -416,7 +344,8 @@ def load_config(path: str | os.PathLike, **overrides: Any) -> SweepConfig:
         try:
             cfg = SweepConfig.model_validate({**cfg.model_dump(), **overrides})
         except ValidationError as e:
-            raise ConfigError(f"{p} (with command-line options): {_describe(e)}") from None
+            msg, field = _describe(e)
+            raise ConfigError(f"{p} (with command-line options): {msg}", file=p, field=field) from None
         for key in ("output", "cache_dir"):
             if key in overrides:
                 cfg = cfg.model_copy(update={key: str(Path(overrides[key]).resolve())})

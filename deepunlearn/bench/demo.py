@@ -21,8 +21,11 @@ from typing import Sequence
 
 from ..kg.io import load_kb, save_kb
 from .config import PAPER_GRIDS, ModelSpec, SweepConfig, TargetSpec
-from .jobs import torch_threads
-from .runner import SweepOutcome, kb_fingerprint, run_sweep, select_targets
+from .jobs import safe_name, torch_threads
+from ..errors import atomic_write_text, dumps
+from ..probe.fingerprint import kb_fingerprint
+from .guard import SweepLock
+from .runner import SweepOutcome, run_sweep, select_targets
 
 #: people in the generated family: big enough for every relation to have targets and for the
 #: minimal sets to be non-trivial, small enough for the whole demo to take minutes on 2 CPU cores.
@@ -68,8 +71,11 @@ def prepare_model(out: Path, kb, seed: int, progress: bool = True) -> Path:
     stamp_path = out / DEMO_FILE
     want = {"kb_fingerprint": kb_fingerprint(kb), "seed": seed, "hidden": DEMO_HIDDEN}
     if stamp_path.exists() and model_dir.is_dir():
-        stamp = json.loads(stamp_path.read_text())
-        if {k: stamp.get(k) for k in want} == want:
+        try:
+            stamp = json.loads(stamp_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            stamp = {}
+        if isinstance(stamp, dict) and {k: stamp.get(k) for k in want} == want:
             ft = stamp.get("finetune", {})
             _say(f"[2/4] reusing the finetuned tiny model in {model_dir} "
                  f"({ft.get('known')} of {ft.get('total')} facts known)", progress)
@@ -87,9 +93,7 @@ def prepare_model(out: Path, kb, seed: int, progress: bool = True) -> Path:
     result = finetune(bundle, kb, FinetuneConfig.tiny(seed=seed), out_dir=model_dir)
     shutil.rmtree(init_dir, ignore_errors=True)
     stamp = {**want, "finetune": result.to_json(), "seconds": round(time.perf_counter() - t0, 3)}
-    tmp = stamp_path.with_name(stamp_path.name + ".tmp")
-    tmp.write_text(json.dumps(stamp, indent=1) + "\n")
-    tmp.replace(stamp_path)
+    atomic_write_text(stamp_path, dumps(stamp, indent=1) + "\n")
     _say(f"      known {result.known} of {result.total} facts after {result.epochs} epochs ({result.seconds:.0f} s)",
          progress)
     return model_dir
@@ -101,7 +105,7 @@ def known_before(out: Path, kb, model_dir: Path) -> frozenset[int]:
 
     bundle = load_model(model_dir)
     mode = get_protocol(DEMO_PROTOCOL).probe_mode
-    return frozenset(cached_probe(bundle, kb, mode=mode, cache_dir=out / "cache" / MODEL_NAME,
+    return frozenset(cached_probe(bundle, kb, mode=mode, cache_dir=out / "cache" / safe_name(MODEL_NAME),
                                   progress=False).known_ids())
 
 
@@ -136,7 +140,14 @@ def run_demo(output: str | Path, *, kb_path: str | None = None, people: int = DE
              progress: bool = True) -> SweepOutcome:
     """Run the demo into ``output`` (see the module docstring) and return the sweep's outcome."""
     out = Path(output)
-    out.mkdir(parents=True, exist_ok=True)
+    with SweepLock(out):  # a second demo on the folder stops here, before touching the model
+        return _run_demo(out, kb_path, people, seed, per_relation, methods, executor, ray_address, threads,
+                         overwrite, progress)
+
+
+def _run_demo(out: Path, kb_path: str | None, people: int, seed: int, per_relation: int,
+              methods: Sequence[str] | None, executor: str, ray_address: str | None, threads: int | None,
+              overwrite: bool, progress: bool) -> SweepOutcome:
     kb, kb_file = prepare_kb(out, kb_path, people, seed, progress)
     with torch_threads(threads):
         model_dir = prepare_model(out, kb, seed, progress)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Mapping
 
@@ -116,11 +117,44 @@ def resolve_grids(methods: Mapping[str, list[int | float]], unset: frozenset[str
     return out
 
 
+#: methods whose grid values are step counts (positive integers) and those whose are strengths (> 0)
+STEP_METHODS = ("ga", "npo")
+STRENGTH_METHODS = ("tv", "whp")
+
+
 def check_grid(name: str, grid: list[int | float]) -> list[int | float]:
-    """A grid without repeats, integral values kept integral (GA steps read better as 1, 2, 4)."""
+    """A grid of finite values without repeats, integral values kept integral (GA steps read
+    better as 1, 2, 4). GA/NPO values are step counts (positive integers), TV/WHP's are
+    strengths alpha > 0; a NaN grid value once reached a results file as ``"param": NaN``.
+
+    >>> check_grid("ga", [1, 2.0, 4])
+    [1, 2, 4]
+    >>> check_grid("tv", [0.5, -1])
+    Traceback (most recent call last):
+    ...
+    ValueError: method 'tv': grid value -1 is not > 0 (alpha is a strength)
+    """
+    key = name.lower()
+    for x in grid:
+        if isinstance(x, bool) or not isinstance(x, (int, float)):
+            raise ValueError(f"method {name!r}: grid value {x!r} is not a number")
+        if not math.isfinite(x):
+            raise ValueError(f"method {name!r}: grid value {x} is not a finite number")
+        if key in STEP_METHODS and (x < 1 or float(x) != int(x)):
+            raise ValueError(f"method {name!r}: grid value {x} is not a positive whole number of steps")
+        if key in STRENGTH_METHODS and x <= 0:
+            raise ValueError(f"method {name!r}: grid value {x:g} is not > 0 (alpha is a strength)")
     if len(set(grid)) != len(grid):
         raise ValueError(f"method {name!r}: grid {grid} repeats a value")
-    return [num(x) for x in grid]
+    return [int(x) if key in STEP_METHODS else num(x) for x in grid]
+
+
+def refuse_bools(grids: object) -> None:
+    """Raise ValueError for a ``true``/``false`` grid value (pydantic would read it as 1/0)."""
+    if isinstance(grids, dict):
+        for name, grid in grids.items():
+            if isinstance(grid, (list, tuple)) and any(isinstance(x, bool) for x in grid):
+                raise ValueError(f"method {name!r}: grid {list(grid)} holds a true/false value, expected numbers")
 
 
 def num(x: float) -> float | int:

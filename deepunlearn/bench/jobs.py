@@ -101,13 +101,16 @@ class ModelWorker:
         from .config import prompt_format
 
         m = self.spec.models[model]
-        bundle = load_model(m["path"], device=m.get("device"), dtype=m.get("dtype"), prompt=prompt_format(m.get("prompt")),
-                            answer_format=m["run"]["protocol"]["answer_format"])
+        from .progress import quiet_library_bars
+
+        with quiet_library_bars():  # their bars inside the sweep's bar wrote ESC[A
+            bundle = load_model(m["path"], device=m.get("device"), dtype=m.get("dtype"),
+                                prompt=prompt_format(m.get("prompt")), answer_format=m["run"]["protocol"]["answer_format"])
         cache = None
         if self.spec.cache_dir:
             from pathlib import Path
 
-            cache = str(Path(self.spec.cache_dir) / _safe_name(model))
+            cache = str(Path(self.spec.cache_dir) / safe_name(model))
         self._runner = new_target_runner(self.spec, model, bundle, self.kb, cache)
         self._model = model
         return self._runner, time.perf_counter() - t0
@@ -168,8 +171,21 @@ def torch_threads(n: int | None):
         torch.set_num_threads(before)
 
 
-def _safe_name(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+def safe_name(name: str) -> str:
+    """A model name as one safe path component: a name of ASCII letters, digits, ``-``, ``_`` and
+    ``.`` not starting with a dot stays as it is (``phi-1.5``); any other (``..``, ``a/b``,
+    ``.hidden``, spaces, non-ASCII) keeps its safe characters and gets 8 hex digits of its sha256, so two names never share a folder and none
+    points outside the cache (a model named ``..`` once put its probe cache above it).
+
+    >>> safe_name("tiny"), safe_name(".."), safe_name("a/b") != safe_name("a_b")
+    ('tiny', '__-5ec1f7e7', True)
+    """
+    import hashlib
+
+    if name and not name.startswith(".") and all(c.isascii() and (c.isalnum() or c in "-_.") for c in name):
+        return name
+    cleaned = "".join(c if c.isascii() and (c.isalnum() or c in "-_") else "_" for c in name)[:64] or "_"
+    return f"{cleaned}-{hashlib.sha256(name.encode('utf-8', 'surrogatepass')).hexdigest()[:8]}"
 
 
 def _free_accelerator_memory() -> None:

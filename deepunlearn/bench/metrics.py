@@ -27,6 +27,7 @@ the sample standard deviation (ddof = 1) and the standard error ``std / sqrt(n)`
 from __future__ import annotations
 
 import math
+import numbers
 from collections import defaultdict
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -264,10 +265,14 @@ def mean_curve(points: Iterable[Any]) -> dict[str, dict[str, list[dict[str, floa
 # The paper's Table 3 on the console
 
 
+def _missing(x: Any) -> bool:
+    return not isinstance(x, numbers.Real) or isinstance(x, bool) or not math.isfinite(x)
+
+
 def _fmt(x: float, spread_: float | None = None) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
+    if _missing(x):
         return "-"
-    if spread_ is None or math.isnan(spread_):
+    if _missing(spread_):
         return f"{x:.2f}"
     return f"{x:.2f}±{spread_:.2f}"
 
@@ -286,6 +291,8 @@ def format_table(summary: Mapping[str, Mapping[str, Mapping[str, float]]], thres
     t = f"{threshold:g}"
     if methods is None:
         methods = list(dict.fromkeys(m for per in summary.values() for m in per))
+    if not summary or not methods:  # e.g. every target skipped: nothing to tabulate
+        return "(no results: no point was evaluated)"
     cols = [(f"recall_at_acc_{t}", m) for m in methods] + [(f"acc_at_recall_{t}", m) for m in methods]
 
     def cell(model: str, key: str, method: str) -> str:

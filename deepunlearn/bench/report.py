@@ -10,6 +10,9 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import json
+import os
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -23,6 +26,8 @@ from .plots import (
     plot_superficial,
     plot_trajectories,
 )
+from ..errors import dumps
+from .jobs import safe_name
 from .report_setup import protocol_lines, setup_lines
 from .metrics import (
     format_table,
@@ -63,9 +68,28 @@ def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods
                  manifest: Mapping[str, Any] | None = None) -> Path:
     """Write ``report.md``, the figures, ``summary.json`` and ``points.csv`` into ``out_dir``;
     returns the path of ``report.md``. ``kb`` names the targets and their relations; the sweep's
-    ``manifest`` gives each model's protocol and grids (the Protocol section)."""
+    ``manifest`` gives each model's protocol and grids (the Protocol section).
+
+    Everything is written into a temporary sibling folder first and each file then moved into
+    ``out_dir`` (``os.replace``, report.md last): a report that fails half-way leaves the previous
+    one whole, and no reader ever sees a half-written file."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    try:
+        _build_into(tmp, points, kb=kb, methods=methods, models=models, config=config, skipped=skipped,
+                    threshold=threshold, title=title, manifest=manifest)
+        out.mkdir(parents=True, exist_ok=True)
+        names = sorted(f.name for f in tmp.iterdir())
+        for name in sorted(names, key=lambda n: n == "report.md"):
+            os.replace(tmp / name, out / name)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out / "report.md"
+
+
+def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config, skipped, threshold, title,
+                manifest) -> None:
     t = f"{threshold:g}"
     points = list(points)
     summary = summarize(points, threshold)
@@ -90,11 +114,11 @@ def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods
         figs["family_biography"] = plot_family_biography(summary, out / "family_biography.png", methods, threshold)
         figs["by_relation"] = plot_by_relation(by_rel, out / "by_relation.png", methods, relations, threshold)
         for model in summary:
-            safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model)
+            safe = safe_name(model)
             figs[f"trajectories_{model}"] = plot_trajectories(points, out / f"trajectories_{safe}.png", methods, model, threshold)
 
     _write_points_csv(points, out / "points.csv", kb)
-    (out / "summary.json").write_text(json.dumps(json_safe({
+    (out / "summary.json").write_text(dumps(json_safe({
         "models": summary, "by_relation": by_rel, "curves": mean_curve(points),
     }), indent=1) + "\n", encoding="utf-8")
 
@@ -108,10 +132,13 @@ def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods
     if skipped:
         md.append(f"- **skipped** {len(skipped)} job(s) whose target the model did not know before unlearning: "
                   + ", ".join(f"{m}/{me}/{tg}" for (m, tg, me) in list(skipped)[:12]) + (" …" if len(skipped) > 12 else ""))
+    if not points:
+        md += [""] + nothing_evaluated(skipped)
 
     md += [""] + protocol_lines(manifest)
-    md += [f"## Headline (paper Table 3 shape)", "", "```", format_table(summary, threshold, methods), "```", ""]
-    header = ["model", "method", "targets", f"Acc@Recall≥{t}", f"Recall@Acc≥{t}", "AUC", "Acc@Superficial",
+    md += [f"## Headline (paper Table 3 shape)", "", "Means over targets ± sample standard deviation.", "",
+           "```", format_table(summary, threshold, methods, show_spread=True), "```", ""]
+    header = ["model", "method", "targets", f"Recall@Acc≥{t}", f"Acc@Recall≥{t}", "AUC", "Acc@Superficial",
               "superficial rate", f"Acc@Recall≥{t} family", f"Acc@Recall≥{t} biography"]
     rows = []
     for model, per in summary.items():
@@ -119,8 +146,8 @@ def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods
             s = per.get(m)
             if not s:
                 continue
-            rows.append([model, m.upper(), str(s["n_targets"]), _pm(s, f"acc_at_recall_{t}"), _pm(s, f"recall_at_acc_{t}"),
-                         _pm(s, "auc"), _pm(s, "acc_at_superficial"), f"{s['superficial_rate']:.2f}",
+            rows.append([model, m.upper(), str(s["n_targets"]), _pm(s, f"recall_at_acc_{t}"), _pm(s, f"acc_at_recall_{t}"),
+                         _pm(s, "auc"), _pm(s, "acc_at_superficial"), _num3(s.get("superficial_rate"), 2),
                          _pm(s, f"acc_at_recall_{t}_family"), _pm(s, f"acc_at_recall_{t}_biography")])
     md += ["All metrics are means over targets ± sample standard deviation.", "", _md_table(header, rows), ""]
 
@@ -145,9 +172,9 @@ def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods
             for rel in relations:
                 s = per.get(m, {}).get(rel)
                 if s:
-                    rows.append([model, m.upper(), rel, str(s["n_targets"]), _pm(s, f"acc_at_recall_{t}"),
-                                 _pm(s, f"recall_at_acc_{t}"), _pm(s, "auc")])
-    md += [_md_table(["model", "method", "relation", "targets", f"Acc@Recall≥{t}", f"Recall@Acc≥{t}", "AUC"], rows), ""]
+                    rows.append([model, m.upper(), rel, str(s["n_targets"]), _pm(s, f"recall_at_acc_{t}"),
+                                 _pm(s, f"acc_at_recall_{t}"), _pm(s, "auc")])
+    md += [_md_table(["model", "method", "relation", "targets", f"Recall@Acc≥{t}", f"Acc@Recall≥{t}", "AUC"], rows), ""]
 
     md += ["## Per target", ""]
     pt = per_target(points, threshold)
@@ -155,9 +182,9 @@ def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods
     for (model, m, tg), s in sorted(pt.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][2],
                                                                  methods.index(kv[0][1]) if kv[0][1] in methods else 99)):
         fact = f"{kb.facts[tg][2]} is {kb.facts[tg][0]}'s {kb.facts[tg][1]}" if kb is not None else ""
-        rows.append([model, str(tg), fact, m.upper(), f"{s[f'acc_at_recall_{t}']:.3f}", f"{s[f'recall_at_acc_{t}']:.3f}",
-                     f"{s['auc']:.3f}", f"{s['acc_at_superficial']:.3f}"])
-    md += [_md_table(["model", "target", "fact", "method", f"Acc@Recall≥{t}", f"Recall@Acc≥{t}", "AUC", "Acc@Superficial"], rows), ""]
+        rows.append([model, str(tg), fact, m.upper(), _num3(s.get(f"recall_at_acc_{t}")),
+                     _num3(s.get(f"acc_at_recall_{t}")), _num3(s.get("auc")), _num3(s.get("acc_at_superficial"))])
+    md += [_md_table(["model", "target", "fact", "method", f"Recall@Acc≥{t}", f"Acc@Recall≥{t}", "AUC", "Acc@Superficial"], rows), ""]
 
     md += ["## Definitions", "",
            "- *Recall*: the largest share of one minimal deep-unlearning set of the target that the model lost; "
@@ -171,16 +198,38 @@ def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods
            "- *Acc@Superficial*: best accuracy among points where the target itself is forgotten (0 if none; the "
            "superficial rate is the share of targets where some point forgot it).",
            "- Raw points: `points.csv` and `results.sqlite` (table `points`); aggregates: `summary.json`.", ""]
-    path = out / "report.md"
-    path.write_text("\n".join(md), encoding="utf-8")
-    return path
+    (out / "report.md").write_text("\n".join(md), encoding="utf-8")
+
+
+def _num3(v: Any, digits: int = 3) -> str:
+    return "–" if _nan(v) else f"{v:.{digits}f}"
+
+
+def nothing_evaluated_text(skipped: Mapping | None) -> str:
+    """Why a sweep has no point: ``no target could be evaluated: all N skipped (reasons)``."""
+    skipped = dict(skipped or {})
+    if not skipped:
+        return "no point was evaluated: the sweep has no stored results"
+    targets = sorted({tg for (_, tg, _) in skipped})
+    reasons = sorted({str(r or "no reason recorded") for r in skipped.values()})
+    return f"no target could be evaluated: all {len(targets)} skipped ({'; '.join(reasons)})"
+
+
+def nothing_evaluated(skipped: Mapping | None) -> list[str]:
+    """The report's lines when no point exists: every job skipped, and why."""
+    skipped = dict(skipped or {})
+    if not skipped:
+        return ["**No point was evaluated**: the sweep has no stored results yet.", ""]
+    targets = sorted({tg for (_, tg, _) in skipped})
+    reasons = sorted({str(r or "no reason recorded") for r in skipped.values()})
+    return [f"**No target could be evaluated: all {len(targets)} skipped** ({len(skipped)} job(s); "
+            + "; ".join(reasons) + ").", ""]
 
 
 def _write_points_csv(points: Sequence[Any], path: Path, kb=None) -> None:
     cols = ["model", "target", "relation", "method", "param", "recall", "accuracy", "accuracy_family",
             "accuracy_biography", "accuracy_rule", "accuracy_other", "target_forgotten", "exact", "n_forgotten"]
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="", encoding="utf-8") as f:
+    with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(cols)
         for p in points:
@@ -190,7 +239,6 @@ def _write_points_csv(points: Sequence[Any], path: Path, kb=None) -> None:
                         d.get("accuracy_family"), d.get("accuracy_biography"), d.get("accuracy_rule"),
                         d.get("accuracy_other"), int(bool(d["target_forgotten"])), int(bool(d.get("exact", True))),
                         len(d.get("forgotten", ()))])
-    tmp.replace(path)
 
 
 def write_report(output: str | Path, *, report_dir: str | Path | None = None, threshold: float = 0.8) -> Path:

@@ -17,8 +17,6 @@ points are neither probed nor scored again). The store refuses a second copy of 
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
-import json
 import os
 import platform
 import random
@@ -30,13 +28,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..kg.io import dumps_kb, load_kb, to_dict
+from ..errors import atomic_write_text, dumps
+from ..kg.io import load_kb, to_dict
+from ..kg.refs import resolve_item
 from ..kg.kb import KBError, KnowledgeBase
+from ..probe.fingerprint import kb_fingerprint
 from ..probe.protocol import get_protocol
 from .config import SET_NAMES, ConfigError, SweepConfig, TargetSpec
 from .executors import Executor, make_executor
+from .guard import SweepLock, check_models, model_identity, record_models
 from .grids import job_seed
 from .jobs import Job, WorkSpec
+from .progress import SweepBar
 from .metrics import summarize
 from .store import Point, ResultsStore
 
@@ -57,11 +60,6 @@ class SweepOutcome:
     computed: int = 0  # points computed by this invocation
     seconds: float = 0.0
     config: SweepConfig | None = None
-
-
-def kb_fingerprint(kb: KnowledgeBase) -> str:
-    """sha256 of the KB's canonical serialisation (the same KB always gives the same bytes)."""
-    return hashlib.sha256(dumps_kb(kb).encode()).hexdigest()
 
 
 def select_targets(kb: KnowledgeBase, spec: TargetSpec, cfg: SweepConfig | None = None,
@@ -92,7 +90,7 @@ def select_targets(kb: KnowledgeBase, spec: TargetSpec, cfg: SweepConfig | None 
         out: list[int] = []
         for i, ref in enumerate(spec.refs):
             try:
-                t = kb.resolve(ref)
+                t = resolve_item(kb, ref)
             except KBError as e:
                 raise error(f"targets.refs.{i}", str(e)) from None
             if t not in out:
@@ -136,17 +134,14 @@ def _versions() -> dict[str, str]:
 
 
 def _write_json_atomic(path: Path, obj: Any) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    """Write strict JSON (NaN/inf become null) atomically: a reader never sees half a file."""
+    atomic_write_text(path, dumps(obj, indent=1, default=str) + "\n")
 
 
-def _model_files(path: str) -> dict[str, Any]:
-    """Size and mtime of a local checkpoint's files (a changed checkpoint shows in the manifest)."""
-    p = Path(path)
-    if not p.is_dir():
-        return {"hub": path}
-    return {f.name: {"bytes": f.stat().st_size, "mtime": f.stat().st_mtime} for f in sorted(p.iterdir()) if f.is_file()}
+def resolved_rules(cfg: SweepConfig, kb: KnowledgeBase) -> str:
+    """The rule set a sweep uses: the config's, else the KB's own (``metadata["rules"]``), else
+    ``family`` (what the unlearn layer does with ``rules=None``), so config.yaml and the report agree."""
+    return cfg.rules or str(kb.metadata.get("rules") or "family")
 
 
 def check_config(cfg: SweepConfig) -> None:
@@ -183,7 +178,7 @@ def model_manifest(cfg: SweepConfig, name: str) -> dict[str, Any]:
     default = get_protocol("default").describe()
     sources = cfg.grid_sources(m)
     out = {
-        "path": m.path, "files": _model_files(m.path), "protocol": proto,
+        "path": m.path, "identity": model_identity(m.path), "protocol": proto,
         "protocol_differs": {k: v for k, v in proto.items() if k != "name" and v != default[k]},
         "sets": cfg.sets_for(m), "grids": cfg.grids_for(m), "grid_sources": sources,
     }
@@ -235,17 +230,21 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
     if not targets:
         raise cfg.error("targets", "no target facts selected")
     check_config(cfg)
+    cfg = cfg.model_copy(update={"rules": resolved_rules(cfg, kb)})
     executor = executor or make_executor(cfg.executor, cfg.ray_address)
     out = cfg.output_dir
-    out.mkdir(parents=True, exist_ok=True)
     kb_fp = kb_fingerprint(kb)
     fp = cfg.fingerprint(kb_fp)
+    models = {m.name: m.path for m in cfg.models}
 
-    with ResultsStore(out) as store:
+    with SweepLock(out), ResultsStore(out) as store:
+        if store.meta("fingerprint") == fp and check_models(store, models, overwrite=overwrite):
+            store.clear()
         resumed = store.bind(fp, cfg.model_dump(mode="json"), overwrite=overwrite)
-        (out / RESOLVED_CONFIG).write_text(cfg.to_yaml(), encoding="utf-8")
+        record_models(store, models)
+        atomic_write_text(out / RESOLVED_CONFIG, cfg.to_yaml())
         manifest_path = out / MANIFEST
-        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() and resumed else {"runs": []}
+        manifest = _read_manifest(manifest_path) if resumed else {"runs": []}
         manifest.update({
             "config_fingerprint": fp, "kb_fingerprint": kb_fp, "kb": cfg.kb, "kb_name": kb.name,
             "kb_facts": len(kb), "targets": targets, "versions": _versions(),
@@ -263,7 +262,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
         skipped: dict[tuple[str, int, str], str] = {k: r or "" for k, (s, r) in store.jobs().items() if s == "skipped"}
         computed = 0
         warned: set[tuple[str, int]] = set()
-        bar = _progress(total, done_points, progress)
+        bar = SweepBar(total, done_points, progress)
         n_jobs = len(jobs)
 
         def sink(job: Job, ev: dict[str, Any]) -> None:
@@ -272,20 +271,20 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             if kind == "point":
                 store.add_point(Point.from_dict(ev["point"], model=job.model))
                 computed += 1
-                bar.update(1)
+                bar.advance(1)
             elif kind == "done":
                 store.finish_job(*job.key)
             elif kind == "skipped":
                 store.finish_job(*job.key, status="skipped", reason=ev.get("reason"))
                 skipped[job.key] = ev.get("reason", "")
-                bar.update(job.todo)
+                bar.advance(job.todo)
                 if (job.model, job.target) not in warned:
                     warned.add((job.model, job.target))
-                    bar.write(f"warning: skipping target {job.target} {list(kb.facts[job.target])} for "
-                              f"{job.model}: {ev.get('reason')}", file=sys.stderr)
+                    bar.message(f"warning: skipping target {job.target} {list(kb.facts[job.target])} for "
+                                f"{job.model}: {ev.get('reason')}")
             elif kind == "status":
-                bar.write(ev.get("text", ""), file=sys.stderr)
-            bar.set_postfix_str(f"{job.model} {job.method} target {job.target}", refresh=False)
+                bar.message(ev.get("text", ""))
+            bar.postfix(f"{job.model} {job.method} target {job.target}")
 
         if resumed and progress:
             print(f"resuming {out}: {done_points} of {total} points already stored, {n_jobs} job(s) to run",
@@ -306,6 +305,17 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
                         cfg)
 
 
+def _read_manifest(path: Path) -> dict[str, Any]:
+    """The manifest of the sweep being resumed; an unreadable one starts a new run list."""
+    import json
+
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {"runs": []}
+    return data if isinstance(data, dict) and isinstance(data.get("runs"), list) else {"runs": []}
+
+
 def _work_spec(cfg: SweepConfig, kb: KnowledgeBase) -> WorkSpec:
     def run(m) -> dict[str, Any]:
         p = cfg.protocol_for(m)
@@ -318,10 +328,3 @@ def _work_spec(cfg: SweepConfig, kb: KnowledgeBase) -> WorkSpec:
         rules=cfg.rules, seeds=cfg.seeds, batch_size=cfg.batch_size, lora=cfg.lora, cache_dir=str(cfg.cache_path),
         threads=cfg.threads,
     )
-
-
-def _progress(total: int, initial: int, enabled: bool):
-    from tqdm import tqdm
-
-    return tqdm(total=total, initial=initial, unit="pt", desc="sweep", file=sys.stderr, disable=not enabled,
-                dynamic_ncols=True, smoothing=0.1)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from ..errors import UserError
+from ..errors import UserError, dumps
 
 SCHEMA_VERSION = 1
 STORE_NAME = "results.sqlite"
@@ -191,15 +191,23 @@ class ResultsStore:
                     f"differ; see {self.folder / 'config.yaml'}): choose another output folder or "
                     "pass --overwrite to discard them"
                 )
-            self._tx([(f"DELETE FROM {t}", ()) for t in ("points", "jobs", "evaluations", "meta")])
+            self.clear()
             have = None
         resumed = have is not None and self.count_points() > 0
         self._tx([
             ("INSERT OR REPLACE INTO meta VALUES (?, ?)", ("schema_version", str(SCHEMA_VERSION))),
             ("INSERT OR REPLACE INTO meta VALUES (?, ?)", ("fingerprint", fingerprint)),
-            ("INSERT OR REPLACE INTO meta VALUES (?, ?)", ("config", json.dumps(config, sort_keys=True, default=str))),
+            ("INSERT OR REPLACE INTO meta VALUES (?, ?)", ("config", dumps(config, sort_keys=True, default=str))),
         ])
         return resumed
+
+    def clear(self) -> None:
+        """Discard every point, job, evaluation and meta entry (``--overwrite``)."""
+        self._tx([(f"DELETE FROM {t}", ()) for t in ("points", "jobs", "evaluations", "meta")])
+
+    def set_meta(self, values: dict[str, str]) -> None:
+        """Set meta entries (one transaction)."""
+        self._tx([("INSERT OR REPLACE INTO meta VALUES (?, ?)", (k, str(v))) for k, v in values.items()])
 
     # ------------------------------------------------------------------ writing
     def add_point(self, p: Point) -> None:
@@ -212,7 +220,7 @@ class ResultsStore:
                 "INSERT INTO points VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (p.model, p.target, p.method, float(p.param), *[getattr(p, c) for c in METRIC_COLUMNS],
                  int(p.target_forgotten), json.dumps(list(p.forgotten)), int(p.exact),
-                 json.dumps(p.extra, sort_keys=True, default=str), now),
+                 dumps(p.extra, sort_keys=True, default=str), now),
             ),
             (
                 "INSERT INTO evaluations (model, target, method, param, pid, at) VALUES (?, ?, ?, ?, ?, ?)",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class TargetSpec(BaseModel):
@@ -33,6 +33,21 @@ class TargetSpec(BaseModel):
         if self.refs is not None and not self.refs:
             raise ValueError("refs is empty: list fact indices or 'S|r|O' strings")
         return self
+
+    @field_validator("refs", mode="before")
+    @classmethod
+    def _strict_refs(cls, v: Any) -> Any:
+        # ``true`` became fact 1, ``4.0`` fact 4 and ``"4"`` fact 4 without a word (issue 11):
+        # the same strictness as ``deepunlearn.kg.refs.resolve_item``
+        if isinstance(v, (list, tuple)):
+            for i, item in enumerate(v):
+                if isinstance(item, bool) or not isinstance(item, (int, str)):
+                    raise ValueError(f"item {i}: expected a fact index (a whole number) or 'S|r|O', found {item!r}")
+                if isinstance(item, str) and item.strip().lstrip("-").isdigit():
+                    raise ValueError(f"item {i}: fact index given as a string {item!r}; write it as a number")
+                if isinstance(item, int) and item < 0:
+                    raise ValueError(f"item {i}: fact index {item} is negative")
+        return v
 
     @model_validator(mode="before")
     @classmethod

@@ -1,0 +1,171 @@
+"""What keeps a results folder to one sweep and one set of weights: an OS lock held for the
+whole sweep, and an identity of every model's weights recorded in the store.
+
+Why: two sweeps on one folder both computed and the second died on a duplicate point, and a
+checkpoint replaced between a kill and a resume gave a "resumed" sweep with points from two
+models (issue 11, items 5 and 6).
+
+* :class:`SweepLock` takes ``fcntl.flock`` on ``OUTPUT/.lock`` (non-blocking). The kernel drops
+  it when the process ends, however it ends (``kill -9`` included), so a stale lock file never
+  blocks anyone; the file only says who held it last (pid, host, start time). Re-entrant within
+  one process (the demo holds it around its whole run, the sweep takes it again).
+* :func:`model_identity` is cheap: per weight file its name, size and ``mtime_ns``, plus the
+  sha256 of ``config.json`` and of the safetensors index. Re-saving a checkpoint changes it;
+  reading one does not. A hub name is identified by its snapshot in the local HF cache, when
+  there is one, else by its name.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from .store import StoreError
+
+try:  # POSIX only; elsewhere the folder is not locked (documented, not silently wrong: see acquire)
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+LOCK_NAME = ".lock"
+
+#: suffixes of files that hold weights (anything a loader may read tensors from)
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf", ".npz")
+#: small files hashed whole: they decide which tensors are read and how
+HASHED_FILES = ("config.json", "model.safetensors.index.json", "pytorch_model.bin.index.json", "adapter_config.json")
+
+_HELD: dict[str, list[Any]] = {}  # resolved lock path -> [open file, depth] of this process
+
+
+class SweepLock:
+    """``with SweepLock(folder):`` holds the folder's lock or raises :class:`StoreError` naming the
+    folder and the process that holds it."""
+
+    def __init__(self, folder: str | os.PathLike):
+        self.folder = Path(folder)
+        self.path = self.folder / LOCK_NAME
+
+    def __enter__(self) -> "SweepLock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def acquire(self) -> None:
+        key = str(self.path.resolve())
+        if key in _HELD:
+            _HELD[key][1] += 1
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        f = open(self.path, "a+", encoding="utf-8")
+        if fcntl is not None:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                f.seek(0)
+                holder = _describe_holder(f.read())
+                f.close()
+                raise StoreError(
+                    f"{self.folder}: another sweep is running on this results folder ({holder}); wait for it "
+                    "to finish or stop it, or choose another --output", file=self.folder, field="output") from None
+        f.seek(0)
+        f.truncate()
+        f.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                            "started": _dt.datetime.now().isoformat(timespec="seconds")}) + "\n")
+        f.flush()
+        _HELD[key] = [f, 1]
+
+    def release(self) -> None:
+        key = str(self.path.resolve())
+        held = _HELD.get(key)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] == 0:
+            del _HELD[key]
+            held[0].close()  # closing the last descriptor releases the flock
+
+
+def _describe_holder(text: str) -> str:
+    try:
+        info = json.loads(text)
+        return f"process {int(info['pid'])} on {info.get('host', '?')}, started {info.get('started', '?')}"
+    except (ValueError, KeyError, TypeError):
+        return "another process"
+
+
+# --------------------------------------------------------------------------------------------- model identity
+
+
+def _folder_identity(folder: Path) -> dict[str, Any]:
+    files: dict[str, Any] = {}
+    for f in sorted(folder.rglob("*")):
+        if not f.is_file():
+            continue
+        rel = str(f.relative_to(folder))
+        if f.name in HASHED_FILES:
+            files[rel] = {"sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
+        elif f.name.endswith(WEIGHT_SUFFIXES):
+            st = f.stat()  # through symlinks: the HF cache links snapshot files to blobs
+            files[rel] = {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+    return files
+
+
+def _hub_snapshot(name: str) -> Path | None:
+    """The snapshot folder of a hub model in the local HF cache (nothing is downloaded)."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        hit = try_to_load_from_cache(name, "config.json")
+    except Exception:  # an invalid repo id: it is not in any cache
+        return None
+    return Path(hit).parent if isinstance(hit, str) else None
+
+
+def model_identity(path: str) -> dict[str, Any]:
+    """What identifies a model's weights (see the module docstring): ``{"folder": ..., "files":
+    {...}}`` for a local folder or a cached hub snapshot, ``{"hub": name}`` otherwise."""
+    p = Path(path).expanduser()
+    if p.is_dir():
+        return {"folder": str(p.resolve()), "files": _folder_identity(p)}
+    snap = _hub_snapshot(path)
+    if snap is not None:
+        return {"hub": path, "snapshot": snap.name, "files": _folder_identity(snap)}
+    return {"hub": path}
+
+
+def identity_digest(identity: dict[str, Any]) -> str:
+    """sha256 of an identity (what the store keeps per model)."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()
+
+
+def check_models(store: Any, models: dict[str, str], *, overwrite: bool) -> bool:
+    """Compare each model's identity with the one the store recorded (``model_identity:NAME``).
+    A changed model in a store holding results raises :class:`StoreError` unless ``overwrite``;
+    returns True when results must be discarded (``overwrite`` and a changed model)."""
+    if not store.count_points() and not store.jobs():
+        return False
+    for name, path in models.items():
+        have = store.meta(f"model_identity:{name}")
+        if have is not None and have != identity_digest(model_identity(path)):
+            if overwrite:
+                return True
+            raise StoreError(
+                f"model {name!r} at {path} changed since this sweep started (weights differ); use --overwrite "
+                f"to start over, or a new --output (results in {store.folder})", file=path, field=f"models.{name}")
+    return False
+
+
+def record_models(store: Any, models: dict[str, str]) -> dict[str, dict[str, Any]]:
+    """Record each model's identity in the store's meta; returns the identities (for the manifest)."""
+    ids = {name: model_identity(path) for name, path in models.items()}
+    store.set_meta({f"model_identity:{name}": identity_digest(i) for name, i in ids.items()})
+    return ids
