@@ -27,8 +27,8 @@ from .language import RuleSet
 #: 2,000-person KB through ``rules closure`` (which also builds a Python tuple per closure fact):
 #: 9.8 million groundings deriving 9.5 million new facts peak at 2.4 GB, 10.0 million
 #: groundings deriving 4.9 million at 1.6 GB; so a budget of 10 million on their sum stays well
-#: under 2 GB. The 100,000-person generated family KB holds 2.1 million groundings and 0.3
-#: million derived facts, its largest join step 0.1 million rows.
+#: under 2 GB. The 100,000-person generated family KB peaks at 2.2 million (2.1 million
+#: groundings; its largest join step builds 0.1 million rows).
 DEFAULT_MAX_GROUNDINGS = 10_000_000
 
 #: A join row of up to this many columns counts as one grounding; a wider one proportionally more.

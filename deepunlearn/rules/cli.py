@@ -34,7 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--grounding-budget", type=positive_int, default=DEFAULT_MAX_GROUNDINGS, metavar="N",
                        help="stop evaluating the rules, with an error naming the rule, once the groundings and "
                             f"derived facts held would pass N (default {DEFAULT_MAX_GROUNDINGS:,}: well under 2 GB "
-                            "of memory; the 100,000-person generated KB needs 2.4 million)")
+                            "of memory; the 100,000-person generated KB needs 2.2 million)")
 
     def sets_options(p: argparse.ArgumentParser) -> None:
         g = p.add_mutually_exclusive_group()
