@@ -19,6 +19,7 @@ import pytest
 
 from deepunlearn.kg.generate import generate_family
 from deepunlearn.rules import closure, derivation_graph, minimal_sets
+from deepunlearn.rules.budget import DEFAULT_MAX_GROUNDINGS
 from deepunlearn.rules.closure import closure_of_graph
 
 
@@ -51,7 +52,8 @@ def test_graph_100k(benchmark):
     benchmark.extra_info.update(kb_facts=len(kb.facts), family_facts=int(kb.family_mask.sum()),
                                 closure_nodes=int(g.in_closure.sum()), groundings=g.n_edges,
                                 body_slots=len(g.body), peak_rss_mb_before=round(before),
-                                peak_rss_mb=round(_peak_rss_mb()))
+                                peak_rss_mb=round(_peak_rss_mb()), peak_groundings=g.peak_groundings)
+    assert g.peak_groundings < DEFAULT_MAX_GROUNDINGS  # closes under the default grounding budget
     assert _peak_rss_mb() < 4096
 
 

@@ -14,6 +14,7 @@ Other layers call::
 Heavy optional imports (clingo, pyDatalog, matplotlib) happen inside the functions that use them.
 """
 
+from .budget import DEFAULT_MAX_GROUNDINGS, RuleBudgetError
 from .closure import Closure, closure
 from .errors import RulesError, RuleSyntaxError
 from .graph import Cone, DerivationGraph, derivable, derivation_graph, is_deep_unlearning_set, is_minimal
@@ -26,8 +27,8 @@ from .sampling import dus, mdus, prune
 from .stored import stored_sets
 
 __all__ = [
-    "Atom", "BUILTIN", "Closure", "Cone", "Const", "DerivationGraph", "Evaluation", "Evaluator", "MinimalSets",
-    "Neq", "Rule", "RuleSet", "RuleSyntaxError", "RulesError", "Var", "accuracy", "closure", "derivable",
+    "Atom", "BUILTIN", "Closure", "Cone", "Const", "DEFAULT_MAX_GROUNDINGS", "DerivationGraph", "Evaluation", "Evaluator", "MinimalSets",
+    "Neq", "Rule", "RuleBudgetError", "RuleSet", "RuleSyntaxError", "RulesError", "Var", "accuracy", "closure", "derivable",
     "derivation_graph", "dus", "is_deep_unlearning_set", "is_minimal", "load_rules", "mdus", "minimal_sets",
     "parse_datalog", "parse_raw", "prune", "recall", "stored_sets",
 ]

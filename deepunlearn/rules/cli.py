@@ -39,6 +39,7 @@ def _quiet(p: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     from ..cli import add_json, nonneg_int, positive_int
+    from .budget import DEFAULT_MAX_GROUNDINGS
 
     rules = sub.add_parser("rules", help="rules: closure, minimal deep-unlearning sets, recall/accuracy, explanations")
     rsub = rules.add_subparsers(dest="rules_command", metavar="ACTION")
@@ -54,6 +55,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                             "the file 'deepunlearn probe -o KNOWN.json' writes), e.g. what a model knew; default: the whole KB")
         if target:
             p.add_argument("--target", required=True, help="fact index, 'S|r|O', or 'all' (the KB's targets)")
+        p.add_argument("--grounding-budget", type=positive_int, default=DEFAULT_MAX_GROUNDINGS, metavar="N",
+                       help="stop evaluating the rules, with an error naming the rule, once the groundings and "
+                            f"derived facts held would pass N (default {DEFAULT_MAX_GROUNDINGS:,}: well under 2 GB "
+                            "of memory; the 100,000-person generated KB needs 2.2 million)")
 
     def sets_options(p: argparse.ArgumentParser) -> None:
         g = p.add_mutually_exclusive_group()
@@ -176,7 +181,7 @@ def _evaluator(args, kb, rules, known):
         exact = bool(args.exact)  # a target without stored sets: MDUS (the reference's fallback) unless --exact
     return Evaluator(kb, rules=rules, known=known, exact=exact, seeds=args.seeds or 100,
                      time_budget=args.time_budget, progress=len(kb.facts) > 200_000, sets=stored,
-                     tie=getattr(args, "tie", "accuracy"))
+                     tie=getattr(args, "tie", "accuracy"), max_groundings=args.grounding_budget)
 
 
 def _fact(kb, f: int) -> list[str]:
@@ -190,7 +195,8 @@ def _closure(args) -> int:
 
     kb, rules, known, warnings = _load(args)
     t0 = time.perf_counter()
-    c = closure(kb, rules, engine=args.engine, known=known, progress=len(kb.facts) > 200_000)
+    c = closure(kb, rules, engine=args.engine, known=known, progress=len(kb.facts) > 200_000,
+                max_groundings=args.grounding_budget)
     out = {**c.to_dict(), "rules": rules.name, "kb_facts": len(kb.facts),
            "warnings": warnings, "seconds": round(time.perf_counter() - t0, 4)}
     if args.output:
@@ -308,7 +314,7 @@ def _show(args) -> int:
     from .load import load_rules
 
     rules = load_rules(args.rules)
-    warnings = []
+    warnings = list(rules.warnings)  # found when read (cartesian products); with --kb, check() repeats them
     if args.kb:
         from ..kg.io import load_kb
 

@@ -18,10 +18,10 @@ from typing import Iterable
 
 import numpy as np
 
+from .budget import DEFAULT_MAX_GROUNDINGS, Guard, check_budget, row_weight
 from .errors import RulesError
 from .language import Const, RuleSet, Term, Var
-
-ABSENT = np.int32(np.iinfo(np.int32).max)  # birth round of a fact not (yet) in the closure
+from .tables import ABSENT, Facts, Index
 
 
 @dataclass
@@ -41,6 +41,7 @@ class Grounded:
     body_ptr: np.ndarray
     body: np.ndarray
     rounds: int
+    peak_groundings: int = 0  # the most groundings held at once: the least budget that closes
 
 
 # ---------------------------------------------------------------------------------------- plans
@@ -60,6 +61,7 @@ class _CRule:
     neq: list[tuple[tuple[str, int], tuple[str, int]]]
     plans: list[list[int]]  # per delta position: atom order
     filters_after: list[list[list[int]]]  # per delta position, per step: filter ids to apply
+    weight: int = 1  # groundings one row of this rule's join table counts as (see budget.py)
 
 
 def _compile(rules: RuleSet, rel_id: dict[str, int], term_id: dict[str, int], attr_masks: dict[str, np.ndarray]) -> list[_CRule]:
@@ -112,7 +114,7 @@ def _compile(rules: RuleSet, rel_id: dict[str, int], term_id: dict[str, int], at
                 steps.append(now)
             plans.append(order)
             filters_after.append(steps)
-        out.append(_CRule(q, atoms, head, attrs, neq, plans, filters_after))
+        out.append(_CRule(q, atoms, head, attrs, neq, plans, filters_after, row_weight(len(var_id) + len(atoms))))
     return out
 
 
@@ -122,88 +124,6 @@ def _vars(a: _CAtom) -> list[int]:
 
 def _nbound(a: _CAtom, bound: set[int]) -> int:
     return sum(1 for x in (a.s, a.o) if x[0] == "c" or x[1] in bound)
-
-
-# ---------------------------------------------------------------------------------------- index
-class _Index:
-    """Known facts sorted by (relation, subject) and by (relation, object)."""
-
-    def __init__(self, nodes: np.ndarray, node_s, node_r, node_o, T: int):
-        self.T = T
-        ks = node_r[nodes] * T + node_s[nodes]
-        order = np.argsort(ks, kind="stable")
-        self.s_keys, self.s_nodes = ks[order], nodes[order]
-        ko = node_r[nodes] * T + node_o[nodes]
-        order = np.argsort(ko, kind="stable")
-        self.o_keys, self.o_nodes = ko[order], nodes[order]
-
-    @staticmethod
-    def _expand(keys: np.ndarray, nodes: np.ndarray, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        lo = np.searchsorted(keys, q, "left")
-        hi = np.searchsorted(keys, q, "right")
-        cnt = hi - lo
-        total = int(cnt.sum())
-        rows = np.repeat(np.arange(len(q)), cnt)
-        if total == 0:
-            return rows, nodes[:0]
-        starts = np.repeat(lo - (np.cumsum(cnt) - cnt), cnt)
-        return rows, nodes[starts + np.arange(total)]
-
-    def by_subject(self, rel: int, s: np.ndarray):
-        return self._expand(self.s_keys, self.s_nodes, rel * self.T + s)
-
-    def by_object(self, rel: int, o: np.ndarray):
-        return self._expand(self.o_keys, self.o_nodes, rel * self.T + o)
-
-    def all_of(self, rel: int) -> np.ndarray:
-        lo, hi = np.searchsorted(self.s_keys, [rel * self.T, (rel + 1) * self.T])
-        return self.s_nodes[lo:hi]
-
-
-# ---------------------------------------------------------------------------------------- facts
-class _Facts:
-    """Every fact the engine knows, by node id, with a sorted key table for lookups."""
-
-    def __init__(self, node_s: np.ndarray, node_r: np.ndarray, node_o: np.ndarray, birth: np.ndarray, T: int):
-        self.node_s, self.node_r, self.node_o, self.birth, self.T = node_s, node_r, node_o, birth, T
-        ids = np.flatnonzero(node_r >= 0)  # KB facts of relations no rule uses are not looked up
-        keys = self.key(node_r[ids], node_s[ids], node_o[ids])
-        order = np.argsort(keys, kind="stable")
-        self.keys, self.ids = keys[order], ids[order]
-
-    def key(self, rel, s, o):
-        return (rel * self.T + s) * self.T + o
-
-    def lookup(self, keys: np.ndarray) -> np.ndarray:
-        """Node ids of the facts with these keys, -1 where the engine has none."""
-        if len(self.keys) == 0:
-            return np.full(len(keys), -1, dtype=np.int64)
-        pos = np.minimum(np.searchsorted(self.keys, keys), len(self.keys) - 1)
-        return np.where(self.keys[pos] == keys, self.ids[pos], -1)
-
-    def derive(self, keys: np.ndarray, t: int) -> tuple[np.ndarray, int]:
-        """Node ids of derived heads; facts not yet in the closure are born in round ``t``
-        (KB facts outside K keep their id, new facts get the next ids). Returns the ids and how
-        many facts entered the closure."""
-        ids = self.lookup(keys)
-        known = ids >= 0
-        entering = np.unique(ids[known][self.birth[ids[known]] == ABSENT])
-        self.birth[entering] = t
-        count = len(entering)
-        if not known.all():
-            new_keys, inv = np.unique(keys[~known], return_inverse=True)
-            new_ids = len(self.birth) + np.arange(len(new_keys), dtype=np.int64)
-            ids[~known] = new_ids[inv]
-            T = self.T
-            self.node_s = np.concatenate([self.node_s, (new_keys // T) % T])
-            self.node_r = np.concatenate([self.node_r, new_keys // (T * T)])
-            self.node_o = np.concatenate([self.node_o, new_keys % T])
-            self.birth = np.concatenate([self.birth, np.full(len(new_keys), t, dtype=np.int32)])
-            all_keys, all_ids = np.concatenate([self.keys, new_keys]), np.concatenate([self.ids, new_ids])
-            order = np.argsort(all_keys, kind="stable")
-            self.keys, self.ids = all_keys[order], all_ids[order]
-            count += len(new_keys)
-        return ids, count
 
 
 # ---------------------------------------------------------------------------------------- engine
@@ -229,11 +149,15 @@ def _intern(kb, rules: RuleSet, relations: list[str]) -> tuple[dict[str, int], n
     return term_id, node_s, node_r, node_o
 
 
-def forward_chain(kb, rules: RuleSet, known: Iterable[int] | None = None, progress: bool = False) -> Grounded:
+def forward_chain(kb, rules: RuleSet, known: Iterable[int] | None = None, progress: bool = False,
+                  max_groundings: int | None = DEFAULT_MAX_GROUNDINGS) -> Grounded:
     """Compute ``Ω(K, R)`` and every rule grounding inside it.
 
-    ``K`` is the whole KB, or only the facts whose ids are in ``known``.
+    ``K`` is the whole KB, or only the facts whose ids are in ``known``. ``max_groundings``
+    bounds the groundings held at once (:mod:`.budget`; ``None``: no bound): past it,
+    :class:`~.budget.RuleBudgetError` is raised before the join that would pass it allocates.
     """
+    guard = Guard(rules, check_budget(max_groundings))
     n_kb = len(kb.facts)
     base = np.ones(n_kb, dtype=bool)
     if known is not None:
@@ -259,7 +183,7 @@ def forward_chain(kb, rules: RuleSet, known: Iterable[int] | None = None, progre
     in_rules = node_r >= 0
     birth = np.full(n_kb, ABSENT, dtype=np.int32)
     birth[in_rules & base] = 0
-    facts = _Facts(node_s, node_r, node_o, birth, T)
+    facts = Facts(node_s, node_r, node_o, birth, T)
 
     blocks: list[tuple[int, np.ndarray, np.ndarray]] = []  # (rule, head ids, body matrix)
     t = 1
@@ -272,7 +196,7 @@ def forward_chain(kb, rules: RuleSet, known: Iterable[int] | None = None, progre
         delta = np.flatnonzero(facts.birth == t - 1)
         if delta.size == 0:
             break
-        index = _Index(np.flatnonzero(facts.birth <= t - 1), facts.node_s, facts.node_r, facts.node_o, T)
+        index = Index(np.flatnonzero(facts.birth <= t - 1), facts.node_s, facts.node_r, facts.node_o, T)
         d_rel = facts.node_r[delta]
         d_order = np.argsort(d_rel, kind="stable")
         bounds = np.searchsorted(d_rel[d_order], np.arange(len(relations) + 1))
@@ -285,13 +209,16 @@ def forward_chain(kb, rules: RuleSet, known: Iterable[int] | None = None, progre
                     continue  # positions before i need facts older than the first delta: none
                 seed = delta_by_rel[cr.atoms[i].rel]
                 if seed.size:
-                    res = _join(cr, i, seed, t, index, facts)
+                    res = _join(cr, i, seed, t, index, facts, guard)
                     if res is not None:
                         round_blocks.append((cr.index, *res))
+                        guard.record(len(res[0]))
         # the heads of this round: facts already in the closure, KB facts now derived, new facts
         entered = 0
         if round_blocks:
-            head_ids, entered = facts.derive(np.concatenate([b[1] for b in round_blocks]), t)
+            head_keys = np.concatenate([b[1] for b in round_blocks])
+            head_ids, entered = facts.derive(head_keys, t, lambda count, mask: guard.derive(
+                count, mask, head_keys, [(q, len(hk)) for q, hk, _ in round_blocks]))
             at = 0
             for q, hk, bm in round_blocks:
                 blocks.append((q, head_ids[at:at + len(hk)], bm))
@@ -316,7 +243,7 @@ def forward_chain(kb, rules: RuleSet, known: Iterable[int] | None = None, progre
     birth_out = facts.birth.copy()
     birth_out[:n_kb][base & ~in_rules] = 0  # facts no rule uses pass through
     return Grounded(n_kb, list(term_id), relations, facts.node_s, facts.node_r, facts.node_o, birth_out,
-                    full_base, edge_head, edge_rule, body_ptr, body, t)
+                    full_base, edge_head, edge_rule, body_ptr, body, t, guard.peak)
 
 
 def _value(term: tuple[str, int], cols: dict[int, np.ndarray], n: int) -> np.ndarray | None:
@@ -325,13 +252,14 @@ def _value(term: tuple[str, int], cols: dict[int, np.ndarray], n: int) -> np.nda
     return cols.get(term[1])
 
 
-def _join(cr: _CRule, i: int, seed: np.ndarray, t: int, index: _Index, facts: _Facts
+def _join(cr: _CRule, i: int, seed: np.ndarray, t: int, index: Index, facts: Facts, guard: Guard
           ) -> tuple[np.ndarray, np.ndarray] | None:
     """All groundings of rule ``cr`` whose atom ``i`` is a delta fact. Returns the head keys and
     the body fact matrix (one column per relation atom, body order), or None if there are none.
 
     The bindings are a table: one column per bound variable (``cols``) and one per matched
-    atom (``fids``, node ids); each atom in the plan's order filters or expands its rows."""
+    atom (``fids``, node ids); each atom in the plan's order filters or expands its rows. Before
+    an expansion allocates, ``guard`` checks that its rows fit the grounding budget."""
     atoms = cr.atoms
     node_s, node_o, birth = facts.node_s, facts.node_o, facts.birth
     fids: dict[int, np.ndarray] = {i: seed}
@@ -385,11 +313,16 @@ def _join(cr: _CRule, i: int, seed: np.ndarray, t: int, index: _Index, facts: _F
                 select((ids >= 0) & ((b < old) if j < i else (b <= old)))
             else:
                 if sb is not None:  # expand along the subject index
-                    rows, nodes = index.by_subject(a.rel, sb)
+                    ranges = index.by_subject(a.rel, sb)
+                    guard.room(cr, ranges[2])
+                    rows, nodes = index.gather(index.s_nodes, ranges)
                 elif ob is not None:  # ... or the object index
-                    rows, nodes = index.by_object(a.rel, ob)
+                    ranges = index.by_object(a.rel, ob)
+                    guard.room(cr, ranges[2])
+                    rows, nodes = index.gather(index.o_nodes, ranges)
                 else:  # no end bound: every fact of the relation (a product)
                     allr = index.all_of(a.rel)
+                    guard.room(cr, n * len(allr))
                     rows, nodes = np.repeat(np.arange(n), len(allr)), np.tile(allr, n)
                 select(rows)
                 fids[j] = nodes

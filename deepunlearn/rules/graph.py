@@ -14,6 +14,7 @@ from typing import Iterable
 
 import numpy as np
 
+from .budget import DEFAULT_MAX_GROUNDINGS
 from .engine import ABSENT, Grounded, forward_chain
 from .errors import RulesError
 from .language import RuleSet
@@ -54,6 +55,7 @@ class DerivationGraph:
     body_ptr: np.ndarray
     body: np.ndarray
     rounds: int
+    peak_groundings: int = 0  # the most groundings held at once while grounding: the least budget that closes
     _cones: dict = field(default_factory=dict, repr=False)
 
     @classmethod
@@ -61,7 +63,7 @@ class DerivationGraph:
         birth = g.birth.astype(np.int32)
         birth[birth == ABSENT] = -1
         return cls(kb, rules, g.n_kb, g.terms, g.relations, g.node_s, g.node_r, g.node_o, birth, g.base,
-                   g.edge_head, g.edge_rule, g.body_ptr, g.body, g.rounds)
+                   g.edge_head, g.edge_rule, g.body_ptr, g.body, g.rounds, g.peak_groundings)
 
     # ------------------------------------------------------------------ facts
     @property
@@ -119,9 +121,10 @@ class DerivationGraph:
 
 
 def derivation_graph(kb, rules: str | RuleSet = "family", known: Iterable[int] | None = None,
-                     progress: bool = False) -> DerivationGraph:
+                     progress: bool = False, max_groundings: int | None = DEFAULT_MAX_GROUNDINGS) -> DerivationGraph:
     """Ground ``rules`` over ``Ω(K, R)``. ``K`` is the whole KB or, with ``known``, only those fact
-    ids (the model's estimated KB).
+    ids (the model's estimated KB). ``max_groundings`` bounds the groundings held at once
+    (:mod:`.budget`; ``None``: no bound); past it :class:`~.budget.RuleBudgetError` names the rule.
 
     >>> from deepunlearn.kg.kb import KnowledgeBase
     >>> kb = KnowledgeBase.build({"Ann": {"gender": "female"}, "Bob": {"gender": "male"}, "Cy": {"gender": "male"}},
@@ -135,7 +138,8 @@ def derivation_graph(kb, rules: str | RuleSet = "family", known: Iterable[int] |
     False
     """
     rs = load_rules(rules)
-    return DerivationGraph.from_grounded(kb, rs, forward_chain(kb, rs, known, progress=progress))
+    return DerivationGraph.from_grounded(kb, rs, forward_chain(kb, rs, known, progress=progress,
+                                                               max_groundings=max_groundings))
 
 
 # ---------------------------------------------------------------------------------------- cones

@@ -93,6 +93,31 @@ class Rule:
     def attribute_atoms(self) -> tuple[Atom, ...]:
         return tuple(a for a in self.body if a.is_attribute)
 
+    def body_groups(self) -> list[tuple[Atom, ...]]:
+        """The relation atoms with variables, grouped by shared variables (connected parts, in
+        body order). More than one group: the rule's groundings are the cartesian product of
+        the groups' (atoms without variables only check a fact, they multiply nothing).
+
+        >>> from deepunlearn.rules.parser import parse_datalog
+        >>> r = parse_datalog("r(X, Y) :- child(X, A), niece(Y, B), father(A, C), uncle(Z, C).")[0]
+        >>> [" ".join(map(str, g)) for g in r.body_groups()]
+        ['child(X, A) father(A, C) uncle(Z, C)', 'niece(Y, B)']
+        """
+        groups: list[tuple[set[Var], list[Atom]]] = []
+        for a in self.relation_atoms:
+            vs = set(a.variables())
+            if not vs:
+                continue
+            joined = [g for g in groups if g[0] & vs]
+            merged: tuple[set[Var], list[Atom]] = (vs, [a])
+            for g in joined:
+                merged = (merged[0] | g[0], g[1] + merged[1])
+                groups.remove(g)
+            groups.append(merged)
+        order = {a: i for i, a in enumerate(self.relation_atoms)}
+        out = [tuple(sorted(atoms, key=order.__getitem__)) for _, atoms in groups]
+        return sorted(out, key=lambda g: order[g[0]])
+
     def to_datalog(self) -> str:
         parts = [str(a) for a in self.body] + [str(c) for c in self.neq]
         return f"{self.head} :- {', '.join(parts)}."
@@ -118,6 +143,8 @@ class RuleSet:
     rules: tuple[Rule, ...]
     source: str | None = field(default=None, compare=False)
     description: str = field(default="", compare=False)
+    #: warnings found when the rules were read (cartesian products: see :func:`cartesian_warnings`)
+    warnings: tuple[str, ...] = field(default=(), compare=False)
 
     def __len__(self) -> int:
         return len(self.rules)
@@ -152,15 +179,32 @@ class RuleSet:
         known = set(kb_relations) | self.head_relations
         return sorted(self.body_relations - known)
 
+    def where(self, rule: Rule) -> str:
+        """``file:line`` of a rule (``<name>:line`` if it was not read from a file)."""
+        return f"{self.source or f'<{self.name}>'}:{rule.line}"
+
+    def unknown_heads(self, kb_relations) -> list[str]:
+        """Head relations the KB does not have: their facts can only be intermediate steps."""
+        return sorted(self.head_relations - set(kb_relations))
+
     def check(self, kb) -> list[str]:
-        """Warnings about this rule set on a KB: unknown relations and attribute values no
-        entity has. An empty list means every rule can fire in principle."""
-        out = []
+        """Warnings about this rule set, the ones found when it was read (:attr:`warnings`)
+        first, then on a KB: unknown body relations (rules that never fire), head relations the
+        KB lacks and attribute values no entity has. An empty list means every rule can fire in
+        principle and derives facts of the KB's relations."""
+        out = list(self.warnings)
         for rel in self.unknown_relations(kb.relations):
             users = [r.label or f"line {r.line}" for r in self.rules if any(a.relation == rel for a in r.relation_atoms)]
             which = users[0] + " never fires" if len(users) == 1 else ", ".join(users[:-1]) + f" and {users[-1]} never fire"
             out.append(f"rule set {self.name!r}: relation {rel!r} is neither in KB {kb.name!r} nor derived "
                        f"by any rule, so {which}")
+        for rel in self.unknown_heads(kb.relations):
+            users = [r for r in self.rules if r.head.relation == rel]
+            which = ", ".join(f"{r.label or 'a rule'} ({self.where(r)})" for r in users[:3])
+            which += f" and {len(users) - 3} more" if len(users) > 3 else ""
+            out.append(f"rule set {self.name!r}: relation {rel!r}, derived by {which}, is not a relation of KB "
+                       f"{kb.name!r} (misspelt?): its facts can only be steps towards other facts, never probed, "
+                       "unlearned or counted")
         values = {v for attrs in kb.entities.values() for v in attrs.values()}
         for val in sorted(self.attributes - values):
             out.append(f"rule set {self.name!r}: no entity of KB {kb.name!r} has an attribute with value {val!r}")
@@ -174,3 +218,22 @@ class RuleSet:
         lines += [r.to_datalog() for r in self.rules]
         return "\n".join(lines)
 
+
+def cartesian_warnings(rules: tuple[Rule, ...], source: str) -> tuple[str, ...]:
+    """One warning per rule whose body atoms fall into groups sharing no variable (a cartesian
+    product, :meth:`Rule.body_groups`): its groundings multiply, and on a large KB such a rule
+    passes any memory (the grounding budget stops it, see :mod:`.budget`).
+
+    >>> from deepunlearn.rules.parser import parse_datalog
+    >>> print(parse_datalog("r(X, Y) :- child(X, A), niece(Y, B).", source="bad.dl").warnings[0])
+    bad.dl:1: rule 1 is a cartesian product: its body atoms fall into 2 groups that share no variable (child(X, A) | niece(Y, B)), so its groundings are the product of theirs; join them through a variable if that was not meant
+    """
+    out = []
+    for r in rules:
+        groups = r.body_groups()
+        if len(groups) > 1:
+            parts = " | ".join(", ".join(map(str, g)) for g in groups)
+            out.append(f"{source}:{r.line}: {r.label or 'a rule'} is a cartesian product: its body atoms fall into "
+                       f"{len(groups)} groups that share no variable ({parts}), so its groundings are the product "
+                       "of theirs; join them through a variable if that was not meant")
+    return tuple(out)

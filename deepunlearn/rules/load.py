@@ -61,7 +61,7 @@ def load_rules(name_or_path: str | Path | RuleSet) -> RuleSet:
     if isinstance(name_or_path, str) and name_or_path in BUILTIN and not Path(name_or_path).is_file():
         text = builtin_text(name_or_path)
         rs = parse_datalog(text, name=name_or_path, source=f"{name_or_path}.dl")
-        return RuleSet(rs.name, rs.rules, rs.source, _description(text))
+        return RuleSet(rs.name, rs.rules, rs.source, _description(text), rs.warnings)
     path = Path(name_or_path)
     if not path.is_file():
         if path.suffix or "/" in str(name_or_path):
@@ -81,4 +81,4 @@ def load_rules(name_or_path: str | Path | RuleSet) -> RuleSet:
         rs = parse_datalog(text, name=path.stem, source=str(path))
     if not rs.rules:
         raise RulesError(f"{path}: no rules in the file")
-    return RuleSet(rs.name, rs.rules, rs.source, description)
+    return RuleSet(rs.name, rs.rules, rs.source, description, rs.warnings)

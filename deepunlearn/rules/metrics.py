@@ -21,6 +21,7 @@ from typing import Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 
+from .budget import DEFAULT_MAX_GROUNDINGS
 from .errors import RulesError
 from .graph import DerivationGraph, derivation_graph
 from .language import RuleSet
@@ -119,6 +120,7 @@ class Evaluator:
     ``known`` they are still used as given (their facts outside K never count as lost, which lowers
     such a set's recall). ``tie``: how ``U*_A`` is chosen among the sets of maximal recall, ``"accuracy"``
     (default, see the module docstring) or ``"first"`` (the reference's ``argmax``).
+    ``max_groundings``: the grounding budget of the derivation graph (:mod:`.budget`).
 
     >>> from deepunlearn.kg.kb import KnowledgeBase
     >>> kb = KnowledgeBase.build(
@@ -134,14 +136,15 @@ class Evaluator:
     def __init__(self, kb, rules: str | RuleSet | None = None, known: Iterable[int] | None = None,
                  exact: bool = True, seeds: int = 100, time_budget: float = 10.0, progress: bool = False,
                  sets: Mapping[int, Sequence[frozenset[int]]] | None = None,
-                 tie: Literal["accuracy", "first"] = "accuracy"):
+                 tie: Literal["accuracy", "first"] = "accuracy", max_groundings: int | None = DEFAULT_MAX_GROUNDINGS):
         if tie not in ("accuracy", "first"):
             raise RulesError(f"tie must be 'accuracy' or 'first', got {tie!r}")
         self.kb = kb
         self.tie = tie
         self.stored = _check_stored(kb, sets) if sets is not None else {}
         self.rules = load_rules(rules if rules is not None else kb.metadata.get("rules", "family"))
-        self.graph: DerivationGraph = derivation_graph(kb, self.rules, known=known, progress=progress)
+        self.graph: DerivationGraph = derivation_graph(kb, self.rules, known=known, progress=progress,
+                                                       max_groundings=max_groundings)
         self.exact, self.seeds, self.time_budget = exact, seeds, time_budget
         n = len(kb.facts)
         self.known = self.graph.base[:n].copy()

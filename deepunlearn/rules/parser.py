@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 
 from .errors import RuleSyntaxError
-from .language import Atom, Const, Neq, Rule, RuleSet, Term, Var
+from .language import Atom, Const, Neq, Rule, RuleSet, Term, Var, cartesian_warnings
 
 _TOKEN = re.compile(
     r"""
@@ -195,7 +195,8 @@ def parse_datalog(text: str, name: str = "rules", source: str | None = None) -> 
     deepunlearn.rules.errors.RuleSyntaxError: bad.dl:1:1: unsafe rule: head variable C is not bound by any relation atom in the body
     """
     src = source or f"<{name}>"
-    return RuleSet(name=name, rules=tuple(_Parser(text, src).program()), source=source)
+    rules = tuple(_Parser(text, src).program())
+    return RuleSet(name=name, rules=rules, source=source, warnings=cartesian_warnings(rules, src))
 
 
 # ------------------------------------------------------------------------------ release raw format
@@ -299,7 +300,7 @@ def parse_raw(text: str, name: str = "rules", source: str | None = None, literal
                         "(a .dl file) or use --rules edu-relat"))
             body_atoms = rule.relation_atoms + attrs
         rules.append(Rule(rule.head, body_atoms, neq, label=f"rule {len(rules) + 1}", line=lineno))
-    return RuleSet(name=name, rules=tuple(rules), source=source)
+    return RuleSet(name=name, rules=tuple(rules), source=source, warnings=cartesian_warnings(tuple(rules), src))
 
 
 def _raw_atom(inner: str, src: str, lineno: int, col: int) -> Atom:
