@@ -17,6 +17,8 @@ points are neither probed nor scored again). The store refuses a second copy of 
 from __future__ import annotations
 
 import datetime as _dt
+import hashlib
+import json
 import os
 import platform
 import random
@@ -60,6 +62,15 @@ class SweepOutcome:
     computed: int = 0  # points computed by this invocation
     seconds: float = 0.0
     config: SweepConfig | None = None
+
+
+def _sweep_kb_key(kb: KnowledgeBase, kb_fp: str) -> str:
+    """What the sweep's results depend on in the KB: the probe layer's fingerprint (facts and
+    their question/answer pairs, the one recorded in model files and manifests) plus what the rules
+    read beyond it, the entities' attributes (gender decides ``female(X)``) and the KB's targets."""
+    rest = json.dumps([sorted((e, sorted(a.items())) for e, a in kb.entities.items()), list(kb.targets)],
+                      ensure_ascii=False)
+    return kb_fp + ":" + hashlib.sha256(rest.encode()).hexdigest()[:16]
 
 
 def select_targets(kb: KnowledgeBase, spec: TargetSpec, cfg: SweepConfig | None = None,
@@ -234,7 +245,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
     executor = executor or make_executor(cfg.executor, cfg.ray_address)
     out = cfg.output_dir
     kb_fp = kb_fingerprint(kb)
-    fp = cfg.fingerprint(kb_fp)
+    fp = cfg.fingerprint(_sweep_kb_key(kb, kb_fp))
     models = {m.name: m.path for m in cfg.models}
 
     with SweepLock(out), ResultsStore(out) as store:

@@ -253,3 +253,22 @@ def test_help_describes_the_command(cmd, words, capsys):
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     assert all(a.help for a in sub.choices[cmd]._actions)  # every option says what it does
+
+
+def test_sweep_key_covers_what_the_rules_read_beyond_the_probe_fingerprint():
+    """A gender edit leaves the probe fingerprint (facts and questions) unchanged but changes what
+    `female(X)` derives, so a resumed sweep must not reuse points computed before it."""
+    from deepunlearn.bench.runner import _sweep_kb_key
+    from deepunlearn.kg.kb import KnowledgeBase
+    from deepunlearn.probe.fingerprint import kb_fingerprint
+
+    def kb(gender_b, targets=(0,)):
+        return KnowledgeBase.build({"A": {"gender": "male"}, "B": {"gender": gender_b}}, [("A", "child", "B")],
+                                   targets=list(targets))
+
+    a, same, other_gender, no_target = kb("female"), kb("female"), kb("male"), kb("female", ())
+    assert kb_fingerprint(a) == kb_fingerprint(other_gender)
+    key = _sweep_kb_key(a, kb_fingerprint(a))
+    assert key == _sweep_kb_key(same, kb_fingerprint(same)) and key.startswith(kb_fingerprint(a))
+    assert key != _sweep_kb_key(other_gender, kb_fingerprint(other_gender))
+    assert key != _sweep_kb_key(no_target, kb_fingerprint(no_target))
