@@ -11,8 +11,11 @@ warm-up (:meth:`FinetuneConfig.tiny`, measured in DESIGN.md section 6).
 Under the ``default`` protocol training stops as soon as probing finds at least ``target_known``
 (95 %) of the facts known; the ``reference`` protocol trains every epoch, as the paper's code
 (``target_known=None``). The checkpoint's ``deepunlearn.json`` records the prompt format, how the
-model was trained and how much it knows, so the unlearning layer can scale its learning rates to
-the training.
+model was trained (``training``) and how much it knows, so the unlearning layer can scale its
+learning rates to the training; ``base`` (:func:`base_of`), the model it started from; and
+``kb``: ``{"name", "fingerprint", "facts"}`` of the KB it was trained on, ``fingerprint`` being
+:func:`deepunlearn.probe.fingerprint.kb_fingerprint` (the probe cache's key), so a later command
+can tell whether a model is used on the KB it learned.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ Schedule = Literal["linear", "one-cycle", "constant"]
 class FinetuneConfig(BaseModel):
     """Hyper-parameters of :func:`finetune` (defaults = the paper's, appendix D)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     lr: float = Field(2e-5, gt=0, description="peak learning rate of AdamW")
     epochs: int = Field(10, ge=1, description="most epochs; training stops earlier at target_known")
@@ -48,7 +51,7 @@ class FinetuneConfig(BaseModel):
     target_known: float | None = Field(0.95, gt=0, le=1, description="stop once this share of facts is known")
     probe_every: int = Field(1, ge=1, description="check the known share every this many epochs")
     probe_mode: Literal["exact", "generate"] = "exact"
-    seed: int = 0
+    seed: int = Field(0, ge=0)
     mixed_precision: bool = Field(
         True, description="train half-precision models with float32 master weights (bf16 autocast on CUDA)")
 
@@ -232,6 +235,10 @@ def finetune(
                 history.append(row)
                 bar.set_postfix(epoch=epoch, loss=f"{row['loss']:.4f}", known=f"{last_known:.1%}")
                 if res.share >= target:
+                    # close the bar at the steps actually taken, not at a stalled share of the most
+                    bar.total = bar.n
+                    bar.set_postfix_str(f"early stop: {res.share:.0%} known", refresh=False)
+                    bar.refresh()
                     break
             else:
                 history.append(row)
@@ -248,7 +255,7 @@ def finetune(
     if out_dir is not None:
         meta = {
             "origin": bundle.meta.get("origin", "finetuned"),
-            "base": bundle.meta.get("base", bundle.name),
+            "base": base_of(bundle),
             "training": {**config.model_dump(), "epochs_run": epochs_run, "steps": epochs_run * steps_per_epoch,
                          "seconds": round(seconds, 3)},
             "kb": {"name": kb.name, "fingerprint": kb_fingerprint(kb), "facts": len(kb.facts)},
@@ -258,6 +265,22 @@ def finetune(
         }
         result.checkpoint = save_bundle(bundle, out_dir, meta)
     return result
+
+
+def base_of(bundle: ModelBundle) -> Any:
+    """What a finetuned checkpoint records as its ``base`` (the model it started from), chosen to
+    stay true after the run: the base a finetuned checkpoint itself records (finetuning again keeps
+    the original); ``"tiny"`` for a tiny model built from scratch (its ``tiny`` entry, kept in
+    the metadata, has the architecture, sizes and seed: the folder it was built in may be
+    temporary); the hub name of a hub model; else the checkpoint folder's absolute path."""
+    meta = bundle.meta or {}
+    if meta.get("base") is not None:
+        return meta["base"]
+    if meta.get("origin") == "tiny":
+        return "tiny"
+    if bundle.path is None:
+        return bundle.name
+    return str(Path(bundle.path).resolve())
 
 
 def _answer_loss(logits, labels):

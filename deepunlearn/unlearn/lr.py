@@ -74,7 +74,11 @@ def training_lr(meta: Mapping[str, Any] | None) -> float | None:
 def choose_lr(method, *, meta: Mapping[str, Any] | None, n_params: int, lr: float | None = None,
               lora: bool = False) -> LearningRate:
     """The learning rate for ``method`` (an :class:`~deepunlearn.unlearn.methods.Unlearner` class
-    or instance) by the rule in this module's docstring."""
+    or instance) by the rule in this module's docstring: ``lr`` if given; else the method's paper
+    ratio times the checkpoint's recorded training rate (times 1/10 for models trained from
+    scratch); else the paper's rate. With ``lora=True`` the last two are multiplied by
+    :data:`LORA_LR_FACTOR` = 10 (a LoRA adapter trains at about ten times the full-finetuning
+    rate); an explicit ``lr`` is never scaled."""
     if lr is not None:
         if lr <= 0:
             raise ValueError(f"learning rate must be positive, got {lr}")

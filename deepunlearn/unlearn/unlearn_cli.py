@@ -1,5 +1,13 @@
 """``deepunlearn unlearn``: unlearn one target fact (or every target of the KB) with one method and
-print recall and accuracy at every grid point (DESIGN.md section 7).
+print recall and accuracy at every grid point, with the target's summary metrics (Acc@Recall>=0.8,
+Recall@Acc>=0.8, AUC; DESIGN.md section 7).
+
+``-o POINTS.json`` saves the result (what ``--json`` prints). With one target it also holds, at
+its top level, ``forgotten``: the facts lost at one grid point (``--point``, default the last,
+strongest one), and ``fact_ids``: K, the facts the model knew before, so that
+``deepunlearn rules recall --kb KB --target T --known POINTS.json --forgotten POINTS.json``
+reproduces that point's recall and accuracy. ``--save-model DIR`` saves the unlearned weights of
+one grid point. Every argument is checked before the model is loaded.
 
 Only argparse is imported at import time; torch, transformers and the method classes are
 imported inside the handler.
@@ -8,7 +16,9 @@ imported inside the handler.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+from pathlib import Path
 
 #: the methods shipped; the handler checks the name against the registry (which needs torch)
 SHIPPED_METHODS = ("ga", "npo", "tv", "whp")
@@ -17,7 +27,7 @@ PROTOCOLS = ("default", "reference")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json
+    from ..cli import add_json, add_threads, nonneg_int, positive_float, positive_int
 
     p = sub.add_parser(
         "unlearn",
@@ -25,8 +35,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Probe the model once (cached), unlearn the target with the method at every grid point "
             "(GA/NPO: optimiser steps along one trajectory; TV/WHP: alpha after reinforcing the target), "
-            "probe again and compute recall and accuracy against the target's minimal deep-unlearning sets. "
-            "The original weights are restored in memory after each target; nothing is written to disk."
+            "probe again and compute recall and accuracy against the target's minimal deep-unlearning sets, "
+            "then the target's Acc@Recall>=0.8, Recall@Acc>=0.8 and AUC. The original weights are restored "
+            "in memory after each target; nothing is written to disk unless -o or --save-model is given."
         ),
     )
     p.add_argument("--model", required=True, help="checkpoint folder (or hub name) of the model that knows the KB")
@@ -37,11 +48,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rules", default=None,
                    help="rule set: family, edu-relat, or a rule file (default: the KB's own, else family)")
     p.add_argument("--grid", default=None,
-                   help="comma-separated grid values (steps for ga/npo, alpha for tv/whp); default: the paper's")
-    p.add_argument("--lr", type=float, default=None,
+                   help="comma-separated grid values: step counts for ga/npo (positive integers), alpha for "
+                        "tv/whp (finite, >= 0; 0 is the unchanged model); default: the paper's")
+    p.add_argument("--lr", type=positive_float, default=None,
                    help="peak learning rate; default: the paper's ratio to the training lr the checkpoint records "
                         "(GA/TV/WHP 1x, NPO 2x; a tenth of that for models trained from scratch), else the paper's "
-                        "(2e-5, NPO 4e-5; half for 7-8B models)")
+                        "(2e-5, NPO 4e-5; half for 7-8B models); with --lora the default is 10x that")
     p.add_argument("--protocol", choices=PROTOCOLS, default="default",
                    help="protocol preset: default, or reference (the paper's code: linear schedule with a zero-lr "
                         "warm-up step, generate probe, K = the KB, the release's sets, first-set ties); README's "
@@ -49,7 +61,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     from ..probe.cli import add_format_args
 
     add_format_args(p, protocol=False)
-    p.add_argument("--lora", action="store_true", help="train a LoRA adapter (ga, npo) instead of the full weights")
+    p.add_argument("--lora", action="store_true",
+                   help="train a LoRA adapter (ga, npo; rank 8, alpha 16) instead of the full weights; the default "
+                        "learning rate is then 10x the full-finetuning one (adapters train at about ten times the "
+                        "rate; deepunlearn.unlearn.lr.LORA_LR_FACTOR); --lr overrides it")
     p.add_argument("--k-mode", choices=("probed", "dataset"), default=None,
                    help="K = facts the model answers before unlearning or the whole KB (default: the protocol's)")
     p.add_argument("--probe-mode", choices=("exact", "generate"), default=None,
@@ -59,20 +74,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     sets.add_argument("--sets", default=None,
                       help="minimal sets: exact, mdus, release (the release's stored sets) or a folder of that "
                            "layout (default: the protocol's)")
-    sets.add_argument("--seeds", type=int, default=None, help="approximate the sets with MDUS over N seeds instead")
+    sets.add_argument("--seeds", type=positive_int, default=None,
+                      help="approximate the sets with MDUS over N seeds instead")
     p.add_argument("--tie", choices=("accuracy", "first"), default=None,
                    help="among sets of equal recall take the best accuracy or the first (default: the protocol's)")
     p.add_argument("--device", default=None, help="cuda, cuda:1, cpu (default: cuda when available)")
     p.add_argument("--dtype", default=None, help="bf16, fp16, fp32 (default: bf16 on GPU, fp32 on CPU)")
-    p.add_argument("--batch-size", type=int, default=64, help="probing batch size")
+    p.add_argument("--batch-size", type=positive_int, default=64, help="probing batch size (default 64)")
     p.add_argument("--cache-dir", default=None, help="where the baseline probe is cached")
-    p.add_argument("--seed", type=int, default=0, help="seed of every run (dropout, LoRA initialisation)")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="seed of every run (dropout, LoRA initialisation)")
+    p.add_argument("-o", "--output", default=None, metavar="POINTS.json",
+                   help="also write the result to this JSON file (folders created); with one target its top-level "
+                        "'forgotten' (the facts lost at --point) and 'fact_ids' (K) make it a --forgotten and a "
+                        "--known file for 'deepunlearn rules recall'")
+    p.add_argument("--point", type=float, default=None, metavar="PARAM",
+                   help="the grid point whose forgotten facts -o puts at the top level and --save-model saves "
+                        "(default: the last grid value, the strongest unlearning)")
+    p.add_argument("--save-model", default=None, metavar="DIR",
+                   help="save the unlearned weights at --point as a checkpoint folder (one target; ga, npo or tv "
+                        "without --lora: WHP changes the output distribution, not the weights); probe it with "
+                        "'deepunlearn probe --model DIR'")
+    add_threads(p)
     add_json(p)
     p.set_defaults(handler=_unlearn)
 
 
 def parse_grid(text: str | None) -> list[float] | None:
     """``"1,2,4"`` -> ``[1.0, 2.0, 4.0]``; ``None`` stays ``None`` (the method's default grid).
+    Anything but comma-separated finite numbers is a :class:`~deepunlearn.cli.CLIError` (field
+    ``--grid``) naming the bad value; the method checks the values' range (:meth:`check_grid`).
 
     >>> parse_grid("1, 2,4e1")
     [1.0, 2.0, 40.0]
@@ -85,9 +115,13 @@ def parse_grid(text: str | None) -> list[float] | None:
     for part in text.split(","):
         part = part.strip()
         try:
-            out.append(float(part))
+            v = float(part)
         except ValueError:
-            raise CLIError(f"--grid: {part!r} is not a number (expected comma-separated values such as 1,2,4)") from None
+            raise CLIError(f"--grid: {part!r} is not a number (expected comma-separated values such as 1,2,4)",
+                           field="--grid") from None
+        if not math.isfinite(v):
+            raise CLIError(f"--grid: {part!r} is not a finite number", field="--grid")
+        out.append(v)
     return out
 
 
@@ -102,6 +136,8 @@ def point_json(point, kb) -> dict:
 
 
 def _table(result: dict) -> str:
+    from .summary import format_summary
+
     s, r, o = result["target"]
     lines = [f"{result['method']} on [{result['index']}] {o} is {s}'s {r} (lr {result['lr']:g})",
              f"  {'param':>8}  {'recall':>6}  {'acc':>6}  {'fam':>6}  {'bio':>6}  forgot  target"]
@@ -110,43 +146,83 @@ def _table(result: dict) -> str:
         bio = "-" if p["accuracy_biography"] is None else f"{p['accuracy_biography']:.3f}"
         lines.append(f"  {p['param']:>8g}  {p['recall']:6.3f}  {p['accuracy']:6.3f}  {fam:>6}  {bio:>6}  "
                      f"{len(p['forgotten']):6d}  {'forgotten' if p['target_forgotten'] else 'kept'}")
+    lines.append("  " + format_summary(result["summary"]))
     return "\n".join(lines)
 
 
-def _unlearn(args) -> int:
-    from ..cli import CLIError, emit
-    from ..kg.io import load_kb
+def mean_summary(summaries: list[dict]) -> dict:
+    """Each metric averaged over targets (NaN and None left out; None where no target has it)."""
+    out: dict = {"n_targets": len(summaries)}
+    for k in (summaries[0] if summaries else {}):
+        vals = [s[k] for s in summaries if s.get(k) is not None and not math.isnan(s[k])]
+        out[k] = sum(vals) / len(vals) if vals else None
+    return out
 
+
+def _check_outputs(args, grid, method, single: bool) -> float | None:
+    """Check -o, --point and --save-model before anything is loaded; the wanted point or None."""
+    from ..cli import CLIError
+
+    for flag, path, folder in (("-o", args.output, False), ("--save-model", args.save_model, True)):
+        if path is not None and Path(path).exists() and Path(path).is_dir() != folder:
+            raise CLIError(f"{flag} {path}: exists and is {'not ' if folder else ''}a folder", file=path, field=flag)
+    values = method.check_grid(method.params.grid)
+    if args.point is None:
+        return None
+    if not math.isfinite(args.point) or float(args.point) not in {float(v) for v in values}:
+        raise CLIError(f"--point {args.point:g}: not a value of the grid "
+                       f"({', '.join(f'{v:g}' for v in values)})", field="--point")
+    if args.output is None and args.save_model is None:
+        raise CLIError("--point chooses the point -o and --save-model write; give one of them", field="--point")
+    return float(args.point)
+
+
+def _check_save_model(args, method, single: bool) -> None:
+    from ..cli import CLIError
+
+    if args.save_model is None:
+        return
+    if not single:
+        raise CLIError("--save-model saves one target's unlearned model: give --target one fact, not 'all'",
+                       field="--save-model")
+    if method.name == "whp" or args.lora:
+        why = "WHP changes the output distribution, not the weights" if method.name == "whp" else \
+            "--lora trains an adapter that is removed after the run"
+        raise CLIError(f"--save-model: {why}; use ga, npo or tv without --lora", field="--save-model")
+
+
+def _unlearn(args) -> int:
+    from ..cli import CLIError, apply_threads, emit
+    from ..kg.io import load_kb
+    from ..kg.refs import resolve_target
+
+    apply_threads(args)
     kb = load_kb(args.kb)
     grid = parse_grid(args.grid)
-    if args.target.strip().lower() == "all":
-        if not kb.targets:
-            raise CLIError(f"{args.kb}: the KB lists no targets; give --target as an index or 'S|r|O'")
-        targets, single = list(kb.targets), False
-    else:
-        targets, single = [kb.resolve(args.target)], True
-    if args.seeds is not None and args.seeds < 1:
-        raise CLIError("--seeds must be at least 1")
-    if args.batch_size < 1:
-        raise CLIError("--batch-size must be at least 1")
+    single = args.target.strip().lower() != "all"
+    targets = resolve_target(kb, args.target, kb_file=args.kb)
 
-    from ..probe import load_model
-    from ..probe.models import ModelLoadError
     from .loop import TargetNotKnownError, TargetRunner
-    from .methods import UnlearnError
+    from .methods import UnlearnError, get_method
 
     try:
-        from .methods import get_method
+        method_cls = get_method(args.method)
+    except UnlearnError as e:
+        raise CLIError(f"--method: {e}", field="--method") from None
+    try:
+        method = method_cls(grid=grid) if grid is not None else method_cls()  # check the grid before loading
+    except UnlearnError as e:
+        raise CLIError(f"--grid {args.grid}: {e}", field="--grid") from None
+    _check_save_model(args, method, single)
+    point = _check_outputs(args, grid, method, single)
 
-        method = get_method(args.method)
-        if grid is not None:
-            method(grid=grid)  # check the grid before loading the model
-        from ..probe import get_protocol
+    from ..probe import get_protocol
+    from ..probe.cli import load_for_cli, resolve_format
 
-        protocol = get_protocol(args.protocol)
-        from ..probe.cli import resolve_format
-
-        bundle = load_model(args.model, device=args.device, dtype=args.dtype, **resolve_format(args, protocol))
+    protocol = get_protocol(args.protocol)
+    try:
+        bundle = load_for_cli(args.model, kb, args.device, args.dtype, **resolve_format(args, protocol))
+        # KB mismatch (issue 11 item 19): the probe layer's check goes here once it exists.
         runner = TargetRunner(
             bundle, kb, rules=args.rules, protocol=protocol, probe_mode=args.probe_mode, k_mode=args.k_mode,
             sets="mdus" if args.seeds is not None else args.sets, tie=args.tie, lr=args.lr,
@@ -156,28 +232,87 @@ def _unlearn(args) -> int:
         results, skipped = [], []
         for t in targets:
             try:
-                points = list(runner.run(t, method.name, grid=grid, seed=args.seed))
+                points = _run_target(runner, t, method, grid, args, point, bundle, kb)
             except TargetNotKnownError as e:
                 if single:
                     raise
                 print(f"deepunlearn unlearn: warning: skipping target {t}: {e}", file=sys.stderr)
                 skipped.append(list(kb.facts[t]))
                 continue
+            from .summary import target_metrics
+
             lr = points[0].lr if points else None
             results.append({
                 "method": method.name, "target": list(kb.facts[t]), "index": t, "lr": lr,
                 "points": [point_json(p, kb) for p in points],
+                "summary": target_metrics(points),
             })
-    except (UnlearnError, ModelLoadError) as e:
-        raise CLIError(str(e)) from None
+    except UnlearnError as e:
+        raise CLIError(str(e), field=e.field) from None
 
     common = {"known": len(runner.known), "known_before": len(runner.baseline.known_ids()), "total": len(kb),
               "k_mode": runner.k_mode, "probe_mode": runner.probe_mode, "protocol": protocol.name,
               "sets": runner.sets, "tie": runner.tie, "answer_format": bundle.prompt.name}
     if single:
         obj = {**results[0], **common}
-        emit(args, obj, lambda: _table(obj))
+        chosen = _chosen(obj["points"], point)
+        obj.update({"point": chosen["param"], "forgotten": chosen["forgotten"], "fact_ids": sorted(runner.known)})
+        text = lambda: _table(obj)  # noqa: E731
     else:
-        obj = {"method": method.name, "targets": results, "skipped": skipped, **common}
-        emit(args, obj, lambda: "\n".join(_table(r) for r in results) + (f"\nskipped {len(skipped)} targets the model did not know" if skipped else ""))
+        obj = {"method": method.name, "targets": results, "skipped": skipped,
+               "summary": mean_summary([r["summary"] for r in results]), **common}
+        text = lambda: "\n".join(  # noqa: E731
+            [_table(r) for r in results]
+            + ([f"mean over {len(results)} targets: " + _fmt_summary(obj["summary"])] if results else [])
+            + ([f"skipped {len(skipped)} targets the model did not know"] if skipped else []))
+    if args.save_model is not None:
+        obj["saved_model"] = str(args.save_model)
+    if args.output is not None:
+        from ..errors import atomic_write_text, dumps
+
+        atomic_write_text(args.output, dumps(obj, ensure_ascii=False, indent=1) + "\n")
+        obj = {**obj, "output": str(args.output)}
+    emit(args, obj, text)
     return 0
+
+
+def _fmt_summary(summary: dict) -> str:
+    from .summary import format_summary
+
+    return format_summary(summary)
+
+
+def _chosen(points: list[dict], point: float | None) -> dict:
+    """The point -o puts at the top level: ``--point``, else the last (strongest) one."""
+    if point is None:
+        return points[-1]
+    return next(p for p in points if float(p["param"]) == point)
+
+
+def _run_target(runner, t: int, method, grid, args, point, bundle, kb) -> list:
+    """The points of one target; with ``--save-model``, the weights at the chosen point are saved
+    while the trajectory is there (before the runner restores the original weights)."""
+    points = []
+    values = method.check_grid(method.params.grid)
+    save_at = (float(values[-1]) if point is None else point) if args.save_model is not None else None
+    for p in runner.run(t, method.name, grid=grid, seed=args.seed):
+        if save_at is not None and float(p.param) == save_at:
+            _save_model(bundle, args.save_model, method.name, t, p, runner, kb)
+        points.append(p)
+    return points
+
+
+def _save_model(bundle, out: str, method: str, t: int, p, runner, kb) -> None:
+    """The model as it is now (at point ``p``) into ``out``, through a temporary sibling folder."""
+    from ..errors import atomic_dir
+    from ..probe.models import save_bundle
+
+    meta = dict(bundle.meta)
+    record = {"method": method, "target": list(kb.facts[t]), "target_id": t, "param": p.param, "lr": p.lr,
+              "protocol": runner.protocol.name, "recall": p.recall, "accuracy": p.accuracy,
+              "from": str(bundle.path) if bundle.path is not None else bundle.name}
+    try:
+        with atomic_dir(out) as tmp:
+            save_bundle(bundle, tmp, {"unlearned": record})
+    finally:
+        bundle.meta = meta

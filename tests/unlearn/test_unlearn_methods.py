@@ -150,22 +150,22 @@ def test_task_vector_alpha_zero_gives_the_original_logits_and_moves_linearly_in_
     orig_logits = model(input_ids=x).logits.detach()
     orig_logp = float(sequence_logprob(orig_logits, s.batch["labels"])[0])
     weights, logps = {}, {}
-    tv = TaskVector(grid=[0.0, -1.0, 1.0, 2.0])
+    tv = TaskVector(grid=[0.0, 1.0, 2.0, 3.0])
     for step in tv.trajectory(s, tv.params.grid):
         assert step.model_fn is None
         weights[step.param] = model.model.layers[0].mlp.up_proj.weight.detach().clone()
         logps[step.param] = float(sequence_logprob(model(input_ids=x).logits.detach(), s.batch["labels"])[0])
         if step.param == 0.0:
             assert torch.equal(model(input_ids=x).logits, orig_logits)
-    assert list(weights) == [0.0, -1.0, 1.0, 2.0]
+    assert list(weights) == [0.0, 1.0, 2.0, 3.0]
     assert len(s.losses) == 10  # 10 reinforcing steps, once for the whole grid
-    # θ - α (θ_reinf - θ) is affine in α: equal steps from α = -1 (θ_reinf itself) to 0, 1, 2
+    # θ - α (θ_reinf - θ) is affine in α: equal steps from α = 0 to 1, 2, 3
     w = weights
-    assert not torch.equal(w[-1.0], w[0.0])
-    torch.testing.assert_close(w[0.0] - w[-1.0], w[1.0] - w[0.0], atol=1e-6, rtol=0)
+    assert not torch.equal(w[1.0], w[0.0])
     torch.testing.assert_close(w[2.0] - w[1.0], w[1.0] - w[0.0], atol=1e-6, rtol=0)
-    # α = -1 is the reinforced model (target more likely), α > 0 moves away from it
-    assert logps[-1.0] > orig_logp > logps[1.0] and logps[2.0] < orig_logp
+    torch.testing.assert_close(w[3.0] - w[2.0], w[1.0] - w[0.0], atol=1e-6, rtol=0)
+    # α > 0 moves away from the reinforced model: the target gets less likely
+    assert orig_logp > logps[1.0] and logps[2.0] < orig_logp
     s.restore()
     assert torch.equal(model(input_ids=x).logits, orig_logits)
 

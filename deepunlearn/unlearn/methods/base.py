@@ -18,12 +18,13 @@ the weights afterwards.
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Callable, ClassVar, Iterator, Literal, Sequence
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...errors import UserError
 from ..losses import nll_loss
@@ -43,9 +44,10 @@ class MethodParams(BaseModel):
     ``alpha`` for TV/WHP). ``lr=None`` picks the learning rate by the rule of
     :func:`deepunlearn.unlearn.lr.choose_lr`. The optimisation settings left at ``None`` come from
     the run's protocol (:class:`~deepunlearn.probe.protocol.Protocol`: the reference's AdamW with
-    weight decay 0.01, no clipping, a linear schedule over the grid's largest step count)."""
+    weight decay 0.01, no clipping, a linear schedule over the grid's largest step count).
+    Every number must be finite: NaN and infinities are refused (``allow_inf_nan=False``)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     grid: list[float]
     lr: float | None = Field(None, gt=0)
@@ -237,14 +239,21 @@ class Unlearner(ABC):
         base = params if params is not None else self.Params()
         if not isinstance(base, self.Params):
             raise UnlearnError(f"{self.name}: expected {self.Params.__name__}, got {type(base).__name__}")
-        self.params = base.model_copy(update=overrides) if overrides else base
-        self.params = self.Params.model_validate(self.params.model_dump())
+        data = {**base.model_dump(), **overrides}
+        try:
+            self.params = self.Params.model_validate(data)
+        except ValidationError as e:
+            raise UnlearnError(f"{self.name}: {_describe(e)}", field=_first_field(e)) from None
         self.check_grid(self.params.grid)
 
     def check_grid(self, grid: Sequence[float]) -> list[float]:
-        """The grid in the order its points are produced; raises :class:`UnlearnError` if bad."""
+        """The grid in the order its points are produced; raises :class:`UnlearnError` (field
+        ``grid``) if it is empty or holds a value that is not a finite number."""
         if not grid:
-            raise UnlearnError(f"{self.name}: the grid is empty")
+            raise UnlearnError(f"{self.name}: the grid is empty", field="grid")
+        bad = [g for g in grid if isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g)]
+        if bad:
+            raise UnlearnError(f"{self.name}: grid values must be finite numbers, got {_show(bad)}", field="grid")
         return list(grid)
 
     @abstractmethod
@@ -266,9 +275,10 @@ class GradientUnlearner(Unlearner):
 
     def check_grid(self, grid: Sequence[float]) -> list[float]:
         super().check_grid(grid)
-        bad = [g for g in grid if float(g) != int(g) or int(g) < 1]
+        bad = [g for g in grid if not float(g).is_integer() or g < 1]
         if bad:
-            raise UnlearnError(f"{self.name}: grid values are step counts (positive integers), got {bad}")
+            raise UnlearnError(f"{self.name}: grid values are step counts (positive integers), got {_show(bad)}",
+                               field="grid")
         return sorted({int(g) for g in grid})
 
     def prepare(self, session: Session) -> None:
@@ -294,12 +304,22 @@ class ReinforcedParams(MethodParams):
 
 class ReinforcedUnlearner(Unlearner):
     """Methods that first reinforce the target (the paper: "finetuned with 10 more iterations on
-    the target data point") and then move away from the reinforced model by ``alpha``."""
+    the target data point") and then move away from the reinforced model by ``alpha``.
+
+    ``alpha`` must be finite and >= 0: ``alpha = 0`` is the original model (a control point: it
+    forgets nothing) and ``alpha > 0`` moves away from the reinforced model; a negative alpha
+    would move TOWARDS it (TV: ``θ - α (θ_reinf - θ)`` with α = -1 IS the reinforced model; WHP:
+    it would raise the target's probability), i.e. teach the target instead of unlearning it, so
+    it is refused."""
 
     grid_name = "alpha"
 
     def check_grid(self, grid: Sequence[float]) -> list[float]:
         super().check_grid(grid)
+        bad = [g for g in grid if g < 0]
+        if bad:
+            raise UnlearnError(f"{self.name}: alpha values must be >= 0 (a negative alpha reinforces the target "
+                               f"instead of unlearning it), got {_show(bad)}", field="grid")
         return [float(g) for g in grid]
 
     def begin(self, session: Session, grid: Sequence[float]) -> list[float]:
@@ -321,3 +341,22 @@ class ReinforcedUnlearner(Unlearner):
         for _ in session.descend(loss, steps, schedule=session.reinforce_schedule,
                                  warmup=session.reinforce_warmup_steps):
             pass
+
+
+def _show(values: Sequence) -> str:
+    """``[nan, -1]`` as the user typed them (``nan``, ``inf``, integers without ``.0``)."""
+    return "[" + ", ".join(f"{v:g}" if isinstance(v, float) else repr(v) for v in values) + "]"
+
+
+def _describe(e: ValidationError) -> str:
+    """A pydantic error as one line: ``field: problem (got VALUE); ...``."""
+    parts = []
+    for err in e.errors():
+        loc = ".".join(str(x) for x in err["loc"]) or "params"
+        parts.append(f"{loc}: {err['msg']} (got {err.get('input')!r})")
+    return "; ".join(parts)
+
+
+def _first_field(e: ValidationError) -> str | None:
+    errs = e.errors()
+    return str(errs[0]["loc"][0]) if errs and errs[0]["loc"] else None

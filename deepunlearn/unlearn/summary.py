@@ -1,0 +1,168 @@
+"""Per-target summary metrics of one trajectory (paper section 5.1, Table 3), for ``unlearn``'s
+output; the bench layer's :mod:`deepunlearn.bench.metrics` has the same definitions (a test
+checks they agree) and may call these.
+
+A *curve* is one target's ``(recall, accuracy)`` points along one method's grid. Following the
+reference, every curve gets the two end points ``(recall 0, accuracy 1)`` (do nothing) and
+``(recall 1, accuracy 0)`` (forget everything) before any best-of is taken, so each metric is
+defined for every target:
+
+* **Acc@Recall>=t** (:func:`acc_at_recall`): the best accuracy among points with recall >= t.
+* **Recall@Acc>=t** (:func:`recall_at_acc`): the best recall among points with accuracy >= t.
+* **AUC** (:func:`auc`): the area under the upper envelope ``A(r) = max{acc_i : recall_i >= r}``
+  over r in [0, 1], end points included: a step function, no interpolation between points (so
+  points under the envelope do not count).
+* **Acc@Superficial** (:func:`acc_at_superficial`): the best accuracy among points where the
+  target itself is forgotten; the end point (1, 0) forgets it too, so the floor is 0.
+
+Thresholds compare with a tolerance of :data:`EPS` (recall 4/5 counts as >= 0.8).
+This module imports nothing but the standard library.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping, Sequence
+
+#: The reference's end points: (recall, accuracy) of doing nothing and of forgetting everything.
+ENDPOINTS: tuple[tuple[float, float], ...] = ((0.0, 1.0), (1.0, 0.0))
+#: tolerance of threshold comparisons
+EPS = 1e-9
+#: the paper's threshold
+THRESHOLD = 0.8
+
+
+def with_endpoints(curve: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The curve's points plus the two end points, sorted by recall then accuracy.
+
+    >>> with_endpoints([(0.5, 0.9)])
+    [(0.0, 1.0), (0.5, 0.9), (1.0, 0.0)]
+    """
+    return sorted([(float(r), float(a)) for r, a in curve] + list(ENDPOINTS))
+
+
+def acc_at_recall(curve: Iterable[tuple[float, float]], threshold: float = THRESHOLD) -> float:
+    """Best accuracy among points with recall >= ``threshold``, end points included.
+
+    >>> acc_at_recall([(0.5, 0.9), (0.9, 0.4), (0.8, 0.3)])
+    0.4
+    >>> acc_at_recall([(0.5, 0.9)])          # only the end point (1, 0) reaches recall 0.8
+    0.0
+    """
+    return max(a for r, a in with_endpoints(curve) if r >= threshold - EPS)
+
+
+def recall_at_acc(curve: Iterable[tuple[float, float]], threshold: float = THRESHOLD) -> float:
+    """Best recall among points with accuracy >= ``threshold``, end points included.
+
+    >>> recall_at_acc([(0.5, 0.9), (0.9, 0.4)])
+    0.5
+    >>> recall_at_acc([(0.5, 0.7)])          # only the end point (0, 1) keeps accuracy 0.8
+    0.0
+    """
+    return max(r for r, a in with_endpoints(curve) if a >= threshold - EPS)
+
+
+def envelope(curve: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The upper envelope as steps ``(r_j, A_j)``: for recall in ``(r_{j-1}, r_j]`` the best
+    accuracy reachable is ``A_j`` (r_0 = 0). End points included.
+
+    >>> envelope([(0.5, 0.9), (0.9, 0.4), (0.6, 0.2)])
+    [(0.0, 1.0), (0.5, 0.9), (0.6, 0.4), (0.9, 0.4), (1.0, 0.0)]
+    """
+    pts = with_endpoints(curve)
+    best_at: dict[float, float] = {}
+    for r, a in pts:
+        best_at[r] = max(a, best_at.get(r, -math.inf))
+    steps, best = [], -math.inf
+    for r in sorted(best_at, reverse=True):
+        best = max(best, best_at[r])
+        steps.append((r, best))
+    return steps[::-1]
+
+
+def auc(curve: Iterable[tuple[float, float]]) -> float:
+    """Area under the upper envelope of the accuracy-recall curve over recall in [0, 1]: the
+    mean over thresholds r of Acc@Recall>=r.
+
+    >>> round(auc([(0.5, 0.9), (0.9, 0.4)]), 10)   # 0.5*0.9 + 0.4*0.4 + 0.1*0
+    0.61
+    >>> auc([]), auc([(1.0, 1.0)])
+    (0.0, 1.0)
+    """
+    area, prev = 0.0, 0.0
+    for r, a in envelope(curve):
+        area += (r - prev) * a
+        prev = r
+    return area
+
+
+def acc_at_superficial(points: Iterable[tuple[float, bool]]) -> float:
+    """Best accuracy among ``(accuracy, target_forgotten)`` points where the target is forgotten;
+    0 when none is (the end point (1, 0) forgets it).
+
+    >>> acc_at_superficial([(0.95, False), (0.9, True), (0.5, True)])
+    0.9
+    """
+    return max([0.0] + [float(a) for a, forgotten in points if forgotten])
+
+
+def _get(p: Any, key: str) -> Any:
+    return p[key] if isinstance(p, Mapping) else getattr(p, key)
+
+
+def curve_of(points: Sequence[Any], acc_key: str = "accuracy") -> list[tuple[float, float]]:
+    """``(recall, accuracy)`` of points (objects or dicts); points whose ``acc_key`` is None
+    (a part with no facts to measure) are left out."""
+    return [(float(_get(p, "recall")), float(_get(p, acc_key))) for p in points if _get(p, acc_key) is not None]
+
+
+def metric_names(threshold: float = THRESHOLD) -> list[str]:
+    """Names of :func:`target_metrics`' keys, in report order.
+
+    >>> metric_names()[:3]
+    ['acc_at_recall_0.8', 'recall_at_acc_0.8', 'auc']
+    """
+    t = f"{threshold:g}"
+    return [f"acc_at_recall_{t}", f"recall_at_acc_{t}", "auc", "acc_at_superficial", "superficial_rate",
+            f"acc_at_recall_{t}_family", f"acc_at_recall_{t}_biography"]
+
+
+def target_metrics(points: Sequence[Any], threshold: float = THRESHOLD) -> dict[str, float]:
+    """Every metric of one target's trajectory, keyed by :func:`metric_names`. ``points`` have
+    ``recall``, ``accuracy``, ``accuracy_family``, ``accuracy_biography`` and
+    ``target_forgotten`` (objects or dicts); a part with no facts (accuracy None) gives NaN.
+
+    >>> pts = [dict(recall=0.5, accuracy=0.9, accuracy_family=0.85, accuracy_biography=1.0, target_forgotten=True),
+    ...        dict(recall=0.9, accuracy=0.4, accuracy_family=0.2, accuracy_biography=0.7, target_forgotten=True)]
+    >>> [round(v, 4) for v in target_metrics(pts).values()]
+    [0.4, 0.5, 0.61, 0.9, 1.0, 0.2, 0.7]
+    """
+    t = f"{threshold:g}"
+    curve = curve_of(points)
+    out = {
+        f"acc_at_recall_{t}": acc_at_recall(curve, threshold),
+        f"recall_at_acc_{t}": recall_at_acc(curve, threshold),
+        "auc": auc(curve),
+        "acc_at_superficial": acc_at_superficial((_get(p, "accuracy"), _get(p, "target_forgotten")) for p in points),
+        "superficial_rate": float(any(_get(p, "target_forgotten") for p in points)),
+    }
+    for part in ("family", "biography"):
+        pc = curve_of(points, f"accuracy_{part}")
+        out[f"acc_at_recall_{t}_{part}"] = acc_at_recall(pc, threshold) if pc else math.nan
+    return out
+
+
+def format_summary(metrics: Mapping[str, float], threshold: float = THRESHOLD) -> str:
+    """The headline metrics on one line.
+
+    >>> format_summary({"acc_at_recall_0.8": 0.4, "recall_at_acc_0.8": 0.5, "auc": 0.61})
+    'Acc@Recall>=0.8 0.400  Recall@Acc>=0.8 0.500  AUC 0.610'
+    """
+    t = f"{threshold:g}"
+
+    def f(x: Any) -> str:
+        return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.3f}"
+
+    return (f"Acc@Recall>={t} {f(metrics.get(f'acc_at_recall_{t}'))}  "
+            f"Recall@Acc>={t} {f(metrics.get(f'recall_at_acc_{t}'))}  AUC {f(metrics.get('auc'))}")
