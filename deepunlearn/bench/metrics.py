@@ -33,137 +33,14 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-#: The reference's end points: (recall, accuracy) of doing nothing and of forgetting everything.
-ENDPOINTS: tuple[tuple[float, float], ...] = ((0.0, 1.0), (1.0, 0.0))
-EPS = 1e-9
+# The per-curve metrics live in the unlearn layer (``unlearn`` prints them per target without
+# importing bench); bench aggregates them over targets.
+from ..unlearn.summary import (  # noqa: F401  (re-exported)
+    ENDPOINTS, EPS, _get, acc_at_recall, acc_at_superficial, auc, curve_of, envelope, metric_names, recall_at_acc,
+    target_metrics, with_endpoints,
+)
 
 Curve = Sequence[tuple[float, float]]
-
-
-def with_endpoints(curve: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The curve's points plus the two end points, sorted by recall then accuracy.
-
-    >>> with_endpoints([(0.5, 0.9)])
-    [(0.0, 1.0), (0.5, 0.9), (1.0, 0.0)]
-    """
-    return sorted([(float(r), float(a)) for r, a in curve] + list(ENDPOINTS))
-
-
-def acc_at_recall(curve: Iterable[tuple[float, float]], threshold: float = 0.8) -> float:
-    """Best accuracy among points with recall >= threshold, end points included.
-
-    >>> acc_at_recall([(0.5, 0.9), (0.9, 0.4), (0.8, 0.3)])
-    0.4
-    >>> acc_at_recall([(0.5, 0.9)])          # only the end point (1, 0) reaches recall 0.8
-    0.0
-    >>> acc_at_recall([(4 / 5, 0.7)])        # 4/5 counts as 0.8
-    0.7
-    """
-    return max(a for r, a in with_endpoints(curve) if r >= threshold - EPS)
-
-
-def recall_at_acc(curve: Iterable[tuple[float, float]], threshold: float = 0.8) -> float:
-    """Best recall among points with accuracy >= threshold, end points included.
-
-    >>> recall_at_acc([(0.5, 0.9), (0.9, 0.4)])
-    0.5
-    >>> recall_at_acc([(0.5, 0.7)])          # only the end point (0, 1) keeps accuracy 0.8
-    0.0
-    """
-    return max(r for r, a in with_endpoints(curve) if a >= threshold - EPS)
-
-
-def envelope(curve: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The upper envelope as steps ``(r_j, A_j)``: for recall in ``(r_{j-1}, r_j]`` the best
-    accuracy reachable is ``A_j`` (r_0 = 0). End points included.
-
-    >>> envelope([(0.5, 0.9), (0.9, 0.4), (0.6, 0.2)])
-    [(0.0, 1.0), (0.5, 0.9), (0.6, 0.4), (0.9, 0.4), (1.0, 0.0)]
-    """
-    pts = with_endpoints(curve)
-    recalls = sorted({r for r, _ in pts})
-    steps, best = [], -math.inf
-    for r in reversed(recalls):
-        best = max([best] + [a for rr, a in pts if rr == r])
-        steps.append((r, best))
-    return steps[::-1]
-
-
-def auc(curve: Iterable[tuple[float, float]]) -> float:
-    """Area under the upper envelope of the accuracy-recall curve over recall in [0, 1]
-    (see the module docstring): the mean over thresholds r of Acc@Recall>=r.
-
-    >>> round(auc([(0.5, 0.9), (0.9, 0.4)]), 10)   # 0.5*0.9 + 0.4*0.4 + 0.1*0
-    0.61
-    >>> auc([]), auc([(1.0, 1.0)])
-    (0.0, 1.0)
-    """
-    area, prev = 0.0, 0.0
-    for r, a in envelope(curve):
-        area += (r - prev) * a
-        prev = r
-    return area
-
-
-def acc_at_superficial(points: Iterable[tuple[float, bool]]) -> float:
-    """Best accuracy among ``(accuracy, target_forgotten)`` points where the target is forgotten;
-    the end point (recall 1, accuracy 0) forgets it too, so the floor is 0.
-
-    >>> acc_at_superficial([(0.95, False), (0.9, True), (0.5, True)])
-    0.9
-    >>> acc_at_superficial([(0.95, False)])
-    0.0
-    """
-    return max([0.0] + [float(a) for a, forgotten in points if forgotten])
-
-
-# ---------------------------------------------------------------------------------------------
-# Over a sweep
-
-
-def _get(p: Any, key: str) -> Any:
-    return p[key] if isinstance(p, Mapping) else getattr(p, key)
-
-
-def _curve(points: Sequence[Any], acc_key: str = "accuracy") -> list[tuple[float, float]]:
-    return [(float(_get(p, "recall")), float(_get(p, acc_key))) for p in points if _get(p, acc_key) is not None]
-
-
-def metric_names(threshold: float = 0.8) -> list[str]:
-    """Names of the per-target metrics, in report order.
-
-    >>> metric_names()[:2]
-    ['acc_at_recall_0.8', 'recall_at_acc_0.8']
-    """
-    t = f"{threshold:g}"
-    return [f"acc_at_recall_{t}", f"recall_at_acc_{t}", "auc", "acc_at_superficial", "superficial_rate",
-            f"acc_at_recall_{t}_family", f"acc_at_recall_{t}_biography"]
-
-
-def target_metrics(points: Sequence[Any], threshold: float = 0.8) -> dict[str, float]:
-    """All metrics of one target's trajectory (points with ``recall``, ``accuracy``,
-    ``accuracy_family``, ``accuracy_biography``, ``target_forgotten``, as objects or dicts).
-    A part with no facts to measure (accuracy None) gives NaN.
-
-    >>> pts = [dict(recall=0.5, accuracy=0.9, accuracy_family=0.85, accuracy_biography=1.0, target_forgotten=True),
-    ...        dict(recall=0.9, accuracy=0.4, accuracy_family=0.2, accuracy_biography=0.7, target_forgotten=True)]
-    >>> m = target_metrics(pts)
-    >>> [round(m[k], 4) for k in metric_names()]
-    [0.4, 0.5, 0.61, 0.9, 1.0, 0.2, 0.7]
-    """
-    t = f"{threshold:g}"
-    curve = _curve(points)
-    out = {
-        f"acc_at_recall_{t}": acc_at_recall(curve, threshold),
-        f"recall_at_acc_{t}": recall_at_acc(curve, threshold),
-        "auc": auc(curve),
-        "acc_at_superficial": acc_at_superficial((_get(p, "accuracy"), _get(p, "target_forgotten")) for p in points),
-        "superficial_rate": float(any(_get(p, "target_forgotten") for p in points)),
-    }
-    for part in ("family", "biography"):
-        pc = _curve(points, f"accuracy_{part}")
-        out[f"acc_at_recall_{t}_{part}"] = acc_at_recall(pc, threshold) if pc else math.nan
-    return out
 
 
 def spread(values: Sequence[float]) -> dict[str, float]:

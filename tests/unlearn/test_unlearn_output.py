@@ -1,5 +1,5 @@
 """Issue 11 item 11: ``unlearn -o POINTS.json`` is readable by ``rules recall`` and gives the same
-recall and accuracy; the per-target summary agrees with the bench layer's metrics; ``--save-model``
+recall and accuracy; the per-target summary's metrics match their definitions; ``--save-model``
 saves the weights of one point."""
 
 from __future__ import annotations
@@ -76,23 +76,19 @@ def test_save_model_saves_the_point_and_probe_loads_it(tiny_model_dir, kb_file, 
     assert forgotten == set(res["fact_ids"]) - set(known_after)
 
 
-def test_summary_functions_agree_with_bench_metrics():
-    from deepunlearn.bench import metrics as bench
+def test_summary_functions_match_their_definitions_by_brute_force():
+    """The per-curve metrics (bench aggregates these same functions) against their definitions
+    computed naively: end points (0, 1) and (1, 0) added, thresholds with a 1e-9 tolerance, AUC as
+    the mean over a fine grid of r of the best accuracy at recall >= r."""
     from deepunlearn.unlearn import summary
 
     rng = random.Random(11)
-    for _ in range(300):
-        n = rng.randint(0, 7)
-        pts = [dict(recall=rng.choice([0.0, 0.8, 1.0, 4 / 5, rng.random()]), accuracy=rng.random(),
-                    accuracy_family=rng.choice([None, rng.random()]), accuracy_biography=rng.random(),
-                    target_forgotten=rng.random() < 0.5) for _ in range(n)]
-        curve = [(p["recall"], p["accuracy"]) for p in pts]
+    for _ in range(200):
+        curve = [(rng.choice([0.0, 0.8, 1.0, 4 / 5, rng.random()]), rng.random()) for _ in range(rng.randint(0, 7))]
         t = rng.choice([0.8, 0.5, 0.95])
-        assert summary.acc_at_recall(curve, t) == bench.acc_at_recall(curve, t)
-        assert summary.recall_at_acc(curve, t) == bench.recall_at_acc(curve, t)
-        assert summary.envelope(curve) == bench.envelope(curve)
-        assert summary.auc(curve) == bench.auc(curve)
-        mine, theirs = summary.target_metrics(pts, t), bench.target_metrics(pts, t)
-        assert list(mine) == list(theirs) == summary.metric_names(t) == bench.metric_names(t)
-        for k in mine:
-            assert mine[k] == theirs[k] or (math.isnan(mine[k]) and math.isnan(theirs[k])), k
+        full = curve + [(0.0, 1.0), (1.0, 0.0)]
+        assert summary.acc_at_recall(curve, t) == max(a for r, a in full if r >= t - 1e-9)
+        assert summary.recall_at_acc(curve, t) == max(r for r, a in full if a >= t - 1e-9)
+        grid = [(i + 0.5) / 20000 for i in range(20000)]
+        naive_auc = sum(max(a for r, a in full if r >= x) for x in grid) / len(grid)
+        assert summary.auc(curve) == pytest.approx(naive_auc, abs=1e-3)
