@@ -107,19 +107,25 @@ def check_device(device: str | None, *, flag: str | None = None) -> str:
 
 
 @contextlib.contextmanager
-def quiet_hf() -> Iterator[None]:
+def quiet_hf(errors_only: bool = False) -> Iterator[None]:
     """Silence transformers' and huggingface_hub's progress bars ("Loading weights", "Writing
-    model shards", downloads) for the block, then restore both settings as they were. Our own
-    tqdm bars (probing, finetuning, unlearning) are not theirs and stay."""
+    model shards", downloads) for the block, and with ``errors_only`` transformers' warnings
+    too (a load report table of missing weights: :func:`load_model` raises its own one-line
+    error for those); then restore every setting as it was. Our own tqdm bars (probing,
+    finetuning, unlearning) are not theirs and stay."""
     import huggingface_hub.utils as hub_utils
     from transformers.utils import logging as tf_logging
 
     tf_was = tf_logging.is_progress_bar_enabled()
     hub_was_off = hub_utils.are_progress_bars_disabled()
+    verbosity = tf_logging.get_verbosity()
     tf_logging.disable_progress_bar()  # also disables huggingface_hub's
+    if errors_only:
+        tf_logging.set_verbosity_error()
     try:
         yield
     finally:
+        tf_logging.set_verbosity(verbosity)
         if tf_was:
             tf_logging.enable_progress_bar()
         if hub_was_off:
@@ -195,7 +201,8 @@ def load_model(
     (a config with ``auto_map`` is refused with a ModelLoadError; nothing prompts). Every
     failure is a :class:`ModelLoadError` naming the folder, file or hub name: a path that does
     not exist ("no such folder", before any hub lookup), a bad ``device``, a malformed JSON file
-    or weights file, a hub name when the hub cannot be reached and the model is not in the local
+    or weights file, weights that do not fit the config (never silently replaced by random
+    ones), a hub name when the hub cannot be reached and the model is not in the local
     Hugging Face cache (at once, no retries; see :mod:`deepunlearn.probe.sources`).
     """
     if answer_format not in ANSWER_FORMATS:
@@ -223,7 +230,7 @@ def load_model(
         kwargs["device_map"] = {"": device}  # load straight onto the GPU
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    with quiet_hf():
+    with quiet_hf(errors_only=folder is not None):
         try:
             tokenizer = AutoTokenizer.from_pretrained(source, **extra)
         except Exception as e:  # noqa: BLE001 - whatever the folder's files make transformers raise
@@ -231,10 +238,11 @@ def load_model(
         try:
             with warnings.catch_warnings():  # torch's two-line note on an odd pickle; our error says it all
                 warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
-                model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
+                model, info = AutoModelForCausalLM.from_pretrained(source, output_loading_info=True, **kwargs)
         except Exception as e:  # noqa: BLE001
             bad = diagnose_weights(folder) if folder is not None else None
             raise (bad or _load_error("model", source, e)) from e
+    _check_loading_info(info, source)
     if "device_map" not in kwargs:
         model.to(device)
     model.eval()
@@ -251,6 +259,18 @@ def load_model(
                        path=path.resolve() if local else None, meta=meta, prompt_source=source_kind)
 
 
+def _check_loading_info(info: dict, source: str) -> None:
+    """A checkpoint whose weights do not fit its config (parameters missing, or of another
+    shape) would load with random weights in their place: refuse it instead."""
+    missing = sorted(info.get("missing_keys") or [])
+    mismatched = sorted(str(k[0] if isinstance(k, (tuple, list)) else k) for k in info.get("mismatched_keys") or [])
+    if missing or mismatched:
+        what = [f"{len(missing)} parameter(s) missing (e.g. {missing[0]})"] if missing else []
+        what += [f"{len(mismatched)} of another shape (e.g. {mismatched[0]})"] if mismatched else []
+        raise ModelLoadError(f"{source}: the weights do not fit config.json ({', '.join(what)}): a corrupt "
+                             "checkpoint, or a config.json from another model", file=source)
+
+
 def _load_error(what: str, source: str, e: BaseException) -> ModelLoadError:
     """A ModelLoadError for an exception out of ``from_pretrained`` (its first line only)."""
     if isinstance(e, ModelLoadError):
@@ -258,6 +278,9 @@ def _load_error(what: str, source: str, e: BaseException) -> ModelLoadError:
     if "trust_remote_code" in str(e):
         return ModelLoadError(f"{source}: the model asks to run its own code; refused; pass --trust-remote-code "
                               "(trust_remote_code=True) to allow it", file=source, field="auto_map")
+    if "ignore_mismatched_sizes" in str(e):
+        return ModelLoadError(f"{source}: the weights do not fit config.json (parameters of another shape): a "
+                              "corrupt checkpoint, or a config.json from another model", file=source)
     if isinstance(e, MemoryError):
         return ModelLoadError(f"cannot load {what} {source!r}: out of memory", file=source)
     return ModelLoadError(f"cannot load {what} {source!r}: {first_line(e)}", file=source)

@@ -293,3 +293,19 @@ def test_a_malicious_pickle_as_weights_runs_nothing(mini_copy, tmp_path):
     with pytest.raises(UserError, match="pytorch_model.bin: not a weights file PyTorch can read without running"):
         load_model(mini_copy, device="cpu")
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("model_type, problem", [
+    ("bert", "(204 parameter(s) missing (e.g. bert.embeddings.LayerNorm.bias))"),
+    ("gpt2", "(parameters of another shape)"),
+])
+def test_weights_that_do_not_fit_the_config_are_refused_not_replaced_by_random_ones(
+        mini_copy, model_type, problem, capfd):
+    # Before: a config.json of another architecture loaded a randomly initialised model
+    # (bert) or printed a 60-line load report to stderr before a RuntimeError (gpt2).
+    (mini_copy / "config.json").write_text(json.dumps({"model_type": model_type}))
+    with pytest.raises(ModelLoadError) as e:
+        load_model(mini_copy, device="cpu")
+    assert str(e.value) == (f"{mini_copy}: the weights do not fit config.json {problem}: a corrupt checkpoint, "
+                            "or a config.json from another model")
+    assert "LOAD REPORT" not in capfd.readouterr().err
