@@ -2,7 +2,11 @@
 
 Public API (torch is imported only when a function runs)::
 
-    load_model(name_or_dir, *, device=None, dtype=None, prompt=None, answer_format="recorded") -> ModelBundle
+    load_model(name_or_dir, *, device=None, dtype=None, prompt=None, answer_format="recorded",
+               trust_remote_code=False) -> ModelBundle
+    check_device(device, *, flag=None) -> str
+    check_trained_on(bundle, kb, kb_file=None) -> str | None
+    quiet_hf() -> context manager (transformers/huggingface_hub progress bars off, restored after)
     build_tiny_model(kb, out_dir, *, seed=0, hidden=512, layers=2, heads=8, arch="llama", prompt=None) -> Path
     PromptFormat.named(name) / .for_model(model_type, name) / .parse(spec) -> PromptFormat
     probe(bundle, kb, fact_ids=None, *, mode="exact", batch_size=64, model_fn=None, progress=True) -> ProbeResult
@@ -10,8 +14,8 @@ Public API (torch is imported only when a function runs)::
 """
 
 from .cache import cached_probe, default_cache_dir
-from .fingerprint import kb_fingerprint, model_fingerprint, weights_fingerprint
-from .models import ModelBundle, ModelLoadError, load_model, read_meta, save_bundle
+from .fingerprint import check_trained_on, kb_fingerprint, model_fingerprint, weights_fingerprint
+from .models import ModelBundle, ModelLoadError, check_device, load_model, quiet_hf, read_meta, save_bundle
 from .probing import ProbeResult, logits_fn, probe
 from .protocol import PROTOCOL_NAMES, Protocol, get_protocol
 from .prompts import FORMAT_NAMES, PromptFormat, encode_pair, encode_pairs, left_pad, question_ids
@@ -19,7 +23,7 @@ from .tiny import build_tiny_model
 
 __all__ = [
     "FORMAT_NAMES", "ModelBundle", "ModelLoadError", "PROTOCOL_NAMES", "ProbeResult", "PromptFormat", "Protocol", "get_protocol",
-    "build_tiny_model", "cached_probe", "default_cache_dir", "encode_pair", "encode_pairs",
+    "build_tiny_model", "cached_probe", "check_device", "check_trained_on", "quiet_hf", "default_cache_dir", "encode_pair", "encode_pairs",
     "kb_fingerprint", "left_pad", "load_model", "logits_fn", "model_fingerprint", "probe",
     "question_ids", "read_meta", "save_bundle", "weights_fingerprint",
 ]

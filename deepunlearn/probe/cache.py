@@ -9,11 +9,11 @@ questions, the probe mode and the facts probed; change any of them and the entry
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Iterable
 
+from ..errors import UserError, atomic_write_text, dumps, load_json
 from ..kg.kb import KnowledgeBase
 from .fingerprint import kb_fingerprint, model_fingerprint
 from .models import ModelBundle
@@ -55,18 +55,26 @@ def cached_probe(
     key = probe_key(bundle, kb, mode, ids)
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = folder / f"probe-{key}.json"
-    if path.is_file():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-            if data.get("format") == CACHE_FORMAT and data.get("key") == key:
-                return ProbeResult.from_json(data["result"])
-        except (OSError, ValueError, KeyError, TypeError):
-            pass  # an unreadable entry is recomputed and overwritten
+    cached = read_entry(path, key)
+    if cached is not None:
+        return cached
     result = probe(bundle, kb, ids, mode=mode, **kw)
-    folder.mkdir(parents=True, exist_ok=True)
     doc = {"format": CACHE_FORMAT, "key": key, "model": bundle.name, "kb": kb.name, "mode": mode,
            "result": result.to_json()}
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(doc), encoding="utf-8")
-    tmp.replace(path)
+    atomic_write_text(path, dumps(doc))
     return result
+
+
+def read_entry(path: Path, key: str) -> ProbeResult | None:
+    """The probe result kept in the cache file ``path`` under ``key``, or ``None`` when there is
+    none or it cannot be used (truncated, not JSON, not UTF-8, another key or format, a field
+    missing or mistyped): such an entry is recomputed and overwritten, never an error."""
+    if not path.is_file():
+        return None
+    try:
+        data = load_json(path)
+        if not isinstance(data, dict) or data.get("format") != CACHE_FORMAT or data.get("key") != key:
+            return None
+        return ProbeResult.from_json(data.get("result"), source=str(path))
+    except (UserError, OSError):
+        return None

@@ -9,7 +9,9 @@ The protocol picks the probe mode (``reference``: generate, the reference's rule
 exact) and the answer format (``reference``: always the model family's, as the reference
 evaluates every checkpoint; ``default``: the checkpoint's recorded one, else the family's).
 ``--mode`` and ``--answer-format`` override it. :func:`add_format_args` and
-:func:`resolve_format` give other commands the same two options.
+:func:`resolve_format` give the model commands (``probe``, ``finetune``, ``unlearn``) the same
+options: ``--answer-format``, ``--trust-remote-code`` (off: a checkpoint's own Python never
+runs) and, where the parser has ``--device``, its check before anything loads.
 """
 
 from __future__ import annotations
@@ -26,9 +28,15 @@ ANSWER_FORMAT_HELP = (
     "\\n is a newline), e.g. 'Question: {question}\\n|Answer:'")
 
 
+TRUST_REMOTE_CODE_HELP = (
+    "let a checkpoint whose config.json names its own Python code (auto_map) run that code; "
+    "off by default: such a model is refused and nothing from its folder runs")
+
+
 def add_format_args(parser: argparse.ArgumentParser, *, protocol: bool = True) -> None:
     """Add ``--protocol default|reference`` (unless ``protocol=False``, for a parser that has
-    its own) and ``--answer-format NAME|TEMPLATE`` to a subcommand's parser."""
+    its own), ``--answer-format NAME|TEMPLATE`` and ``--trust-remote-code`` to a model
+    command's parser; :func:`resolve_format` turns them into :func:`load_model` arguments."""
     from .protocol import PROTOCOL_NAMES
 
     if protocol:
@@ -36,6 +44,7 @@ def add_format_args(parser: argparse.ArgumentParser, *, protocol: bool = True) -
                             help="protocol preset: reference reproduces the paper's code, default departs "
                                  "where documented (default: default)")
     parser.add_argument("--answer-format", default=None, metavar="NAME|TEMPLATE", help=ANSWER_FORMAT_HELP)
+    parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_REMOTE_CODE_HELP)
 
 
 def resolve_protocol(args: argparse.Namespace):
@@ -52,12 +61,17 @@ def resolve_protocol(args: argparse.Namespace):
 
 def resolve_format(args: argparse.Namespace, protocol=None) -> dict[str, Any]:
     """Keyword arguments of :func:`~deepunlearn.probe.models.load_model` (and
-    :func:`load_for_cli`) from ``--answer-format`` and the protocol: ``{"prompt": PromptFormat
-    | None, "answer_format": "recorded" | "family"}``. ``protocol`` defaults to
-    :func:`resolve_protocol` of ``args``; a bad ``--answer-format`` is a CLIError naming it."""
+    :func:`load_for_cli`) from ``--answer-format``, ``--trust-remote-code`` and the protocol:
+    ``{"prompt": PromptFormat | None, "answer_format": "recorded" | "family",
+    "trust_remote_code": bool}``. ``protocol`` defaults to :func:`resolve_protocol` of ``args``;
+    a bad ``--answer-format`` is a CLIError naming it. When ``args`` has ``device``, it is
+    checked here, before anything is loaded (a ModelLoadError naming ``--device``)."""
     from ..cli import CLIError
+    from .models import check_device
     from .prompts import PromptFormat
 
+    if getattr(args, "device", None) is not None:
+        check_device(args.device, flag="--device")
     protocol = protocol if protocol is not None else resolve_protocol(args)
     spec = getattr(args, "answer_format", None)
     prompt = None
@@ -66,11 +80,12 @@ def resolve_format(args: argparse.Namespace, protocol=None) -> dict[str, Any]:
             prompt = PromptFormat.parse(spec)
         except ValueError as e:
             raise CLIError(f"--answer-format: {e}") from None
-    return {"prompt": prompt, "answer_format": protocol.answer_format}
+    return {"prompt": prompt, "answer_format": protocol.answer_format,
+            "trust_remote_code": bool(getattr(args, "trust_remote_code", False))}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json
+    from ..cli import add_json, add_threads, positive_int
 
     p = sub.add_parser("probe", help="probe a causal LM on a KB's questions: which facts does it know?")
     p.add_argument("--model", required=True,
@@ -82,11 +97,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="exact: argmax equals the gold answer tag + answer at every token (one pass); "
                         "generate: greedy 10 tokens after the question contain the answer (the reference's rule); "
                         "default: the protocol's (default: exact, reference: generate)")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--device", default=None, help="cuda, cuda:1, cpu (default: cuda when present)")
+    p.add_argument("--batch-size", type=positive_int, default=64, metavar="N",
+                   help="questions per forward pass (default: 64; lower it if memory runs out)")
+    p.add_argument("--device", default=None, help="cuda, cuda:1, cpu, mps (default: cuda when present)")
     p.add_argument("--dtype", default=None, help="bf16, fp16, fp32 (default: bf16 on CUDA, fp32 on CPU)")
     p.add_argument("--cache-dir", default=None,
                    help="keep the result in this folder, keyed on the model's weights and the KB (default: no cache)")
+    add_threads(p)
     add_json(p)
     p.set_defaults(handler=_probe)
 
@@ -115,30 +132,37 @@ def resolve_model(name: str, kb, kb_path: str | Path | None = None, prompt=None)
     return str(folder)
 
 
-def load_for_cli(name: str, kb, device=None, dtype=None, *, prompt=None, answer_format: str = "recorded"):
-    """:func:`load_model` with its errors turned into CLI errors; ``prompt`` and
-    ``answer_format`` as :func:`resolve_format` returns them."""
+def load_for_cli(name: str, kb, device=None, dtype=None, *, prompt=None, answer_format: str = "recorded",
+                 trust_remote_code: bool = False):
+    """:func:`load_model` with its errors turned into CLI errors; ``prompt``, ``answer_format``
+    and ``trust_remote_code`` as :func:`resolve_format` returns them (``**resolve_format(args)``).
+    A ModelLoadError passes through as it is (a UserError keeping its file and field)."""
     from ..cli import CLIError
-    from .models import ModelLoadError, load_model
+    from .models import load_model
 
     try:
         return load_model(resolve_model(name, kb, prompt=prompt), device=device, dtype=dtype, prompt=prompt,
-                          answer_format=answer_format)
-    except (ModelLoadError, ValueError) as e:
+                          answer_format=answer_format, trust_remote_code=trust_remote_code)
+    except ValueError as e:  # a bad --dtype
         raise CLIError(str(e)) from None
 
 
 def _probe(args: argparse.Namespace) -> int:
-    from ..cli import CLIError, emit
-    from ..kg.io import load_kb
+    import sys
 
-    if args.batch_size < 1:
-        raise CLIError(f"--batch-size must be at least 1, got {args.batch_size}")
+    from ..cli import CLIError, apply_threads, emit
+    from ..kg.io import load_kb
+    from .fingerprint import check_trained_on
+
     protocol = resolve_protocol(args)
-    fmt = resolve_format(args, protocol)
+    fmt = resolve_format(args, protocol)  # checks --device before anything loads
     mode = args.mode or protocol.probe_mode
+    apply_threads(args)
     kb = load_kb(args.kb)
     bundle = load_for_cli(args.model, kb, args.device, args.dtype, **fmt)
+    warning = check_trained_on(bundle, kb, kb_file=args.kb)
+    if warning:
+        print(f"deepunlearn probe: warning: {warning}", file=sys.stderr)
     from .cache import cached_probe
     from .probing import probe
 

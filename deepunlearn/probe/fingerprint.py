@@ -101,3 +101,28 @@ def model_fingerprint(bundle) -> str:
         bundle.prompt.model_dump_json(),
     ]
     return hashlib.sha256("|".join(parts).encode()).hexdigest()[:32]
+
+
+def check_trained_on(bundle, kb: KnowledgeBase, kb_file=None) -> str | None:
+    """A warning when ``bundle`` records (in its ``deepunlearn.json``, key ``kb.fingerprint``)
+    training on a KB other than ``kb``, else ``None`` (same KB, or nothing recorded: a hub model,
+    a checkpoint from elsewhere). The text names the model folder and ``kb_file`` (or the KB's
+    name) and says that the results are not comparable; the caller prints it, once.
+
+    Fingerprints are compared on their common prefix, so a 64-hex one recorded elsewhere
+    matches the 32-hex :func:`kb_fingerprint` of the same KB."""
+    rec = bundle.meta.get("kb") if isinstance(getattr(bundle, "meta", None), dict) else None
+    recorded = rec.get("fingerprint") if isinstance(rec, dict) else None
+    if not isinstance(recorded, str) or not recorded:
+        return None
+    current = kb_fingerprint(kb)
+    n = min(len(recorded), len(current))
+    if recorded[:n].lower() == current[:n]:
+        return None
+    model = bundle.path if getattr(bundle, "path", None) is not None else bundle.name
+    trained = rec.get("name")
+    trained = f"KB {trained!r} (fingerprint {recorded[:12]})" if isinstance(trained, str) else \
+        f"a KB with fingerprint {recorded[:12]}"
+    target = kb_file if kb_file is not None else kb.name
+    return (f"model {model} was trained on {trained}, not on {target} (fingerprint {current[:12]}); "
+            "its results on this KB are not comparable with its results on the KB it was trained on")

@@ -15,14 +15,16 @@ reference evaluates every checkpoint in its family's format from ``config/model_
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
-from ..errors import UserError
+from ..errors import atomic_write_text, load_json
 from .prompts import PromptFormat
+from .sources import ModelLoadError, check_folder, diagnose_weights, first_line, looks_local, resolve_hub
 
 #: Values of ``load_model(answer_format=...)`` (the field ``Protocol.answer_format``).
 ANSWER_FORMATS = ("recorded", "family")
@@ -30,10 +32,6 @@ ANSWER_FORMATS = ("recorded", "family")
 #: Name of the metadata file saved beside a checkpoint.
 META_FILE = "deepunlearn.json"
 META_FORMAT = "deepunlearn-model"
-
-
-class ModelLoadError(UserError, OSError):
-    """A model or tokenizer cannot be loaded; the message names the path or hub name."""
 
 
 @dataclass
@@ -78,6 +76,64 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def check_device(device: str | None, *, flag: str | None = None) -> str:
+    """The device to load on: ``None`` gives :func:`default_device`; otherwise ``cpu``,
+    ``cuda``, ``cuda:N`` or ``mps``, present on this machine. Anything else is a ModelLoadError
+    naming ``flag`` (e.g. ``--device``), raised before any model is read."""
+    import torch
+
+    if device is None:
+        return default_device()
+    where = f"{flag} {device!r}" if flag else f"device {device!r}"
+    try:
+        dev = torch.device(str(device))
+    except (RuntimeError, ValueError, TypeError):
+        raise ModelLoadError(f"{where}: not a device; expected cpu, cuda, cuda:N or mps", field=flag) from None
+    if dev.type == "cpu":
+        return str(device)
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ModelLoadError(f"{where}: CUDA is not available on this machine (use --device cpu)", field=flag)
+        n = torch.cuda.device_count()
+        if dev.index is not None and dev.index >= n:
+            raise ModelLoadError(f"{where}: this machine has {n} CUDA device(s), cuda:0 to cuda:{n - 1}", field=flag)
+        return str(device)
+    if dev.type == "mps":
+        if not torch.backends.mps.is_available():
+            raise ModelLoadError(f"{where}: MPS is not available on this machine (use --device cpu)", field=flag)
+        return str(device)
+    raise ModelLoadError(f"{where}: unsupported device type {dev.type!r}; expected cpu, cuda, cuda:N or mps",
+                         field=flag)
+
+
+@contextlib.contextmanager
+def quiet_hf(errors_only: bool = False) -> Iterator[None]:
+    """Silence transformers' and huggingface_hub's progress bars ("Loading weights", "Writing
+    model shards", downloads) for the block, and with ``errors_only`` transformers' warnings
+    too (a load report table of missing weights: :func:`load_model` raises its own one-line
+    error for those); then restore every setting as it was. Our own tqdm bars (probing,
+    finetuning, unlearning) are not theirs and stay."""
+    import huggingface_hub.utils as hub_utils
+    from transformers.utils import logging as tf_logging
+
+    tf_was = tf_logging.is_progress_bar_enabled()
+    hub_was_off = hub_utils.are_progress_bars_disabled()
+    verbosity = tf_logging.get_verbosity()
+    tf_logging.disable_progress_bar()  # also disables huggingface_hub's
+    if errors_only:
+        tf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        tf_logging.set_verbosity(verbosity)
+        if tf_was:
+            tf_logging.enable_progress_bar()
+        if hub_was_off:
+            hub_utils.disable_progress_bars()
+        else:
+            hub_utils.enable_progress_bars()
+
+
 _DTYPES = {
     "bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16", "half": "float16",
     "fp32": "float32", "float32": "float32", "float": "float32",
@@ -101,28 +157,15 @@ def resolve_dtype(dtype, device: str):
     return getattr(torch, _DTYPES[key])
 
 
-def _looks_local(name: str) -> bool:
-    """True when ``name`` can only mean a folder: a hub id is ``name`` or ``owner/name``."""
-    if name.startswith(("/", "./", "../", "~", ".\\", "..\\")) or name in (".", ".."):
-        return True
-    if os.sep != "/" and os.sep in name:
-        return True
-    if len(name) > 1 and name[1] == ":":  # a Windows drive
-        return True
-    return name.count("/") > 1 or name.endswith("/")
-
-
 def read_meta(folder: str | Path) -> dict:
-    """The ``deepunlearn.json`` of a checkpoint folder, or ``{}`` where there is none."""
+    """The ``deepunlearn.json`` of a checkpoint folder, or ``{}`` where there is none; a file
+    that is not UTF-8, not JSON, nested too deep or not an object is a ModelLoadError naming it."""
     f = Path(folder) / META_FILE
     if not f.is_file():
         return {}
-    try:
-        data = json.loads(f.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as e:
-        raise ModelLoadError(f"{f}: line {e.lineno}: not valid JSON ({e.msg})") from None
+    data = load_json(f, error=ModelLoadError)
     if not isinstance(data, dict):
-        raise ModelLoadError(f"{f}: expected a JSON object")
+        raise ModelLoadError(f"{f}: expected a JSON object", file=f)
     return data
 
 
@@ -142,6 +185,7 @@ def load_model(
     dtype=None,
     prompt: PromptFormat | str | dict | None = None,
     answer_format: str = "recorded",
+    trust_remote_code: bool = False,
 ) -> ModelBundle:
     """Load a causal LM and its tokenizer from a hub name or a local folder.
 
@@ -153,55 +197,93 @@ def load_model(
     it records none, the model family's reference format (:meth:`PromptFormat.for_model` of
     ``config.model_type``); with ``answer_format="family"`` always the family's.
 
-    A path that does not exist raises :class:`ModelLoadError` naming it, before any hub lookup.
+    Never runs code from the model's folder or repository unless ``trust_remote_code=True``
+    (a config with ``auto_map`` is refused with a ModelLoadError; nothing prompts). Every
+    failure is a :class:`ModelLoadError` naming the folder, file or hub name: a path that does
+    not exist ("no such folder", before any hub lookup), a bad ``device``, a malformed JSON file
+    or weights file, weights that do not fit the config (never silently replaced by random
+    ones), a hub name when the hub cannot be reached and the model is not in the local
+    Hugging Face cache (at once, no retries; see :mod:`deepunlearn.probe.sources`).
     """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     if answer_format not in ANSWER_FORMATS:
         raise ValueError(f"unknown answer_format {answer_format!r}: expected one of {ANSWER_FORMATS}")
     if prompt is not None:
         prompt = PromptFormat.parse(prompt)
+    device = check_device(device)
     name = str(name_or_dir)
     path = Path(name).expanduser()
     local = path.exists()
-    if not local and (isinstance(name_or_dir, Path) or _looks_local(name)):
-        raise ModelLoadError(f"model folder {path} does not exist")
-    if local:
-        if not path.is_dir():
-            raise ModelLoadError(f"model path {path} is a file; expected a checkpoint folder with config.json")
-        if not (path / "config.json").is_file():
-            raise ModelLoadError(f"model folder {path} has no config.json: not a Hugging Face checkpoint")
-    meta = read_meta(path) if local else {}
+    if not local and (isinstance(name_or_dir, Path) or looks_local(name)):
+        raise ModelLoadError(f"no such folder: {name} (a model is a checkpoint folder or a hub name; this path "
+                             "does not exist)", file=path)
+    folder = path if local else resolve_hub(name)  # None: transformers fetches it from the hub
+    meta: dict = {}
+    if folder is not None:
+        check_folder(folder, trust_remote_code=trust_remote_code)
+        meta = read_meta(folder)
 
-    device = device or default_device()
     torch_dtype = resolve_dtype(dtype, device)
-    source = str(path) if local else name
-    kwargs: dict[str, Any] = {_dtype_kwarg(): torch_dtype}
+    source = str(folder) if folder is not None else name
+    extra: dict[str, Any] = {"trust_remote_code": bool(trust_remote_code)}
+    kwargs: dict[str, Any] = {_dtype_kwarg(): torch_dtype, **extra}
     if str(device).startswith("cuda"):
         kwargs["device_map"] = {"": device}  # load straight onto the GPU
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(source)
-    except (OSError, ValueError) as e:
-        raise ModelLoadError(f"cannot load the tokenizer of {source!r}: {e}") from e
-    try:
-        model = AutoModelForCausalLM.from_pretrained(source, **kwargs)
-    except (OSError, ValueError) as e:
-        raise ModelLoadError(f"cannot load model {source!r}: {e}") from e
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    with quiet_hf(errors_only=folder is not None):
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(source, **extra)
+        except Exception as e:  # noqa: BLE001 - whatever the folder's files make transformers raise
+            raise _load_error("the tokenizer of", source, e) from e
+        try:
+            with warnings.catch_warnings():  # torch's two-line note on an odd pickle; our error says it all
+                warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+                model, info = AutoModelForCausalLM.from_pretrained(source, output_loading_info=True, **kwargs)
+        except Exception as e:  # noqa: BLE001
+            bad = diagnose_weights(folder) if folder is not None else None
+            raise (bad or _load_error("model", source, e)) from e
+    _check_loading_info(info, source)
     if "device_map" not in kwargs:
         model.to(device)
     model.eval()
 
     _ensure_pad(model, tokenizer)
     source_kind = "explicit"
-    if prompt is None and answer_format == "recorded" and local:
-        prompt = _prompt_from_meta(meta, path)
+    if prompt is None and answer_format == "recorded" and folder is not None:
+        prompt = _prompt_from_meta(meta, folder)
         source_kind = "recorded"
     if prompt is None:
         prompt = PromptFormat.for_model(getattr(model.config, "model_type", ""), name)
         source_kind = "family"
     return ModelBundle(model=model, tokenizer=tokenizer, prompt=prompt, device=str(device), name=name,
                        path=path.resolve() if local else None, meta=meta, prompt_source=source_kind)
+
+
+def _check_loading_info(info: dict, source: str) -> None:
+    """A checkpoint whose weights do not fit its config (parameters missing, or of another
+    shape) would load with random weights in their place: refuse it instead."""
+    missing = sorted(info.get("missing_keys") or [])
+    mismatched = sorted(str(k[0] if isinstance(k, (tuple, list)) else k) for k in info.get("mismatched_keys") or [])
+    if missing or mismatched:
+        what = [f"{len(missing)} parameter(s) missing (e.g. {missing[0]})"] if missing else []
+        what += [f"{len(mismatched)} of another shape (e.g. {mismatched[0]})"] if mismatched else []
+        raise ModelLoadError(f"{source}: the weights do not fit config.json ({', '.join(what)}): a corrupt "
+                             "checkpoint, or a config.json from another model", file=source)
+
+
+def _load_error(what: str, source: str, e: BaseException) -> ModelLoadError:
+    """A ModelLoadError for an exception out of ``from_pretrained`` (its first line only)."""
+    if isinstance(e, ModelLoadError):
+        return e
+    if "trust_remote_code" in str(e):
+        return ModelLoadError(f"{source}: the model asks to run its own code; refused; pass --trust-remote-code "
+                              "(trust_remote_code=True) to allow it", file=source, field="auto_map")
+    if "ignore_mismatched_sizes" in str(e):
+        return ModelLoadError(f"{source}: the weights do not fit config.json (parameters of another shape): a "
+                              "corrupt checkpoint, or a config.json from another model", file=source)
+    if isinstance(e, MemoryError):
+        return ModelLoadError(f"cannot load {what} {source!r}: out of memory", file=source)
+    return ModelLoadError(f"cannot load {what} {source!r}: {first_line(e)}", file=source)
 
 
 def _dtype_kwarg() -> str:
@@ -234,18 +316,18 @@ def save_bundle(bundle: ModelBundle, out_dir: str | Path, meta: dict | None = No
 
     The metadata written is the bundle's own, updated with ``meta``, with the answer format
     (``bundle.prompt``'s fields) and file format always set; :func:`load_model` reads it back.
+    transformers' progress bars are silenced while it writes (:func:`quiet_hf`).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    bundle.model.save_pretrained(out)
-    bundle.tokenizer.save_pretrained(out)
+    with quiet_hf():
+        bundle.model.save_pretrained(out)
+        bundle.tokenizer.save_pretrained(out)
     data = dict(bundle.meta)
     data.update(meta or {})
     data["format"] = META_FORMAT
     data["version"] = 1
     data["prompt"] = bundle.prompt.model_dump()
-    tmp = out / (META_FILE + ".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    tmp.replace(out / META_FILE)
+    atomic_write_text(out / META_FILE, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
     bundle.meta = data
     return out

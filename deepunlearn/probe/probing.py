@@ -29,13 +29,13 @@ model gets right-padded batches instead (plain positions, no position ids needed
 from __future__ import annotations
 
 import inspect
-import json
 import sys
 from dataclasses import dataclass
 from typing import Callable, Iterable, Literal
 
 import numpy as np
 
+from ..errors import UserError, parse_json
 from ..kg.kb import KBError, KnowledgeBase
 from .models import ModelBundle
 from .prompts import encode_pairs, left_pad, position_ids, question_ids
@@ -86,25 +86,62 @@ class ProbeResult:
         return {int(i) for i in self.fact_ids[self.known]}
 
     def to_json(self) -> dict:
-        """A JSON-ready dict (see :meth:`from_json`)."""
+        """A JSON-ready dict (see :meth:`from_json`); a non-finite log-probability is ``None``."""
         return {
             "mode": self.mode,
             "fact_ids": [int(i) for i in self.fact_ids],
             "known": [bool(k) for k in self.known],
-            "logprob": [float(x) for x in self.logprob],
+            "logprob": [float(x) if np.isfinite(x) else None for x in self.logprob],  # JSON has no NaN/inf
             "outputs": None if self.outputs is None else list(self.outputs),
         }
 
     @classmethod
-    def from_json(cls, obj: dict | str) -> "ProbeResult":
-        """Read what :meth:`to_json` wrote (the dict or its JSON text)."""
-        if isinstance(obj, str):
-            obj = json.loads(obj)
-        try:
-            return cls(fact_ids=obj["fact_ids"], known=obj["known"], logprob=obj["logprob"],
-                       outputs=obj.get("outputs"), mode=obj.get("mode", "exact"))
-        except KeyError as e:
-            raise ValueError(f"probe result: missing field {e.args[0]!r}") from None
+    def from_json(cls, obj: dict | str, *, source: str = "probe result") -> "ProbeResult":
+        """Read what :meth:`to_json` wrote (the dict or its JSON text). Anything else (not JSON,
+        nested too deep, a missing or mistyped field, lists of different lengths) is a
+        :class:`ProbeResultError` naming ``source`` and the field; ``null`` log-probabilities
+        (a non-finite value written as JSON) read back as NaN."""
+        if isinstance(obj, (str, bytes)):
+            if isinstance(obj, bytes):
+                try:
+                    obj = obj.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise ProbeResultError(f"{source}: not UTF-8 text (byte {e.start})") from None
+            obj = parse_json(obj, source=source, error=ProbeResultError)
+        if not isinstance(obj, dict):
+            raise ProbeResultError(f"{source}: expected a JSON object, got {type(obj).__name__}")
+
+        def field(name: str, ok, what: str, *, optional: bool = False) -> list | None:
+            if name not in obj:
+                if optional:
+                    return None
+                raise ProbeResultError(f"{source}: missing field {name!r}", field=name)
+            v = obj[name]
+            if optional and v is None:
+                return None
+            if not isinstance(v, list) or not all(ok(x) for x in v):
+                raise ProbeResultError(f"{source}: field {name!r} must be a list of {what}", field=name)
+            return v
+
+        ids = field("fact_ids", lambda x: isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**62,
+                    "fact ids (integers >= 0)")
+        known = field("known", lambda x: isinstance(x, bool), "true/false")
+        logprob = field("logprob", lambda x: x is None or (isinstance(x, (int, float)) and not isinstance(x, bool)),
+                        "numbers (or null)")
+        outputs = field("outputs", lambda x: isinstance(x, str), "strings", optional=True)
+        mode = obj.get("mode", "exact")
+        if mode not in MODES:
+            raise ProbeResultError(f"{source}: field 'mode' must be one of {MODES}, got {mode!r}", field="mode")
+        n = len(ids)
+        if len(known) != n or len(logprob) != n or (outputs is not None and len(outputs) != n):
+            raise ProbeResultError(f"{source}: fact_ids, known, logprob (and outputs) must have the same length")
+        return cls(fact_ids=np.asarray(ids, dtype=np.int64), known=np.asarray(known, dtype=bool),
+                   logprob=np.asarray([np.nan if x is None else float(x) for x in logprob], dtype=np.float64),
+                   outputs=outputs, mode=mode)
+
+
+class ProbeResultError(UserError, ValueError):
+    """A stored probe result (a cache entry, a file) that cannot be read back."""
 
 
 def _accepts(model, name: str) -> bool:

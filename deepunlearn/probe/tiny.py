@@ -122,7 +122,7 @@ def build_tiny_model(
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig
 
-    from .models import META_FILE, META_FORMAT
+    from .models import META_FILE, META_FORMAT, quiet_hf
     from .fingerprint import kb_fingerprint
 
     if arch not in ARCHS:
@@ -145,8 +145,9 @@ def build_tiny_model(
     )
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    tokenizer.save_pretrained(out)
+    with quiet_hf():  # no "Writing model shards" bar
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
     meta = {
         "format": META_FORMAT,
         "version": 1,

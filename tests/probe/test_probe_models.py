@@ -8,17 +8,18 @@ import pytest
 
 from deepunlearn.kg.kb import KnowledgeBase
 from deepunlearn.probe import ModelLoadError, PromptFormat, build_tiny_model, load_model, read_meta
-from deepunlearn.probe.models import META_FILE, _looks_local
+from deepunlearn.probe.models import META_FILE
+from deepunlearn.probe.sources import looks_local
 from deepunlearn.probe.prompts import encode_pairs
 from deepunlearn.probe.tiny import build_tokenizer, probe_texts
 
 
 def test_nonexistent_model_path_names_the_path(tmp_path):
     missing = tmp_path / "no-such-model"
-    with pytest.raises(ModelLoadError, match="does not exist") as e:
+    with pytest.raises(ModelLoadError, match="no such folder") as e:
         load_model(str(missing))
     assert str(missing) in str(e.value)
-    with pytest.raises(ModelLoadError, match="does not exist"):
+    with pytest.raises(ModelLoadError, match="^no such folder: ./no-such-model-here "):
         load_model("./no-such-model-here")
 
 
@@ -33,8 +34,8 @@ def test_folder_without_config_is_a_clear_error(tmp_path):
 def test_hub_names_go_to_the_hub_and_fail_cleanly(monkeypatch):
     # Hub ids ("gpt2", "owner/name") are not mistaken for missing folders; without a hub the
     # failure is a ModelLoadError naming the model, not a raw traceback.
-    assert not _looks_local("gpt2") and not _looks_local("microsoft/phi-1_5")
-    assert _looks_local("/abs/path") and _looks_local("a/b/c") and _looks_local("~/m")
+    assert not looks_local("gpt2") and not looks_local("microsoft/phi-1_5")
+    assert looks_local("/abs/path") and looks_local("a/b/c") and looks_local("~/m")
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)  # no network retries
@@ -51,7 +52,7 @@ def test_cli_reports_missing_model_as_user_error(tmp_path, capsys, small_kb):
     rc = main(["probe", "--model", str(tmp_path / "missing"), "--kb", str(kb_file), "--json"])
     err = capsys.readouterr().err
     assert rc == 1
-    assert "does not exist" in err and str(tmp_path / "missing") in err
+    assert f"error: no such folder: {tmp_path / 'missing'} " in err
     assert "Traceback" not in err
 
 

@@ -1,0 +1,202 @@
+"""Where a model comes from, checked before transformers sees it: a local checkpoint folder or
+a hub name (issue 11, items 1, 8, 10, 12).
+
+transformers, left alone, prompts on stdout before running a folder's own Python, retries a hub
+it cannot reach for about a minute, takes a mistyped folder for a hub name, and answers a
+corrupt file with whatever its parser raised. This module gives each of those one clear
+:class:`ModelLoadError` instead:
+
+* a local folder's ``config.json``, ``tokenizer_config.json``, ``generation_config.json`` and
+  ``deepunlearn.json`` are read with :func:`deepunlearn.errors.load_json` (not UTF-8, bad JSON,
+  nesting too deep: an error naming the file); a config that asks for the folder's own code
+  (``auto_map``) is refused unless ``trust_remote_code``;
+* a name that can only be a path (or is no valid hub id) and does not exist is "no such folder";
+* a hub id is looked up only when the hub answers a quick request (:data:`HUB_TIMEOUT` seconds)
+  and ``HF_HUB_OFFLINE`` is not set; otherwise it is loaded from its snapshot folder in the
+  local Hugging Face cache, and a model missing from it fails at once with a message saying
+  both things: no such local folder, and the hub cannot be reached;
+* a weights file transformers cannot read is named in the error (:func:`diagnose_weights`).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError, load_json
+
+#: Seconds the hub gets to answer before it is taken as unreachable.
+HUB_TIMEOUT = 2.0
+#: JSON files of a checkpoint folder that are read (and so checked) before transformers loads it.
+CHECKED_JSON = ("config.json", "tokenizer_config.json", "generation_config.json")
+#: Weight files transformers reads (and :func:`diagnose_weights` checks).
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
+
+
+class ModelLoadError(UserError, OSError):
+    """A model or tokenizer cannot be loaded; the message names the path or hub name."""
+
+
+def looks_local(name: str) -> bool:
+    """True when ``name`` can only mean a folder: it starts like a path (``/``, ``.``, ``~``, a
+    drive), holds the OS's separator (other than ``/``) or more than one ``/``, ends with ``/``,
+    or is no valid hub id (``name`` or ``owner/name``; ``gpt2`` and ``tiny-edu2`` are valid)."""
+    if name.startswith(("/", ".", "~")) or name in ("", ".", ".."):
+        return True
+    if os.sep != "/" and os.sep in name:
+        return True
+    if len(name) > 1 and name[1] == ":":  # a Windows drive
+        return True
+    if name.count("/") > 1 or name.endswith("/"):
+        return True
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return True
+    return False
+
+
+def _truthy(value: str) -> bool:
+    return value.strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def hub_offline() -> bool:
+    """Whether ``HF_HUB_OFFLINE`` (or ``TRANSFORMERS_OFFLINE``) forbids the network: the
+    environment variable as it is now when set, else huggingface_hub's setting at import."""
+    for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
+        if os.environ.get(var):
+            return _truthy(os.environ[var])
+    from huggingface_hub import constants
+
+    return bool(constants.HF_HUB_OFFLINE)
+
+
+def hub_endpoint() -> str:
+    """The hub's address (``HF_ENDPOINT``, default ``https://huggingface.co``)."""
+    from huggingface_hub import constants
+
+    return str(constants.ENDPOINT).rstrip("/")
+
+
+def hub_reachable(timeout: float = HUB_TIMEOUT) -> bool:
+    """Whether the hub answers one HEAD request within ``timeout`` seconds (any HTTP status
+    counts; no retries). Uses huggingface_hub's session, so proxies from the environment apply."""
+    from huggingface_hub.utils import get_session
+
+    try:
+        get_session().head(hub_endpoint(), timeout=timeout)
+    except Exception:  # noqa: BLE001 - DNS, refused, timeout, TLS: all mean "cannot be reached"
+        return False
+    return True
+
+
+def cached_snapshot(repo_id: str) -> Path | None:
+    """The folder of ``repo_id``'s snapshot in the local Hugging Face cache (the one holding its
+    ``config.json``), or ``None`` when the cache does not hold it."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        found = try_to_load_from_cache(repo_id, "config.json")
+    except Exception:  # noqa: BLE001 - a malformed cache entry is as good as none
+        return None
+    return Path(found).parent if isinstance(found, str) else None
+
+
+def resolve_hub(name: str) -> Path | None:
+    """Where to load the hub id ``name`` from: ``None`` when the hub can be used (transformers
+    downloads or refreshes it), the local cache's snapshot folder when the hub cannot be used
+    (``HF_HUB_OFFLINE``, or no answer within :data:`HUB_TIMEOUT` s) but the cache holds the
+    model; otherwise a ModelLoadError at once, without retries. (A cached model is loaded from
+    its snapshot folder because transformers, even with ``local_files_only``, still asks the hub
+    for an adapter config, retrying for a minute.)"""
+    offline = hub_offline()
+    if not offline and hub_reachable():
+        return None
+    snapshot = cached_snapshot(name)
+    if snapshot is not None:
+        return snapshot
+    raise ModelLoadError(hub_unreachable_message(name, offline), file=name)
+
+
+def hub_unreachable_message(name: str, offline: bool) -> str:
+    """Why the hub id ``name`` cannot be loaded here: no such local folder, and no hub."""
+    from huggingface_hub import constants
+
+    hub = f"the Hugging Face hub ({hub_endpoint()})"
+    cache = f"the local hub cache ({constants.HF_HUB_CACHE})"
+    if offline:
+        return (f"model {name!r}: no such local folder, and as a hub name it cannot be downloaded: HF_HUB_OFFLINE=1 "
+                f"keeps {hub} out of reach and {cache} does not hold it; give an existing checkpoint folder, "
+                "or set HF_HUB_OFFLINE=0 to download it")
+    return (f"model {name!r}: no such local folder, and as a hub name it cannot be looked up: {hub} cannot be "
+            f"reached (no network?) and {cache} does not hold it; give an existing checkpoint folder, or connect "
+            "to the network and retry")
+
+
+def check_folder(path: Path, *, trust_remote_code: bool = False) -> dict:
+    """Check a local checkpoint folder before transformers reads it and return its
+    ``config.json``: a folder with a readable JSON-object config, small JSON files readable,
+    and no request to run the folder's own code (``auto_map``) unless ``trust_remote_code``."""
+    if not path.is_dir():
+        raise ModelLoadError(f"model path {path} is a file; expected a checkpoint folder with config.json", file=path)
+    if not (path / "config.json").is_file():
+        raise ModelLoadError(f"model folder {path} has no config.json: not a Hugging Face checkpoint", file=path)
+    docs = {}
+    for fname in CHECKED_JSON:
+        f = path / fname
+        if f.is_file():
+            docs[fname] = load_json(f, error=ModelLoadError)
+            if not isinstance(docs[fname], dict):
+                raise ModelLoadError(f"{f}: expected a JSON object", file=f)
+    if not trust_remote_code:
+        for fname in ("config.json", "tokenizer_config.json"):
+            auto = docs.get(fname, {}).get("auto_map")
+            if auto:
+                refs = ", ".join(sorted({str(v) for v in (auto.values() if isinstance(auto, dict) else [auto])}))
+                raise ModelLoadError(
+                    f"{path}: {fname} asks to run the folder's own code (auto_map {refs}); refused; "
+                    "pass --trust-remote-code (trust_remote_code=True) to allow it",
+                    file=path / fname, field="auto_map")
+    return docs["config.json"]
+
+
+def first_line(e: BaseException, limit: int = 240) -> str:
+    """``Type: first line of the message``, at most ``limit`` characters."""
+    text = (str(e).strip().splitlines() or [""])[0]
+    if len(text) > limit:
+        text = text[:limit - 3] + "..."
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def diagnose_weights(path: Path) -> ModelLoadError | None:
+    """The first weights file in ``path`` that cannot be read, as an error naming it (or None).
+    Safetensors files are opened (header only); PyTorch files are read with
+    ``weights_only=True`` (no code runs) onto the ``meta`` device (no memory for the values)."""
+    import torch
+
+    for f in sorted(path.iterdir()):
+        if not f.is_file() or f.suffix not in WEIGHT_SUFFIXES:
+            continue
+        try:
+            if f.suffix == ".safetensors":
+                from safetensors import safe_open
+
+                with safe_open(str(f), framework="pt") as h:
+                    h.keys()
+            else:
+                with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": the error says enough
+                    warnings.simplefilter("ignore")
+                    torch.load(f, map_location="meta", weights_only=True)
+        except Exception as e:  # noqa: BLE001 - any failure to read is the file's fault
+            text = str(e)
+            if "Weights only load failed" in text:  # torch's long advice; keep the reason only
+                reason = text.split("WeightsUnpickler error:", 1)[-1].strip().splitlines()
+                why = reason[0] if reason and "Weights only" not in reason[0] else "refused"
+                return ModelLoadError(f"{f}: not a weights file PyTorch can read without running code ({why})", file=f)
+            kind = "safetensors" if f.suffix == ".safetensors" else "PyTorch"
+            return ModelLoadError(f"{f}: not a readable {kind} weights file ({first_line(e)})", file=f)
+    return None
