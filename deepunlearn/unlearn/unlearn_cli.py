@@ -218,11 +218,14 @@ def _unlearn(args) -> int:
 
     from ..probe import get_protocol
     from ..probe.cli import load_for_cli, resolve_format
+    from ..probe.fingerprint import check_trained_on
 
     protocol = get_protocol(args.protocol)
     try:
         bundle = load_for_cli(args.model, kb, args.device, args.dtype, **resolve_format(args, protocol))
-        # KB mismatch (issue 11 item 19): the probe layer's check goes here once it exists.
+        mismatch = check_trained_on(bundle, kb, kb_file=args.kb)
+        if mismatch:
+            print(f"deepunlearn unlearn: warning: {mismatch}", file=sys.stderr)
         runner = TargetRunner(
             bundle, kb, rules=args.rules, protocol=protocol, probe_mode=args.probe_mode, k_mode=args.k_mode,
             sets="mdus" if args.seeds is not None else args.sets, tie=args.tie, lr=args.lr,

@@ -101,6 +101,20 @@ def test_probing_on_another_kb_warns_once(mini_model_dir, mini_kb, tmp_path, cap
                                 "trained on")
 
 
+def test_unlearning_on_another_kb_warns_too(mini_model_dir, tmp_path, capsys):
+    from deepunlearn.kg.io import save_kb
+    from deepunlearn.kg.kb import KnowledgeBase
+
+    other = KnowledgeBase.build({"Ann": {"gender": "female"}, "Bob": {"gender": "male"}},
+                                [("Bob", "mother", "Ann"), ("Ann", "child", "Bob")], name="other")
+    save_kb(other, tmp_path / "other.json")
+    main(["unlearn", "--model", str(mini_model_dir), "--kb", str(tmp_path / "other.json"), "--method", "ga",
+          "--target", "0", "--grid", "1", "--cache-dir", str(tmp_path / "c"), "--json"])
+    err = capsys.readouterr().err
+    assert [line for line in err.splitlines() if "warning" in line][0].startswith(
+        f"deepunlearn unlearn: warning: model {mini_model_dir.resolve()} was trained on KB 'mini'")
+
+
 def test_check_trained_on(mini_model_dir, mini_kb):
     from deepunlearn.kg.kb import KnowledgeBase
     from deepunlearn.probe import kb_fingerprint
