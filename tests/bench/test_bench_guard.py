@@ -19,7 +19,7 @@ from deepunlearn.bench.runner import run_sweep
 from deepunlearn.bench.store import STORE_NAME, ResultsStore, StoreError
 from deepunlearn.cli import main
 
-from conftest import FakeExecutor
+from bench_helpers import FakeExecutor
 
 
 def _strict_json(text: str):

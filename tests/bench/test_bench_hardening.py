@@ -17,7 +17,7 @@ from deepunlearn.bench.runner import run_sweep
 from deepunlearn.cli import main
 from deepunlearn.errors import UserError
 
-from conftest import FakeExecutor
+from bench_helpers import FakeExecutor
 
 
 def _strict_json(text: str):

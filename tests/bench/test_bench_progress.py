@@ -11,7 +11,7 @@ import pytest
 from deepunlearn.bench.config import load_config
 from deepunlearn.bench.runner import run_sweep
 
-from conftest import FakeExecutor
+from bench_helpers import FakeExecutor
 
 
 def _hundred(err: str) -> int:
