@@ -7,8 +7,16 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Property and fuzz tests draw the same examples on every run (a red CI is then a reproducible
+# bug, not bad luck); `HYPOTHESIS_PROFILE=explore python -m pytest tests/*/test_fuzz_*.py` draws
+# fresh random examples to look for new failures.
+settings.register_profile("default", derandomize=True, deadline=None)
+settings.register_profile("explore", derandomize=False, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 def edu_relat_dir() -> Path:

@@ -80,7 +80,10 @@ class KBFile(BaseModel):
 
 
 def _loc(err: dict) -> str:
-    return ".".join(str(x) for x in err["loc"]) or "(top level)"
+    """The field path of a validation error; a key that is empty or not printable (a newline
+    would break the one-line error) is written as a JSON string."""
+    parts = (str(x) if str(x).isprintable() and str(x) else json.dumps(str(x)) for x in err["loc"])
+    return ".".join(parts) or "(top level)"
 
 
 #: Plainer words for pydantic's messages on the fields a hand-edited KB gets wrong most.

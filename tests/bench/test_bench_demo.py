@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 from test_bench_report import check_png
 
@@ -31,6 +32,7 @@ def _demo(out: Path) -> dict:
     return json.loads(lines[0])
 
 
+@pytest.mark.slow
 def test_demo_json_report_and_resume(tmp_path):
     out = tmp_path / "demo"
     res = _demo(out)

@@ -56,6 +56,7 @@ def seeded_config(tmp_path_factory, small_kb, tiny_model_dir, gpt2_dropout_dir):
     return d / "sweep.toml"
 
 
+@pytest.mark.slow
 def test_two_runs_of_one_config_give_identical_points(seeded_config, tmp_path):
     runs = [run_sweep(load_config(seeded_config, output=str(tmp_path / f"run{i}")), progress=False) for i in (1, 2)]
     n = 2 * sum(len(g) for g in GRIDS.values())

@@ -71,6 +71,7 @@ def reference(sweep_config, tmp_path_factory):
     return outcome
 
 
+@pytest.mark.slow
 def test_uninterrupted_sweep_is_complete_and_sane(reference, sweep_targets):
     n = len(sweep_targets) * sum(len(g) for g in GRIDS.values())
     assert len(reference.points) == n == reference.computed
@@ -111,6 +112,7 @@ def _count(store_path: Path) -> int:
         return 0
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_to_identical_results(sweep_config, reference, tmp_path):
     out = tmp_path / "killed"
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
@@ -155,6 +157,7 @@ def test_killed_sweep_resumes_to_identical_results(sweep_config, reference, tmp_
     assert [r["status"] for r in manifest["runs"]] == ["running", "finished"]   # the first run was killed
 
 
+@pytest.mark.slow
 def test_ray_executor_gives_the_same_results(sweep_config, reference, tmp_path):
     import ray
 

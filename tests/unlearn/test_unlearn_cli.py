@@ -34,6 +34,7 @@ def known(tiny_model_dir, small_kb) -> set[int]:
     return probe(load_model(tiny_model_dir, device="cpu"), small_kb, progress=False).known_ids()
 
 
+@pytest.mark.slow
 def test_unlearn_json_on_the_fixture_model(tiny_model_dir, kb_file, small_kb, known, tmp_path):
     t = next(t for t in small_kb.targets if t in known)
     s, r, o = small_kb.facts[t]
@@ -55,6 +56,7 @@ def test_unlearn_json_on_the_fixture_model(tiny_model_dir, kb_file, small_kb, kn
     assert out["known"] == len(known) and out["total"] == len(small_kb)
 
 
+@pytest.mark.slow
 def test_unlearn_all_targets_skips_those_the_model_does_not_know(tiny_model_dir, small_kb, known, tmp_path):
     from deepunlearn.kg.io import save_kb
 
