@@ -258,6 +258,17 @@ def _sets(args) -> int:
     return 0
 
 
+def _is_unlearn_output(path: str) -> bool:
+    """Whether ``path`` is what ``unlearn -o`` writes: an object with ``forgotten`` and ``fact_ids`` lists."""
+    from ..errors import UserError, load_json
+
+    try:
+        data = load_json(path)
+    except UserError:
+        return False
+    return isinstance(data, dict) and isinstance(data.get("forgotten"), list) and isinstance(data.get("fact_ids"), list)
+
+
 def _recall(args) -> int:
     from ..cli import CLIError, emit
     from ..kg.refs import read_fact_list
@@ -267,6 +278,13 @@ def _recall(args) -> int:
         raise CLIError("rules recall: --target must be one fact (the one the forgotten facts were unlearned for)")
     t = _targets(args, kb)[0]
     forgotten = read_fact_list(kb, args.forgotten, flag="--forgotten", key="forgotten")
+    if known is None and _is_unlearn_output(args.forgotten):
+        # `unlearn -o` records K (what the model knew before) beside the forgotten facts: the
+        # point's recall and accuracy are over that K, not over the whole KB.
+        known = read_fact_list(kb, args.forgotten, flag="--forgotten", key="fact_ids")
+        if not args.quiet:
+            print(f"deepunlearn rules recall: K = the {len(known)} facts {args.forgotten} records as known "
+                  "before unlearning (--known overrides)", file=sys.stderr)
     ev = _evaluator(args, kb, rules, known)
     e = ev.evaluate(t, forgotten)
     out = {"recall": e.recall, "accuracy": e.accuracy, "exact": e.exact, "set": [_fact(kb, f) for f in e.set],

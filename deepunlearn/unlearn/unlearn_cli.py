@@ -5,8 +5,8 @@ Recall@Acc>=0.8, AUC; DESIGN.md section 7).
 ``-o POINTS.json`` saves the result (what ``--json`` prints). With one target it also holds, at
 its top level, ``forgotten``: the facts lost at one grid point (``--point``, default the last,
 strongest one), and ``fact_ids``: K, the facts the model knew before, so that
-``deepunlearn rules recall --kb KB --target T --known POINTS.json --forgotten POINTS.json``
-reproduces that point's recall and accuracy. ``--save-model DIR`` saves the unlearned weights of
+``deepunlearn rules recall --kb KB --target T --forgotten POINTS.json`` reproduces that point's
+recall and accuracy (it takes K from the file unless ``--known`` is given). ``--save-model DIR`` saves the unlearned weights of
 one grid point. Every argument is checked before the model is loaded.
 
 Only argparse is imported at import time; torch, transformers and the method classes are
@@ -85,8 +85,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=nonneg_int, default=0, help="seed of every run (dropout, LoRA initialisation)")
     p.add_argument("-o", "--output", default=None, metavar="POINTS.json",
                    help="also write the result to this JSON file (folders created); with one target its top-level "
-                        "'forgotten' (the facts lost at --point) and 'fact_ids' (K) make it a --forgotten and a "
-                        "--known file for 'deepunlearn rules recall'")
+                        "'forgotten' (the facts lost at --point) and 'fact_ids' (K) make it a --forgotten file for "
+                        "'deepunlearn rules recall', which reproduces the point")
     p.add_argument("--point", type=float, default=None, metavar="PARAM",
                    help="the grid point whose forgotten facts -o puts at the top level and --save-model saves "
                         "(default: the last grid value, the strongest unlearning)")

@@ -49,6 +49,11 @@ def test_unlearn_o_round_trips_through_rules_recall(tiny_model_dir, kb_file, tar
     assert rc == 0
     assert rec["recall"] == pytest.approx(chosen["recall"]) and rec["accuracy"] == pytest.approx(chosen["accuracy"])
     assert rec["target_forgotten"] == chosen["target_forgotten"]
+    # without --known, K is the one the file records (README's `rules recall --forgotten F.json`)
+    rc = main(["rules", "recall", "--kb", str(kb_file), "--target", str(target), "--forgotten", str(out), "--json"])
+    cap = capsys.readouterr()
+    assert rc == 0 and json.loads(cap.out) == rec
+    assert f"K = the {len(saved['fact_ids'])} facts {out} records as known before unlearning" in cap.err
 
 
 def test_unlearn_text_output_has_the_summary_line(tiny_model_dir, kb_file, target, tmp_path, capsys):
