@@ -13,17 +13,17 @@ and seed, so an interrupted demo resumes (the sweep from its last stored point).
 from __future__ import annotations
 
 import json
-import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Sequence
 
+from ..errors import atomic_dir, atomic_write_text, dumps
 from ..kg.io import load_kb, save_kb
+from ..probe.fingerprint import kb_fingerprint
 from .config import PAPER_GRIDS, ModelSpec, SweepConfig, TargetSpec
 from .jobs import safe_name, torch_threads
-from ..errors import atomic_write_text, dumps
-from ..probe.fingerprint import kb_fingerprint
 from .guard import SweepLock
 from .runner import SweepOutcome, run_sweep, select_targets
 
@@ -84,14 +84,15 @@ def prepare_model(out: Path, kb, seed: int, progress: bool = True) -> Path:
     from ..unlearn.finetune import FinetuneConfig, finetune
 
     t0 = time.perf_counter()
-    shutil.rmtree(model_dir, ignore_errors=True)
-    init_dir = out / "model-init"
-    build_tiny_model(kb, init_dir, seed=seed, hidden=DEMO_HIDDEN)
-    bundle = load_model(init_dir)
-    _say(f"[2/4] finetuning the tiny model ({bundle.num_parameters() / 1e6:.1f}M parameters) on {len(kb)} facts",
-         progress)
-    result = finetune(bundle, kb, FinetuneConfig.tiny(seed=seed), out_dir=model_dir)
-    shutil.rmtree(init_dir, ignore_errors=True)
+    # the untrained model lives in a scratch folder; the finetuned one replaces model/ only once
+    # complete, so a crash or Ctrl-C leaves a previous model/ whole
+    with tempfile.TemporaryDirectory(prefix=".model-init-", dir=out) as init_dir, atomic_dir(model_dir) as tmp:
+        build_tiny_model(kb, init_dir, seed=seed, hidden=DEMO_HIDDEN)
+        bundle = load_model(init_dir)
+        _say(f"[2/4] finetuning the tiny model ({bundle.num_parameters() / 1e6:.1f}M parameters) on {len(kb)} facts",
+             progress)
+        result = finetune(bundle, kb, FinetuneConfig.tiny(seed=seed), out_dir=tmp)
+    result.checkpoint = model_dir
     stamp = {**want, "finetune": result.to_json(), "seconds": round(time.perf_counter() - t0, 3)}
     atomic_write_text(stamp_path, dumps(stamp, indent=1) + "\n")
     _say(f"      known {result.known} of {result.total} facts after {result.epochs} epochs ({result.seconds:.0f} s)",

@@ -125,14 +125,15 @@ STRENGTH_METHODS = ("tv", "whp")
 def check_grid(name: str, grid: list[int | float]) -> list[int | float]:
     """A grid of finite values without repeats, integral values kept integral (GA steps read
     better as 1, 2, 4). GA/NPO values are step counts (positive integers), TV/WHP's are
-    strengths alpha > 0; a NaN grid value once reached a results file as ``"param": NaN``.
+    strengths alpha >= 0 (0 is the unchanged model, a control; a negative alpha would move towards
+the model reinforced on the target), as the ``unlearn`` command checks them; a NaN grid value once reached a results file as ``"param": NaN``.
 
     >>> check_grid("ga", [1, 2.0, 4])
     [1, 2, 4]
     >>> check_grid("tv", [0.5, -1])
     Traceback (most recent call last):
     ...
-    ValueError: method 'tv': grid value -1 is not > 0 (alpha is a strength)
+    ValueError: method 'tv': grid value -1 is negative (alpha is a strength, >= 0)
     """
     key = name.lower()
     for x in grid:
@@ -142,8 +143,8 @@ def check_grid(name: str, grid: list[int | float]) -> list[int | float]:
             raise ValueError(f"method {name!r}: grid value {x} is not a finite number")
         if key in STEP_METHODS and (x < 1 or float(x) != int(x)):
             raise ValueError(f"method {name!r}: grid value {x} is not a positive whole number of steps")
-        if key in STRENGTH_METHODS and x <= 0:
-            raise ValueError(f"method {name!r}: grid value {x:g} is not > 0 (alpha is a strength)")
+        if key in STRENGTH_METHODS and x < 0:
+            raise ValueError(f"method {name!r}: grid value {x:g} is negative (alpha is a strength, >= 0)")
     if len(set(grid)) != len(grid):
         raise ValueError(f"method {name!r}: grid {grid} repeats a value")
     return [int(x) if key in STEP_METHODS else num(x) for x in grid]

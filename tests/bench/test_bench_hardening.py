@@ -81,8 +81,8 @@ def test_config_errors_keep_file_and_field_through_the_cli(tmp_path, capsys):
 @pytest.mark.parametrize("grid,msg", [
     ("tv = [nan]", "method 'tv': grid value nan is not a finite number"),
     ("tv = [inf]", "method 'tv': grid value inf is not a finite number"),
-    ("tv = [0.5, -1.0]", "method 'tv': grid value -1 is not > 0 (alpha is a strength)"),
-    ("whp = [0]", "method 'whp': grid value 0 is not > 0 (alpha is a strength)"),
+    ("tv = [0.5, -1.0]", "method 'tv': grid value -1 is negative (alpha is a strength, >= 0)"),
+    ("whp = [-0.5]", "method 'whp': grid value -0.5 is negative (alpha is a strength, >= 0)"),
     ("ga = [0]", "method 'ga': grid value 0 is not a positive whole number of steps"),
     ("npo = [1.5]", "method 'npo': grid value 1.5 is not a positive whole number of steps"),
     ("ga = [true]", "method 'ga': grid [True] holds a true/false value, expected numbers"),
@@ -98,7 +98,7 @@ def test_bad_grid_values_are_refused(tmp_path, grid, msg):
 def test_model_grid_table_is_checked_too(tmp_path):
     p = tmp_path / "s.toml"
     p.write_text('kb = "kb.json"\n[methods]\ntv = []\n[[models]]\nname = "m"\n[models.grids]\ntv = [-0.5]\n')
-    with pytest.raises(ConfigError, match=re.escape("field models.0.grids: method 'tv': grid value -0.5 is not > 0")):
+    with pytest.raises(ConfigError, match=re.escape("field models.0.grids: method 'tv': grid value -0.5 is negative")):
         load_config(p)
 
 
