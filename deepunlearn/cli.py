@@ -66,48 +66,50 @@ def apply_threads(args: argparse.Namespace) -> None:
         torch.set_num_threads(n)
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return v
+def int_at_least(lo: int) -> Callable[[str], int]:
+    """An argparse type: an integer >= ``lo`` (a bad value is a usage error naming the flag)."""
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            v = None
+        if v is None or v < lo:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {lo}, got {text!r}")
+        return v
+
+    parse.__name__ = f"integer >= {lo}"
+    return parse
 
 
-def nonneg_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return v
+def number_in(lo: float, hi: float = math.inf, *, lo_open: bool = False, hi_open: bool = False) -> Callable[[str], float]:
+    """An argparse type: a finite number in the interval from ``lo`` to ``hi`` (``*_open``: that end
+    excluded). ``nan`` and ``inf`` are always refused.
+
+    >>> number_in(0, 1, lo_open=True)("1"), int_at_least(2)("3")
+    (1.0, 3)
+    """
+    what = ("a finite number " + (f"> {lo:g}" if lo_open else f">= {lo:g}") if hi == math.inf else
+            f"a number in {'(' if lo_open else '['}{lo:g}, {hi:g}{')' if hi_open else ']'}")
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            v = math.nan
+        ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
+        if not ok:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
+        return v
+
+    parse.__name__ = what
+    return parse
 
 
-def positive_float(text: str) -> float:
-    """argparse type: a finite number > 0 (rejects nan, inf, 0, negatives)."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}") from None
-    if not math.isfinite(v) or v <= 0:
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
-    return v
-
-
-def fraction(text: str) -> float:
-    """argparse type: a number in [0, 1]."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}") from None
-    if not 0.0 <= v <= 1.0:  # also false for nan
-        raise argparse.ArgumentTypeError(f"expected a number in [0, 1], got {text!r}")
-    return v
+#: The common ones.
+positive_int = int_at_least(1)
+nonneg_int = int_at_least(0)
+positive_float = number_in(0, lo_open=True)
+fraction = number_in(0, 1)
 
 
 def add_json(p: argparse.ArgumentParser) -> None:

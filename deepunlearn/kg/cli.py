@@ -7,34 +7,13 @@ created), and every numeric flag has a strict argparse type (a bad value is a us
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 
-def _people(text: str) -> int:
-    """argparse type of ``--people``: an integer >= 2 (a family needs two)."""
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 2, got {text!r}") from None
-    if v < 2:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 2, got {text!r}")
-    return v
-
-
-def _share(text: str) -> float:
-    """argparse type of ``--stored-share``: a number in (0, 1]."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}") from None
-    if not (math.isfinite(v) and 0.0 < v <= 1.0):
-        raise argparse.ArgumentTypeError(f"expected a number in (0, 1], got {text!r}")
-    return v
-
-
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json, nonneg_int
+    from ..cli import add_json, int_at_least, nonneg_int, number_in
+
+    _people, _share = int_at_least(2), number_in(0, 1, lo_open=True)
 
     data = sub.add_parser("data", help="knowledge bases: generate, import, show, export, draw")
     dsub = data.add_subparsers(dest="data_command", metavar="ACTION")

@@ -14,37 +14,27 @@ existing checkpoint in DIR exactly as it was.
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
+
+from ..cli import number_in
 
 _OVERRIDES = ("lr", "epochs", "batch_size", "schedule", "warmup_ratio", "grad_clip", "weight_decay",
               "target_known", "probe_mode", "seed")
 
 
-def _number(text: str, lo: float, hi: float, lo_open: bool, hi_open: bool, what: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
-    ok = math.isfinite(v) and (v > lo if lo_open else v >= lo) and (v < hi if hi_open else v <= hi)
-    if not ok:
-        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}")
-    return v
-
-
 def share(text: str) -> float:
     """argparse type: a share in (0, 1] (``--target-known``)."""
-    return _number(text, 0.0, 1.0, True, False, "a share in (0, 1]")
+    return number_in(0, 1, lo_open=True)(text)
 
 
 def warmup_share(text: str) -> float:
     """argparse type: a share in [0, 1) (``--warmup-ratio``)."""
-    return _number(text, 0.0, 1.0, False, True, "a share in [0, 1)")
+    return number_in(0, 1, hi_open=True)(text)
 
 
 def nonneg_float(text: str) -> float:
     """argparse type: a finite number >= 0."""
-    return _number(text, 0.0, math.inf, False, True, "a finite number >= 0")
+    return number_in(0)(text)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
