@@ -24,7 +24,7 @@ from typing import Any, Iterator
 
 from ..errors import atomic_write_text, load_json
 from .prompts import PromptFormat
-from .sources import ModelLoadError, check_folder, diagnose_weights, first_line, looks_local, resolve_hub
+from .sources import ModelLoadError, check_fits, check_folder, diagnose_weights, first_line, looks_local, resolve_hub
 
 #: Values of ``load_model(answer_format=...)`` (the field ``Protocol.answer_format``).
 ANSWER_FORMATS = ("recorded", "family")
@@ -219,7 +219,7 @@ def load_model(
     folder = path if local else resolve_hub(name)  # None: transformers fetches it from the hub
     meta: dict = {}
     if folder is not None:
-        check_folder(folder, trust_remote_code=trust_remote_code)
+        config = check_folder(folder, trust_remote_code=trust_remote_code)
         meta = read_meta(folder)
 
     torch_dtype = resolve_dtype(dtype, device)
@@ -231,6 +231,8 @@ def load_model(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     with quiet_hf(errors_only=folder is not None):
+        if folder is not None:
+            check_fits(folder, config)
         try:
             tokenizer = AutoTokenizer.from_pretrained(source, **extra)
         except Exception as e:  # noqa: BLE001 - whatever the folder's files make transformers raise
