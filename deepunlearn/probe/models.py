@@ -231,7 +231,7 @@ def load_model(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     with quiet_hf(errors_only=folder is not None):
-        if folder is not None:
+        if folder is not None and not config.get("auto_map"):  # custom code (allowed): its own classes decide
             check_fits(folder, config)
         try:
             tokenizer = AutoTokenizer.from_pretrained(source, **extra)
