@@ -12,10 +12,11 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-import deepunlearn.kg.graph as graph
+import deepunlearn.kg.family_layout as layout
 from deepunlearn.kg import KBError
 from deepunlearn.kg.generate import generate_family
-from deepunlearn.kg.graph import COUPLE_GAP, SLOT, draw_family, to_networkx, write_graphml
+from deepunlearn.kg.family_layout import COUPLE_GAP, SLOT
+from deepunlearn.kg.graph import draw_family, to_networkx, write_graphml
 from deepunlearn.kg.io import save_kb
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -113,8 +114,8 @@ def test_unknown_person_is_an_error_naming_them(tmp_path, edu_kb):
 
 
 def test_neighbourhood_selection(edu_kb):
-    fam = graph._family_structure(edu_kb)
-    comps, scope, note, direct = graph._select(edu_kb, fam, "Zoey Jenkins", 1)
+    fam = layout._family_structure(edu_kb)
+    comps, scope, note, direct = layout._select(edu_kb, fam, "Zoey Jenkins", 1)
     drawn = {n for c in comps for n in c}
     # radius 1: parents, spouse and child, plus everyone the KB relates to her directly
     related = {o for s, r, o in edu_kb.facts if s == "Zoey Jenkins" and edu_kb.relations[r].kind == "family"}
@@ -122,21 +123,21 @@ def test_neighbourhood_selection(edu_kb):
     assert drawn == {"Zoey Jenkins"} | related
     assert direct["Xander Jenkins"] == "father" and direct["Xavier Ross"] == "husband"
     assert "Zoey Jenkins" in comps[0] and note == ""
-    comps2, *_ = graph._select(edu_kb, fam, "Zoey Jenkins", 2)
+    comps2, *_ = layout._select(edu_kb, fam, "Zoey Jenkins", 2)
     assert drawn < {n for c in comps2 for n in c}
 
 
 def test_large_families_are_cut_and_say_so(monkeypatch, edu_kb):
-    monkeypatch.setattr(graph, "MAX_DRAWN_PEOPLE", 30)
-    fam = graph._family_structure(edu_kb)
-    comps, scope, note, _ = graph._select(edu_kb, fam, None, 2)
+    monkeypatch.setattr(layout, "MAX_DRAWN_PEOPLE", 30)
+    fam = layout._family_structure(edu_kb)
+    comps, scope, note, _ = layout._select(edu_kb, fam, None, 2)
     assert sum(map(len, comps)) == 30 and "cut to the 30 nearest" in note and scope.startswith("part of")
 
 
 def _check_layout(kb):
-    fam = graph._family_structure(kb)
-    for comp in graph._components(fam, set(kb.entities)):
-        pos, units = graph._layout(fam, comp)
+    fam = layout._family_structure(kb)
+    for comp in layout._components(fam, set(kb.entities)):
+        pos, units = layout._layout(fam, comp)
         assert set(pos) == set(comp)
         for c in comp:                                   # generations run top-down
             for p in fam.parents[c]:
@@ -173,6 +174,6 @@ def test_layout_survives_inconsistent_data():
 
     kb = KnowledgeBase.build({"A": {"gender": "male"}, "B": {"gender": "male"}, "C": {"gender": "female"}},
                              [("A", "father", "B"), ("B", "father", "A"), ("C", "husband", "A")])
-    fam = graph._family_structure(kb)
-    pos, _ = graph._layout(fam, list(kb.entities))
+    fam = layout._family_structure(kb)
+    pos, _ = layout._layout(fam, list(kb.entities))
     assert set(pos) == {"A", "B", "C"}
