@@ -155,47 +155,42 @@ def _legend_below(fig, methods: Sequence[str]) -> None:
     fig.legend(handles=handles, loc="lower center", ncol=max(1, len(methods)), frameon=False)
 
 
-def plot_headline(summary: Mapping, path: Path, methods: Sequence[str], threshold: float = 0.8) -> Path:
-    """Figure 3: Acc@Recall>=t and Recall@Acc>=t per model and method, error bars = std over targets."""
+def _bar_panels(summary: Mapping, path: Path, methods: Sequence[str], panels: Sequence[tuple[str, str]],
+                sharey: bool = False) -> Path:
+    """One figure of bar panels side by side, one per (metric key, title), with the same axes
+    label and the methods' legend below."""
     plt = _plt()
-    t = f"{threshold:g}"
     models = list(summary)
-    fig, axes = plt.subplots(1, 2, figsize=(max(7.5, 2.4 * len(models) * 2 + 2), 4.2))
-    _bars(axes[0], summary, models, methods, f"acc_at_recall_{t}", f"Acc@Recall≥{t} (↑)")
-    _bars(axes[1], summary, models, methods, f"recall_at_acc_{t}", f"Recall@Acc≥{t} (↑)")
-    axes[0].set_ylabel("mean over targets ± std (clipped to [0, 1])")
+    n = len(panels)
+    width = max(7.5, 2.4 * len(models) * 2 + 2) if n > 1 else max(5.0, 2.4 * len(models) + 1.5)
+    fig, axes = plt.subplots(1, n, figsize=(width, 4.2 if n > 1 else 4.0), sharey=sharey, squeeze=False)
+    for ax, (key, title) in zip(axes[0], panels):
+        _bars(ax, summary, models, methods, key, title)
+    axes[0][0].set_ylabel("mean over targets ± std (clipped to [0, 1])")
     _legend_below(fig, methods)
     fig.savefig(path)
     plt.close(fig)
     return path
+
+
+def plot_headline(summary: Mapping, path: Path, methods: Sequence[str], threshold: float = 0.8) -> Path:
+    """Figure 3: Acc@Recall>=t and Recall@Acc>=t per model and method, error bars = std over targets."""
+    t = f"{threshold:g}"
+    return _bar_panels(summary, path, methods, [(f"acc_at_recall_{t}", f"Acc@Recall≥{t} (↑)"),
+                                                (f"recall_at_acc_{t}", f"Recall@Acc≥{t} (↑)")])
 
 
 def plot_superficial(summary: Mapping, path: Path, methods: Sequence[str]) -> Path:
     """Figure 5: the best accuracy among points where the target itself is forgotten."""
-    plt = _plt()
-    models = list(summary)
-    fig, ax = plt.subplots(figsize=(max(5.0, 2.4 * len(models) + 1.5), 4.0))
-    _bars(ax, summary, models, methods, "acc_at_superficial", "Acc@Superficial unlearning (↑)")
-    ax.set_ylabel("mean over targets ± std (clipped to [0, 1])")
-    _legend_below(fig, methods)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _bar_panels(summary, path, methods, [("acc_at_superficial", "Acc@Superficial unlearning (↑)")])
 
 
 def plot_family_biography(summary: Mapping, path: Path, methods: Sequence[str], threshold: float = 0.8) -> Path:
     """Figure 6: Acc@Recall>=t measured on family facts and on biography facts."""
-    plt = _plt()
     t = f"{threshold:g}"
-    models = list(summary)
-    fig, axes = plt.subplots(1, 2, figsize=(max(7.5, 2.4 * len(models) * 2 + 2), 4.2), sharey=True)
-    _bars(axes[0], summary, models, methods, f"acc_at_recall_{t}_family", f"Acc@Recall≥{t}: family facts")
-    _bars(axes[1], summary, models, methods, f"acc_at_recall_{t}_biography", f"Acc@Recall≥{t}: biography facts")
-    axes[0].set_ylabel("mean over targets ± std (clipped to [0, 1])")
-    _legend_below(fig, methods)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return _bar_panels(summary, path, methods, [(f"acc_at_recall_{t}_family", f"Acc@Recall≥{t}: family facts"),
+                                                (f"acc_at_recall_{t}_biography", f"Acc@Recall≥{t}: biography facts")],
+                       sharey=True)
 
 
 def plot_by_relation(by_rel: Mapping, path: Path, methods: Sequence[str], relations: Sequence[str],
