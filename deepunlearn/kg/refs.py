@@ -57,7 +57,11 @@ def read_fact_list(kb: KnowledgeBase, path: str | os.PathLike, *, flag: str, key
     """A JSON list of facts (indices, ``[s, r, o]`` or ``"S|r|O"``) from ``path``, or an object
     holding it under ``key`` (or ``fact_ids``/``facts``, as ``probe -o`` and ``unlearn -o`` write).
     Every problem is one :class:`FactRefError` naming ``flag``, the file and the item."""
-    data = load_json(path, flag=flag, error=FactRefError)
+    return fact_list(kb, load_json(path, flag=flag, error=FactRefError), path=path, flag=flag, key=key)
+
+
+def fact_list(kb: KnowledgeBase, data: Any, *, path: str | os.PathLike, flag: str, key: str) -> list[int]:
+    """:func:`read_fact_list` of an already decoded document ``data`` (read from ``path``)."""
     if isinstance(data, dict):
         data = next((data[k] for k in (key, "fact_ids", "facts") if isinstance(data.get(k), list)), data)
     if not isinstance(data, list):

@@ -258,30 +258,22 @@ def _sets(args) -> int:
     return 0
 
 
-def _is_unlearn_output(path: str) -> bool:
-    """Whether ``path`` is what ``unlearn -o`` writes: an object with ``forgotten`` and ``fact_ids`` lists."""
-    from ..errors import UserError, load_json
-
-    try:
-        data = load_json(path)
-    except UserError:
-        return False
-    return isinstance(data, dict) and isinstance(data.get("forgotten"), list) and isinstance(data.get("fact_ids"), list)
-
-
 def _recall(args) -> int:
     from ..cli import CLIError, emit
-    from ..kg.refs import read_fact_list
+    from ..errors import load_json
+    from ..kg.refs import FactRefError, fact_list
 
     kb, rules, known, warnings = _load(args)
     if args.target == "all":
         raise CLIError("rules recall: --target must be one fact (the one the forgotten facts were unlearned for)")
     t = _targets(args, kb)[0]
-    forgotten = read_fact_list(kb, args.forgotten, flag="--forgotten", key="forgotten")
-    if known is None and _is_unlearn_output(args.forgotten):
+    doc = load_json(args.forgotten, flag="--forgotten", error=FactRefError)
+    forgotten = fact_list(kb, doc, path=args.forgotten, flag="--forgotten", key="forgotten")
+    if known is None and isinstance(doc, dict) and isinstance(doc.get("forgotten"), list) \
+            and isinstance(doc.get("fact_ids"), list):
         # `unlearn -o` records K (what the model knew before) beside the forgotten facts: the
         # point's recall and accuracy are over that K, not over the whole KB.
-        known = read_fact_list(kb, args.forgotten, flag="--forgotten", key="fact_ids")
+        known = fact_list(kb, doc, path=args.forgotten, flag="--forgotten", key="fact_ids")
         if not args.quiet:
             print(f"deepunlearn rules recall: K = the {len(known)} facts {args.forgotten} records as known "
                   "before unlearning (--known overrides)", file=sys.stderr)
