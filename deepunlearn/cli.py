@@ -27,6 +27,7 @@ LAYER_CLIS = (
     "deepunlearn.kg.cli",
     "deepunlearn.rules.cli",
     "deepunlearn.probe.cli",
+    "deepunlearn.probe.model_cli",
     "deepunlearn.unlearn.finetune_cli",
     "deepunlearn.unlearn.unlearn_cli",
     "deepunlearn.bench.cli",

@@ -1,4 +1,4 @@
-"""Loading causal language models (a hub name or a local checkpoint folder) for probing.
+"""Loading causal language models (a hub name, a local checkpoint folder or a GGUF file) for probing.
 
 Every model goes through the same path, ``AutoModelForCausalLM.from_pretrained`` and
 ``AutoTokenizer.from_pretrained``: Phi-1.5 or Llama-3-8b from the hub, a finetuned checkpoint,
@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from ..errors import atomic_write_text, load_json
+from .gguf import find_gguf, gguf_architecture, quiet_gguf, strip_quantization
+from .chat import chat_format
 from .prompts import PromptFormat
 from .sources import ModelLoadError, check_fits, check_folder, diagnose_weights, first_line, looks_local, resolve_hub
 
@@ -197,6 +199,15 @@ def load_model(
     it records none, the model family's reference format (:meth:`PromptFormat.for_model` of
     ``config.model_type``); with ``answer_format="family"`` always the family's.
 
+    A ``.gguf`` file, or a folder holding exactly one and no ``config.json``, loads with
+    ``from_pretrained(folder, gguf_file=name)`` (tokenizer and model, dequantised to ``dtype``;
+    ~15-30 s for SmolLM2-135M on one CPU thread, so ``deepunlearn model import`` it once), and
+    then loses its ``quantization_config`` so that :func:`save_bundle` works on it. On CUDA the
+    model asks for SDPA attention (a class without it keeps its default); CPU keeps the default.
+    A tokenizer with neither a pad nor an EOS token is refused (it once got a new pad token and
+    resized embeddings); ``answer_format`` ``chat`` (``prompt="chat"``) resolves here, from the
+    tokenizer's chat template (:func:`~deepunlearn.probe.chat.chat_format`).
+
     Never runs code from the model's folder or repository unless ``trust_remote_code=True``
     (a config with ``auto_map`` is refused with a ModelLoadError; nothing prompts). Every
     failure is a :class:`ModelLoadError` naming the folder, file or hub name: a path that does
@@ -216,49 +227,79 @@ def load_model(
     if not local and (isinstance(name_or_dir, Path) or looks_local(name)):
         raise ModelLoadError(f"no such folder: {name} (a model is a checkpoint folder or a hub name; this path "
                              "does not exist)", file=path)
-    folder = path if local else resolve_hub(name)  # None: transformers fetches it from the hub
+    gguf = find_gguf(path) if local else None
     meta: dict = {}
-    if folder is not None:
-        config = check_folder(folder, trust_remote_code=trust_remote_code)
-        meta = read_meta(folder)
+    extra: dict[str, Any] = {"trust_remote_code": bool(trust_remote_code)}
+    if gguf is not None:  # a GGUF file (or a folder holding one): checked before the long load
+        gguf_architecture(gguf)
+        folder, source = gguf.parent, str(gguf)
+        extra["gguf_file"] = gguf.name
+    else:
+        folder = path if local else resolve_hub(name)  # None: transformers fetches it from the hub
+        if folder is not None:
+            config = check_folder(folder, trust_remote_code=trust_remote_code)
+            meta = read_meta(folder)
+        source = str(folder) if folder is not None else name
 
     torch_dtype = resolve_dtype(dtype, device)
-    source = str(folder) if folder is not None else name
-    extra: dict[str, Any] = {"trust_remote_code": bool(trust_remote_code)}
     kwargs: dict[str, Any] = {_dtype_kwarg(): torch_dtype, **extra}
-    if str(device).startswith("cuda"):
+    if gguf is not None:
+        from transformers import GgufConfig
+
+        kwargs["quantization_config"] = GgufConfig(dequantize=True)  # plain tensors: trainable, saveable
+    on_gpu = str(device).startswith("cuda")
+    if on_gpu:
         kwargs["device_map"] = {"": device}  # load straight onto the GPU
+        kwargs["attn_implementation"] = "sdpa"  # dropped again below where the class has no SDPA
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    with quiet_hf(errors_only=folder is not None):
-        if folder is not None and not config.get("auto_map"):  # custom code (allowed): its own classes decide
+    where = str(folder) if folder is not None else name
+    with quiet_hf(errors_only=folder is not None), (quiet_gguf() if gguf is not None else contextlib.nullcontext()):
+        if gguf is None and folder is not None and not config.get("auto_map"):  # custom code: its classes decide
             check_fits(folder, config)
         try:
-            tokenizer = AutoTokenizer.from_pretrained(source, **extra)
+            tokenizer = AutoTokenizer.from_pretrained(where, **extra)
         except Exception as e:  # noqa: BLE001 - whatever the folder's files make transformers raise
             raise _load_error("the tokenizer of", source, e) from e
+        _check_pad(tokenizer, source)  # before the (long) model load
         try:
-            with warnings.catch_warnings():  # torch's two-line note on an odd pickle; our error says it all
-                warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
-                model, info = AutoModelForCausalLM.from_pretrained(source, output_loading_info=True, **kwargs)
+            model, info = _from_pretrained(AutoModelForCausalLM, where, kwargs)
         except Exception as e:  # noqa: BLE001
-            bad = diagnose_weights(folder) if folder is not None else None
+            bad = diagnose_weights(folder) if folder is not None and gguf is None else None
             raise (bad or _load_error("model", source, e)) from e
     _check_loading_info(info, source)
+    if gguf is not None:
+        strip_quantization(model)
     if "device_map" not in kwargs:
         model.to(device)
     model.eval()
 
     _ensure_pad(model, tokenizer)
     source_kind = "explicit"
-    if prompt is None and answer_format == "recorded" and folder is not None:
+    if prompt is None and answer_format == "recorded" and folder is not None and gguf is None:
         prompt = _prompt_from_meta(meta, folder)
         source_kind = "recorded"
     if prompt is None:
         prompt = PromptFormat.for_model(getattr(model.config, "model_type", ""), name)
         source_kind = "family"
+    if prompt.pending:  # "chat": the pieces come from this tokenizer's chat template
+        prompt = chat_format(tokenizer, source=source, flag="--answer-format")
     return ModelBundle(model=model, tokenizer=tokenizer, prompt=prompt, device=str(device), name=name,
                        path=path.resolve() if local else None, meta=meta, prompt_source=source_kind)
+
+
+def _from_pretrained(auto_cls, where: str, kwargs: dict[str, Any]):
+    """``from_pretrained`` with loading info; on CUDA SDPA attention is asked for, and a model
+    class without SDPA support loads with its default attention instead (silently)."""
+    with warnings.catch_warnings():  # torch's two-line note on an odd pickle; our error says it all
+        warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+        try:
+            return auto_cls.from_pretrained(where, output_loading_info=True, **kwargs)
+        except ValueError as e:
+            if "attn_implementation" not in kwargs or "sdpa" not in str(e).lower():
+                raise
+            rest = {k: v for k, v in kwargs.items() if k != "attn_implementation"}
+            return auto_cls.from_pretrained(where, output_loading_info=True, **rest)
 
 
 def _check_loading_info(info: dict, source: str) -> None:
@@ -297,14 +338,22 @@ def _dtype_kwarg() -> str:
     return "dtype" if (major, minor) >= (4, 56) else "torch_dtype"
 
 
+def _check_pad(tokenizer, source: str) -> None:
+    """A tokenizer needs a pad token or, to pad with, an EOS token. (One with neither once got a
+    new ``<pad>`` token and resized embeddings: a silently changed model. Now it is refused.)"""
+    if tokenizer.pad_token_id is None and tokenizer.eos_token_id is None:
+        raise ModelLoadError(f"the tokenizer of {source} has neither a pad token nor an EOS token; give it one "
+                             "(pad_token or eos_token in its tokenizer_config.json / special_tokens_map.json) and "
+                             "load it again; adding one here would resize the model's embeddings",
+                             file=source, field="pad_token")
+
+
 def _ensure_pad(model, tokenizer) -> None:
-    """Give the tokenizer a pad token and make decoder-only batches pad on the left."""
+    """Pad with the EOS token where the tokenizer has no pad token (padding positions are masked
+    by lengths, never by token id, so pad == EOS keeps every answer's EOS in the loss and in
+    probing) and make decoder-only batches pad on the left. :func:`_check_pad` ran before."""
     if tokenizer.pad_token_id is None:
-        if tokenizer.eos_token_id is not None:
-            tokenizer.pad_token = tokenizer.eos_token
-        else:
-            tokenizer.add_special_tokens({"pad_token": "<pad>"})
-            model.resize_token_embeddings(len(tokenizer))
+        tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = "left"
     if getattr(model.config, "pad_token_id", None) is None:
         model.config.pad_token_id = tokenizer.pad_token_id

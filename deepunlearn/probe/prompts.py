@@ -55,8 +55,10 @@ _PIECES = {
     "gpt2": ("Question: ", "\n Answer:", ""),
     "bare": ("Question: ", "\n", ""),
 }
-#: The named formats: the reference's three and deepunlearn's earlier ``bare`` one.
-FORMAT_NAMES = tuple(_PIECES)
+#: The instruct model's own format, from its tokenizer's chat template (:func:`chat_format`).
+CHAT = "chat"
+#: The named formats: the reference's three, deepunlearn's earlier ``bare`` one and ``chat``.
+FORMAT_NAMES = tuple(_PIECES) + (CHAT,)
 #: The reference's ``model_family`` keys (``config/model_config.yaml``) and their formats.
 _ALIASES = {"llama2-7b": "llama", "llama3-8b": "llama", "gpt2-xl": "gpt2", "question": "bare"}
 _LEGACY_KEYS = {"template", "answer_prefix"}
@@ -122,9 +124,15 @@ class PromptFormat(BaseModel):
     # ------------------------------------------------------------------ constructors
     @classmethod
     def named(cls, name: str) -> "PromptFormat":
-        """A named format: ``llama``, ``phi``, ``gpt2`` (the reference's), ``bare`` (no tag), or
-        a reference model family key (``llama2-7b``, ``llama3-8b``, ``gpt2-xl``)."""
+        """A named format: ``llama``, ``phi``, ``gpt2`` (the reference's), ``bare`` (no tag), a
+        reference model family key (``llama2-7b``, ``llama3-8b``, ``gpt2-xl``), or ``chat``: the
+        instruct model's own format, whose pieces come from its tokenizer's chat template, so
+        ``named("chat")`` is :attr:`pending` until :func:`chat_format` (which ``load_model``
+        calls) resolves it. A model not finetuned here still defaults to its family's
+        (the reference's) format; ``chat`` is asked for with ``--answer-format chat``."""
         key = _ALIASES.get(name.strip().lower(), name.strip().lower())
+        if key == CHAT:  # pieces from a tokenizer: resolved by load_model (chat_format)
+            return cls(name=CHAT, question_start="", question_end="", answer_tag="")
         if key not in _PIECES:
             raise ValueError(f"unknown answer format {name!r}; expected one of: {', '.join(FORMAT_NAMES)}")
         start, end, tag = _PIECES[key]
@@ -192,6 +200,11 @@ class PromptFormat(BaseModel):
         esc = lambda s: s.replace("\\", "\\\\").replace("|", "\\|").replace("\n", "\\n").replace("\t", "\\t")  # noqa: E731
         body = esc(self.question_start) + "{question}" + esc(self.question_end)
         return body + ("|" + esc(self.answer_tag) if self.answer_tag else "")
+
+    @property
+    def pending(self) -> bool:
+        """True for ``chat`` before a tokenizer gave it its pieces (all three empty)."""
+        return self.name == CHAT and self.pieces == ("", "", "")
 
     @property
     def pieces(self) -> tuple[str, str, str]:

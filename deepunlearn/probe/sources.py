@@ -152,6 +152,8 @@ def check_folder(path: Path, *, trust_remote_code: bool = False) -> dict:
             docs[fname] = load_json(f, error=ModelLoadError)
             if not isinstance(docs[fname], dict):
                 raise ModelLoadError(f"{f}: expected a JSON object", file=f)
+    if not docs["config.json"].get("auto_map"):  # custom code brings its own architecture
+        check_model_type(path / "config.json", docs["config.json"])
     if not trust_remote_code:
         for fname in ("config.json", "tokenizer_config.json"):
             auto = docs.get(fname, {}).get("auto_map")
@@ -162,6 +164,34 @@ def check_folder(path: Path, *, trust_remote_code: bool = False) -> dict:
                     "pass --trust-remote-code (trust_remote_code=True) to allow it",
                     file=path / fname, field="auto_map")
     return docs["config.json"]
+
+
+#: Architectures named in an "unknown architecture" error (when none is close to the bad one).
+COMMON_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "phi", "gpt2", "gpt_neox", "olmo2")
+
+
+def check_model_type(config_file: Path, config: dict) -> None:
+    """Refuse a ``config.json`` whose ``model_type`` transformers does not know, naming the
+    closest ones it does (and how many it knows): "unknown architecture 'foo'; transformers
+    knows ...". A config without ``model_type`` is left to transformers."""
+    if "model_type" not in config:
+        return
+    mt = config["model_type"]
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    if isinstance(mt, str) and mt in CONFIG_MAPPING_NAMES:
+        return
+    import difflib
+
+    import transformers
+
+    known = sorted(CONFIG_MAPPING_NAMES)
+    close = difflib.get_close_matches(str(mt), known, n=5, cutoff=0.6)
+    names = close or [a for a in COMMON_ARCHS if a in CONFIG_MAPPING_NAMES]
+    raise ModelLoadError(
+        f"{config_file}: unknown architecture {mt!r} (model_type); transformers {transformers.__version__} knows "
+        f"{len(known)} architectures, {'the closest being' if close else 'e.g.'} {', '.join(names)}",
+        file=config_file, field="model_type")
 
 
 def first_line(e: BaseException, limit: int = 240) -> str:
