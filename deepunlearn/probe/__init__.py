@@ -9,12 +9,19 @@ Public API (torch is imported only when a function runs)::
     quiet_hf() -> context manager (transformers/huggingface_hub progress bars off, restored after)
     build_tiny_model(kb, out_dir, *, seed=0, hidden=512, layers=2, heads=8, arch="llama", prompt=None) -> Path
     PromptFormat.named(name) / .for_model(model_type, name) / .parse(spec) -> PromptFormat
+    chat_format(tokenizer, *, source="the tokenizer", flag=None) -> PromptFormat  ("chat", from the chat template)
+    find_gguf(path) -> Path | None; gguf_summary(file) -> dict  (GGUF header only)
+    import_gguf(file, out_dir, *, dtype="fp32", force=False, bundle=None) -> dict
+    model_info(name, *, trust_remote_code=False) -> dict  (no weights loaded)
     probe(bundle, kb, fact_ids=None, *, mode="exact", batch_size=64, model_fn=None, progress=True) -> ProbeResult
     cached_probe(bundle, kb, *, mode="exact", cache_dir=None, **kw) -> ProbeResult
 """
 
 from .cache import cached_probe, default_cache_dir
+from .chat import chat_format
 from .fingerprint import check_trained_on, kb_fingerprint, model_fingerprint, weights_fingerprint
+from .gguf import find_gguf, gguf_summary
+from .model_cli import import_gguf, model_info
 from .models import ModelBundle, ModelLoadError, check_device, load_model, quiet_hf, read_meta, save_bundle
 from .probing import ProbeResult, logits_fn, probe
 from .protocol import PROTOCOL_NAMES, Protocol, get_protocol
@@ -23,7 +30,7 @@ from .tiny import build_tiny_model
 
 __all__ = [
     "FORMAT_NAMES", "ModelBundle", "ModelLoadError", "PROTOCOL_NAMES", "ProbeResult", "PromptFormat", "Protocol", "get_protocol",
-    "build_tiny_model", "cached_probe", "check_device", "check_trained_on", "quiet_hf", "default_cache_dir", "encode_pair", "encode_pairs",
+    "build_tiny_model", "cached_probe", "chat_format", "find_gguf", "gguf_summary", "import_gguf", "model_info", "check_device", "check_trained_on", "quiet_hf", "default_cache_dir", "encode_pair", "encode_pairs",
     "kb_fingerprint", "left_pad", "load_model", "logits_fn", "model_fingerprint", "probe",
     "question_ids", "read_meta", "save_bundle", "weights_fingerprint",
 ]
