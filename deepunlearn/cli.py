@@ -29,6 +29,7 @@ LAYER_CLIS = (
     "deepunlearn.probe.cli",
     "deepunlearn.unlearn.finetune_cli",
     "deepunlearn.unlearn.unlearn_cli",
+    "deepunlearn.unlearn.plan_cli",
     "deepunlearn.bench.cli",
 )
 
