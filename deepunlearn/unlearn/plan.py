@@ -25,9 +25,11 @@ snapshot            the original weights (full mode) on the GPU when ``snapshot_
                     on CPU (the default) it is host memory: ``host_gib``
 activations         saved for backward: ``batch x seq x layers x per-layer``, per layer and token
                     ``d (6 h + 4 kv + 4 I) + 4 h`` bytes for gated MLPs (Llama, Qwen, Gemma, OLMo,
-                    Mistral), ``d (10 h + 4 kv + 4 I)`` otherwise (GPT-2, Phi, GPT-NeoX, with
-                    dropout masks), ``4 h`` for the float32 norm of half-precision models; measured
-                    with saved-tensor hooks (tests/unlearn/test_unlearn_plan.py)
+                    Mistral), ``d (10 h + 4 kv + 4 I)`` otherwise (GPT-2 with its dropout masks;
+                    an upper bound for Phi, 27 h, and GPT-NeoX, 18 h, at I = 4 h), plus ``4 h`` for
+                    the float32 norm of half-precision models; measured with saved-tensor hooks
+                    (tests/unlearn/test_unlearn_plan.py). Attention keeps no ``T x T`` matrix (SDPA /
+                    flash attention on a GPU)
 logits              the loss's logits: ``batch x seq x vocab x (d + 12)`` (the model's, a float32
                     copy, its log-softmax and the gradients)
 probe               one probe batch: ``probe_batch x`` :func:`~deepunlearn.probe.batching.probe_row_bytes`
