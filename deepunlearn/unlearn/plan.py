@@ -233,9 +233,22 @@ class Skeleton:
     gated: bool
 
 
+_SKELETONS: dict[tuple[str, int | None], Skeleton] = {}
+
+
 def skeleton(config: Any, *, lora_r: int | None = None, source: str = "config") -> Skeleton:
     """Build the model on the ``meta`` device and count (tied tensors once); with ``lora_r``,
-    also peft's default LoRA adapter of that rank for the architecture."""
+    also peft's default LoRA adapter of that rank for the architecture. Remembered per config
+    (a sweep plans every method of a model; the fix re-plans)."""
+    key = (config.to_json_string(use_diff=False), lora_r)
+    if key not in _SKELETONS:
+        if len(_SKELETONS) > 32:
+            _SKELETONS.clear()
+        _SKELETONS[key] = _skeleton(config, lora_r, source)
+    return _SKELETONS[key]
+
+
+def _skeleton(config: Any, lora_r: int | None, source: str) -> Skeleton:
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -362,10 +375,17 @@ def _plan(name, config, sk: Skeleton, method: str, *, lora: bool, lora_r: int, d
     return plan
 
 
-def suggest_fix(plan: MemoryPlan, config: Any, sk: Skeleton | None, limit: int) -> str:
+#: how :func:`suggest_fix` names each change (the CLI's flags); a sweep names its config fields
+FIX_NAMES = {"lora": "LoRA (--lora)", "batch": "a smaller batch (--batch {})",
+             "probe_batch": "a smaller probe batch (--probe-batch {})"}
+
+
+def suggest_fix(plan: MemoryPlan, config: Any, sk: Skeleton | None, limit: int,
+                names: dict[str, str] | None = None) -> str:
     """What makes ``plan`` fit ``limit`` bytes, best first: LoRA (for a method that has it),
     8-bit AdamW (only when bitsandbytes is installed), a smaller batch or probe batch; else that
-    nothing does."""
+    nothing does. ``names`` overrides :data:`FIX_NAMES` (a change named ``""`` is not offered)."""
+    names = {**FIX_NAMES, **(names or {})}
     if sk is None:
         sk = skeleton(config, lora_r=plan.options["lora_r"])
     o = plan.options
@@ -374,16 +394,14 @@ def suggest_fix(plan: MemoryPlan, config: Any, sk: Skeleton | None, limit: int) 
                 adam8bit=o["adam8bit"], fix_for=None)
     gib = lambda q: f"{q.peak_gib:.1f} GiB"  # noqa: E731
     tries: list[tuple[str, dict]] = []
-    if not plan.lora and plan.method != "finetune":
-        tries.append(("LoRA (--lora)", {"lora": True}))
+    if not plan.lora and plan.method != "finetune" and names["lora"]:
+        tries.append((names["lora"], {"lora": True}))
     if not o["adam8bit"] and bitsandbytes_installed():
         tries.append(("8-bit AdamW (bitsandbytes)", {"adam8bit": True}))
-    for b in (plan.batch // 2, plan.batch // 4, 1):
-        if 1 <= b < plan.batch:
-            tries.append((f"a smaller batch (--batch {b})", {"batch": b}))
-    for pb in (plan.probe_batch // 4, 1):
-        if 1 <= pb < plan.probe_batch:
-            tries.append((f"a smaller probe batch ({pb})", {"probe_batch": pb}))
+    for key, now in (("batch", plan.batch), ("probe_batch", plan.probe_batch)):
+        for b in sorted({now // 2, now // 8, 1}, reverse=True):
+            if names[key] and 1 <= b < now:
+                tries.append((names[key].format(b), {key: b}))
     ok, best = [], None
     for label, change in tries:
         need_sk = sk if change.get("lora", plan.lora) == plan.lora else skeleton(config, lora_r=o["lora_r"])
