@@ -186,9 +186,14 @@ def _gguf_config(path: Path, flag: str):
 
     from ..probe.sources import first_line
 
+    import struct
+
     try:
         return AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
-    except Exception as e:  # noqa: BLE001 - truncated, not GGUF, an architecture transformers cannot read
+    except struct.error:  # the header ends before its fields do
+        raise PlanError(f"{path}: a truncated or corrupt GGUF file (its header ends early)", file=path,
+                        field=flag) from None
+    except Exception as e:  # noqa: BLE001 - not GGUF, an architecture transformers cannot read
         raise PlanError(f"{path}: cannot read the model config from this GGUF file ({first_line(e)})",
                         file=path, field=flag) from None
 
@@ -336,7 +341,7 @@ def _plan(name, config, sk: Skeleton, method: str, *, lora: bool, lora_r: int, d
         "activations": activation_bytes(dims, batch=batch, seq=seq, dtype_bytes=d, gated=sk.gated),
         "logits": batch * seq * dims["vocab"] * (d + 12),
         "probe": probe_batch * probe_row_bytes(config, dtype_bytes=d, seq=seq, mode=probe_mode,
-                                               model_fn=method == "whp" and not lora),
+                                               model_fn=method == "whp"),  # WHP mixes two distributions
         "cuda_context": CUDA_CONTEXT,
     }
     snap = 0 if (lora or finetune) else n_all * d + sk.buffer_bytes

@@ -71,6 +71,7 @@ def test_methods_keep_their_copies(capsys):
     assert tv_same["parts"]["snapshot"] == pytest.approx(w) and tv_same["host_gib"] == 0
     assert whp_lora["parts"]["method_copy"] == 0
     assert whp["parts"]["probe"] > 5 * tv["parts"]["probe"]  # WHP probes every position in float64
+    assert whp_lora["parts"]["probe"] == whp["parts"]["probe"]  # adapter on/off: two distributions too
 
 
 def test_tied_embeddings_count_once_and_finetune_is_float32(capsys):
@@ -109,6 +110,19 @@ def test_missing_path_and_bad_method(tmp_path, capsys):
     empty.mkdir()
     assert main(["plan", "--model", str(empty), "--method", "ga"]) == 1
     assert "no config.json" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("data,needle", [
+    (b"not a gguf file at all", "does not start with the GGUF magic bytes"),
+    (b"GGUF\x03\x00\x00\x00\x01\x00", "a truncated or corrupt GGUF file"),
+])
+def test_bad_gguf_is_one_clear_line(tmp_path, capsys, data, needle):
+    f = tmp_path / "model.gguf"
+    f.write_bytes(data)
+    code = main(["plan", "--model", str(f), "--method", "ga", "--json"])
+    cap = capsys.readouterr()
+    assert code == 1 and cap.err.count("\n") == 1 and needle in cap.err and str(f) in cap.err
+    assert json.loads(cap.out)["file"] == str(f)
 
 
 @pytest.mark.parametrize("arch,dtype", [("llama", "float32"), ("llama", "bfloat16"), ("gpt2", "float32")])
