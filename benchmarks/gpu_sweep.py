@@ -123,10 +123,9 @@ def build_bundle(kb, shape: str, device, dtype, seed: int):
     cfg = LlamaConfig(vocab_size=len(tok), max_position_embeddings=256, tie_word_embeddings=False,
                       bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
                       **CONFIGS[shape])
-    cfg._attn_implementation = "sdpa"
     torch.manual_seed(seed)
     with torch.device(device):
-        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype)
+        model = AutoModelForCausalLM.from_config(cfg, dtype=dtype, attn_implementation="sdpa")
     model.eval()
     model.generation_config.pad_token_id = tok.pad_token_id
     model.generation_config.eos_token_id = tok.eos_token_id
@@ -194,6 +193,18 @@ def main(argv: list[str] | None = None) -> dict:
 
     kb = load_kb_arg(args.kb)
     targets = pick_targets(kb, args.targets)
+    if cuda:  # refuse at once what cannot fit, naming the fix (the sweep's own check does the same)
+        from deepunlearn.probe.batching import cuda_free_bytes
+        from deepunlearn.unlearn.plan import suggest_fix
+
+        shape = {**CONFIGS[args.config], "model_type": "llama", "vocab_size": 512, "tie_word_embeddings": False}
+        free = cuda_free_bytes(device)
+        worst = max((plan_memory(shape, m, lora=args.lora, dtype=dtype_name, probe_batch=1, snapshot_device="same",
+                                 fix_for=None) for m in methods), key=lambda p: p.peak)
+        if worst.peak > free:
+            fix = suggest_fix(worst, worst_config(shape), None, free)
+            raise SystemExit(f"gpu_sweep: --config {args.config} needs {worst.peak_gib:.1f} GiB ({worst.method}), "
+                             f"{free / GiB:.1f} GiB are free; fix: {fix}")
     t_build = time.perf_counter()
     bundle, cfg = build_bundle(kb, args.config, device, dtype, args.seed)
     n_params = sum(p.numel() for p in bundle.model.parameters())
@@ -292,6 +303,12 @@ def main(argv: list[str] | None = None) -> dict:
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")
     return result
+
+
+def worst_config(shape: dict):
+    from deepunlearn.unlearn.plan import load_config
+
+    return load_config(shape)[1]
 
 
 def _encoded(bundle, kb):
