@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, metavar="MODEL",
                    help="config.json, checkpoint folder, .gguf file, hub name or preset name")
-    p.add_argument("--method", required=True, choices=PLAN_METHODS, type=str.lower)
+    p.add_argument("--method", required=True, choices=PLAN_METHODS, type=str.lower,
+                   help="the run to plan: an unlearning method, or finetune (full AdamW)")
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter instead of the full weights")
     p.add_argument("--lora-r", type=positive_int, default=8, metavar="R", help="LoRA rank (default 8)")
     p.add_argument("--dtype", choices=tuple(DTYPE_BYTES), default="bf16", help="model dtype (default bf16)")
@@ -41,7 +42,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"tokens per question/answer (default {DEFAULT_SEQ})")
     p.add_argument("--probe-batch", type=positive_int, default=DEFAULT_PROBE_BATCH, metavar="N",
                    help=f"facts per probe batch (default {DEFAULT_PROBE_BATCH})")
-    p.add_argument("--probe-mode", choices=("exact", "generate"), default="exact")
+    p.add_argument("--probe-mode", choices=("exact", "generate"), default="exact",
+                   help="how facts are probed (generate also keeps a KV cache; default exact)")
     p.add_argument("--snapshot-device", choices=("cpu", "same"), default="cpu",
                    help="where the original weights are kept (default cpu: host memory)")
     add_json(p)

@@ -99,6 +99,17 @@ def test_bad_config_is_one_clear_line(tmp_path, capsys, text, field, needle):
     assert obj["file"] == str(f) and obj["field"] == field and needle in obj["error"]
 
 
+def test_every_plan_flag_has_help():
+    import argparse
+
+    from deepunlearn.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    plan = sub.choices["plan"]
+    assert [a.option_strings for a in plan._actions if a.option_strings and not a.help] == []
+    assert "llama-2-7b" in plan.format_help()
+
+
 def test_missing_path_and_bad_method(tmp_path, capsys):
     code = main(["plan", "--model", str(tmp_path / "nope"), "--method", "ga"])
     err = capsys.readouterr().err.strip()
