@@ -30,6 +30,7 @@ LAYER_CLIS = (
     "deepunlearn.probe.model_cli",
     "deepunlearn.unlearn.finetune_cli",
     "deepunlearn.unlearn.unlearn_cli",
+    "deepunlearn.unlearn.plan_cli",
     "deepunlearn.bench.cli",
 )
 

@@ -13,6 +13,8 @@ models (issue 11, items 5 and 6).
   sha256 of ``config.json`` and of the safetensors index. Re-saving a checkpoint changes it;
   reading one does not. A hub name is identified by its snapshot in the local HF cache, when
   there is one, else by its name.
+* :func:`check_fit` refuses, before a model is loaded onto a GPU, a sweep whose memory plan
+  (:mod:`deepunlearn.unlearn.plan`) does not fit the GPU's free memory (issue 12, item 5).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from ..errors import UserError
 from .store import StoreError
 
 try:  # POSIX only; elsewhere the folder is not locked (documented, not silently wrong: see acquire)
@@ -169,3 +172,73 @@ def record_models(store: Any, models: dict[str, str]) -> dict[str, dict[str, Any
     ids = {name: model_identity(path) for name, path in models.items()}
     store.set_meta({f"model_identity:{name}": identity_digest(i) for name, i in ids.items()})
     return ids
+
+
+# --------------------------------------------------------------------------------------------- memory fit
+
+
+class ModelFitError(UserError):
+    """A model the sweep would load cannot fit the GPU: the message names the model, the planned
+    and the available memory, and the fix."""
+
+
+def gpu_free_bytes(device: str) -> int:
+    """Free memory of a CUDA device as torch can use it (only called for a CUDA device)."""
+    from ..probe.batching import cuda_free_bytes
+
+    return cuda_free_bytes(device)
+
+
+#: how the fix is named in a sweep: its config fields (the training batch is one target: not offered)
+SWEEP_FIX_NAMES = {"lora": "LoRA (lora = true in the config)", "batch": "",
+                   "probe_batch": "a smaller probe batch (batch_size = {} in the config)"}
+
+
+def check_fit(name: str, path: str, *, methods: Any, lora: bool, dtype: str | None = None,
+              device: str | None = None, batch_size: Any = 64, free_bytes: int | None = None) -> dict[str, Any] | None:
+    """Refuse a model that cannot fit the GPU it is about to be loaded on.
+
+    For every method of the sweep that :func:`~deepunlearn.unlearn.plan.plan_memory` knows (ga,
+    npo, tv, whp), plan the run from the model's config (no weights are read) with the sweep's
+    ``lora`` setting and probe batch (one row when it is sized to memory), and compare the largest
+    peak with the GPU's free memory (``torch.cuda.mem_get_info``; ``free_bytes`` injects it). Too
+    large: :class:`ModelFitError` naming the model, planned and available GiB and the fix.
+    Returns ``{"planned_gib", "available_gib", "method"}`` when it fits.
+
+    On CPU (``device`` cpu, or None on a machine without CUDA) there is no check and CUDA is
+    never touched: host memory is not planned.
+    """
+    from ..unlearn.plan import DTYPE_BYTES, GiB, PLAN_METHODS, PlanError, plan_memory, suggest_fix
+
+    if device is None and free_bytes is None:
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device is None or not str(device).startswith("cuda"):
+        return None
+    todo = [m for m in methods if m in PLAN_METHODS and m != "finetune"]
+    if not todo:
+        return None
+    dt = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}.get(
+        str(dtype or "bf16").lower().removeprefix("torch."), str(dtype or "bf16").lower())
+    if dt not in DTYPE_BYTES:
+        dt = "bf16"
+    probe_batch = batch_size if isinstance(batch_size, int) and not isinstance(batch_size, bool) else 1
+    try:
+        plans = [plan_memory(path, m, lora=lora, dtype=dt, probe_batch=probe_batch, fix_for=None) for m in todo]
+    except PlanError as e:
+        raise ModelFitError(f"model {name!r}: cannot plan its memory before loading it: {e}", file=path,
+                            field=f"models.{name}") from None
+    worst = max(plans, key=lambda p: p.peak)
+    free = gpu_free_bytes(str(device)) if free_bytes is None else int(free_bytes)
+    if worst.peak > free:
+        from ..unlearn.plan import load_config
+
+        _, config = load_config(path)
+        fix = suggest_fix(worst, config, None, free, names=SWEEP_FIX_NAMES)
+        mode = "LoRA" if lora else "full weights"
+        raise ModelFitError(
+            f"model {name!r} ({path}) does not fit {device}: the sweep ({', '.join(todo)}; {mode}, {dt}) needs "
+            f"{worst.peak_gib:.1f} GiB at its peak ({worst.method}), {free / GiB:.1f} GiB are free; fix: {fix}",
+            file=path, field=f"models.{name}")
+    return {"planned_gib": round(worst.peak_gib, 3), "available_gib": round(free / GiB, 3), "method": worst.method}

@@ -59,6 +59,8 @@ class WorkSpec:
     cache_dir: str | None = None
     threads: int | None = None
     runner_options: dict[str, Any] = field(default_factory=dict)
+    #: the sweep's methods (the memory fit check plans them before a model is loaded)
+    methods: tuple[str, ...] = ()
 
 
 class ModelWorker:
@@ -101,6 +103,11 @@ class ModelWorker:
         from .config import prompt_format
 
         m = self.spec.models[model]
+        from .guard import check_fit
+
+        # on CUDA: refuse a model whose plan does not fit the free memory, before loading it
+        check_fit(model, m["path"], methods=self.spec.methods, lora=self.spec.lora, dtype=m.get("dtype"),
+                  device=m.get("device"), batch_size=self.spec.batch_size)
         from .progress import quiet_library_bars
 
         with quiet_library_bars():  # their bars inside the sweep's bar wrote ESC[A

@@ -337,5 +337,5 @@ def _work_spec(cfg: SweepConfig, kb: KnowledgeBase) -> WorkSpec:
         kb=to_dict(kb),
         models={m.name: {**m.model_dump(mode="json"), "run": run(m)} for m in cfg.models},
         rules=cfg.rules, seeds=cfg.seeds, batch_size=cfg.batch_size, lora=cfg.lora, cache_dir=str(cfg.cache_path),
-        threads=cfg.threads,
+        threads=cfg.threads, methods=tuple(cfg.methods),
     )

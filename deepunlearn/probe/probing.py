@@ -204,7 +204,7 @@ def probe(
     fact_ids: Iterable[int] | None = None,
     *,
     mode: Mode = "exact",
-    batch_size: int = 64,
+    batch_size: int | str | None = None,
     model_fn: Callable | None = None,
     progress: bool = True,
 ) -> ProbeResult:
@@ -222,14 +222,17 @@ def probe(
     ids and decoded with Hugging Face ``generate`` and its KV cache. Runs in inference mode and
     eval mode and restores train mode.
 
-    The result keeps the order of ``fact_ids``.
+    ``batch_size``: facts per forward pass; ``None`` or ``"auto"`` (default) sizes batches to the
+    free memory on CUDA (:func:`~deepunlearn.probe.batching.resolve_batch_size`) and takes 64 on
+    CPU. The result keeps the order of ``fact_ids``.
     """
     import torch
 
     if mode not in MODES:
         raise ValueError(f"unknown probe mode {mode!r}: expected one of {MODES}")
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    if batch_size is not None and batch_size != "auto" and (
+            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"batch_size must be a positive integer, None or 'auto', got {batch_size!r}")
     n_facts = len(kb.facts)
     ids = np.arange(n_facts, dtype=np.int64) if fact_ids is None else np.asarray(list(fact_ids), dtype=np.int64)
     bad = ids[(ids < 0) | (ids >= n_facts)]
@@ -251,6 +254,11 @@ def probe(
     was_training = model.training
     model.eval()
     device = _model_device(bundle)
+    from .batching import resolve_batch_size
+
+    longest = max((len(p) + len(a) for p, a in rows), default=1) + (MAX_NEW_TOKENS if mode == "generate" else 0)
+    batch_size = resolve_batch_size(batch_size, model, device, positions=max((len(a) for _, a in rows), default=0) + 1,
+                                    seq=longest, mode=mode, model_fn=model_fn is not None)
     default_fn = logits_fn(model)
     pad = bundle.pad_id
     from tqdm.auto import tqdm

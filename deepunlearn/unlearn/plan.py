@@ -1,0 +1,303 @@
+"""A memory plan: the peak GPU memory of a run of this code, from the model's config alone
+(issue 12, item 5). ``deepunlearn plan`` prints it; a sweep on CUDA checks it before loading a
+model (:func:`deepunlearn.bench.guard.check_fit`).
+
+The model is built on the ``meta`` device (no memory for values) to count its parameters exactly
+(tied embeddings once) and, in LoRA mode, peft's default adapter for the architecture is applied
+to it (:class:`~deepunlearn.unlearn.snapshot.LoraAdapter` does the same on the real model).
+Parts, in bytes, following what :meth:`Session.descend <deepunlearn.unlearn.methods.Session.descend>`,
+the methods, the loop and the probe do (``N`` parameters, ``n`` trainable ones, ``d`` bytes of
+the dtype):
+
+==================  =====================================================================
+weights             ``N d`` (plus buffers)
+gradients           ``n d`` while the backward pass runs (``4 n`` for LoRA adapters, which peft
+                    keeps in float32, and for finetuning, which trains a float32 copy under autocast)
+master_weights      ``4 n`` float32 copies of half-precision trainable parameters
+master_gradients    ``4 n`` float32 gradients the optimizer steps on (they stay until the next
+                    step, so also while GA/NPO probe a grid point)
+adamw_states        ``8 n`` exp_avg and exp_avg_sq, float32 (``2 n`` with 8-bit AdamW)
+adamw_step_temp     ``4 n`` torch's foreach AdamW on CUDA takes ``sqrt(exp_avg_sq)`` of every
+                    tensor at once
+method_copy         WHP: a deepcopy of the reinforced model (``N d``, GPU) while probing; TV:
+                    the reinforced weights on the snapshot's device; none in LoRA mode
+snapshot            the original weights (full mode) on the GPU when ``snapshot_device="same"``;
+                    on CPU (the default) it is host memory: ``host_gib``
+activations         saved for backward: ``batch x seq x layers x per-layer``, per layer and token
+                    ``d (6 h + 4 kv + 4 I) + 4 h`` bytes for gated MLPs (Llama, Qwen, Gemma, OLMo,
+                    Mistral), ``d (10 h + 4 kv + 4 I)`` otherwise (GPT-2 with its dropout masks;
+                    an upper bound for Phi, 27 h, and GPT-NeoX, 18 h, at I = 4 h), plus ``4 h`` for
+                    the float32 norm of half-precision models; measured with saved-tensor hooks
+                    (tests/unlearn/test_unlearn_plan.py). Attention keeps no ``T x T`` matrix (SDPA /
+                    flash attention on a GPU)
+logits              the loss's logits: ``batch x seq x vocab x (d + 12)`` (the model's, a float32
+                    copy, its log-softmax and the gradients)
+probe               one probe batch: ``probe_batch x`` :func:`~deepunlearn.probe.batching.probe_row_bytes`
+cuda_context        :data:`CUDA_CONTEXT` (context, cuBLAS workspaces; not in ``max_memory_allocated``)
+==================  =====================================================================
+
+Three phases can be the peak: ``train`` (the backward pass), ``step`` (the optimizer step) and
+``probe`` (a grid point being probed). ``peak_gib`` is the largest plus ``cuda_context``.
+Allocator fragmentation is not modelled: keep ~10 % spare.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..probe.batching import config_dims, probe_row_bytes
+from .plan_config import PRESETS, PlanError, config_from_dict, load_config  # noqa: F401 - the public API
+
+GiB = 1 << 30
+#: GPU sizes the verdicts are given for, in GiB (RTX 4090 / A100-40 / A100-80, H100 / H200)
+CARDS = (24, 40, 80, 141)
+#: the CUDA context and library workspaces: memory the GPU loses that torch does not report
+CUDA_CONTEXT = GiB // 2
+PLAN_METHODS = ("ga", "npo", "tv", "whp", "finetune")
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+#: training batch per method when not given: one target's question/answer, or the paper's
+#: finetuning batch
+DEFAULT_BATCH = {"finetune": 16}
+DEFAULT_SEQ = 64
+DEFAULT_PROBE_BATCH = 64
+
+
+@dataclass
+class MemoryPlan:
+    """The plan of one run; ``parts`` and the phases in bytes (:meth:`to_json` gives GiB)."""
+
+    model: str
+    model_type: str
+    method: str
+    dtype: str
+    lora: bool
+    params: int
+    trainable: int
+    batch: int
+    seq: int
+    probe_batch: int
+    parts: dict[str, int]
+    phases: dict[str, int]
+    host: int
+    options: dict[str, Any] = field(default_factory=dict)
+    fix: str | None = None
+
+    @property
+    def peak(self) -> int:
+        return max(self.phases.values()) + self.parts["cuda_context"]
+
+    @property
+    def peak_gib(self) -> float:
+        return self.peak / GiB
+
+    def fits(self, gib: float) -> bool:
+        return self.peak <= gib * GiB
+
+    def to_json(self) -> dict[str, Any]:
+        g = lambda b: round(b / GiB, 3)  # noqa: E731
+        return {
+            "model": self.model, "model_type": self.model_type, "method": self.method, "lora": self.lora,
+            "params": self.params, "trainable": self.trainable, "dtype": self.dtype, "batch": self.batch,
+            "seq": self.seq, "probe_batch": self.probe_batch, "peak_gib": g(self.peak),
+            "peak_phase": max(self.phases, key=self.phases.get), "parts": {k: g(v) for k, v in self.parts.items()},
+            "phases": {k: g(v) for k, v in self.phases.items()}, "host_gib": g(self.host),
+            "fits": {str(c): self.fits(c) for c in CARDS}, "fix": self.fix,
+        }
+
+
+# --------------------------------------------------------------------------------------------- counting
+
+
+@dataclass
+class Skeleton:
+    """What the meta-device model says: parameters, LoRA parameters, buffer bytes, MLP kind."""
+
+    params: int
+    lora: int
+    buffer_bytes: int
+    gated: bool
+
+
+_SKELETONS: dict[tuple[str, int | None], Skeleton] = {}
+
+
+def skeleton(config: Any, *, lora_r: int | None = None, source: str = "config") -> Skeleton:
+    """Build the model on the ``meta`` device and count (tied tensors once); with ``lora_r``,
+    also peft's default LoRA adapter of that rank for the architecture. Remembered per config
+    (a sweep plans every method of a model; the fix re-plans)."""
+    key = (config.to_json_string(use_diff=False), lora_r)
+    if key not in _SKELETONS:
+        if len(_SKELETONS) > 32:
+            _SKELETONS.clear()
+        _SKELETONS[key] = _skeleton(config, lora_r, source)
+    return _SKELETONS[key]
+
+
+def _skeleton(config: Any, lora_r: int | None, source: str) -> Skeleton:
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from ..probe.sources import first_line
+
+    try:
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(config)
+    except Exception as e:  # noqa: BLE001 - a config transformers cannot build as a causal LM
+        raise PlanError(f"{source}: not a causal-LM config transformers can build ({first_line(e)})",
+                        file=source) from None
+    n = sum(p.numel() for p in model.parameters())
+    buffers = sum(b.numel() * b.element_size() for b in model.buffers())
+    gated = any(name.endswith(("gate_proj", "gate_up_proj")) for name, _ in model.named_modules())
+    n_lora = 0
+    if lora_r:
+        from peft import LoraConfig
+        from peft.tuners.lora import LoraModel
+
+        try:
+            with torch.device("meta"):
+                LoraModel(model, LoraConfig(r=lora_r, lora_alpha=2 * lora_r, task_type="CAUSAL_LM"), "plan")
+        except Exception as e:  # noqa: BLE001 - peft has no default target modules for this architecture
+            raise PlanError(f"{source}: peft cannot apply LoRA to {config.model_type!r} ({first_line(e)})",
+                            file=source) from None
+        n_lora = sum(p.numel() for name, p in model.named_parameters() if "lora_" in name)
+    return Skeleton(params=n, lora=n_lora, buffer_bytes=buffers, gated=gated)
+
+
+def activation_bytes(dims: dict[str, int], *, batch: int, seq: int, dtype_bytes: int, gated: bool) -> int:
+    """Saved activations of one training forward (module docstring), logits excluded."""
+    h, kv, inter = dims["hidden"], dims["kv"], dims["intermediate"]
+    per_token_layer = dtype_bytes * ((6 if gated else 10) * h + 4 * kv + 4 * inter)
+    if dtype_bytes < 4:
+        per_token_layer += 4 * h
+    return batch * seq * dims["layers"] * per_token_layer
+
+
+def bitsandbytes_installed() -> bool:
+    return importlib.util.find_spec("bitsandbytes") is not None
+
+
+def plan_memory(model: Any, method: str, *, lora: bool = False, lora_r: int = 8, dtype: str = "bf16",
+                batch: int | None = None, seq: int = DEFAULT_SEQ, probe_batch: int = DEFAULT_PROBE_BATCH,
+                probe_mode: str = "exact", snapshot_device: str = "cpu", adam8bit: bool = False,
+                fix_for: float | None = 80, flag: str = "--model") -> MemoryPlan:
+    """The memory plan of ``method`` (:data:`PLAN_METHODS`) on ``model`` (anything
+    :func:`load_config` takes). ``fix_for``: GiB the run should fit; when it does not, ``fix``
+    names what makes it fit (LoRA, 8-bit AdamW when bitsandbytes is installed, a smaller batch)."""
+    method = method.lower()
+    if method not in PLAN_METHODS:
+        raise PlanError(f"unknown method {method!r}; expected one of {', '.join(PLAN_METHODS)}", field="--method")
+    if dtype not in DTYPE_BYTES:
+        raise PlanError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPE_BYTES)}", field="--dtype")
+    if lora and method == "finetune":
+        raise PlanError("finetune trains the full weights (no LoRA mode)", field="--lora")
+    name, config = load_config(model, flag=flag)
+    sk = skeleton(config, lora_r=lora_r if lora else None, source=name)
+    return _plan(name, config, sk, method, lora=lora, lora_r=lora_r, dtype=dtype,
+                 batch=batch or DEFAULT_BATCH.get(method, 1), seq=seq, probe_batch=probe_batch, probe_mode=probe_mode,
+                 snapshot_device=snapshot_device, adam8bit=adam8bit, fix_for=fix_for)
+
+
+def _plan(name, config, sk: Skeleton, method: str, *, lora: bool, lora_r: int, dtype: str, batch: int, seq: int,
+          probe_batch: int, probe_mode: str, snapshot_device: str, adam8bit: bool, fix_for: float | None) -> MemoryPlan:
+    dims = config_dims(config)
+    d = DTYPE_BYTES[dtype]
+    n_all, n = sk.params, (sk.lora if lora else sk.params)
+    finetune = method == "finetune"
+    weights = n_all * (4 if finetune else d) + sk.buffer_bytes  # finetune: model.float(), autocast
+    # trainable tensors: float32 when finetuning (model.float()) and for LoRA adapters (peft keeps
+    # half-precision adapters in float32), else the model's dtype with float32 master copies
+    td = 4 if (finetune or lora) else d
+    masters = 4 * n if td < 4 else 0
+    state_bytes = 4 if (masters or td == 4) else td
+    parts = {
+        "weights": weights,
+        "gradients": n * td,
+        "master_weights": masters,
+        "master_gradients": 4 * n if masters else 0,
+        "adamw_states": (2 if adam8bit else 2 * state_bytes) * n,
+        "adamw_step_temp": 0 if adam8bit else state_bytes * n,
+        "method_copy": 0,
+        "snapshot": 0,
+        "activations": activation_bytes(dims, batch=batch, seq=seq, dtype_bytes=d, gated=sk.gated),
+        "logits": batch * seq * dims["vocab"] * (d + 12),
+        "probe": probe_batch * probe_row_bytes(config, dtype_bytes=d, seq=seq, mode=probe_mode,
+                                               model_fn=method == "whp"),  # WHP mixes two distributions
+        "cuda_context": CUDA_CONTEXT,
+    }
+    snap = 0 if (lora or finetune) else n_all * d + sk.buffer_bytes
+    host = 0
+    if snap:
+        if snapshot_device == "same":
+            parts["snapshot"] = snap
+        else:
+            host += snap
+    if not lora and method == "whp":
+        parts["method_copy"] = weights
+    elif not lora and method == "tv":
+        if snapshot_device == "same":
+            parts["method_copy"] = n_all * d
+        else:
+            host += n_all * d
+    p = parts
+    resident = p["weights"] + p["snapshot"]
+    optimizer = p["master_weights"] + p["adamw_states"]
+    phases = {
+        "train": resident + optimizer + p["gradients"] + p["activations"] + p["logits"],
+        "step": resident + optimizer + (p["master_gradients"] or p["gradients"]) + p["adamw_step_temp"],
+    }
+    if not finetune:
+        # GA/NPO probe inside the trajectory: the optimizer and the last step's float32 gradients
+        # are still alive; TV/WHP probe after their reinforcing run has dropped them.
+        kept = optimizer + (p["master_gradients"] or p["gradients"]) if method in ("ga", "npo") else 0
+        phases["probe"] = resident + kept + p["method_copy"] + p["probe"]
+    plan = MemoryPlan(model=name, model_type=str(config.model_type), method=method, dtype=dtype, lora=lora,
+                      params=n_all, trainable=n, batch=batch, seq=seq, probe_batch=probe_batch, parts=parts,
+                      phases=phases, host=host,
+                      options={"lora_r": lora_r, "probe_mode": probe_mode, "snapshot_device": snapshot_device,
+                               "adam8bit": adam8bit})
+    if fix_for is not None and not plan.fits(fix_for):
+        plan.fix = suggest_fix(plan, config, sk, fix_for * GiB)
+    return plan
+
+
+#: how :func:`suggest_fix` names each change (the CLI's flags); a sweep names its config fields
+FIX_NAMES = {"lora": "LoRA (--lora)", "batch": "a smaller batch (--batch {})",
+             "probe_batch": "a smaller probe batch (--probe-batch {})"}
+
+
+def suggest_fix(plan: MemoryPlan, config: Any, sk: Skeleton | None, limit: int,
+                names: dict[str, str] | None = None) -> str:
+    """What makes ``plan`` fit ``limit`` bytes, best first: LoRA (for a method that has it),
+    8-bit AdamW (only when bitsandbytes is installed), a smaller batch or probe batch; else that
+    nothing does. ``names`` overrides :data:`FIX_NAMES` (a change named ``""`` is not offered)."""
+    names = {**FIX_NAMES, **(names or {})}
+    if sk is None:
+        sk = skeleton(config, lora_r=plan.options["lora_r"])
+    o = plan.options
+    base = dict(lora=plan.lora, lora_r=o["lora_r"], dtype=plan.dtype, batch=plan.batch, seq=plan.seq,
+                probe_batch=plan.probe_batch, probe_mode=o["probe_mode"], snapshot_device=o["snapshot_device"],
+                adam8bit=o["adam8bit"], fix_for=None)
+    gib = lambda q: f"{q.peak_gib:.1f} GiB"  # noqa: E731
+    tries: list[tuple[str, dict]] = []
+    if not plan.lora and plan.method != "finetune" and names["lora"]:
+        tries.append((names["lora"], {"lora": True}))
+    if not o["adam8bit"] and bitsandbytes_installed():
+        tries.append(("8-bit AdamW (bitsandbytes)", {"adam8bit": True}))
+    for key, now in (("batch", plan.batch), ("probe_batch", plan.probe_batch)):
+        for b in sorted({now // 2, now // 8, 1}, reverse=True):
+            if names[key] and 1 <= b < now:
+                tries.append((names[key].format(b), {key: b}))
+    ok, best = [], None
+    for label, change in tries:
+        need_sk = sk if change.get("lora", plan.lora) == plan.lora else skeleton(config, lora_r=o["lora_r"])
+        q = _plan(plan.model, config, need_sk, plan.method, **{**base, **change})
+        if q.peak <= limit:
+            ok.append(f"{label}: {gib(q)}")
+        elif best is None or q.peak < best[1].peak:
+            best = (label, q)
+    if ok:
+        return "; ".join(ok)
+    tail = f"; the best single change, {best[0]}, still needs {gib(best[1])}" if best else ""
+    return f"nothing tried fits {limit / GiB:.0f} GiB (needs {plan.peak_gib:.1f} GiB){tail}: use a larger GPU"
