@@ -93,7 +93,14 @@ def test_tv_lora_is_the_reinforced_adapter_negated_and_scaled():
 def test_whp_lora_switches_one_adapter_and_copies_no_model(monkeypatch):
     import deepunlearn.unlearn.methods.whp as whp_mod
 
-    monkeypatch.setattr(whp_mod.copy, "deepcopy", lambda *a, **k: pytest.fail("LoRA WHP copied the model"))
+    real = copy.deepcopy
+
+    def no_model_copies(x, *a, **k):
+        if isinstance(x, torch.nn.Module):
+            pytest.fail("LoRA WHP copied the model")
+        return real(x, *a, **k)
+
+    monkeypatch.setattr(whp_mod.copy, "deepcopy", no_model_copies)
     model = toy_model()
     snap = WeightSnapshot(model)
     orig_logits = logits(model)
@@ -215,5 +222,5 @@ def test_a_sweep_with_lora_true_runs_tv_and_whp(lora_kb, lora_model_dir, lora_ta
     assert not outcome.skipped
     got = sorted((p.method, p.param) for p in outcome.points)
     assert got == [("tv", 0.5), ("tv", 1.0), ("whp", 1.0), ("whp", 100.0)]
-    assert all(p.lr == pytest.approx(3e-3) for p in outcome.points)  # the LoRA rate
+    assert all(p.extra["lr"] == pytest.approx(3e-3) for p in outcome.points)  # the LoRA rate
     assert all(p.target_forgotten for p in outcome.points if p.param in (1.0, 100.0))
