@@ -2,8 +2,8 @@
 
 No model hub is reachable, so this module makes a model from nothing but a KB: a word-level
 tokenizer trained with ``tokenizers`` on the KB's facts written in the model's answer format
-(so the answer tag's words, ``Answer`` and ``:``, are tokens too), a Llama-style config from
-``transformers``, random weights, all saved with ``save_pretrained`` so every later step loads
+(so the answer tag's words, ``Answer`` and ``:``, are tokens too), a config from
+``transformers`` (Llama-style by default; any of the nine families of :data:`ARCHS`), random weights, all saved with ``save_pretrained`` so every later step loads
 it through :func:`~deepunlearn.probe.models.load_model` like any other checkpoint. Finetuned
 (:mod:`deepunlearn.unlearn.finetune`), a 2-layer, 512-wide one memorises EDU-RELAT's 700 facts.
 """
@@ -21,9 +21,25 @@ SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)
 
 #: The default answer format of (Llama-style) tiny models: the reference's Llama format.
 TINY_PROMPT = PromptFormat.named("llama")
-#: Architectures :func:`build_tiny_model` can build: Llama-style (rotary positions, the default)
-#: and GPT-2-style (learned absolute positions, the GPT-2 prompt format).
-ARCHS = ("llama", "gpt2")
+#: Architectures :func:`build_tiny_model` can build, each from its own transformers config class
+#: (the ``model_type`` of the config): the families the paper evaluates (Llama, Phi, GPT-2) and
+#: those users bring (Qwen2/3, Pythia's GPT-NeoX, Gemma 2, OLMo 2, Mistral). See
+#: :func:`tiny_config` for what each keeps of its family.
+ARCHS = ("llama", "phi", "gpt2", "qwen2", "qwen3", "gpt_neox", "gemma2", "olmo2", "mistral")
+#: Families whose usual checkpoints tie the output layer to the input embeddings (GPT-2; Gemma 2;
+#: the small Qwen2/Qwen3 models, 0.5-4B, that such tiny stand-ins mimic). The others keep a
+#: separate ``lm_head`` (Llama-2/3, Phi-1.5/2, Pythia, OLMo 2, Mistral 7B).
+TIED_ARCHS = ("gpt2", "qwen2", "qwen3", "gemma2")
+#: Attention implementation forced at build time where the family needs one: Gemma 2's attention
+#: logit soft-capping exists only in the eager path (SDPA would silently drop it), as Hugging
+#: Face recommends; transformers also picks eager when it loads a gemma2 config.
+ATTN_IMPLEMENTATION = {"gemma2": "eager"}
+#: Families whose tiny tokenizer is byte-level BPE rather than word-level: transformers loads a
+#: ``qwen2`` checkpoint's tokenizer as ``Qwen2Tokenizer`` whatever its ``tokenizer_config.json``
+#: says (qwen2 is in ``MODELS_WITH_INCORRECT_HUB_TOKENIZER_CLASS``), and that class rebuilds a BPE
+#: model from the file's vocabulary and merges: a word-level vocabulary has no merges, so every
+#: word would fall apart into unknown letters and the model could learn nothing.
+TOKENIZER_MODELS = {"qwen2": "bpe"}
 
 
 def probe_texts(kb: KnowledgeBase, prompt: PromptFormat = TINY_PROMPT) -> list[str]:
@@ -32,8 +48,14 @@ def probe_texts(kb: KnowledgeBase, prompt: PromptFormat = TINY_PROMPT) -> list[s
     return [prompt.text(p.question, p.answer) for p in kb.probes()]
 
 
-def build_tokenizer(texts: list[str]):
+def build_tokenizer(texts: list[str], *, model: str = "wordlevel"):
     """A word-level ``PreTrainedTokenizerFast`` over ``texts``.
+
+    ``model="bpe"``: a byte-level BPE tokenizer instead, trained to the end on ``texts`` so that
+    every word of them is still one token (its vocabulary also holds the 256 byte symbols and the
+    pieces merged on the way). It is for families whose tokenizer class rebuilds a BPE model from
+    the saved vocabulary and merges and would make a word-level one useless (see
+    :data:`TOKENIZER_MODELS`).
 
     Words are split GPT-2 style (byte-level, a word keeps its leading space), so decoding
     restores the text exactly: the multi-word answer ``"Washington state"`` is two tokens,
@@ -50,11 +72,18 @@ def build_tokenizer(texts: list[str]):
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import PreTrainedTokenizerFast
 
-    tok = Tokenizer(models.WordLevel(unk_token=UNK))
+    if model not in ("wordlevel", "bpe"):
+        raise ValueError(f"tokenizer model must be 'wordlevel' or 'bpe', got {model!r}")
+    if model == "bpe":
+        tok = Tokenizer(models.BPE(unk_token=UNK))
+        trainer = trainers.BpeTrainer(special_tokens=list(SPECIAL_TOKENS), min_frequency=1, vocab_size=10**7,
+                                      initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    else:
+        tok = Tokenizer(models.WordLevel(unk_token=UNK))
+        trainer = trainers.WordLevelTrainer(special_tokens=list(SPECIAL_TOKENS), min_frequency=1, vocab_size=10**7,
+                                            show_progress=False)
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
-    trainer = trainers.WordLevelTrainer(special_tokens=list(SPECIAL_TOKENS), min_frequency=1, vocab_size=10**7,
-                                        show_progress=False)
     tok.train_from_iterator(texts, trainer)
     bos_id = tok.token_to_id(BOS)
     tok.post_processor = processors.TemplateProcessing(
@@ -68,34 +97,58 @@ def build_tokenizer(texts: list[str]):
 
 def tiny_config(tokenizer, *, hidden: int = 512, layers: int = 2, heads: int = 8, max_positions: int = 128,
                 arch: str = "llama"):
-    """A small config: ``hidden`` wide, MLP 4x wider. Llama-style with untied embeddings (2
-    layers, 512 wide and a 293-word vocabulary make 8.7M parameters), or GPT-2-style."""
-    from transformers import GPT2Config, LlamaConfig
+    """A small config of architecture ``arch`` (one of :data:`ARCHS`): ``hidden`` wide, MLP 4x
+    wider, ``layers`` layers, ``heads`` heads, every dropout 0, the token ids of ``tokenizer``.
+
+    What each keeps of its family: rotary positions everywhere but GPT-2 (learned absolute
+    positions); partial rotary for Phi (half of each head) and GPT-NeoX (a quarter, parallel
+    residual); grouped-query attention (half as many key/value heads, where ``heads`` is even)
+    for Qwen2, Qwen3, Gemma 2 and Mistral; Qwen2's q/k/v biases and Qwen3's and OLMo 2's q/k
+    norms (fixed by their classes); Gemma 2's attention and final-logit soft-capping and
+    alternating sliding/global layers (window: ``max_positions``, so no probe is cut); Mistral's
+    sliding window (idem); tied embeddings for :data:`TIED_ARCHS`. The Llama one (2 layers, 512
+    wide, a 293-word vocabulary: 8.7M parameters) is the default tiny model of DESIGN.md section 6.
+    """
+    from transformers import (Gemma2Config, GPT2Config, GPTNeoXConfig, LlamaConfig, MistralConfig, Olmo2Config,
+                              PhiConfig, Qwen2Config, Qwen3Config)
 
     if hidden % heads:
         raise ValueError(f"hidden size {hidden} is not a multiple of the number of heads {heads}")
     if arch not in ARCHS:
-        raise ValueError(f"unknown tiny architecture {arch!r}: expected one of {ARCHS}")
+        raise ValueError(f"unknown tiny architecture {arch!r}: expected one of {', '.join(ARCHS)}")
+    ids = dict(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+               pad_token_id=tokenizer.pad_token_id)
+    tied = arch in TIED_ARCHS
     if arch == "gpt2":
-        return GPT2Config(
-            vocab_size=len(tokenizer), n_embd=hidden, n_layer=layers, n_head=heads, n_positions=max_positions,
-            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-        )
-    return LlamaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden,
-        intermediate_size=4 * hidden,
-        num_hidden_layers=layers,
-        num_attention_heads=heads,
-        num_key_value_heads=heads,
-        max_position_embeddings=max_positions,
-        tie_word_embeddings=False,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
-    )
+        return GPT2Config(vocab_size=len(tokenizer), n_embd=hidden, n_layer=layers, n_head=heads,
+                          n_positions=max_positions, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                          tie_word_embeddings=tied, **ids)
+    common = dict(vocab_size=len(tokenizer), hidden_size=hidden, intermediate_size=4 * hidden,
+                  num_hidden_layers=layers, num_attention_heads=heads, max_position_embeddings=max_positions,
+                  tie_word_embeddings=tied, attention_dropout=0.0, **ids)
+    head_dim = hidden // heads
+    kv = heads // 2 if heads % 2 == 0 else heads  # grouped-query attention where the family has it
+    if arch == "llama":
+        return LlamaConfig(num_key_value_heads=heads, **common)
+    if arch == "phi":
+        return PhiConfig(num_key_value_heads=heads, resid_pdrop=0.0, embd_pdrop=0.0,
+                         rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+                         **common)
+    if arch == "gpt_neox":
+        return GPTNeoXConfig(hidden_dropout=0.0, classifier_dropout=0.0, use_parallel_residual=True,
+                             rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                                              "partial_rotary_factor": 0.25},
+                             **common)
+    if arch == "qwen2":
+        return Qwen2Config(num_key_value_heads=kv, **common)
+    if arch == "qwen3":
+        return Qwen3Config(num_key_value_heads=kv, head_dim=head_dim, **common)
+    if arch == "olmo2":
+        return Olmo2Config(num_key_value_heads=heads, **common)
+    if arch == "mistral":
+        return MistralConfig(num_key_value_heads=kv, head_dim=head_dim, sliding_window=max_positions, **common)
+    return Gemma2Config(num_key_value_heads=kv, head_dim=head_dim, query_pre_attn_scalar=head_dim,
+                        sliding_window=max_positions, attn_implementation=ATTN_IMPLEMENTATION["gemma2"], **common)
 
 
 def build_tiny_model(
@@ -114,8 +167,9 @@ def build_tiny_model(
     The folder is a normal Hugging Face checkpoint (config, safetensors weights, tokenizer) plus
     ``deepunlearn.json`` recording the answer format ``prompt`` (anything
     :meth:`PromptFormat.parse` takes); by default the reference format of the architecture's
-    family: ``llama`` for ``arch="llama"``, ``gpt2`` for ``arch="gpt2"`` (a GPT-2-style model
-    with learned absolute positions). The tokenizer is trained on the KB in that format. Load it with
+    family (:meth:`PromptFormat.for_model` of ``arch``: ``gpt2`` for ``gpt2`` and ``gpt_neox``,
+    ``phi`` for ``phi``, ``llama`` for the others). ``arch`` is one of :data:`ARCHS`
+    (:func:`tiny_config` says what each keeps of its family). The tokenizer is trained on the KB in that format. Load it with
     :func:`~deepunlearn.probe.models.load_model` and finetune it with
     :func:`deepunlearn.unlearn.finetune.finetune`. The same KB and seed give the same weights.
     """
@@ -126,19 +180,20 @@ def build_tiny_model(
     from .fingerprint import kb_fingerprint
 
     if arch not in ARCHS:
-        raise ValueError(f"unknown tiny architecture {arch!r}: expected one of {ARCHS}")
+        raise ValueError(f"unknown tiny architecture {arch!r}: expected one of {', '.join(ARCHS)}")
     prompt = PromptFormat.for_model(arch) if prompt is None else PromptFormat.parse(prompt)
     texts = probe_texts(kb, prompt)
     if not texts:
         raise ValueError(f"knowledge base {kb.name!r} has no facts to build a tokenizer from")
-    tokenizer = build_tokenizer(texts)
+    tokenizer = build_tokenizer(texts, model=TOKENIZER_MODELS.get(arch, "wordlevel"))
     longest = max(len(ids) for ids in tokenizer(texts)["input_ids"])
     max_positions = max(128, 1 << (longest + 16).bit_length())  # room for the answer and 10 generated tokens
     config = tiny_config(tokenizer, hidden=hidden, layers=layers, heads=heads, max_positions=max_positions, arch=arch)
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = AutoModelForCausalLM.from_config(config)
+        kwargs = {"attn_implementation": ATTN_IMPLEMENTATION[arch]} if arch in ATTN_IMPLEMENTATION else {}
+        model = AutoModelForCausalLM.from_config(config, **kwargs)
     model.generation_config = GenerationConfig(
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id, do_sample=False,

@@ -18,6 +18,10 @@ from pathlib import Path
 
 from ..cli import number_in
 
+#: the tiny architectures (deepunlearn.probe.tiny.ARCHS, repeated so --help needs no import; a test
+#: checks they agree)
+TINY_ARCHS = ("llama", "phi", "gpt2", "qwen2", "qwen3", "gpt_neox", "gemma2", "olmo2", "mistral")
+
 _OVERRIDES = ("lr", "epochs", "batch_size", "schedule", "warmup_ratio", "grad_clip", "weight_decay",
               "target_known", "probe_mode", "seed")
 
@@ -89,11 +93,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="width of the tiny model (default 512; a multiple of --tiny-heads)")
     g.add_argument("--tiny-layers", type=positive_int, default=2, help="transformer layers (default 2)")
     g.add_argument("--tiny-heads", type=positive_int, default=8, help="attention heads (default 8)")
-    g.add_argument("--tiny-arch", choices=("llama", "gpt2"), default="llama",
-                   help="llama: rotary positions (default); gpt2: learned absolute positions, GPT-2 prompt")
+    g.add_argument("--arch", choices=TINY_ARCHS, default=None, metavar="ARCH",
+                   help=f"architecture of the tiny model: {', '.join(TINY_ARCHS)} (default llama), each from its "
+                        "transformers config class; the answer format defaults to the family's (gpt2 for gpt2 and "
+                        "gpt_neox, phi for phi, llama otherwise); only with --model tiny")
+    # the older spelling, kept working but no longer listed
+    g.add_argument("--tiny-arch", dest="arch", choices=TINY_ARCHS, default=None, help=argparse.SUPPRESS)
     add_threads(p)
     add_json(p)
-    p.set_defaults(handler=_finetune)
+    p.set_defaults(handler=_finetune, _usage_error=p.error)
 
 
 def _read_config_file(path: str) -> dict:
@@ -195,6 +203,9 @@ def _finetune(args: argparse.Namespace) -> int:
     from ..kg.io import load_kb
     from ..probe.cli import load_for_cli, resolve_format
 
+    if args.arch is not None and args.model != "tiny":
+        args._usage_error(f"argument --arch: only with --model tiny (it picks the architecture of the tiny model "
+                          f"built for the KB; {args.model!r} has its own)")  # exits 2, --json error object too
     apply_threads(args)
     out_dir = Path(args.output)
     if out_dir.exists() and not out_dir.is_dir():
@@ -218,7 +229,7 @@ def _finetune(args: argparse.Namespace) -> int:
 
             try:
                 build_tiny_model(kb, tmp, hidden=args.tiny_hidden, layers=args.tiny_layers, heads=args.tiny_heads,
-                                 arch=args.tiny_arch, seed=args.seed or 0, prompt=fmt["prompt"])
+                                 arch=args.arch or "llama", seed=args.seed or 0, prompt=fmt["prompt"])
             except ValueError as e:
                 raise CLIError(str(e)) from None
             model = str(tmp)

@@ -88,7 +88,10 @@ class TargetRunner:
     lr:
         learning rate for every method; ``None``: the rule of :mod:`deepunlearn.unlearn.lr`.
     lora:
-        train a LoRA adapter (GA, NPO) instead of the full weights, and remove it after each run.
+        LoRA mode, for every method: GA and NPO train a LoRA adapter instead of the full weights;
+        TV and WHP reinforce the target into the adapter, then scale it by ``-alpha`` (TV) or
+        switch it off and on (WHP); the adapter is removed after each run, leaving the model bit
+        for bit as before. No weight snapshot is taken (the base weights never change).
     cache_dir:
         where the baseline probe is cached.
     exact, seeds:

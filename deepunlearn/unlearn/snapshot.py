@@ -10,14 +10,30 @@ disk for every target and grid point is slow and writing one is pointless, so:
 * :class:`LoraAdapter` is for models whose full optimizer state does not fit: the base weights stay
   frozen, a fresh adapter is trained, and :meth:`LoraAdapter.remove` takes it out again, which
   restores the original modules (and the original ``requires_grad`` flags).
+
+LoRA serves every method. GA and NPO train the adapter instead of the weights. TV and WHP
+reinforce the target by training the adapter, so the reinforced model is ``θ + ΔW`` with
+``ΔW = s·B·A`` (``s = lora_alpha / r``) on the adapted projections, and:
+
+* TV's ``θ - α·(θ_reinf - θ) = θ - α·ΔW`` is the same adapter with its scale set to ``-α·s``
+  (:meth:`LoraAdapter.scale` with factor ``-α``): no weight is written, nothing is copied;
+* WHP's two distributions are the one model with the adapter switched on (reinforced) and off
+  (original, :meth:`LoraAdapter.disabled`).
+
+Neither keeps a second copy of the weights (full-mode TV keeps ``θ_reinf`` beside the snapshot,
+full-mode WHP a reinforced copy of the model) nor full AdamW states (16 bytes a parameter), which
+is what lets every method run on a 7-8B model on one 80 GB GPU.
 """
 
 from __future__ import annotations
 
-from typing import Iterator
+import contextlib
+from typing import Callable, Iterator
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import UserError
 
 
 def _unique_tensors(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
@@ -116,23 +132,59 @@ class LoraAdapter:
 
     def __init__(self, model: torch.nn.Module, params: LoraParams | None = None, *, seed: int = 0):
         from peft import LoraConfig
-        from peft.tuners.lora import LoraModel
+        from peft.tuners.lora import LoraLayer, LoraModel
 
         params = params or LoraParams()
         self.model = model
         self._requires_grad = {n: p.requires_grad for n, p in model.named_parameters()}
         config = LoraConfig(
             r=params.r, lora_alpha=params.alpha, lora_dropout=params.dropout,
-            target_modules=params.target_modules, task_type="CAUSAL_LM",
+            target_modules=params.target_modules or default_target_modules(model), task_type="CAUSAL_LM",
+            fan_in_fan_out=_has_conv1d(model),  # GPT-2's Conv1D stores its weight transposed
         )
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)  # the adapter's random init (lora_A) is reproducible
             self._lora = LoraModel(model, config, self.ADAPTER)
+        self._layers = [m for m in model.modules() if isinstance(m, LoraLayer)]
+        self._params = [p for n, p in model.named_parameters() if "lora_" in n]
         self.removed = False
 
     def parameters(self) -> list[torch.nn.Parameter]:
         """The adapter's trainable parameters."""
-        return [p for n, p in self.model.named_parameters() if p.requires_grad and "lora_" in n]
+        return [p for p in self._params if p.requires_grad]
+
+    def scale(self, factor: float) -> None:
+        """Set every adapted layer's scale to ``factor · lora_alpha / r`` (peft's
+        ``LoraLayer.set_scale``): 1 is the trained adapter (``θ + ΔW``), ``-α`` gives
+        ``θ - α·ΔW``, TV's negated task vector, without touching a weight."""
+        for layer in self._layers:
+            layer.set_scale(self.ADAPTER, factor)
+
+    def enable(self, on: bool = True) -> None:
+        """Switch the adapter on (the model is ``θ + scale·B·A``) or off (exactly the base model:
+        peft calls only the original layer)."""
+        if on:
+            self._lora.enable_adapter_layers()
+        else:
+            self._lora.disable_adapter_layers()
+
+    @contextlib.contextmanager
+    def disabled(self) -> Iterator[None]:
+        """The block runs the base model (adapter off); the adapter is on again after it."""
+        self.enable(False)
+        try:
+            yield
+        finally:
+            self.enable(True)
+
+    def without(self, fn: Callable) -> Callable:
+        """``fn`` (a logits function of the model) run with the adapter off: WHP's original model."""
+
+        def call(*args, **kwargs):
+            with self.disabled():
+                return fn(*args, **kwargs)
+
+        return call
 
     def remove(self) -> None:
         """Take the adapter out (no merge): the original modules and flags come back."""
@@ -142,3 +194,29 @@ class LoraAdapter:
         for n, p in self.model.named_parameters():
             p.requires_grad_(self._requires_grad.get(n, p.requires_grad))
         self.removed = True
+
+
+def default_target_modules(model: torch.nn.Module) -> list[str] | None:
+    """The projections LoRA adapts when :class:`LoraParams` names none: peft's default for the
+    architecture where it has one (``None``: peft picks it), else the attention's query and
+    value projections that the model has (``q_proj``/``v_proj``, e.g. OLMo 2, which peft's table
+    lacks)."""
+    from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING as DEFAULTS
+
+    if getattr(getattr(model, "config", None), "model_type", None) in DEFAULTS:
+        return None
+    leaves = {name.rsplit(".", 1)[-1] for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)}
+    found = [n for n in ("q_proj", "v_proj") if n in leaves]
+    if not found:
+        raise UserError(f"no default LoRA target modules for model type "
+                         f"{getattr(getattr(model, 'config', None), 'model_type', None)!r}: name them in "
+                         "LoraParams.target_modules", field="target_modules")
+    return found
+
+
+def _has_conv1d(model: torch.nn.Module) -> bool:
+    """Whether the model's projections are transformers' ``Conv1D`` (GPT-2), whose weight is
+    (in, out): peft then needs ``fan_in_fan_out=True`` (it would set it itself, with a warning)."""
+    from transformers.pytorch_utils import Conv1D
+
+    return any(isinstance(m, Conv1D) for m in model.modules())

@@ -62,9 +62,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     add_format_args(p, protocol=False)
     p.add_argument("--lora", action="store_true",
-                   help="train a LoRA adapter (ga, npo; rank 8, alpha 16) instead of the full weights; the default "
-                        "learning rate is then 10x the full-finetuning one (adapters train at about ten times the "
-                        "rate; deepunlearn.unlearn.lr.LORA_LR_FACTOR); --lr overrides it")
+                   help="LoRA mode, every method (rank 8, alpha 16): ga/npo train the adapter instead of the full "
+                        "weights; tv/whp reinforce the target into the adapter, then tv scales it by -alpha and whp "
+                        "switches it off and on (no second copy of the weights); the default learning rate is then "
+                        "10x the full-finetuning one (deepunlearn.unlearn.lr.LORA_LR_FACTOR); --lr overrides it")
     p.add_argument("--k-mode", choices=("probed", "dataset"), default=None,
                    help="K = facts the model answers before unlearning or the whole KB (default: the protocol's)")
     p.add_argument("--probe-mode", choices=("exact", "generate"), default=None,
@@ -187,7 +188,8 @@ def _check_save_model(args, method, single: bool) -> None:
                        field="--save-model")
     if method.name == "whp" or args.lora:
         why = "WHP changes the output distribution, not the weights" if method.name == "whp" else \
-            "--lora trains an adapter that is removed after the run"
+            "--lora trains an adapter that is removed after the run (the base weights never change, so there is " \
+            "no unlearned model to save)"
         raise CLIError(f"--save-model: {why}; use ga, npo or tv without --lora", field="--save-model")
 
 

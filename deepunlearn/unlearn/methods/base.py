@@ -11,6 +11,10 @@ A method states only its loss or its weight / logit arithmetic (as open-unlearni
   answer for a few steps, the paper's "overfit" model), then per grid value ``alpha`` either
   change the weights (TV) or the next-token distribution (WHP).
 
+Every method runs in full mode (the session holds a :class:`WeightSnapshot`) or LoRA mode (it
+holds a :class:`LoraAdapter`: GA/NPO train it; TV scales the reinforced adapter by ``-alpha``; WHP
+switches it on and off), so every method fits a 7-8B model on one 80 GB GPU in LoRA mode.
+
 A method's :meth:`Unlearner.trajectory` yields one :class:`Step` per grid value with the model in
 the state to probe. The per-target loop (``loop.py``) probes it, computes the metrics and restores
 the weights afterwards.
@@ -310,9 +314,14 @@ class ReinforcedUnlearner(Unlearner):
     forgets nothing) and ``alpha > 0`` moves away from the reinforced model; a negative alpha
     would move TOWARDS it (TV: ``θ - α (θ_reinf - θ)`` with α = -1 IS the reinforced model; WHP:
     it would raise the target's probability), i.e. teach the target instead of unlearning it, so
-    it is refused."""
+    it is refused.
+
+    Both run in LoRA mode too (``supports_lora``): the reinforcement trains the adapter
+    (``ΔW = s·B·A``) and the method works from the adapter instead of a copy of the weights
+    (see :mod:`deepunlearn.unlearn.snapshot`)."""
 
     grid_name = "alpha"
+    supports_lora = True
 
     def check_grid(self, grid: Sequence[float]) -> list[float]:
         super().check_grid(grid)
@@ -323,11 +332,12 @@ class ReinforcedUnlearner(Unlearner):
         return [float(g) for g in grid]
 
     def begin(self, session: Session, grid: Sequence[float]) -> list[float]:
-        """Check the grid and reinforce the target: the shared start of every trajectory. These
-        methods change the full weights, so they need the weight snapshot (LoRA is for ga/npo)."""
-        if session.snapshot is None:
-            raise UnlearnError(f"{self.name} changes the full weights: it needs a weight snapshot "
-                               "(LoRA mode is for ga and npo)")
+        """Check the grid and reinforce the target: the shared start of every trajectory. Full
+        mode reinforces the weights (and needs the snapshot to come back); LoRA mode trains the
+        session's adapter, so the reinforced model is the adapter switched on."""
+        if session.snapshot is None and session.lora is None:
+            raise UnlearnError(f"{self.name} reinforces the target first: it needs a weight snapshot (full mode) "
+                               "or a LoRA adapter (LoRA mode) to undo it")
         alphas = self.check_grid(grid)
         self.reinforce(session)
         return alphas

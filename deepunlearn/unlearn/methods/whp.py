@@ -6,13 +6,21 @@ The public repository's current ``whp.py`` (from MUSE) mixes logits instead,
 ``logits_orig - alpha * relu(logits_reinf - logits_orig)`` with alpha in {0.5, 1, 5, 10, 100, 1000}
 (``config/model_config.yaml``): ``space="logit"``. The code that produced the paper's numbers
 decoded the two models separately and is not public, so neither space is "the reference's" for
-certain; README's protocol table says so."""
+certain; README's protocol table says so.
+
+Full mode keeps two models while a target is probed: the reinforced copy and the original
+(restored from the snapshot). LoRA mode keeps ONE: the reinforcement trains the LoRA adapter, so
+the reinforced model is the model with the adapter on and the original the same model with it
+off; :class:`WHPForward` gets two logits functions that switch the adapter around each forward.
+No second copy of the weights and no full AdamW state, so WHP runs on a 7-8B model on one 80 GB
+GPU.
+"""
 
 from __future__ import annotations
 
 import copy
 import gc
-from typing import Iterator, Literal, Sequence
+from typing import Callable, Iterator, Literal, Sequence
 
 import torch
 from pydantic import Field
@@ -75,15 +83,19 @@ def whp_logprobs(orig_logits: torch.Tensor, reinf_logits: torch.Tensor, alpha: f
 class WHPForward:
     """``model_fn`` for the probe: both models' forward passes mixed by :func:`whp_logprobs`.
 
-    The forwards go through the probe layer's :func:`~deepunlearn.probe.logits_fn`, which passes
-    position ids that count real tokens, so left-padded probe batches give each row the logits it
-    would get alone (as the probe's own forward does)."""
+    ``original`` and ``reinforced`` are models or logits functions ``fn(input_ids,
+    attention_mask, keep=None) -> logits`` (LoRA mode: the one model with its adapter switched off
+    and on). A model's forward goes through the probe layer's :func:`~deepunlearn.probe.logits_fn`,
+    which passes position ids that count real tokens, so left-padded probe batches give each row
+    the logits it would get alone (as the probe's own forward does)."""
 
-    def __init__(self, original: torch.nn.Module, reinforced: torch.nn.Module, alpha: float, space: str = "prob"):
+    def __init__(self, original: torch.nn.Module | Callable, reinforced: torch.nn.Module | Callable, alpha: float,
+                 space: str = "prob"):
         from ...probe import logits_fn
 
         self.alpha, self.space = alpha, space
-        self._original, self._reinforced = logits_fn(original), logits_fn(reinforced)
+        as_fn = lambda m: logits_fn(m) if isinstance(m, torch.nn.Module) else m  # noqa: E731
+        self._original, self._reinforced = as_fn(original), as_fn(reinforced)
 
     def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, keep: int | None = None) -> torch.Tensor:
         """Log-probabilities ``[B, T, V]`` (the last ``keep`` positions when given)."""
@@ -103,6 +115,15 @@ class WhoIsHarryPotter(ReinforcedUnlearner):
 
     def trajectory(self, session: Session, grid: Sequence[float]) -> Iterator[Step]:
         alphas = self.begin(session, grid)
+        if session.lora is not None:
+            from ...probe import logits_fn
+
+            # one model: the adapter on is the reinforced model, off the original
+            reinforced = logits_fn(session.model)
+            original = session.lora.without(reinforced)
+            for alpha in alphas:
+                yield Step(alpha, model_fn=WHPForward(original, reinforced, alpha, self.params.space))
+            return
         # Two models' worth of weights only while probing this target: copy the reinforced model
         # (its optimizer state is gone by now), give the session's model its original weights back.
         reinforced = copy.deepcopy(session.model).eval().requires_grad_(False)
