@@ -76,6 +76,13 @@ def small_kb(edu_kb):
 
 
 @pytest.fixture(scope="session")
+def five_people_kb(edu_kb):
+    """5 EDU-RELAT people around Zoey Jenkins: 25 facts (family and biography), for tests that
+    train one small model per architecture or method."""
+    return edu_kb.subset(family_neighbourhood(edu_kb, "Zoey Jenkins", 5), name="edu-relat-5")
+
+
+@pytest.fixture(scope="session")
 def tiny_model_dir(small_kb, tmp_path_factory):
     """A tiny Llama-style model built for ``small_kb`` and finetuned until it knows >= 95 % of
     its facts (exact probing), saved as a normal checkpoint folder with ``deepunlearn.json``.

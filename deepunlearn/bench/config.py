@@ -42,7 +42,7 @@ import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_serializer, field_validator, model_validator,
@@ -90,7 +90,8 @@ class SweepConfig(_Strict):
     tie: Literal["accuracy", "first"] | None = Field(default=None, description="override; None: the protocol's")
     seed: int = Field(default=0, description="seed of the sweep: every job gets its own, derived from it")
     seeds: int = Field(default=100, ge=1, description="DUS+RP seeds when sets are approximated (MDUS)")
-    batch_size: int = Field(default=64, ge=1, description="probe batch size")
+    batch_size: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        default="auto", description="probe batch size; 'auto': sized to free GPU memory on CUDA, 64 on CPU")
     threads: int | None = Field(default=None, ge=1, description="torch intra-op threads per worker; None: torch's "
                                 "default in-process, Ray's CPUs per worker under Ray")
     lora: bool = False

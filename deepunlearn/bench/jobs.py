@@ -54,7 +54,7 @@ class WorkSpec:
     models: dict[str, dict[str, Any]]
     rules: str | None = None
     seeds: int = 100
-    batch_size: int = 64
+    batch_size: int | str = "auto"
     lora: bool = False
     cache_dir: str | None = None
     threads: int | None = None

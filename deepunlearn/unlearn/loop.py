@@ -117,7 +117,7 @@ class TargetRunner:
         cache_dir=None,
         exact: bool | None = None,
         seeds: int = 100,
-        batch_size: int = 64,
+        batch_size: int | str | None = None,
         snapshot_device: str = "cpu",
         seed: int = 0,
         progress: bool = True,

@@ -26,13 +26,10 @@ def load_script():
 
 
 @pytest.fixture
-def llama7b_folder(tmp_path) -> Path:
-    """A folder whose config.json is Llama-2-7b's shape (transformers' LlamaConfig defaults)."""
-    d = tmp_path / "llama7b"
-    d.mkdir()
-    (d / "config.json").write_text('{"model_type": "llama"}')
-    (d / "model.safetensors").write_bytes(b"\0" * 64)
-    return d
+def llama7b_folder(fake_model) -> Path:
+    """A folder whose config.json is Llama-2-7b's shape (``{"model_type": "llama"}``: transformers'
+    LlamaConfig defaults are Llama-2-7b's)."""
+    return fake_model
 
 
 def test_check_fit_refuses_names_the_fix_and_passes_lora(llama7b_folder, monkeypatch):

@@ -21,7 +21,6 @@ from deepunlearn.probe.tiny import ARCHS, ATTN_IMPLEMENTATION, TIED_ARCHS
 from deepunlearn.unlearn.finetune import FinetuneConfig, finetune
 from deepunlearn.unlearn.loop import TargetRunner
 
-from conftest import family_neighbourhood
 
 #: the method grids: GA/NPO step counts, TV/WHP alphas (alpha 1 may leave a confident answer on top:
 #: LoRA-mode TV moves only the adapted projections, WHP mixes probabilities; so each grid goes further)
@@ -32,9 +31,8 @@ LR = 1e-3
 
 
 @pytest.fixture(scope="module")
-def arch_kb(edu_kb):
-    """5 EDU-RELAT people around Zoey Jenkins: 25 facts (family and biography)."""
-    return edu_kb.subset(family_neighbourhood(edu_kb, "Zoey Jenkins", 5), name="edu-relat-5")
+def arch_kb(five_people_kb):
+    return five_people_kb
 
 
 def state(model) -> dict[str, torch.Tensor]:

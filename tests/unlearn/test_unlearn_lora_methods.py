@@ -12,7 +12,6 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from conftest import family_neighbourhood
 from deepunlearn.cli import main
 from deepunlearn.unlearn.methods import Session, TaskVector, WhoIsHarryPotter
 from deepunlearn.unlearn.snapshot import LoraAdapter, LoraParams, WeightSnapshot
@@ -127,8 +126,8 @@ def test_whp_lora_switches_one_adapter_and_copies_no_model(monkeypatch):
 
 
 @pytest.fixture(scope="module")
-def lora_kb(edu_kb):
-    return edu_kb.subset(family_neighbourhood(edu_kb, "Zoey Jenkins", 5), name="edu-relat-5")
+def lora_kb(five_people_kb):
+    return five_people_kb
 
 
 @pytest.fixture(scope="module")
