@@ -175,6 +175,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
     import torch
 
+    from deepunlearn.probe.models import resolve_dtype
     from deepunlearn.unlearn import TargetRunner, get_method
     from deepunlearn.unlearn.plan import GiB, plan_memory
 
@@ -182,7 +183,7 @@ def main(argv: list[str] | None = None) -> dict:
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
     cuda = device.type == "cuda"
     dtype_name = args.dtype or ("bf16" if cuda else "fp32")
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}[dtype_name]
+    dtype = resolve_dtype(dtype_name, str(device))
     methods = [m.strip().lower() for m in args.methods.split(",") if m.strip()]
     notes = []
     if args.lora:

@@ -208,33 +208,33 @@ def check_fit(name: str, path: str, *, methods: Any, lora: bool, dtype: str | No
     On CPU (``device`` cpu, or None on a machine without CUDA) there is no check and CUDA is
     never touched: host memory is not planned.
     """
-    from ..unlearn.plan import DTYPE_BYTES, GiB, PLAN_METHODS, PlanError, plan_memory, suggest_fix
+    from ..unlearn.plan import GiB, PLAN_METHODS, PlanError, load_config, plan_memory, suggest_fix
+
+    import torch
+
+    from ..probe.models import resolve_dtype
 
     if device is None and free_bytes is None:
-        import torch
-
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device is None or not str(device).startswith("cuda"):
         return None
     todo = [m for m in methods if m in PLAN_METHODS and m != "finetune"]
     if not todo:
         return None
-    dt = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}.get(
-        str(dtype or "bf16").lower().removeprefix("torch."), str(dtype or "bf16").lower())
-    if dt not in DTYPE_BYTES:
+    try:  # the dtype the model will load in (any spelling load_model takes), named as the plan names it
+        dt = {torch.float16: "fp16", torch.float32: "fp32"}.get(resolve_dtype(dtype or "bf16", str(device)), "bf16")
+    except ValueError:  # load_model refuses it with its own error
         dt = "bf16"
     probe_batch = batch_size if isinstance(batch_size, int) and not isinstance(batch_size, bool) else 1
-    try:
-        plans = [plan_memory(path, m, lora=lora, dtype=dt, probe_batch=probe_batch, fix_for=None) for m in todo]
+    try:  # the config is read once for every method's plan and the fix
+        _, config = load_config(path)
+        plans = [plan_memory(config, m, lora=lora, dtype=dt, probe_batch=probe_batch, fix_for=None) for m in todo]
     except PlanError as e:
         raise ModelFitError(f"model {name!r}: cannot plan its memory before loading it: {e}", file=path,
                             field=f"models.{name}") from None
     worst = max(plans, key=lambda p: p.peak)
     free = gpu_free_bytes(str(device)) if free_bytes is None else int(free_bytes)
     if worst.peak > free:
-        from ..unlearn.plan import load_config
-
-        _, config = load_config(path)
         fix = suggest_fix(worst, config, None, free, names=SWEEP_FIX_NAMES)
         mode = "LoRA" if lora else "full weights"
         raise ModelFitError(

@@ -78,6 +78,15 @@ def test_config_errors_keep_file_and_field_through_the_cli(tmp_path, capsys):
 # ------------------------------------------------------------------------- grids and targets (item 9)
 
 
+def _refused(tmp_path, body: str):
+    """The ConfigError of a sweep config with one model ``m`` and ``body`` after it, and its path."""
+    p = tmp_path / "s.toml"
+    p.write_text(f'kb = "kb.json"\nmodels = ["m"]\n{body}\n')
+    with pytest.raises(ConfigError) as e:
+        load_config(p)
+    return e.value, p
+
+
 @pytest.mark.parametrize("grid,msg", [
     ("tv = [nan]", "method 'tv': grid value nan is not a finite number"),
     ("tv = [inf]", "method 'tv': grid value inf is not a finite number"),
@@ -88,11 +97,8 @@ def test_config_errors_keep_file_and_field_through_the_cli(tmp_path, capsys):
     ("ga = [true]", "method 'ga': grid [True] holds a true/false value, expected numbers"),
 ])
 def test_bad_grid_values_are_refused(tmp_path, grid, msg):
-    p = tmp_path / "s.toml"
-    p.write_text(f'kb = "kb.json"\nmodels = ["m"]\n[methods]\n{grid}\n')
-    with pytest.raises(ConfigError) as e:
-        load_config(p)
-    assert str(e.value) == f"{p}: field methods: {msg}"
+    err, p = _refused(tmp_path, f"[methods]\n{grid}")
+    assert str(err) == f"{p}: field methods: {msg}"
 
 
 def test_model_grid_table_is_checked_too(tmp_path):
@@ -109,11 +115,8 @@ def test_model_grid_table_is_checked_too(tmp_path):
     ("[-1]", "item 0: fact index -1 is negative"),
 ])
 def test_target_refs_are_strict(tmp_path, refs, msg):
-    p = tmp_path / "s.toml"
-    p.write_text(f'kb = "kb.json"\nmodels = ["m"]\n[targets]\nrefs = {refs}\n')
-    with pytest.raises(ConfigError) as e:
-        load_config(p)
-    assert str(e.value) == f"{p}: field targets.refs: {msg}" and e.value.field == "targets.refs"
+    err, p = _refused(tmp_path, f"[targets]\nrefs = {refs}")
+    assert str(err) == f"{p}: field targets.refs: {msg}" and err.field == "targets.refs"
 
 
 # ------------------------------------------------------------------------- model names (item 10)
