@@ -95,6 +95,16 @@ class SweepConfig(_Strict):
     threads: int | None = Field(default=None, ge=1, description="torch intra-op threads per worker; None: torch's "
                                 "default in-process, Ray's CPUs per worker under Ray")
     lora: bool = False
+    scores: bool = Field(default=False, description="store how much remains with every point: answer probability, "
+                         "truth ratio, exposure, ROUGE-L, Min-K%/PPL/zlib, TOFU/MUSE summaries (costs a scoring pass "
+                         "over K with every answer candidate per point) and an 'original' baseline row per target")
+    holdout: str | None = Field(default=None, description="holdout KB (deepunlearn data holdout) for the membership "
+                                "measures (Min-K% AUC, PrivLeak); needs scores")
+    min_k: float = Field(default=20.0, gt=0, le=100, description="Min-K% Prob's k, in percent of the tokens")
+    reference: Literal["none", "retrain"] = Field(
+        default="none", description="'retrain': per target a retain model trained without the target's reference set "
+        "(cached), a 'retrain' baseline row and the reference-based measures (forget quality, PrivLeak, generalised "
+        "exposure); turns scores on")
     output: str = Field(default="bench-results", description="results folder")
     cache_dir: str | None = Field(default=None, description="probe/minimal-set cache; default OUTPUT/cache")
     executor: Literal["local", "ray"] = "local"
@@ -167,6 +177,8 @@ class SweepConfig(_Strict):
                 if not grid and family_default(method, False) is None:
                     raise ValueError(f"field models.{i}.grids.{method}: method {method!r} has no default grid: "
                                      "give its parameters")
+        if self.holdout is not None and not (self.scores or self.reference != "none"):
+            raise ValueError("field holdout: the holdout facts serve the measures: set scores = true too")
         if self.exact is not None and self.sets is not None and self.sets != ("exact" if self.exact else "mdus"):
             raise ValueError(f"field exact: exact = {str(self.exact).lower()} means sets = "
                              f"{'exact' if self.exact else 'mdus'!r}, but sets = {self.sets!r}; give only sets")
@@ -206,6 +218,15 @@ class SweepConfig(_Strict):
         gpt2 = self.protocol_for(m).family_grids and is_gpt2_family(m.path)
         return resolve_grids(self.methods, self._unset, m.grids, gpt2)
 
+    @property
+    def measured(self) -> bool:
+        """Whether points carry measures (``scores``, or a reference that needs them)."""
+        return self.scores or self.reference != "none"
+
+    def baseline_methods(self) -> list[str]:
+        """The per-target baseline rows: ``original`` when measured, ``retrain`` with a reference."""
+        return (["original"] if self.measured else []) + (["retrain"] if self.reference == "retrain" else [])
+
     # ------------------------------------------------------------------ derived
     @property
     def output_dir(self) -> Path:
@@ -232,6 +253,9 @@ class SweepConfig(_Strict):
             "seeds": self.seeds,
             "seed": self.seed,
             "lora": self.lora,
+            **({"measures": {"min_k": self.min_k, "reference": self.reference, "holdout":
+                             _file_digest(Path(self.holdout)) if self.holdout and Path(self.holdout).is_file()
+                             else self.holdout}} if self.measured else {}),
         }
 
     def fingerprint(self, kb_fingerprint: str) -> str:
@@ -288,7 +312,7 @@ def _resolve_paths(cfg: SweepConfig, base: Path) -> SweepConfig:
     if sets is not None and sets not in SET_NAMES and not Path(sets).is_dir():
         raise cfg.error("sets", f"no folder {sets} (expected 'exact', 'mdus', 'release' or a folder of minimal sets)")
     return cfg.model_copy(update={
-        "kb": rel(cfg.kb), "output": rel(cfg.output), "cache_dir": rel(cfg.cache_dir), "models": models, "rules": rules,
+        "kb": rel(cfg.kb), "holdout": rel(cfg.holdout), "output": rel(cfg.output), "cache_dir": rel(cfg.cache_dir), "models": models, "rules": rules,
         "sets": sets,
     })
 

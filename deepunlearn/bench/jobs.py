@@ -20,6 +20,11 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 
+#: per-target baseline rows of a measured sweep (one point each): the model before unlearning and
+#: the retain model (``deepunlearn.unlearn.baselines``)
+BASELINES = ("original", "retrain")
+
+
 @dataclass(frozen=True)
 class Job:
     """One (model, target, method) trajectory; ``skip_params`` are already in the store."""
@@ -130,7 +135,12 @@ class ModelWorker:
         if job.target not in runner.known:
             yield {"event": "skipped", "reason": "the model does not know the target before unlearning"}
             return
-        for point in job_points(runner, job):
+        if job.method in BASELINES:
+            points = iter([runner.original_point(job.target) if job.method == "original"
+                           else runner.retrain_point(job.target)])
+        else:
+            points = job_points(runner, job)
+        for point in points:
             d = point.to_dict() if hasattr(point, "to_dict") else dict(point)
             d["model"] = job.model
             yield {"event": "point", "point": d}
@@ -148,11 +158,16 @@ def new_target_runner(spec: WorkSpec, model: str, bundle: Any, kb: Any, cache_di
 
     m = spec.models[model]
     run = m["run"]
+    options = dict(spec.runner_options)
+    if options.get("holdout") is not None:
+        from ..kg.io import from_dict
+
+        options["holdout"] = from_dict(options["holdout"], source="sweep holdout KB")
     return TargetRunner(
         bundle, kb, rules=spec.rules, protocol=Protocol.model_validate(run["protocol"]),
         probe_mode=run["probe_mode"], k_mode=run["k_mode"], sets=run["sets"], tie=run["tie"],
         lr=m.get("lr"), lora=spec.lora, cache_dir=cache_dir, seeds=spec.seeds, batch_size=spec.batch_size,
-        progress=False, **spec.runner_options,
+        progress=False, **options,
     )
 
 

@@ -211,7 +211,7 @@ def plan_jobs(cfg: SweepConfig, targets: Sequence[int], store: ResultsStore) -> 
     finished = store.jobs()
     jobs, done_points = [], 0
     for m in cfg.models:
-        grids = cfg.grids_for(m)
+        grids = _grids_with_baselines(cfg, m)
         for t in targets:
             for method, grid in grids.items():
                 key = (m.name, t, method)
@@ -226,6 +226,11 @@ def plan_jobs(cfg: SweepConfig, targets: Sequence[int], store: ResultsStore) -> 
                 jobs.append(Job(m.name, t, method, tuple(grid), tuple(sorted(done & set(grid))),
                                 job_seed(cfg.seed, m.name, t, method)))
     return jobs, done_points
+
+
+def _grids_with_baselines(cfg: SweepConfig, m) -> dict[str, list[int | float]]:
+    """The model's grids, after the baseline rows (one point each, param 0) of a measured sweep."""
+    return {**{b: [0] for b in cfg.baseline_methods()}, **cfg.grids_for(m)}
 
 
 def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: bool = False,
@@ -269,7 +274,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
         manifest["runs"].append(run_rec)
         _write_json_atomic(manifest_path, manifest)
 
-        total = len(targets) * sum(len(g) for m in cfg.models for g in cfg.grids_for(m).values())
+        total = len(targets) * sum(len(g) for m in cfg.models for g in _grids_with_baselines(cfg, m).values())
         skipped: dict[tuple[str, int, str], str] = {k: r or "" for k, (s, r) in store.jobs().items() if s == "skipped"}
         computed = 0
         warned: set[tuple[str, int]] = set()
@@ -301,7 +306,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             print(f"resuming {out}: {done_points} of {total} points already stored, {n_jobs} job(s) to run",
                   file=sys.stderr)
         try:
-            executor.run(_work_spec(cfg, kb), jobs, sink)
+            executor.run(_work_spec(cfg, kb, _holdout(cfg, kb)), jobs, sink)
             run_rec["status"] = "finished"
         except BaseException as e:
             run_rec["status"] = f"stopped: {type(e).__name__}"
@@ -327,7 +332,21 @@ def _read_manifest(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) and isinstance(data.get("runs"), list) else {"runs": []}
 
 
-def _work_spec(cfg: SweepConfig, kb: KnowledgeBase) -> WorkSpec:
+def _holdout(cfg: SweepConfig, kb: KnowledgeBase) -> dict[str, Any] | None:
+    """The holdout KB's document, checked to share no fact or person with the KB."""
+    if cfg.holdout is None:
+        return None
+    from ..kg.holdout import check_disjoint
+
+    try:
+        hold = load_kb(cfg.holdout)
+        check_disjoint(kb, hold, cfg.holdout)
+    except KBError as e:
+        raise cfg.error("holdout", str(e)) from None
+    return to_dict(hold)
+
+
+def _work_spec(cfg: SweepConfig, kb: KnowledgeBase, holdout: dict[str, Any] | None = None) -> WorkSpec:
     def run(m) -> dict[str, Any]:
         p = cfg.protocol_for(m)
         return {"protocol": p.describe(), "sets": cfg.sets_for(m), "tie": p.tie, "probe_mode": p.probe_mode,
@@ -338,4 +357,7 @@ def _work_spec(cfg: SweepConfig, kb: KnowledgeBase) -> WorkSpec:
         models={m.name: {**m.model_dump(mode="json"), "run": run(m)} for m in cfg.models},
         rules=cfg.rules, seeds=cfg.seeds, batch_size=cfg.batch_size, lora=cfg.lora, cache_dir=str(cfg.cache_path),
         threads=cfg.threads, methods=tuple(cfg.methods),
+        runner_options={"scores": True, "holdout": holdout, "min_k": cfg.min_k,
+                        "reference": None if cfg.reference == "none" else cfg.reference,
+                        "retrain_cache": str(cfg.cache_path / "retrain")} if cfg.measured else {},
     )

@@ -51,9 +51,15 @@ class Point:
     exact: bool
     set: list[int] = field(default_factory=list)
     lr: float | None = None
+    #: how much remains (:mod:`deepunlearn.unlearn.measures`); None when scores are off
+    measures: dict | None = None
+    #: anything else a row records (a retain model's ``answers_target`` / ``answers_set``)
+    notes: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        d.update(d.pop("notes"))
+        return d
 
 
 class TargetRunner:
@@ -98,6 +104,12 @@ class TargetRunner:
         exact enumeration of the minimal sets (default) or MDUS with ``seeds`` seeds.
     snapshot_device:
         where the original weights are kept: ``"cpu"`` or ``"same"`` (the model's device).
+    scores, holdout, min_k, reference, retrain_cache:
+        ``scores=True`` stores with every point how much remains (likelihoods, truth ratio,
+        exposure, ROUGE-L, Min-K%: :mod:`deepunlearn.unlearn.measures`), membership against the
+        ``holdout`` KB (Min-K% with ``min_k`` percent); ``reference="retrain"`` also trains, per
+        target, a retain model without the target's reference set (cached in ``retrain_cache``)
+        for the reference-based measures and the ``retrain`` baseline row.
     """
 
     def __init__(
@@ -121,6 +133,11 @@ class TargetRunner:
         snapshot_device: str = "cpu",
         seed: int = 0,
         progress: bool = True,
+        scores: bool = False,
+        holdout=None,
+        min_k: float = 20.0,
+        reference: Literal["retrain"] | None = None,
+        retrain_cache=None,
     ):
         from ..probe import cached_probe, get_protocol
 
@@ -154,6 +171,10 @@ class TargetRunner:
                                     self.tie, seeds)
         # LoRA mode never changes the base weights: the adapter is removed instead.
         self.snapshot = None if lora else WeightSnapshot(bundle.model, device=snapshot_device)
+        from .baselines import Baselines
+
+        self.baselines = Baselines(self, scores=scores or reference is not None, holdout=holdout, min_k=min_k,
+                                   reference=reference, retrain_cache=retrain_cache)
 
     # ------------------------------------------------------------------ pieces
     def unlearner(self, method: str | Unlearner, grid: Sequence[float] | None = None,
@@ -245,6 +266,7 @@ class TargetRunner:
             return
         session = self.session(u, t)
         lr = session.lr
+        reference = self.baselines.reference(t)  # before the weights change (a retain model is trained once)
         if seed is not None:
             seed_everything(seed)
         bar = tqdm(total=n_todo, desc=f"{u.name} target {t}", file=sys.stderr, disable=not self.progress, leave=False)
@@ -257,7 +279,7 @@ class TargetRunner:
             for step in steps:
                 if float(step.param) in skip:
                     continue
-                yield self._point(t, u, step, lr)
+                yield self._point(t, u, step, lr, reference)
                 bar.update()
                 left -= 1
                 if left == 0:
@@ -275,16 +297,31 @@ class TargetRunner:
         n_params = sum(p.numel() for p in self.bundle.model.parameters())
         return choose_lr(u, meta=getattr(self.bundle, "meta", None), n_params=n_params, lr=lr, lora=self.lora).value
 
-    def _point(self, target: int, u: Unlearner, step, lr: float) -> Point:
+    def original_point(self, target: int | str) -> Point:
+        """The ``original`` baseline row: the model before unlearning, with its measures."""
+        return self.baselines.original_point(self.kb.resolve(target))
+
+    def retrain_point(self, target: int | str) -> Point:
+        """The ``retrain`` baseline row: the retain model trained without the target's reference
+        set, evaluated like a grid point (needs ``reference="retrain"``)."""
+        return self.baselines.retrain_point(self.kb.resolve(target))
+
+    def _point(self, target: int, u: Unlearner | str, step, lr: float | None, reference=None) -> Point:
         forgotten = sorted(self.known - self.known_after(step.model_fn))
+        return self.point_for(target, getattr(u, "name", u), _number(step.param), forgotten, lr,
+                              self.baselines.measure(target, step.model_fn, forgotten, reference))
+
+    def point_for(self, target: int, method: str, param, forgotten: list[int], lr: float | None,
+                  measure=None) -> Point:
+        """A :class:`Point` from the facts of K lost; ``measure(set_ids)`` gives its measures."""
         ev = self.evaluator.evaluate(target, forgotten)
         return Point(
-            target=target, method=u.name, param=_number(step.param),
+            target=target, method=method, param=param,
             recall=float(ev.recall), accuracy=float(ev.accuracy),
             accuracy_family=_opt(ev.accuracy_family), accuracy_biography=_opt(ev.accuracy_biography),
             accuracy_rule=_opt(ev.accuracy_rule), accuracy_other=_opt(ev.accuracy_other),
             target_forgotten=target in forgotten, forgotten=forgotten, exact=bool(ev.exact),
-            set=[int(i) for i in ev.set], lr=lr,
+            set=[int(i) for i in ev.set], lr=lr, measures=None if measure is None else measure(ev.set),
         )
 
 
