@@ -20,6 +20,10 @@ averaged over targets.
 * **Family / biography**: Acc@Recall>=t with the accuracy over family facts only, or over
   biography facts only, in place of the overall accuracy (paper Figure 6).
 
+Baseline rows (:data:`BASELINES`: the model before unlearning and the retain model trained without
+the forget set, issue 13) are stored beside the methods' points but are no unlearning method:
+every function here leaves them out, so the paper's metrics are the same with or without them.
+
 Thresholds compare with a 1e-9 tolerance (recall 4/5 counts as >= 0.8). Spreads over targets:
 the sample standard deviation (ddof = 1) and the standard error ``std / sqrt(n)``.
 """
@@ -42,6 +46,24 @@ from ..unlearn.summary import (  # noqa: F401  (re-exported)
 
 Curve = Sequence[tuple[float, float]]
 
+#: Methods of the baseline rows: "original" (the model before unlearning) and "retrain" (the
+#: retain model, trained without the target and its minimal set).
+BASELINES = ("original", "retrain")
+
+
+def is_baseline(p: Any) -> bool:
+    """Whether a point (object or dict) is a baseline row rather than an unlearning method's.
+
+    >>> is_baseline({"method": "retrain"}), is_baseline({"method": "ga"})
+    (True, False)
+    """
+    return _get(p, "method") in BASELINES
+
+
+def method_points(points: Iterable[Any]) -> list[Any]:
+    """The unlearning methods' points: ``points`` without the baseline rows."""
+    return [p for p in points if not is_baseline(p)]
+
 
 def spread(values: Sequence[float]) -> dict[str, float]:
     """Mean, sample standard deviation (ddof 1) and standard error over targets, ignoring NaN.
@@ -60,9 +82,10 @@ def spread(values: Sequence[float]) -> dict[str, float]:
 
 
 def group_trajectories(points: Iterable[Any]) -> dict[tuple[str, str, int], list[Any]]:
-    """Points grouped by ``(model, method, target)``, each list sorted by param."""
+    """Points grouped by ``(model, method, target)``, each list sorted by param; baseline rows
+    are left out."""
     groups: dict[tuple[str, str, int], list[Any]] = defaultdict(list)
-    for p in points:
+    for p in method_points(points):
         groups[(_get(p, "model"), _get(p, "method"), int(_get(p, "target")))].append(p)
     for g in groups.values():
         g.sort(key=lambda p: float(_get(p, "param")))
@@ -119,7 +142,7 @@ def summarize_by(points: Iterable[Any], group_of: Callable[[int], str], threshol
 
 def mean_curve(points: Iterable[Any]) -> dict[str, dict[str, list[dict[str, float]]]]:
     """Paper Figure 4: per model and method, one point per hyper-parameter value with recall
-    and accuracy averaged over the targets that ran it.
+    and accuracy averaged over the targets that ran it (baseline rows left out).
 
     >>> pts = [dict(model="m", method="ga", target=t, param=p, recall=r, accuracy=a)
     ...        for t, p, r, a in [(0, 1, 0.2, 0.9), (1, 1, 0.4, 0.7), (0, 2, 0.6, 0.5)]]
@@ -127,7 +150,7 @@ def mean_curve(points: Iterable[Any]) -> dict[str, dict[str, list[dict[str, floa
     [(1, 0.3, 0.8, 2), (2, 0.6, 0.5, 1)]
     """
     acc: dict[tuple[str, str, Any], list[tuple[float, float]]] = defaultdict(list)
-    for p in points:
+    for p in method_points(points):
         acc[(_get(p, "model"), _get(p, "method"), _get(p, "param"))].append(
             (float(_get(p, "recall")), float(_get(p, "accuracy"))))
     out: dict = {}

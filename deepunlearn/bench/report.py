@@ -28,9 +28,13 @@ from .plots import (
 )
 from ..errors import dumps
 from .jobs import safe_name
+from .measures_plots import plot_measures
+from .measures_report import canary_comparison, has_measures, measures_table, retrain_inference, stopping_rules
+from .measures_section import measures_section, write_measures_csv
 from .report_setup import protocol_lines, setup_lines
 from .metrics import (
     format_table,
+    is_baseline,
     json_safe,
     mean_curve,
     per_target,
@@ -117,18 +121,32 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
             safe = safe_name(model)
             figs[f"trajectories_{model}"] = plot_trajectories(points, out / f"trajectories_{safe}.png", methods, model, threshold)
 
+    # issue 13: only a sweep whose points carry measures gets these (a sweep without scores
+    # writes the same report as before)
+    remains: list[str] = []
+    extra_summary: dict[str, Any] = {}
+    if has_measures(points):
+        rows = measures_table(points)
+        write_measures_csv(rows, out / "measures.csv")
+        rules, canary, retrain = stopping_rules(points, threshold), canary_comparison(points), retrain_inference(points)
+        mfigs = plot_measures(points, rows, out, methods, [m for m in order if any(_get(p, "model") == m for p in points)])
+        remains = measures_section(rows, rules, canary, retrain, mfigs, threshold)
+        extra_summary = {"stopping_rules": rules, "canary_comparison": canary, "retrain_inference": retrain}
+
     _write_points_csv(points, out / "points.csv", kb)
     (out / "summary.json").write_text(dumps(json_safe({
-        "models": summary, "by_relation": by_rel, "curves": mean_curve(points),
+        "models": summary, "by_relation": by_rel, "curves": mean_curve(points), **extra_summary,
     }), indent=1) + "\n", encoding="utf-8")
 
-    n_points = len(points)
-    n_exact = sum(1 for p in points if _get(p, "exact"))
+    n_base = sum(1 for p in points if is_baseline(p))
+    n_points = len(points) - n_base
+    n_exact = sum(1 for p in points if _get(p, "exact") and not is_baseline(p))
     targets = sorted({int(_get(p, "target")) for p in points})
     md = [f"# {title}", "", f"Generated {_dt.datetime.now().isoformat(timespec='seconds')}."]
     if config:
         md += setup_lines(config, manifest, kb, points)
-    md += [f"- **targets**: {len(targets)}; **points**: {n_points}; minimal sets exact for {n_exact} of {n_points} points"]
+    md += [f"- **targets**: {len(targets)}; **points**: {n_points}; minimal sets exact for {n_exact} of {n_points} points"
+           + (f"; **baseline rows** (before unlearning, retain model): {n_base}" if n_base else "")]
     if skipped:
         md.append(f"- **skipped** {len(skipped)} job(s) whose target the model did not know before unlearning: "
                   + ", ".join(f"{m}/{me}/{tg}" for (m, tg, me) in list(skipped)[:12]) + (" …" if len(skipped) > 12 else ""))
@@ -164,6 +182,7 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
         for name, p in figs.items():
             cap = captions.get(name, "Each target's own trajectory for " + name.removeprefix("trajectories_") + ".")
             md += [f"![{name}]({Path(p).name})", "", f"*{cap}*", ""]
+    md += remains
 
     md += ["## By target relation", ""]
     rows = []

@@ -17,6 +17,11 @@ Tables: ``meta`` (schema version, config fingerprint, resolved config), ``points
 evaluated point), ``jobs`` (a finished or skipped (model, target, method) trajectory) and
 ``evaluations`` (an append-only log: one row per point the sweep computed, with the process that
 computed it; a resumed run that recomputed a finished point would show up here twice).
+
+A point's ``measures`` (issue 13: likelihood, membership and reference-model scores) is a nullable
+JSON text column, NULL when the sweep computed no scores. Stores written before the column existed
+still open: a writer adds the column (``ALTER TABLE ... ADD COLUMN``), a read-only reader reads
+every point's measures as None.
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ CREATE TABLE IF NOT EXISTS points (
     recall REAL, accuracy REAL, accuracy_family REAL, accuracy_biography REAL,
     accuracy_rule REAL, accuracy_other REAL,
     target_forgotten INTEGER NOT NULL, forgotten TEXT NOT NULL, exact INTEGER NOT NULL,
-    extra TEXT NOT NULL DEFAULT '{}', written_at REAL NOT NULL,
+    extra TEXT NOT NULL DEFAULT '{}', written_at REAL NOT NULL, measures TEXT,
     PRIMARY KEY (model, target, method, param)
 );
 CREATE TABLE IF NOT EXISTS jobs (
@@ -60,6 +65,11 @@ CREATE TABLE IF NOT EXISTS evaluations (
     method TEXT NOT NULL, param REAL NOT NULL, pid INTEGER NOT NULL, at REAL NOT NULL
 );
 """
+
+
+#: Every column of ``points`` in the order written and read (``measures`` last: ALTER TABLE appends it).
+_POINT_COLUMNS = ("model", "target", "method", "param", *METRIC_COLUMNS, "target_forgotten", "forgotten", "exact",
+                  "extra", "written_at", "measures")
 
 
 class StoreError(UserError, ValueError):
@@ -84,11 +94,18 @@ class Point:
     forgotten: tuple[int, ...] = ()
     exact: bool = True
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: likelihood / membership / reference-model scores of the point (issue 13), None when off
+    measures: dict[str, Any] | None = field(default=None, compare=False)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], model: str | None = None) -> "Point":
         """From a ``TargetRunner`` point dict (``point.to_dict()``), keeping unknown keys in ``extra``."""
-        known = {"model", "target", "method", "param", "target_forgotten", "forgotten", "exact", *METRIC_COLUMNS}
+        known = {"model", "target", "method", "param", "target_forgotten", "forgotten", "exact", "measures",
+                 *METRIC_COLUMNS}
+        measures = d.get("measures")
+        if measures is not None and not isinstance(measures, dict):
+            raise TypeError(f"point {d.get('method')}/{d.get('target')}/{d.get('param')}: measures must be "
+                            f"a dict or None, not {type(measures).__name__}")
         return cls(
             model=str(model if model is not None else d["model"]),
             target=int(d["target"]),
@@ -99,6 +116,7 @@ class Point:
             forgotten=tuple(sorted(int(i) for i in d.get("forgotten", ()))),
             exact=bool(d.get("exact", True)),
             extra={k: v for k, v in d.items() if k not in known},
+            measures=measures,
         )
 
     def to_dict(self) -> dict[str, Any]:
@@ -108,6 +126,8 @@ class Point:
             "target_forgotten": self.target_forgotten, "forgotten": list(self.forgotten), "exact": self.exact,
         }
         d.update(self.extra)
+        if self.measures is not None:  # absent, not null, when scores were off (older outputs unchanged)
+            d["measures"] = self.measures
         return d
 
 
@@ -150,7 +170,13 @@ class ResultsStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(_SCHEMA)
+            if not self._has_measures_column():  # a store written before issue 13
+                self._db.execute("ALTER TABLE points ADD COLUMN measures TEXT")
+        self._measures = self._has_measures_column()
         self._pid = os.getpid()
+
+    def _has_measures_column(self) -> bool:
+        return any(r[1] == "measures" for r in self._db.execute("PRAGMA table_info(points)"))
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -217,10 +243,11 @@ class ResultsStore:
         now = time.time()
         self._tx([
             (
-                "INSERT INTO points VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO points ({', '.join(_POINT_COLUMNS)}) VALUES ({', '.join('?' * len(_POINT_COLUMNS))})",
                 (p.model, p.target, p.method, float(p.param), *[getattr(p, c) for c in METRIC_COLUMNS],
                  int(p.target_forgotten), json.dumps(list(p.forgotten)), int(p.exact),
-                 dumps(p.extra, sort_keys=True, default=str), now),
+                 dumps(p.extra, sort_keys=True, default=str), now,
+                 None if p.measures is None else dumps(p.measures, sort_keys=True, default=str)),
             ),
             (
                 "INSERT INTO evaluations (model, target, method, param, pid, at) VALUES (?, ?, ?, ?, ?, ?)",
@@ -257,7 +284,8 @@ class ResultsStore:
 
     def points(self, model: str | None = None) -> list[Point]:
         """All stored points in a stable order (model, method, target, param)."""
-        sql = "SELECT * FROM points" + (" WHERE model = ?" if model is not None else "")
+        cols = ", ".join(_POINT_COLUMNS[:-1]) + (", measures" if self._measures else ", NULL")
+        sql = f"SELECT {cols} FROM points" + (" WHERE model = ?" if model is not None else "")
         sql += " ORDER BY model, method, target, param"
         return [self._row_point(r) for r in self._db.execute(sql, (model,) if model is not None else ())]
 
@@ -268,9 +296,11 @@ class ResultsStore:
 
     @staticmethod
     def _row_point(r: tuple) -> Point:
-        (model, target, method, param, recall, acc, fam, bio, rule, other, tf, forgotten, exact, extra, _at) = r
+        (model, target, method, param, recall, acc, fam, bio, rule, other, tf, forgotten, exact, extra, _at,
+         measures) = r
         return Point(model, int(target), method, _param(param), recall, acc, fam, bio, rule, other,
-                     bool(tf), tuple(json.loads(forgotten)), bool(exact), json.loads(extra))
+                     bool(tf), tuple(json.loads(forgotten)), bool(exact), json.loads(extra),
+                     None if measures is None else json.loads(measures))
 
     def iter_trajectories(self, model: str | None = None) -> Iterator[tuple[tuple[str, int, str], list[Point]]]:
         """Points grouped by (model, target, method), params ascending."""
