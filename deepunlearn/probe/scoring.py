@@ -132,7 +132,7 @@ def full_sequence_logprobs(rows: list[FactRows], model_fn: Callable, pad: int, d
         ids, mask = _right_pad(seqs, pad)
         logp = _lsm(model_fn(ids.to(device), mask.to(device)))
         for j, (b, c) in enumerate(chunk):
-            p, a = len(rows[b].prefix), rows[b].answers[c]
+            p = len(rows[b].prefix)
             seq = torch.as_tensor(seqs[j], device=logp.device)
             tok = logp[j, :len(seqs[j]) - 1].gather(-1, seq[1:, None]).squeeze(-1).double().cpu().numpy()
             result[b].answers[c] = tok[p - 1:]
