@@ -15,6 +15,10 @@ Public API (torch is imported only when a function runs)::
     model_info(name, *, trust_remote_code=False) -> dict  (no weights loaded)
     probe(bundle, kb, fact_ids=None, *, mode="exact", batch_size=64, model_fn=None, progress=True) -> ProbeResult
     cached_probe(bundle, kb, *, mode="exact", cache_dir=None, **kw) -> ProbeResult
+    score_facts(bundle, kb, fact_ids=None, *, model_fn=None, k=20.0, n_perturbed=5, seed=0, generate=True,
+                candidates=True, batch_size=None, progress=True) -> FactScores   (issue 13)
+    roc(member_values, nonmember_values) -> dict; mia_report(member, nonmember) -> dict
+    measures: forget_quality, model_utility, privleak, genex, bootstrap_ci (deepunlearn.probe.measures)
 """
 
 from .cache import cached_probe, default_cache_dir
@@ -27,10 +31,13 @@ from .probing import ProbeResult, logits_fn, probe
 from .protocol import PROTOCOL_NAMES, Protocol, get_protocol
 from .prompts import FORMAT_NAMES, PromptFormat, encode_pair, encode_pairs, left_pad, question_ids
 from .tiny import build_tiny_model
+from .mia import mia_report, roc
+from .scores import FactScores, ScoresError, check_k, score_facts
 
 __all__ = [
     "FORMAT_NAMES", "ModelBundle", "ModelLoadError", "PROTOCOL_NAMES", "ProbeResult", "PromptFormat", "Protocol", "get_protocol",
     "build_tiny_model", "cached_probe", "chat_format", "find_gguf", "gguf_summary", "import_gguf", "model_info", "check_device", "check_trained_on", "quiet_hf", "default_cache_dir", "encode_pair", "encode_pairs",
     "kb_fingerprint", "left_pad", "load_model", "logits_fn", "model_fingerprint", "probe",
     "question_ids", "read_meta", "save_bundle", "weights_fingerprint",
+    "FactScores", "ScoresError", "check_k", "mia_report", "roc", "score_facts",
 ]

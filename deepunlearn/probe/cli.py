@@ -8,7 +8,9 @@ and facts.
 The protocol picks the probe mode (``reference``: generate, the reference's rule; ``default``:
 exact) and the answer format (``reference``: always the model family's, as the reference
 evaluates every checkpoint; ``default``: the checkpoint's recorded one, else the family's).
-``--mode`` and ``--answer-format`` override it. :func:`add_format_args` and
+``--mode`` and ``--answer-format`` override it. ``--scores`` and ``--mia --holdout HOLD.json``
+(likelihood scores, membership inference; :mod:`deepunlearn.probe.scores_cli`) replace the
+known/total count. :func:`add_format_args` and
 :func:`resolve_format` give the model commands (``probe``, ``finetune``, ``unlearn``) the same
 options: ``--answer-format``, ``--trust-remote-code`` (off: a checkpoint's own Python never
 runs) and, where the parser has ``--device``, its check before anything loads.
@@ -103,6 +105,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default=None, help="bf16, fp16, fp32 (default: bf16 on CUDA, fp32 on CPU)")
     p.add_argument("--cache-dir", default=None,
                    help="keep the result in this folder, keyed on the model's weights and the KB (default: no cache)")
+    from .scores_cli import add_args as add_score_args
+
+    add_score_args(p)
     add_threads(p)
     add_json(p)
     p.set_defaults(handler=_probe)
@@ -159,6 +164,14 @@ def _probe(args: argparse.Namespace) -> int:
     mode = args.mode or protocol.probe_mode
     apply_threads(args)
     kb = load_kb(args.kb)
+    if args.scores or args.mia or args.holdout or args.facts:
+        from .scores_cli import run
+
+        if args.holdout and not args.mia:
+            raise CLIError("--holdout is for --mia", field="--holdout")
+        if args.facts and not (args.scores or args.mia):
+            raise CLIError("--facts is for --scores or --mia", field="--facts")
+        return run(args, kb, lambda: load_for_cli(args.model, kb, args.device, args.dtype, **fmt))
     bundle = load_for_cli(args.model, kb, args.device, args.dtype, **fmt)
     warning = check_trained_on(bundle, kb, kb_file=args.kb)
     if warning:

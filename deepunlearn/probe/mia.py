@@ -1,0 +1,72 @@
+"""Membership inference on facts (issue 13): can Min-K% Prob, PPL or zlib tell the facts a model
+was trained on (members: the KB's) from facts of the same domain it never saw (non-members: a
+holdout KB, ``deepunlearn data holdout``)? Shi et al.'s Min-K% Prob paper reports ROC-AUC and
+the true-positive rate at 5 % false positives; both come from scikit-learn here.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+#: The membership scores and their direction: +1 when a higher value means member.
+SCORES = {"min_k": 1, "ppl": -1, "zlib": -1}
+#: The false-positive rate at which the true-positive rate is reported.
+FPR_LEVEL = 0.05
+
+
+def roc(member_values: Sequence[float], nonmember_values: Sequence[float]) -> dict:
+    """ROC-AUC (``sklearn.metrics.roc_auc_score``) and TPR at 5 % FPR (``roc_curve``: the largest
+    TPR among the curve's points whose FPR is <= 0.05) of separating members from non-members by
+    a score where HIGHER means member. Non-finite values are dropped; with either side empty both
+    are ``None``. Returns ``{"auc", "tpr_at_5_fpr", "members", "nonmembers"}``."""
+    from sklearn.metrics import roc_auc_score, roc_curve
+
+    m = np.asarray(member_values, dtype=np.float64).ravel()
+    n = np.asarray(nonmember_values, dtype=np.float64).ravel()
+    m, n = m[np.isfinite(m)], n[np.isfinite(n)]
+    out = {"auc": None, "tpr_at_5_fpr": None, "members": int(len(m)), "nonmembers": int(len(n))}
+    if not len(m) or not len(n):
+        return out
+    y = np.concatenate([np.ones(len(m)), np.zeros(len(n))])
+    s = np.concatenate([m, n])
+    fpr, tpr, _ = roc_curve(y, s)
+    out["auc"] = float(roc_auc_score(y, s))
+    out["tpr_at_5_fpr"] = float(tpr[fpr <= FPR_LEVEL].max())
+    return out
+
+
+def mia_report(member, nonmember) -> dict:
+    """Per score of :data:`SCORES` (``min_k``: higher = member; ``ppl`` and ``zlib``: lower =
+    member, so they are negated) the :func:`roc` of ``member`` vs ``nonmember``
+    (:class:`~deepunlearn.probe.scores.FactScores`), plus the counts and Min-K%'s ``k``."""
+    out: dict = {"members": len(member), "nonmembers": len(nonmember), "k": float(member.k)}
+    for name, sign in SCORES.items():
+        r = roc(sign * getattr(member, name), sign * getattr(nonmember, name))
+        out[name] = {"auc": r["auc"], "tpr_at_5_fpr": r["tpr_at_5_fpr"]}
+    return out
+
+
+def check_disjoint(kb, holdout, holdout_file=None) -> None:
+    """Refuse a holdout KB that shares a fact or a person with ``kb`` (one KBError naming the
+    holdout file and the first shared item). The kg layer's ``deepunlearn.kg.holdout.check_disjoint``
+    is used where it exists; this is the same check for when it does not."""
+    try:
+        from ..kg.holdout import check_disjoint as kg_check  # written by the kg layer (issue 13)
+    except ImportError:
+        kg_check = None
+    if kg_check is not None:
+        kg_check(kb, holdout, holdout_file)
+        return
+    from ..kg.kb import KBError
+
+    where = f"holdout KB {holdout_file}" if holdout_file else f"holdout KB {holdout.name!r}"
+    shared = [f for f in holdout.facts if f in kb]
+    if shared:
+        raise KBError(f"{where} shares {len(shared)} fact(s) with the KB, e.g. {list(shared[0])}: holdout facts "
+                      "must be facts the model never saw", file=holdout_file)
+    people = [e for e in holdout.entities if e in kb.entities]
+    if people:
+        raise KBError(f"{where} shares {len(people)} person/people with the KB, e.g. {people[0]!r}: holdout "
+                      "facts must be about people the model never saw", file=holdout_file)
