@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from collections import defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -94,18 +93,13 @@ def bootstrap_ci(values: Sequence[float], level: float = 0.95, n_resamples: int 
     >>> bootstrap_ci([1.0]), bootstrap_ci([2.0, 2.0])
     ((None, None), (2.0, 2.0))
     """
-    import scipy.stats
+    from ..probe.measures import bootstrap_ci as interval  # scipy.stats.bootstrap, BCa
 
-    v = np.asarray([x for x in (_finite(x) for x in values) if x is not None], dtype=float)
+    v = [x for x in (_finite(x) for x in values) if x is not None]
     if len(v) < 2:
         return None, None
-    if np.ptp(v) == 0:
-        return float(v[0]), float(v[0])
-    with warnings.catch_warnings():  # a near-degenerate sample warns and gives NaN: reported as None
-        warnings.simplefilter("ignore")
-        res = scipy.stats.bootstrap((v,), np.mean, n_resamples=n_resamples, confidence_level=level,
-                                    rng=np.random.default_rng(seed))
-    return _finite(res.confidence_interval.low), _finite(res.confidence_interval.high)
+    lo, hi = interval(v, level, n_resamples, seed)
+    return _finite(lo), _finite(hi)
 
 
 def _order(points: Sequence[Any]) -> tuple[list[str], list[str]]:
