@@ -113,3 +113,13 @@ def test_the_tiny_tokenizer_knows_the_reference_codes(base, tmp_path):
         ids = tok(bundle.prompt.text(question, r)).input_ids
         assert tok.unk_token_id not in ids
         assert tok.decode(tok(r, add_special_tokens=False).input_ids) == r
+
+
+def test_a_subset_renumbers_its_canaries(base):
+    from deepunlearn.kg.canaries import canary_info
+
+    kb = add_canaries(base, 3, repeat=10)
+    a, b, c = kb.metadata["canaries"]["facts"]
+    sub = kb.subset([0, 1, b, c])
+    assert canary_info(sub)["facts"] == [2, 3] and [sub.facts[i] for i in (2, 3)] == [kb.facts[b], kb.facts[c]]
+    assert kb.metadata["canaries"]["facts"] == [a, b, c]  # the original is untouched
