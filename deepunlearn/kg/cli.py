@@ -1,4 +1,4 @@
-"""``deepunlearn data generate | import-edu-relat | show | export | draw``.
+"""``deepunlearn data generate | holdout | import-edu-relat | show | export | draw``.
 
 Every ``-o`` is written atomically (a temporary sibling renamed into place, missing folders
 created), and every numeric flag has a strict argparse type (a bad value is a usage error, exit 2).
@@ -11,7 +11,7 @@ import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json, int_at_least, nonneg_int, number_in
+    from ..cli import add_json, int_at_least, nonneg_int, number_in, positive_int
 
     _people, _share = int_at_least(2), number_in(0, 1, lo_open=True)
 
@@ -28,9 +28,29 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "default: the generator's, which matches the release's mix)")
     p.add_argument("--targets-per-relation", type=nonneg_int, default=5, metavar="N",
                    help="evaluation targets drawn per family relation (default 5; 0: no targets)")
+    p.add_argument("--canaries", type=positive_int, default=None, metavar="C",
+                   help="also add C canary facts (person, code, <random 10-character string>) for C distinct people: "
+                        "out-of-distribution targets outside every rule (Baluta et al.), with 999 reference codes "
+                        "for exposure")
+    p.add_argument("--repeat", type=positive_int, default=None, metavar="R",
+                   help="with --canaries: how many times finetuning shows each canary per epoch (default 1; the "
+                        "issue compares 1 and 10)")
     p.add_argument("-o", "--output", required=True, help="KB file to write (missing folders are created)")
     add_json(p)
-    p.set_defaults(handler=_generate)
+    p.set_defaults(handler=_generate, _usage_error=p.error)
+
+    p = dsub.add_parser("holdout", help="facts of a KB's domain it does not hold (for membership tests)",
+                        description="Generate people and facts disjoint from --kb with the same generator and "
+                                    "templates, named and valued with the KB's own words (first names, surnames, "
+                                    "attribute values), for 'probe --mia --holdout'.")
+    p.add_argument("--kb", required=True, help="KB file the holdout must be disjoint from")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="random seed (default 0)")
+    p.add_argument("--people", type=positive_int, default=None, metavar="N",
+                   help="holdout people (default: as many as the KB has)")
+    p.add_argument("-o", "--output", required=True, metavar="HOLD.json",
+                   help="holdout KB file to write (missing folders are created)")
+    add_json(p)
+    p.set_defaults(handler=_holdout)
 
     p = dsub.add_parser("import-edu-relat", help="convert the public EDU-RELAT release folder")
     p.add_argument("folder", help="folder with the release's .pt files")
@@ -100,11 +120,39 @@ def _generate(args) -> int:
     if args.stored_share is not None:
         params = params.model_copy(update={"stored_share": args.stored_share})
     params = params.model_copy(update={"targets_per_relation": args.targets_per_relation})
+    if args.repeat is not None and args.canaries is None:
+        args._usage_error("argument --repeat: only with --canaries")  # exits 2
+    if args.canaries is not None and args.canaries > args.people:
+        args._usage_error(f"argument --canaries: {args.canaries} canaries need as many people "
+                          f"(--people is {args.people})")
     kb = generate_family(args.people, seed=args.seed, params=params)
+    if args.canaries is not None:
+        from .canaries import add_canaries
+
+        kb = add_canaries(kb, args.canaries, repeat=args.repeat or 1, seed=args.seed)
     out = save_kb(kb, args.output)
     s = summary(kb)
-    emit(args, {"output": str(out), **{k: s[k] for k in ("people", "facts", "relations")}, "targets": len(kb.targets)},
+    extra = {"canaries": len(kb.metadata["canaries"]["facts"])} if "canaries" in kb.metadata else {}
+    emit(args, {"output": str(out), **{k: s[k] for k in ("people", "facts", "relations")}, "targets": len(kb.targets),
+                **extra},
          lambda: f"wrote {out}\n" + _summary_text(kb, str(out)))
+    return 0
+
+
+def _holdout(args) -> int:
+    from ..cli import emit
+    from .holdout import check_disjoint, make_holdout
+    from .io import load_kb, save_kb
+
+    kb = load_kb(args.kb, flag="--kb")
+    hold = make_holdout(kb, args.seed, people=args.people)
+    check_disjoint(kb, hold, args.output, flag="-o")  # by construction; checked before anything is written
+    out = save_kb(hold, args.output)
+    s = summary(hold)
+    emit(args, {"output": str(out), "of": str(args.kb), "seed": args.seed,
+                **{k: s[k] for k in ("people", "facts", "relations")}},
+         lambda: f"wrote {out}: {s['people']} people and {s['facts']} facts disjoint from {args.kb} "
+                 f"(seed {args.seed})")
     return 0
 
 

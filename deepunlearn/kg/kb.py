@@ -308,10 +308,14 @@ class KnowledgeBase:
         return iter(self.facts)
 
     def subset(self, fact_ids: Iterable[int], name: str | None = None) -> "KnowledgeBase":
-        """A KB holding only some facts (same entities and templates). Targets are kept where
-        their fact survives and renumbered."""
+        """A KB holding only some facts (same entities and templates). Targets (and the canary
+        facts of ``metadata["canaries"]``) are kept where their fact survives and renumbered."""
         ids = sorted(set(int(i) for i in fact_ids))
         remap = {old: new for new, old in enumerate(ids)}
+        metadata = dict(self.metadata)
+        canaries = metadata.get("canaries")
+        if isinstance(canaries, dict) and isinstance(canaries.get("facts"), list):
+            metadata["canaries"] = {**canaries, "facts": [remap[i] for i in canaries["facts"] if i in remap]}
         return KnowledgeBase(
             entities=self.entities,
             relations=self.relations,
@@ -320,7 +324,7 @@ class KnowledgeBase:
             name=name or self.name,
             background=self.background,
             probe_overrides={remap[i]: v for i, v in self.probe_overrides.items() if i in remap},
-            metadata=dict(self.metadata),
+            metadata=metadata,
         )
 
     def to_networkx(self, include_biography: bool = False):

@@ -13,27 +13,12 @@ from __future__ import annotations
 import hashlib
 import json
 
+from ..kg.fingerprint import kb_fingerprint  # noqa: F401  (re-exported: the probe cache's key)
 from ..kg.kb import KnowledgeBase
 
 _CHUNK = 1 << 24  # elements hashed at a time (bounds the int64 temporaries)
 _MIX_A = -7046029254386353131  # 0x9E3779B97F4A7C15 as a signed int64
 _MIX_B = -4658895280553007687  # 0xBF58476D1CE4E5B9 as a signed int64
-
-
-def kb_fingerprint(kb: KnowledgeBase) -> str:
-    """Hash of what probing a KB depends on: its facts and their question/answer pairs.
-
-    >>> from deepunlearn.kg.kb import KnowledgeBase
-    >>> a = KnowledgeBase.build({"A": {}, "B": {}}, [("A", "child", "B")])
-    >>> b = KnowledgeBase.build({"A": {}, "B": {}}, [("B", "child", "A")])
-    >>> kb_fingerprint(a) == kb_fingerprint(a), kb_fingerprint(a) == kb_fingerprint(b)
-    (True, False)
-    """
-    h = hashlib.sha256()
-    for i, (fact, p) in enumerate(zip(kb.facts, kb.probes())):
-        h.update(json.dumps([i, list(fact), p.question, p.answer], ensure_ascii=False).encode())
-        h.update(b"\n")
-    return h.hexdigest()[:32]
 
 
 def _int_view(t):

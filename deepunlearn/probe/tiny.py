@@ -48,6 +48,22 @@ def probe_texts(kb: KnowledgeBase, prompt: PromptFormat = TINY_PROMPT) -> list[s
     return [prompt.text(p.question, p.answer) for p in kb.probes()]
 
 
+def tokenizer_texts(kb: KnowledgeBase, prompt: PromptFormat = TINY_PROMPT) -> list[str]:
+    """The texts the tiny tokenizer is trained on: :func:`probe_texts`, plus, for a KB with
+    canaries (:mod:`deepunlearn.kg.canaries`), every reference code in a canary's answer position.
+    A real BPE tokenizer spells any string; the word-level one knows only the words it was
+    built on, and would read a reference code it never saw as ``<unk>``, so exposure's ranking
+    of a canary among its references would compare unknown tokens."""
+    from ..kg.canaries import canary_info
+
+    texts = probe_texts(kb, prompt)
+    info = canary_info(kb)
+    if info and info["facts"] and info.get("references"):
+        question = kb.probe(info["facts"][0]).question
+        texts += [prompt.text(question, ref) for ref in info["references"]]
+    return texts
+
+
 def build_tokenizer(texts: list[str], *, model: str = "wordlevel"):
     """A word-level ``PreTrainedTokenizerFast`` over ``texts``.
 
@@ -182,7 +198,7 @@ def build_tiny_model(
     if arch not in ARCHS:
         raise ValueError(f"unknown tiny architecture {arch!r}: expected one of {', '.join(ARCHS)}")
     prompt = PromptFormat.for_model(arch) if prompt is None else PromptFormat.parse(prompt)
-    texts = probe_texts(kb, prompt)
+    texts = tokenizer_texts(kb, prompt)
     if not texts:
         raise ValueError(f"knowledge base {kb.name!r} has no facts to build a tokenizer from")
     tokenizer = build_tokenizer(texts, model=TOKENIZER_MODELS.get(arch, "wordlevel"))

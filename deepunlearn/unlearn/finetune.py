@@ -16,6 +16,14 @@ learning rates to the training; ``base`` (:func:`base_of`), the model it started
 ``kb``: ``{"name", "fingerprint", "facts"}`` of the KB it was trained on, ``fingerprint`` being
 :func:`deepunlearn.probe.fingerprint.kb_fingerprint` (the probe cache's key), so a later command
 can tell whether a model is used on the KB it learned.
+
+Issue 13: ``exclude`` trains on K minus some facts (a *retain model*, :mod:`.retrain`), and a KB
+with canaries (:mod:`deepunlearn.kg.canaries`) shows each canary ``repeat`` times per epoch;
+:func:`training_facts` is the training set. The checkpoint's ``trained`` entry records it:
+``{"facts": distinct facts trained, "excluded": [ids], "fingerprint": sha256 of the sorted trained
+ids, "excluded_known": [excluded ids the trained model still answers], "canary_repeat": r}``;
+``kb`` stays the whole KB the model is used on. The known share (and early stopping) counts
+the trained facts only.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -100,7 +108,9 @@ class FinetuneConfig(BaseModel):
 
 @dataclass
 class FinetuneResult:
-    """Outcome: facts known after training out of ``total``, epochs run, wall seconds."""
+    """Outcome: trained facts known after training out of ``total`` (the facts trained on),
+    epochs run, wall seconds; the ``excluded`` facts and those of them the model still answers
+    (``excluded_known``: knowledge it inferred from what it was trained on)."""
 
     known: int
     total: int
@@ -108,6 +118,8 @@ class FinetuneResult:
     seconds: float
     history: list[dict] = field(default_factory=list)
     checkpoint: Path | None = None
+    excluded: list[int] = field(default_factory=list)
+    excluded_known: list[int] = field(default_factory=list)
 
     @property
     def share(self) -> float:
@@ -116,7 +128,8 @@ class FinetuneResult:
     def to_json(self) -> dict:
         return {"known": self.known, "total": self.total, "known_share": round(self.share, 6),
                 "epochs": self.epochs, "seconds": round(self.seconds, 3),
-                "checkpoint": None if self.checkpoint is None else str(self.checkpoint)}
+                "checkpoint": None if self.checkpoint is None else str(self.checkpoint),
+                "excluded": list(self.excluded), "excluded_known": list(self.excluded_known)}
 
 
 def make_scheduler(optimizer, config: FinetuneConfig, total_steps: int):
@@ -138,6 +151,36 @@ def make_scheduler(optimizer, config: FinetuneConfig, total_steps: int):
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+def training_facts(kb: KnowledgeBase, exclude: Iterable[Any] = ()) -> list[int]:
+    """The fact ids one epoch of :func:`finetune` trains on, in id order: every fact of ``kb``
+    but those in ``exclude`` (fact ids or any reference :meth:`KnowledgeBase.resolve` takes; one
+    that names no fact is a :class:`~deepunlearn.kg.kb.KBError`), each canary
+    (``metadata["canaries"]``) ``repeat`` times.
+
+    >>> kb = KnowledgeBase.build({"A": {}, "B": {}}, [("A", "child", "B"), ("A", "job", "x"), ("B", "job", "y")])
+    >>> training_facts(kb, exclude=[1])
+    [0, 2]
+    """
+    from ..kg.canaries import canary_info
+
+    excluded = {kb.resolve(f) for f in exclude}
+    info = canary_info(kb)
+    repeat = dict.fromkeys(info["facts"], info["repeat"]) if info else {}
+    out: list[int] = []
+    for i in range(len(kb.facts)):
+        if i not in excluded:
+            out.extend([i] * repeat.get(i, 1))
+    return out
+
+
+def trained_fingerprint(fact_ids: Iterable[int]) -> str:
+    """sha256 of the sorted distinct trained fact ids (the ``trained.fingerprint`` of a checkpoint)."""
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(sorted(set(int(i) for i in fact_ids))).encode()).hexdigest()
+
+
 def finetune(
     bundle: ModelBundle,
     kb: KnowledgeBase,
@@ -145,14 +188,17 @@ def finetune(
     *,
     out_dir: str | Path | None = None,
     progress: bool = True,
+    exclude: Iterable[Any] = (),
 ) -> FinetuneResult:
-    """Train ``bundle.model`` in place on every fact of ``kb`` (answer-only loss) and, with
-    ``out_dir``, save the checkpoint (``save_pretrained`` + ``deepunlearn.json``).
+    """Train ``bundle.model`` in place on the facts of ``kb`` but ``exclude``
+    (:func:`training_facts`: canaries repeated) with an answer-only loss and, with ``out_dir``,
+    save the checkpoint (``save_pretrained`` + ``deepunlearn.json``, see the module docstring).
 
     ``config`` defaults to :meth:`FinetuneConfig.for_bundle`. After every ``probe_every``
     epochs the facts are probed (``probe_mode``) once the training batches suggest the target
-    is near, and training stops when ``known / total >= target_known``. The returned counts
-    come from a final probe of the trained model.
+    is near, and training stops when ``known / total >= target_known`` (over the trained
+    facts). The returned counts come from a final probe of the trained model; the excluded
+    facts are probed too (``excluded_known``).
     """
     import torch
     from tqdm.auto import tqdm
@@ -176,7 +222,12 @@ def finetune(
             autocast_dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     scaler = torch.amp.GradScaler("cuda") if autocast_dtype == torch.float16 else None
 
-    examples = encode_qa(bundle.tokenizer, bundle.prompt, kb.probes())
+    order = training_facts(kb, exclude)
+    trained = sorted(set(order))
+    excluded = sorted(set(range(len(kb.facts))) - set(trained))
+    if not order:
+        raise ValueError(f"knowledge base {kb.name!r}: every fact is excluded, nothing is left to finetune on")
+    examples = encode_qa(bundle.tokenizer, bundle.prompt, kb.probes(order))
     n = len(examples)
     steps_per_epoch = math.ceil(n / config.batch_size)
     total_steps = steps_per_epoch * config.epochs
@@ -228,7 +279,7 @@ def finetune(
                    "lr": scheduler.get_last_lr()[0]}
             target = config.target_known
             if target is not None and epoch % config.probe_every == 0 and train_share >= target - 0.1:
-                res = probe(bundle, kb, mode=config.probe_mode, progress=False)
+                res = probe(bundle, kb, trained, mode=config.probe_mode, progress=False)
                 model.train()
                 last_known = res.share
                 row["known"] = res.share
@@ -248,10 +299,14 @@ def finetune(
         if half and config.mixed_precision:
             model.to(orig_dtype)
 
-    final = probe(bundle, kb, mode=config.probe_mode, progress=False)
+    final = probe(bundle, kb, trained, mode=config.probe_mode, progress=False)
+    inferred: list[int] = []
+    if excluded:
+        res = probe(bundle, kb, excluded, mode=config.probe_mode, progress=False)
+        inferred = [int(i) for i, k in zip(res.fact_ids, res.known) if k]
     seconds = time.perf_counter() - t0
     result = FinetuneResult(known=final.n_known, total=final.total, epochs=epochs_run, seconds=seconds,
-                            history=history)
+                            history=history, excluded=excluded, excluded_known=inferred)
     if out_dir is not None:
         meta = {
             "origin": bundle.meta.get("origin", "finetuned"),
@@ -259,6 +314,8 @@ def finetune(
             "training": {**config.model_dump(), "epochs_run": epochs_run, "steps": epochs_run * steps_per_epoch,
                          "seconds": round(seconds, 3)},
             "kb": {"name": kb.name, "fingerprint": kb_fingerprint(kb), "facts": len(kb.facts)},
+            "trained": {"facts": len(trained), "excluded": excluded, "fingerprint": trained_fingerprint(trained),
+                        "excluded_known": inferred, "examples_per_epoch": n},
             "known": final.n_known,
             "total": final.total,
             "probe_mode": config.probe_mode,

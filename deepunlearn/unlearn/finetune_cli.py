@@ -4,6 +4,8 @@
 checkpoint (plus ``deepunlearn.json``) to DIR and prints ``{"known": int, "total": int, ...}``.
 ``tiny`` builds the small local model of DESIGN.md section 6 for the KB and trains it from
 scratch with the :meth:`~deepunlearn.unlearn.finetune.FinetuneConfig.tiny` preset.
+``--exclude F.json`` trains on every fact but those listed (a retain model, issue 13): the known
+share counts the trained facts, and the output lists the excluded facts the model still answers.
 
 Every argument (flags and ``--config``) is checked before anything is built, loaded or written,
 and the checkpoint is written into a temporary sibling of DIR that replaces DIR only once it is
@@ -52,6 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", required=True, help="hub name, checkpoint folder, or 'tiny' (built locally for the KB)")
     p.add_argument("-o", "--output", required=True,
                    help="folder to save the finetuned checkpoint in (replaced only once training has finished)")
+    p.add_argument("--exclude", default=None, metavar="F.json",
+                   help="train on every fact of the KB but these (a JSON list of fact indices or [s, r, o], or an "
+                        "object with an 'exclude' list): a retain model that never saw them")
     p.add_argument("--preset", choices=("auto", "paper", "tiny"), default="auto",
                    help="hyper-parameter preset (auto: tiny for tiny models, else the paper's)")
     p.add_argument("--protocol", choices=("default", "reference"), default="default",
@@ -216,6 +221,14 @@ def _finetune(args: argparse.Namespace) -> int:
     kb = load_kb(args.kb)
     if not kb.facts:
         raise CLIError(f"--kb {args.kb}: the KB has no facts to finetune on", file=args.kb, field="--kb")
+    exclude: list[int] = []
+    if args.exclude is not None:
+        from ..kg.refs import read_fact_list
+
+        exclude = sorted(set(read_fact_list(kb, args.exclude, flag="--exclude", key="exclude")))
+        if len(exclude) == len(kb.facts):
+            raise CLIError(f"--exclude {args.exclude}: excludes every fact of the KB, nothing is left to finetune on",
+                           file=args.exclude, field="--exclude")
     fmt = resolve_format(args)
     overrides = collect_overrides(args)
     build_config(args, None, overrides)  # every value checked before anything is built or written
@@ -236,12 +249,15 @@ def _finetune(args: argparse.Namespace) -> int:
         bundle = load_for_cli(model, kb, args.device, args.dtype, **fmt)
         # KB mismatch (issue 11 item 19) does not apply: finetuning on a new KB is what this command does.
         config = build_config(args, bundle, overrides)
-        res = finetune(bundle, kb, config, out_dir=tmp)
+        res = finetune(bundle, kb, config, out_dir=tmp, exclude=exclude)
     res.checkpoint = out_dir
     out = {**res.to_json(), "model": args.model, "kb": str(args.kb), "protocol": args.protocol,
            "answer_format": bundle.prompt.describe(), "config": config.model_dump()}
     emit(args, out, lambda: (
-        f"finetuned {args.model} on {kb.name}: {res.known} of {res.total} facts known ({res.share:.1%}) "
+        f"finetuned {args.model} on {kb.name}"
+        + (f" minus {len(exclude)} excluded facts (of which it still answers {len(res.excluded_known)})"
+           if exclude else "")
+        + f": {res.known} of {res.total} {'trained ' if exclude else ''}facts known ({res.share:.1%}) "
         f"after {res.epochs} epochs, {res.seconds:.0f}s; checkpoint in {res.checkpoint}"
     ))
     return 0

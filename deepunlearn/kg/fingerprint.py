@@ -1,0 +1,29 @@
+"""The content fingerprint of a knowledge base: a hash of its facts and their probes.
+
+It lives in the KB layer so that KB files derived from another KB (a holdout set, issue 13) can
+record which KB they belong to; :mod:`deepunlearn.probe.fingerprint` re-exports it as the probe
+cache's key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from .kb import KnowledgeBase
+
+
+def kb_fingerprint(kb: KnowledgeBase) -> str:
+    """Hash of what probing a KB depends on: its facts and their question/answer pairs.
+
+    >>> from deepunlearn.kg.kb import KnowledgeBase
+    >>> a = KnowledgeBase.build({"A": {}, "B": {}}, [("A", "child", "B")])
+    >>> b = KnowledgeBase.build({"A": {}, "B": {}}, [("B", "child", "A")])
+    >>> kb_fingerprint(a) == kb_fingerprint(a), kb_fingerprint(a) == kb_fingerprint(b)
+    (True, False)
+    """
+    h = hashlib.sha256()
+    for i, (fact, p) in enumerate(zip(kb.facts, kb.probes())):
+        h.update(json.dumps([i, list(fact), p.question, p.answer], ensure_ascii=False).encode())
+        h.update(b"\n")
+    return h.hexdigest()[:32]

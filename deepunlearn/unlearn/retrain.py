@@ -1,0 +1,147 @@
+"""Retain models: the same base, recipe and seed as a finetuned model, trained without some facts.
+
+TOFU's forget quality and MUSE's PrivLeak compare an unlearned model with a *retain model*
+(retrained from scratch without the forget set): the gold standard of unlearning (issue 13,
+item 3). :func:`retrain` builds one for a model that ``deepunlearn finetune`` (or
+:func:`~deepunlearn.unlearn.finetune.finetune` with ``out_dir``) trained: it reads the
+checkpoint's ``deepunlearn.json`` for the model it started from (``base``), the recipe
+(``training``: :class:`~deepunlearn.unlearn.finetune.FinetuneConfig` fields) and the seed, and
+trains that base on K minus ``removed``.
+
+- ``base == "tiny"``: the tiny model is rebuilt from the checkpoint's ``tiny`` entry
+  (architecture, sizes, seed) on the FULL KB, so its vocabulary and initial weights are those
+  the finetuned model started from (a vocabulary that differs is refused);
+- otherwise the base is loaded by its hub name or folder, with the finetuned model's answer format.
+
+Retrained models are cached in ``cache_dir/<key>/`` where ``key`` is a sha256 of (base identity,
+KB fingerprint, sorted removed ids, recipe, seed): a second call returns the folder without
+training. The folder is written through :func:`deepunlearn.errors.atomic_dir` (complete or
+absent). Its ``deepunlearn.json`` holds ``retrain`` (``{"of", "key", "removed", "seed", "base"}``)
+and, from finetuning, ``trained`` (the facts trained on, ``excluded_known``: removed facts the
+retain model still answers, knowledge it *infers* from what it kept).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+from ..kg.kb import KBError, KnowledgeBase
+from ..probe.models import META_FILE, ModelBundle, read_meta
+
+_TINY_KEYS = ("arch", "seed", "hidden", "layers", "heads")
+
+
+def _error(message: str, file: Any = None, field: str | None = None):
+    from .methods.base import UnlearnError
+
+    return UnlearnError(message, file=file, field=field)
+
+
+def _source(model: str | Path | ModelBundle) -> tuple[dict, str, Path | None]:
+    """(meta, name for messages, folder) of a bundle or a checkpoint folder."""
+    if isinstance(model, ModelBundle):
+        return dict(model.meta or {}), str(model.path or model.name), model.path
+    folder = Path(model)
+    if not (folder / "config.json").is_file() and not (folder / META_FILE).is_file():
+        raise _error(f"model {folder}: not a checkpoint folder (no config.json or {META_FILE})", file=folder)
+    return read_meta(folder), str(folder), folder
+
+
+def _recipe(meta: dict, name: str, seed: int | None):
+    from pydantic import ValidationError
+
+    from .finetune import FinetuneConfig
+
+    training = meta.get("training")
+    if not isinstance(training, dict) or meta.get("base") is None:
+        raise _error(f"model {name}: its {META_FILE} records no base and training recipe (it was not finetuned by "
+                     "deepunlearn); a retain model needs the base the model started from and the recipe it was "
+                     "trained with", file=name)
+    try:
+        config = FinetuneConfig(**{k: v for k, v in training.items() if k in FinetuneConfig.model_fields})
+        if seed is not None:
+            config = FinetuneConfig(**{**config.model_dump(), "seed": seed})
+    except ValidationError as e:
+        raise _error(f"model {name}: training recipe in {META_FILE}: {' '.join(str(e).split())}", file=name) from None
+    return config
+
+
+def _base_identity(meta: dict, name: str, seed: int | None) -> dict:
+    base = meta["base"]
+    if base == "tiny":
+        tiny = meta.get("tiny")
+        if not isinstance(tiny, dict) or any(k not in tiny for k in _TINY_KEYS):
+            raise _error(f"model {name}: base 'tiny' but {META_FILE} has no complete 'tiny' entry "
+                         f"({', '.join(_TINY_KEYS)}) to rebuild it from", file=name)
+        spec = {k: tiny[k] for k in _TINY_KEYS}
+        if seed is not None:
+            spec["seed"] = seed
+        return {"tiny": spec, "vocab": tiny.get("vocab"), "prompt": meta.get("prompt")}
+    return {"base": str(base), "prompt": meta.get("prompt")}
+
+
+def cache_key(identity: dict, kb_fp: str, removed: list[int], recipe: dict) -> str:
+    """sha256 (hex) of what a retain model depends on: base identity, KB fingerprint, sorted
+    removed fact ids, recipe (with its seed)."""
+    doc = {"base": identity, "kb": kb_fp, "removed": sorted(removed), "recipe": recipe, "seed": recipe.get("seed")}
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def retrain(model_dir_or_bundle: str | Path | ModelBundle, kb: KnowledgeBase, removed: Iterable[Any], *,
+            cache_dir: str | Path, seed: int | None = None, progress: bool = True,
+            device: str | None = None) -> Path:
+    """The retain model of ``model_dir_or_bundle`` without the facts ``removed`` (fact ids or
+    references :meth:`KnowledgeBase.resolve` takes): a folder under ``cache_dir``, trained from the
+    same base with the same recipe and seed (``seed`` overrides it: the data order and, for a tiny
+    base, the initial weights) on ``kb`` minus ``removed``, or found there from an earlier call.
+    ``kb`` must be the KB the model was finetuned on (checked by fingerprint). ``device``: where
+    to train (default: CUDA when present).
+
+    Errors (:class:`~deepunlearn.unlearn.methods.base.UnlearnError`): a model without a base and
+    training recipe in its metadata, a KB other than the model's, a removed fact not in the KB.
+    """
+    from ..errors import atomic_dir
+    from ..kg.fingerprint import kb_fingerprint
+    from ..probe.models import load_model
+    from .finetune import finetune
+
+    meta, name, _ = _source(model_dir_or_bundle)
+    recipe = _recipe(meta, name, seed)
+    identity = _base_identity(meta, name, seed)
+    fp = kb_fingerprint(kb)
+    learned = (meta.get("kb") or {}).get("fingerprint") if isinstance(meta.get("kb"), dict) else None
+    if learned is not None and learned != fp:
+        raise _error(f"model {name} was finetuned on KB {meta['kb'].get('name')!r} (fingerprint {learned}), not on "
+                     f"{kb.name!r} ({fp}); a retain model is trained on the model's own KB", file=name)
+    try:
+        ids = sorted({kb.resolve(f) for f in removed})
+    except KBError as e:
+        raise _error(f"retain model of {name}: removed fact: {e}", field="removed") from None
+    if len(ids) == len(kb.facts):
+        raise _error(f"retain model of {name}: every fact of {kb.name!r} is removed, nothing is left to train on",
+                     field="removed")
+    key = cache_key(identity, fp, ids, recipe.model_dump())
+    folder = Path(cache_dir) / key
+    if (folder / META_FILE).is_file() and (read_meta(folder).get("retrain") or {}).get("key") == key:
+        return folder
+    with atomic_dir(folder) as tmp:
+        if "tiny" in identity:
+            from ..probe.tiny import build_tiny_model
+
+            spec = identity["tiny"]
+            build_tiny_model(kb, tmp, seed=spec["seed"], hidden=spec["hidden"], layers=spec["layers"],
+                             heads=spec["heads"], arch=spec["arch"], prompt=meta.get("prompt"))
+            bundle = load_model(tmp, device=device)
+            vocab = len(bundle.tokenizer)
+            if identity["vocab"] is not None and vocab != identity["vocab"]:
+                raise _error(f"model {name}: the tiny base rebuilt on {kb.name!r} has {vocab} tokens, the model "
+                             f"{identity['vocab']}: it was not built on this KB", file=name)
+        else:
+            bundle = load_model(identity["base"], device=device, prompt=meta.get("prompt"))
+        bundle.meta = {**bundle.meta, "retrain": {"of": name, "key": key, "removed": ids, "seed": recipe.seed,
+                                                  "base": identity}}
+        finetune(bundle, kb, recipe, out_dir=tmp, progress=progress, exclude=ids)
+    return folder
