@@ -246,6 +246,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
     if not targets:
         raise cfg.error("targets", "no target facts selected")
     check_config(cfg)
+    holdout = _holdout(cfg, kb)  # checked before anything is written
     cfg = cfg.model_copy(update={"rules": resolved_rules(cfg, kb)})
     executor = executor or make_executor(cfg.executor, cfg.ray_address)
     out = cfg.output_dir
@@ -306,7 +307,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             print(f"resuming {out}: {done_points} of {total} points already stored, {n_jobs} job(s) to run",
                   file=sys.stderr)
         try:
-            executor.run(_work_spec(cfg, kb, _holdout(cfg, kb)), jobs, sink)
+            executor.run(_work_spec(cfg, kb, holdout), jobs, sink)
             run_rec["status"] = "finished"
         except BaseException as e:
             run_rec["status"] = f"stopped: {type(e).__name__}"

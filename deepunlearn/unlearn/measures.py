@@ -19,7 +19,8 @@ model are measured on the same facts:
   model and under the retain model;
 * ``model_utility``: TOFU's harmonic mean of the retain facts' mean probability, mean ROUGE-L
   and mean ``max(0, 1 - truth ratio)`` (needs no reference);
-* ``min_k_auc``: the Min-K% ROC-AUC of ``F`` (members) against the holdout facts (non-members);
+* ``min_k_auc``: the Min-K% ROC-AUC of ``F`` (members) against the holdout facts of ``F``'s
+  relations (non-members; all holdout facts when none shares a relation);
 * ``privleak``: MUSE's ``(AUC - AUC_retain) / AUC_retain`` of that AUC;
 * ``genex``: Baluta et al.'s generalised exposure of the target against its candidates.
 
@@ -116,7 +117,7 @@ class Measurer:
         tr_F = scores.truth_ratio[[pos[i] for i in F]]
         auc = None
         if hold is not None and F:
-            auc = roc(scores.min_k[[pos[i] for i in F]], hold.min_k)["auc"]
+            auc = roc(scores.min_k[[pos[i] for i in F]], hold.min_k[self._matched(F)])["auc"]
         out: dict[str, Any] = {
             "target": group([target]), "forget": group(forget), "retain": group(retain),
             "model_utility": utility, "min_k_auc": auc,
@@ -130,11 +131,19 @@ class Measurer:
             rF = [rpos[i] for i in F if i in rpos]
             out["forget_quality"] = m.forget_quality(tr_F, reference.scores.truth_ratio[rF])
             if auc is not None and reference.holdout is not None:
-                r_auc = roc(reference.scores.min_k[rF], reference.holdout.min_k)["auc"]
+                r_auc = roc(reference.scores.min_k[rF], reference.holdout.min_k[self._matched(F)])["auc"]
                 out["privleak"] = m.privleak(auc, r_auc)
             if target in rpos:
                 out["genex"] = _genex(reference.scores, rpos[target], scores, pos[target], m)
         return out
+
+
+    def _matched(self, F: Sequence[int]) -> list[int]:
+        """Rows of the holdout scores whose relation is one of ``F``'s (all rows if none is): a
+        membership AUC compares like with like, not family questions with biography ones."""
+        rels = {self.kb.facts[i][1] for i in F}
+        rows = [j for j, f in enumerate(self.holdout.facts) if f[1] in rels]
+        return rows or list(range(len(self.holdout.facts)))
 
 
 def _genex(ref_scores, ri: int, scores, si: int, m) -> float | None:
