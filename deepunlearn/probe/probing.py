@@ -230,14 +230,7 @@ def probe(
 
     if mode not in MODES:
         raise ValueError(f"unknown probe mode {mode!r}: expected one of {MODES}")
-    if batch_size is not None and batch_size != "auto" and (
-            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
-        raise ValueError(f"batch_size must be a positive integer, None or 'auto', got {batch_size!r}")
-    n_facts = len(kb.facts)
-    ids = np.arange(n_facts, dtype=np.int64) if fact_ids is None else np.asarray(list(fact_ids), dtype=np.int64)
-    bad = ids[(ids < 0) | (ids >= n_facts)]
-    if len(bad):
-        raise KBError(f"fact index {int(bad[0])} out of range (KB has {n_facts} facts)")
+    ids = checked_ids(kb, fact_ids, batch_size)
 
     enc, q_alone = _encoded(bundle, kb)
     rows = [enc[i] for i in ids]
@@ -285,6 +278,19 @@ def probe(
         if was_training:
             model.train()
     return ProbeResult(fact_ids=ids, known=known, logprob=logprob, outputs=outputs, mode=mode)
+
+
+def checked_ids(kb: KnowledgeBase, fact_ids: Iterable[int] | None, batch_size) -> np.ndarray:
+    """The fact ids to probe (all by default) as an array, after checking them and ``batch_size``."""
+    if batch_size is not None and batch_size != "auto" and (
+            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"batch_size must be a positive integer, None or 'auto', got {batch_size!r}")
+    n_facts = len(kb.facts)
+    ids = np.arange(n_facts, dtype=np.int64) if fact_ids is None else np.asarray(list(fact_ids), dtype=np.int64)
+    bad = ids[(ids < 0) | (ids >= n_facts)]
+    if len(bad):
+        raise KBError(f"fact index {int(bad[0])} out of range (KB has {n_facts} facts)")
+    return ids
 
 
 def _teacher_forced(b_rows, model_fn, default_fn, pad: int, device):

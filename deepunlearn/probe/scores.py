@@ -239,20 +239,13 @@ def score_facts(bundle: ModelBundle, kb: KnowledgeBase, fact_ids: Iterable[int] 
 
     from ..kg.candidates import answer_candidates, perturbed
     from .batching import resolve_batch_size
-    from .probing import _encoded, _generate, _model_device
+    from .probing import _encoded, _generate, _model_device, checked_ids
     from .scoring import FactRows, full_sequence_logprobs, longest_common_prefix, shared_prefix_logprobs
 
     k = check_k(k)
     if isinstance(n_perturbed, bool) or not isinstance(n_perturbed, int) or n_perturbed < 0:
         raise ScoresError(f"n_perturbed must be an integer >= 0, got {n_perturbed!r}", field="n_perturbed")
-    if batch_size is not None and batch_size != "auto" and (
-            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
-        raise ValueError(f"batch_size must be a positive integer, None or 'auto', got {batch_size!r}")
-    n_facts = len(kb.facts)
-    ids = np.arange(n_facts, dtype=np.int64) if fact_ids is None else np.asarray(list(fact_ids), dtype=np.int64)
-    bad = ids[(ids < 0) | (ids >= n_facts)]
-    if len(bad):
-        raise KBError(f"fact index {int(bad[0])} out of range (KB has {n_facts} facts)")
+    ids = checked_ids(kb, fact_ids, batch_size)
 
     tok, prompt = bundle.tokenizer, bundle.prompt
     probes = [kb.probe(int(i)) for i in ids]
