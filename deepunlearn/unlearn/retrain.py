@@ -71,7 +71,9 @@ def _recipe(meta: dict, name: str, seed: int | None):
 
 def _base_identity(meta: dict, name: str, seed: int | None) -> dict:
     base = meta["base"]
-    if base == "tiny":
+    # A model built from scratch (origin "tiny") starts from a fresh tiny model whatever its
+    # ``base`` says (checkpoints of before issue 12 recorded their own folder there).
+    if base == "tiny" or meta.get("origin") == "tiny":
         tiny = meta.get("tiny")
         if not isinstance(tiny, dict) or any(k not in tiny for k in _TINY_KEYS):
             raise _error(f"model {name}: base 'tiny' but {META_FILE} has no complete 'tiny' entry "
@@ -80,6 +82,9 @@ def _base_identity(meta: dict, name: str, seed: int | None) -> dict:
         if seed is not None:
             spec["seed"] = seed
         return {"tiny": spec, "vocab": tiny.get("vocab"), "prompt": meta.get("prompt")}
+    if Path(str(base)).exists() and Path(name).exists() and Path(str(base)).resolve() == Path(name).resolve():
+        raise _error(f"model {name}: its {META_FILE} records the model itself as its base; a retain model needs the "
+                     "base it was finetuned from", file=name)
     return {"base": str(base), "prompt": meta.get("prompt")}
 
 

@@ -157,3 +157,20 @@ def test_cli_exclude(five_people_kb, tmp_path, capsys):
     assert out["excluded"] == [1, 3] and out["total"] == len(five_people_kb.facts) - 2
     meta = json.loads((ckpt / "deepunlearn.json").read_text())
     assert meta["trained"]["excluded"] == [1, 3] and meta["kb"]["facts"] == len(five_people_kb.facts)
+
+
+def test_a_tiny_model_recording_its_own_folder_as_base_is_rebuilt_from_scratch(finetuned, five_people_kb, tmp_path):
+    """Checkpoints of before issue 12 recorded their own folder as ``base``: a retain model must
+    still start from a fresh tiny model, not from the finetuned weights (which know every fact)."""
+    import shutil
+
+    old = tmp_path / "old-ckpt"
+    shutil.copytree(finetuned, old)
+    meta = json.loads((old / "deepunlearn.json").read_text())
+    meta["base"] = str(old)
+    (old / "deepunlearn.json").write_text(json.dumps(meta))
+    out = retrain(old, five_people_kb, [], cache_dir=tmp_path / "cache", progress=False)
+    got = json.loads((Path(out) / "deepunlearn.json").read_text())
+    assert "tiny" in got["retrain"]["base"]
+    # trained from scratch it takes the finetuned model's epochs; from the finetuned weights it would stop after one
+    assert got["training"]["epochs_run"] == meta["training"]["epochs_run"] > 1
