@@ -67,7 +67,8 @@ def plot_truth_ratios(points: Sequence[Any], path: Path, methods: Sequence[str],
         ax.legend(frameon=False, fontsize=8)
         ax.grid(alpha=0.25)
     axes[0][0].set_ylabel("facts")
-    fig.suptitle(f"{model}: truth ratios of the minimal sets (after = first point that forgets the target)", fontsize=10)
+    fig.suptitle(_wrap(f"{model}: truth ratios of the minimal sets (after = first point that forgets the target)",
+                       fig), fontsize=10)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -181,7 +182,7 @@ def plot_exposure(points: Sequence[Any], path: Path, methods: Sequence[str], mod
         ax.legend(frameon=False, fontsize=8)
         ax.grid(alpha=0.25)
     axes[0][0].set_ylabel("exposure of the target (bits)")
-    fig.suptitle(f"{model}: exposure along the trajectory, in-distribution vs canary targets", fontsize=10)
+    fig.suptitle(_wrap(f"{model}: exposure along the trajectory, in-distribution vs canary targets", fig), fontsize=10)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
@@ -202,3 +203,10 @@ def plot_measures(points: Sequence[Any], rows: Sequence[Mapping[str, Any]], out:
             if got is not None:
                 figs[f"{name}_{model}"] = got
     return figs
+
+
+def _wrap(title: str, fig) -> str:
+    """The title broken into lines that fit the figure's width (about 11 characters per inch at 10 pt)."""
+    import textwrap
+
+    return "\n".join(textwrap.wrap(title, width=max(30, int(fig.get_figwidth() * 11))))
