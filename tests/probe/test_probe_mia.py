@@ -96,10 +96,10 @@ def test_cli_mia_bad_holdout(mini_model_dir, mini_kb_file, mini_kb, tmp_path, ca
     assert json.loads(out)["field"] == "--holdout"
     shared = save_kb(KnowledgeBase.build({"Ann": {}, "Eve": {}}, [("Ann", "child", "Eve")]), tmp_path / "shared.json")
     line, _ = _err(capsys, base + ["--holdout", str(shared)])
-    assert f"--holdout {shared}" in line and "shares 1 person/people with the KB, e.g. 'Ann'" in line
+    assert f"--holdout {shared}" in line and "person 'Ann' is also in KB" in line
     same = save_kb(mini_kb, tmp_path / "same.json")
     line, _ = _err(capsys, base + ["--holdout", str(same)])
-    assert f"--holdout {same}" in line and "shares 2 fact(s) with the KB" in line
+    assert f"--holdout {same}" in line and "is also in KB" in line and "fact" in line
     line, _ = _err(capsys, base)
     assert line == "deepunlearn probe: error: --mia needs --holdout HOLD.json (a KB of facts the model never saw)"
 
