@@ -62,7 +62,8 @@ def privleak(auc_unlearned: float | None, auc_retain: float | None) -> float | N
 def _g(nll_x: float, nll_refs) -> float:
     """Baluta et al.'s g(x; theta, R) with one sample: mean_j L(x) / (L(x) + L(r_j))."""
     refs = np.asarray(nll_refs, dtype=np.float64).ravel()
-    return float(np.mean(nll_x / (nll_x + refs)))
+    with np.errstate(divide="ignore", invalid="ignore"):  # 0/0 (every loss 0) is NaN: no genex, no warning
+        return float(np.mean(nll_x / (nll_x + refs)))
 
 
 def genex(nll_x_retain: float, nll_refs_retain, nll_x_unlearned: float, nll_refs_unlearned) -> float:
