@@ -30,6 +30,7 @@ from collections import defaultdict
 
 import numpy as np
 
+from .canaries import canary_info
 from .kb import KBError, KnowledgeBase
 
 _CACHE = "_answer_candidates_cache"
@@ -48,11 +49,6 @@ def _check(kb: KnowledgeBase, fact_id) -> int:
     return i
 
 
-def _canary_relation(kb: KnowledgeBase) -> str | None:
-    c = (kb.metadata or {}).get("canaries")
-    return c.get("relation") if isinstance(c, dict) else None
-
-
 def _objects(kb: KnowledgeBase, relation: str) -> list[str]:
     """The ``o2`` domain of a relation: every entity for a family relation, else its values."""
     if kb.relations[relation].kind == "family":
@@ -63,9 +59,9 @@ def _objects(kb: KnowledgeBase, relation: str) -> list[str]:
 def _relation_candidates(kb: KnowledgeBase, relation: str, subject: str) -> set[str]:
     """The candidates of a fact of ``relation`` about ``subject`` from the templates alone."""
     rel = kb.relations[relation]
-    if relation == _canary_relation(kb):
-        refs = (kb.metadata.get("canaries") or {}).get("references") or []
-        return {o for _, r, o in kb.facts if r == relation} | {str(x) for x in refs}
+    canaries = canary_info(kb)
+    if canaries is not None and relation == canaries.get("relation"):
+        return {o for _, r, o in kb.facts if r == relation} | set(canaries.get("references", []))
     if rel.answer == "{o2}":
         return set(_objects(kb, relation))
     if "{o2}" in rel.answer:

@@ -46,11 +46,3 @@ def mia_report(member, nonmember) -> dict:
         r = roc(sign * getattr(member, name), sign * getattr(nonmember, name))
         out[name] = {"auc": r["auc"], "tpr_at_5_fpr": r["tpr_at_5_fpr"]}
     return out
-
-
-def check_disjoint(kb, holdout, holdout_file=None) -> None:
-    """Refuse a holdout KB that shares a fact or a person with ``kb``: one KBError naming the
-    holdout file and the first shared item (:func:`deepunlearn.kg.holdout.check_disjoint`)."""
-    from ..kg.holdout import check_disjoint as kg_check
-
-    kg_check(kb, holdout, holdout_file)

@@ -237,32 +237,19 @@ def score_facts(bundle: ModelBundle, kb: KnowledgeBase, fact_ids: Iterable[int] 
     """
     import torch
 
-    from ..kg.candidates import answer_candidates, perturbed
+    from ..kg.candidates import perturbed
     from .batching import resolve_batch_size
     from .probing import _encoded, _generate, _model_device, checked_ids
-    from .scoring import FactRows, full_sequence_logprobs, longest_common_prefix, shared_prefix_logprobs
+    from .scoring import full_sequence_logprobs, shared_prefix_logprobs
 
     k = check_k(k)
     if isinstance(n_perturbed, bool) or not isinstance(n_perturbed, int) or n_perturbed < 0:
         raise ScoresError(f"n_perturbed must be an integer >= 0, got {n_perturbed!r}", field="n_perturbed")
     ids = checked_ids(kb, fact_ids, batch_size)
 
-    tok, prompt = bundle.tokenizer, bundle.prompt
+    prompt = bundle.prompt
     probes = [kb.probe(int(i)) for i in ids]
-    cands = [answer_candidates(kb, int(i)) if candidates else [p.answer] for i, p in zip(ids, probes)]
-    gold_at = [c.index(p.answer) for c, p in zip(cands, probes)]
-    texts = [prompt.text(p.question, a) for p, c in zip(probes, cands) for a in c]
-    tags = [prompt.text(p.question, "") for p in probes]
-    enc = tok(texts + tags, add_special_tokens=True)["input_ids"] if texts else []
-    rows, pos = [], 0
-    for j, c in enumerate(cands):
-        full = [list(x) for x in enc[pos:pos + len(c)]]
-        pos += len(c)
-        tag = list(enc[len(texts) + j])
-        cut = min(longest_common_prefix(full + [tag]), min(len(f) for f in full) - 1)
-        if cut < 1:
-            raise ValueError(f"fact {int(ids[j])}: its text has no token before the answer to score from")
-        rows.append(FactRows(prefix=full[0][:cut], answers=[f[cut:] for f in full]))
+    rows, cands, gold_at = zip(*_fact_rows(bundle, kb, ids, candidates)) if len(ids) else ((), (), ())
 
     model = bundle.model
     was_training = model.training
@@ -326,3 +313,37 @@ def score_facts(bundle: ModelBundle, kb: KnowledgeBase, fact_ids: Iterable[int] 
             cols["rouge_l"][j] = rouge_l_recall(outputs[j], probes[j].answer)
     return FactScores(fact_ids=ids, **cols, outputs=outputs, nll_candidates=nll, k=k)
 
+
+def _fact_rows(bundle: ModelBundle, kb: KnowledgeBase, ids, candidates: bool) -> list[tuple]:
+    """Per fact id: its :class:`~deepunlearn.probe.scoring.FactRows` (shared prefix and each
+    candidate's answer tokens), its candidates and the gold answer's index among them. Tokenised
+    once per (bundle, KB content, format, ``candidates``) and fact: a sweep scores the same facts
+    at every grid point."""
+    from ..kg.candidates import answer_candidates
+    from ..kg.fingerprint import kb_fingerprint
+    from .scoring import FactRows, longest_common_prefix
+
+    caches = bundle.__dict__.setdefault("_fact_rows_cache", {})
+    key = (kb_fingerprint(kb), bundle.prompt.model_dump_json(), id(bundle.tokenizer), bool(candidates))
+    if key not in caches:
+        if len(caches) > 8:
+            caches.clear()
+        caches[key] = {}
+    cache = caches[key]
+    todo = [int(i) for i in dict.fromkeys(int(i) for i in ids) if int(i) not in cache]
+    if todo:
+        prompt = bundle.prompt
+        probes = [kb.probe(i) for i in todo]
+        cands = [answer_candidates(kb, i) if candidates else [p.answer] for i, p in zip(todo, probes)]
+        texts = [prompt.text(p.question, a) for p, c in zip(probes, cands) for a in c]
+        tags = [prompt.text(p.question, "") for p in probes]
+        enc = bundle.tokenizer(texts + tags, add_special_tokens=True)["input_ids"]
+        pos = 0
+        for j, (i, p, c) in enumerate(zip(todo, probes, cands)):
+            full = [list(x) for x in enc[pos:pos + len(c)]]
+            pos += len(c)
+            cut = min(longest_common_prefix(full + [list(enc[len(texts) + j])]), min(len(f) for f in full) - 1)
+            if cut < 1:
+                raise ValueError(f"fact {i}: its text has no token before the answer to score from")
+            cache[i] = (FactRows(prefix=full[0][:cut], answers=[f[cut:] for f in full]), c, c.index(p.answer))
+    return [cache[int(i)] for i in ids]

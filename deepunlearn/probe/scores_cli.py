@@ -46,7 +46,7 @@ def _holdout(args, kb):
     from ..cli import CLIError
     from ..errors import UserError
     from ..kg.io import load_kb
-    from .mia import check_disjoint
+    from ..kg.holdout import check_disjoint
 
     path = args.holdout
     if not path:

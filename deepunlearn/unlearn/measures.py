@@ -34,6 +34,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..kg.canaries import canary_info
+
 #: per-fact fields averaged over each group
 GROUP_FIELDS = ("prob", "truth_ratio", "exposure", "rouge_l", "mc_prob")
 #: the methods a sweep stores as per-target baseline rows
@@ -58,12 +60,6 @@ def reference_set(evaluator, target: int) -> list[int]:
     sets = evaluator.minimal_sets(target).sets
     best = min(sets, key=len)  # min keeps the first of equal length
     return sorted(int(i) for i in best)
-
-
-def canary_relation(kb) -> str | None:
-    """The relation of the KB's canaries (``metadata["canaries"]["relation"]``), if it has any."""
-    c = (getattr(kb, "metadata", None) or {}).get("canaries")
-    return c.get("relation") if isinstance(c, dict) else None
 
 
 class Measurer:
@@ -122,7 +118,7 @@ class Measurer:
             "target": group([target]), "forget": group(forget), "retain": group(retain),
             "model_utility": utility, "min_k_auc": auc,
             "forget_quality": None, "privleak": None, "genex": None,
-            "canary": self.kb.facts[target][1] == canary_relation(self.kb),
+            "canary": self.kb.facts[target][1] == (canary_info(self.kb) or {}).get("relation"),
             "forget_truth_ratios": [float(x) for x in tr_F],
             "reference_set": F,
         }

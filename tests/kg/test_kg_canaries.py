@@ -7,19 +7,10 @@ import json
 
 import pytest
 
-from deepunlearn.cli import main
 from deepunlearn.kg import KBError, load_kb
 from deepunlearn.kg.canaries import ALPHABET, add_canaries
 from deepunlearn.kg.generate import generate_family
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
+from kg_helpers import cli
 
 
 @pytest.fixture(scope="module")

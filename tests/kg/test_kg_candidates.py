@@ -34,7 +34,7 @@ def test_candidates_by_template():
 
 
 def test_canary_references_and_overrides():
-    kb = _kb(metadata={"canaries": {"relation": "code", "length": 10, "alphabet": "AB", "repeat": 1,
+    kb = _kb(metadata={"canaries": {"relation": "code", "length": 10, "alphabet": "AB", "repeat": 1, "facts": [9],
                                     "references": ["ABABABABAB", "BBBBBBBBBB"]}},
              probe_overrides={1: ("Who is Ann to Bob, really?", "dad")})
     assert C.answer_candidates(kb, 9) == ["ABABABABAB", "BBBBBBBBBB", "QWERTYUIOP"]

@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from deepunlearn.cli import main
 from deepunlearn.kg import KBError, KBFileError, KnowledgeBase, Relation, load_kb, save_kb, to_dict
+from kg_helpers import cli
 
 BIG = "Who is {o2:>300000000} to {o1}?"
 
@@ -32,15 +32,6 @@ def write_doc(tmp_path, mutate) -> str:
     p = tmp_path / "bad.json"
     p.write_text(json.dumps(doc))
     return str(p)
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as e:  # argparse usage errors
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 # ----------------------------------------------------------------------------------- templates

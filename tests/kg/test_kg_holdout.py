@@ -7,20 +7,11 @@ import json
 
 import pytest
 
-from deepunlearn.cli import main
 from deepunlearn.kg import KBError, KnowledgeBase, load_kb, save_kb
 from deepunlearn.kg.fingerprint import kb_fingerprint
 from deepunlearn.kg.generate import FamilyParams, generate_family
 from deepunlearn.kg.holdout import check_disjoint, make_holdout
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as e:  # argparse usage errors
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
+from kg_helpers import cli
 
 
 @pytest.fixture(scope="module")
