@@ -110,8 +110,37 @@ def import_edu_relat(folder: str | Path) -> KnowledgeBase:
         p = kb.probe(i)
         if (p.question, p.answer) != (q, a):
             kb.probe_overrides[i] = (q, a)
+    kb.forms = release_forms(folder, rel, bio)
     kb.validate()
     return kb
+
+
+def release_forms(folder: Path, rel: dict, bio: dict) -> list:
+    """The release's own probe forms of every fact (relationship row i = fact i, biography row j
+    = fact 400 + j), named after their columns: ``question`` (the completion: the statement
+    ``fact`` with its answer span), ``question2`` (yes/no, answer yes), ``question3`` (yes/no with
+    a false distractor, answer no; relationships only) and ``question4`` (the QA probe, which is
+    also the ``primary`` form). A row whose completion is not its ``fact`` sentence cut before the
+    answer is a :class:`ReleaseError`."""
+    from .forms import Form, FormError
+
+    out: list[Form] = []
+    for offset, rows, fname in ((0, rel, "family_relationships.pt"), (len(rel["question4"]), bio, "family_biographies.pt")):
+        for k in range(len(rows["question4"])):
+            i = offset + k
+            try:
+                st = Form(i, "statement", str(rows["fact"][k]), str(rows["answer"][k]), "question")
+                if st.prompt.rstrip() != str(rows["question"][k]).rstrip():
+                    raise FormError(f"completion {rows['question'][k]!r} is not the fact {rows['fact'][k]!r} "
+                                    "cut before its answer")
+                out.append(st)
+                if "question2" in rows:
+                    out.append(Form(i, "yesno", str(rows["question2"][k]), str(rows["answer2"][k]).lower(), "question2"))
+                    out.append(Form(i, "yesno", str(rows["question3"][k]), str(rows["answer3"][k]).lower(), "question3"))
+                out.append(Form(i, "qa", str(rows["question4"][k]), str(rows["answer4"][k]), "question4"))
+            except (FormError, KeyError, IndexError) as e:
+                raise ReleaseError(f"{folder / fname}: row {k}: {e}") from None
+    return out
 
 
 def acknowledged_relations(kb: KnowledgeBase) -> dict[str, str]:

@@ -26,4 +26,8 @@ def kb_fingerprint(kb: KnowledgeBase) -> str:
     for i, (fact, p) in enumerate(zip(kb.facts, kb.probes())):
         h.update(json.dumps([i, list(fact), p.question, p.answer], ensure_ascii=False).encode())
         h.update(b"\n")
+    if kb.forms or kb.form_splits:  # a KB without forms keeps the fingerprint it always had
+        h.update(json.dumps([[f.fact_id, f.kind, f.text, f.answer, f.name, f.split] for f in kb.forms],
+                            ensure_ascii=False).encode())
+        h.update(json.dumps(sorted(kb.form_splits.items())).encode())
     return h.hexdigest()[:32]

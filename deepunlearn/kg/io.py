@@ -10,12 +10,17 @@
       "facts": [["Reid Perry", "father", "Richard Perry"], ...],
       "targets": [272, ...],
       "probes": {"17": ["a question worded differently", "answer"]},
-      "metadata": {...}
+      "metadata": {...},
+      "forms": [{"fact": 0, "kind": "statement", "text": "...", "answer": "father", "name": "question",
+                 "split": "test"}, ...],
+      "form_splits": {"qa1": "train", "st3": "test"}
     }
 
 ``facts[i]`` is ``[o1, r, o2]`` ("o2 is o1's r"); ``targets`` are fact indices (JSON integers:
 ``"4"``, ``4.0`` and ``true`` are refused, issue 11); ``probes`` holds only the probes whose wording
-differs from their relation's template, keyed by fact index written as a string of digits.
+differs from their relation's template, keyed by fact index written as a string of digits;
+``forms`` and ``form_splits`` (written only when there are any) hold the explicit probe forms and
+the template forms' splits (:mod:`deepunlearn.kg.forms`).
 Templates may use only plain ``{o1}``, ``{r}``, ``{o2}`` (:func:`~.kb.template_problem`).
 
 Reading goes through :func:`deepunlearn.errors.load_json` (missing file, a folder, non-UTF-8
@@ -58,6 +63,18 @@ class RelationSpec(BaseModel):
         return v
 
 
+class FormSpec(BaseModel):
+    """One explicit probe form (:class:`~deepunlearn.kg.forms.Form`) of fact index ``fact``."""
+
+    model_config = ConfigDict(extra="forbid")
+    fact: StrictInt
+    kind: Literal["qa", "statement", "yesno"]
+    text: str
+    answer: str
+    name: str
+    split: Literal["train", "test", "unlearn"] | None = None
+
+
 class KBFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     format: Literal["deepunlearn-kb"] = FORMAT
@@ -70,6 +87,8 @@ class KBFile(BaseModel):
     targets: list[StrictInt] = Field(default_factory=list)
     probes: dict[Annotated[str, Field(pattern=r"^[0-9]+$")], tuple[str, str]] = Field(default_factory=dict)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    forms: list[FormSpec] = Field(default_factory=list)
+    form_splits: dict[str, Literal["train", "test", "unlearn"]] = Field(default_factory=dict)
 
     @field_validator("version", mode="before")
     @classmethod
@@ -117,8 +136,16 @@ def from_dict(data: Any, source: str = "<dict>") -> KnowledgeBase:
     except ValidationError as e:
         raise KBFileError(f"{source}: not a valid deepunlearn KB: {_describe(e)}", file=source,
                           field=_loc(e.errors()[0])) from None
+    from .forms import Form
+
     try:
         relations = {n: Relation(n, s.kind, s.question, s.answer) for n, s in doc.relations.items()}
+        forms = []
+        for j, f in enumerate(doc.forms):
+            try:
+                forms.append(Form(f.fact, f.kind, f.text, f.answer, f.name, f.split))
+            except KBError as e:
+                raise KBError(f"forms[{j}]: {e}", field=f"forms.{j}") from None
         kb = KnowledgeBase(
             entities=doc.entities,
             relations=relations,
@@ -128,6 +155,8 @@ def from_dict(data: Any, source: str = "<dict>") -> KnowledgeBase:
             background=tuple(doc.background),
             probe_overrides={int(k): tuple(v) for k, v in doc.probes.items()},
             metadata=doc.metadata,
+            forms=forms,
+            form_splits=dict(doc.form_splits),
         )
         kb.validate()
     except KBError as e:
@@ -136,7 +165,7 @@ def from_dict(data: Any, source: str = "<dict>") -> KnowledgeBase:
 
 
 def to_dict(kb: KnowledgeBase) -> dict[str, Any]:
-    return {
+    out = {
         "format": FORMAT,
         "version": VERSION,
         "name": kb.name,
@@ -150,6 +179,11 @@ def to_dict(kb: KnowledgeBase) -> dict[str, Any]:
         "probes": {str(i): list(v) for i, v in sorted(kb.probe_overrides.items())},
         "metadata": kb.metadata,
     }
+    if kb.forms or kb.form_splits:  # a KB without forms writes the bytes it always did
+        out["forms"] = [{"fact": f.fact_id, "kind": f.kind, "text": f.text, "answer": f.answer, "name": f.name,
+                         **({"split": f.split} if f.split else {})} for f in kb.forms]
+        out["form_splits"] = dict(sorted(kb.form_splits.items()))
+    return out
 
 
 def load_kb(path: str | os.PathLike, *, flag: str | None = None) -> KnowledgeBase:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import string
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Iterable, Iterator, Literal, Sequence
 
@@ -146,6 +146,10 @@ class KnowledgeBase:
     background: tuple[str, ...] = ("gender",)
     probe_overrides: dict[int, tuple[str, str]] = field(default_factory=dict)
     metadata: dict = field(default_factory=dict)
+    #: explicit probe forms (:class:`~deepunlearn.kg.forms.Form`: imported or added from a forms
+    #: file) and the splits of the template forms by name (:mod:`deepunlearn.kg.forms`)
+    forms: list = field(default_factory=list)
+    form_splits: dict[str, str] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -196,6 +200,9 @@ class KnowledgeBase:
         for i in self.probe_overrides:
             if not (0 <= i < len(self.facts)):
                 raise KBError(f"probes: fact index {i} out of range")
+        for j, f in enumerate(self.forms):
+            if not (0 <= f.fact_id < len(self.facts)):
+                raise KBError(f"forms[{j}]: fact index {f.fact_id} out of range", field=f"forms.{j}")
 
     # ------------------------------------------------------------------ interning
     @cached_property
@@ -325,6 +332,8 @@ class KnowledgeBase:
             background=self.background,
             probe_overrides={remap[i]: v for i, v in self.probe_overrides.items() if i in remap},
             metadata=metadata,
+            forms=[replace(f, fact_id=remap[f.fact_id]) for f in self.forms if f.fact_id in remap],
+            form_splits=dict(self.form_splits),
         )
 
     def to_networkx(self, include_biography: bool = False):
