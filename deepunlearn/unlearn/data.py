@@ -35,6 +35,19 @@ def encode_qa(tokenizer, prompt: PromptFormat, pairs: Iterable[Any]) -> list[dic
     return out
 
 
+def encode_forms_qa(tokenizer, prompt: PromptFormat, forms: Sequence[Any]) -> list[dict[str, list[int]]]:
+    """One training example per probe form (:class:`~deepunlearn.kg.forms.Form`), as
+    :func:`encode_qa`: a qa or yes/no form is its question and answer in ``prompt``'s format; a
+    statement is its whole sentence in no format, the loss covering the answer span, the rest of
+    the sentence and EOS (:func:`deepunlearn.probe.form_encoding.encode_forms` with ``with_rest``)."""
+    from ..probe.form_encoding import encode_forms
+
+    eos = tokenizer.eos_token_id if prompt.eos else None
+    tail = [int(eos)] if eos is not None else []
+    return [{"input_ids": q + c + tail, "labels": [IGNORE] * len(q) + c + tail}
+            for q, c in encode_forms(tokenizer, prompt, list(forms), with_rest=True)]
+
+
 def collate(examples: Sequence[dict[str, list[int]]], pad_id: int) -> dict[str, Any]:
     """Right-pad examples into tensors ``input_ids``, ``attention_mask``, ``labels`` (labels
     -100 on padding). Right padding keeps positions 0..n-1 for every row, as in training.
@@ -83,3 +96,26 @@ def answer_logprob(model, batch: dict[str, Any]):
     """Summed log-probability of each row's labelled (answer) tokens, ``Tensor[B]``: log p(a|q)
     in NPO's loss. Keeps the autograd graph so it can be differentiated."""
     return token_logprobs(model, batch).sum(-1)
+
+
+def _on_device(bundle, examples: Sequence[dict[str, list[int]]]) -> dict[str, Any]:
+    batch = collate(examples, bundle.pad_id)
+    device = next(bundle.model.parameters()).device
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+def encode_pair_batch(bundle, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """(question, answer) pairs encoded by :func:`encode_qa`, collated on the model's device."""
+    return _on_device(bundle, encode_qa(bundle.tokenizer, bundle.prompt, list(pairs)))
+
+
+def encode_facts(bundle, kb, ids: Sequence[int], forms: str | None = None) -> dict[str, Any]:
+    """Facts ``ids`` of ``kb`` as a training batch on the model's device: one row per fact (its
+    primary question) or, with a :mod:`deepunlearn.kg.forms` selection ``forms``, one row per
+    selected form of each fact (:func:`encode_forms_qa`)."""
+    if forms in (None, "default"):
+        return encode_pair_batch(bundle, [(p.question, p.answer) for p in (kb.probe(int(i)) for i in ids)])
+    from ..kg.forms import select_forms
+
+    sel = select_forms(kb, forms, [int(i) for i in ids])
+    return _on_device(bundle, encode_forms_qa(bundle.tokenizer, bundle.prompt, sel.all()))

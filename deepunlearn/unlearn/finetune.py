@@ -189,6 +189,7 @@ def finetune(
     out_dir: str | Path | None = None,
     progress: bool = True,
     exclude: Iterable[Any] = (),
+    forms: str | None = None,
 ) -> FinetuneResult:
     """Train ``bundle.model`` in place on the facts of ``kb`` but ``exclude``
     (:func:`training_facts`: canaries repeated) with an answer-only loss and, with ``out_dir``,
@@ -199,6 +200,10 @@ def finetune(
     is near, and training stops when ``known / total >= target_known`` (over the trained
     facts). The returned counts come from a final probe of the trained model; the excluded
     facts are probed too (``excluded_known``).
+
+    ``forms`` (a :mod:`deepunlearn.kg.forms` selection such as ``"train"`` or ``"primary,qa1,st1"``;
+    ``None``: the primary form, as always) picks the forms every fact is trained on, one example per
+    form; the probes during and after training ask the same forms (under ``probe_mode``).
     """
     import torch
     from tqdm.auto import tqdm
@@ -227,7 +232,17 @@ def finetune(
     excluded = sorted(set(range(len(kb.facts))) - set(trained))
     if not order:
         raise ValueError(f"knowledge base {kb.name!r}: every fact is excluded, nothing is left to finetune on")
-    examples = encode_qa(bundle.tokenizer, bundle.prompt, kb.probes(order))
+    probe_kw: dict[str, Any] = {}
+    if forms is None or forms == "default":
+        examples = encode_qa(bundle.tokenizer, bundle.prompt, kb.probes(order))
+    else:
+        from ..kg.forms import select_forms
+        from .data import encode_forms_qa
+
+        probe_kw["forms"] = forms
+        sel = select_forms(kb, forms, trained)
+        per_fact = {i: encode_forms_qa(bundle.tokenizer, bundle.prompt, sel.forms[i]) for i in trained}
+        examples = [ex for i in order for ex in per_fact[i]]
     n = len(examples)
     steps_per_epoch = math.ceil(n / config.batch_size)
     total_steps = steps_per_epoch * config.epochs
@@ -279,7 +294,7 @@ def finetune(
                    "lr": scheduler.get_last_lr()[0]}
             target = config.target_known
             if target is not None and epoch % config.probe_every == 0 and train_share >= target - 0.1:
-                res = probe(bundle, kb, trained, mode=config.probe_mode, progress=False)
+                res = probe(bundle, kb, trained, mode=config.probe_mode, progress=False, **probe_kw)
                 model.train()
                 last_known = res.share
                 row["known"] = res.share
@@ -299,10 +314,10 @@ def finetune(
         if half and config.mixed_precision:
             model.to(orig_dtype)
 
-    final = probe(bundle, kb, trained, mode=config.probe_mode, progress=False)
+    final = probe(bundle, kb, trained, mode=config.probe_mode, progress=False, **probe_kw)
     inferred: list[int] = []
     if excluded:
-        res = probe(bundle, kb, excluded, mode=config.probe_mode, progress=False)
+        res = probe(bundle, kb, excluded, mode=config.probe_mode, progress=False, **probe_kw)
         inferred = [int(i) for i, k in zip(res.fact_ids, res.known) if k]
     seconds = time.perf_counter() - t0
     result = FinetuneResult(known=final.n_known, total=final.total, epochs=epochs_run, seconds=seconds,
@@ -319,6 +334,7 @@ def finetune(
             "known": final.n_known,
             "total": final.total,
             "probe_mode": config.probe_mode,
+            **({"forms": forms} if probe_kw else {}),
         }
         result.checkpoint = save_bundle(bundle, out_dir, meta)
     return result

@@ -57,6 +57,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--exclude", default=None, metavar="F.json",
                    help="train on every fact of the KB but these (a JSON list of fact indices or [s, r, o], or an "
                         "object with an 'exclude' list): a retain model that never saw them")
+    p.add_argument("--forms", default=None, metavar="SEL",
+                   help="the probe forms every fact is trained on, one example each: a split (train, test, unlearn), "
+                        "form names (primary, qa1, st2, question, ...), 'all', comma-separated (default: the "
+                        "primary question only, as before); see 'deepunlearn data forms'")
     p.add_argument("--preset", choices=("auto", "paper", "tiny"), default="auto",
                    help="hyper-parameter preset (auto: tiny for tiny models, else the paper's)")
     p.add_argument("--protocol", choices=("default", "reference"), default="default",
@@ -229,6 +233,10 @@ def _finetune(args: argparse.Namespace) -> int:
         if len(exclude) == len(kb.facts):
             raise CLIError(f"--exclude {args.exclude}: excludes every fact of the KB, nothing is left to finetune on",
                            file=args.exclude, field="--exclude")
+    if args.forms is not None:
+        from ..kg.forms import parse_selection
+
+        parse_selection(kb, args.forms, flag="--forms")  # checked before anything is built
     fmt = resolve_format(args)
     overrides = collect_overrides(args)
     build_config(args, None, overrides)  # every value checked before anything is built or written
@@ -249,9 +257,9 @@ def _finetune(args: argparse.Namespace) -> int:
         bundle = load_for_cli(model, kb, args.device, args.dtype, **fmt)
         # KB mismatch (issue 11 item 19) does not apply: finetuning on a new KB is what this command does.
         config = build_config(args, bundle, overrides)
-        res = finetune(bundle, kb, config, out_dir=tmp, exclude=exclude)
+        res = finetune(bundle, kb, config, out_dir=tmp, exclude=exclude, forms=args.forms)
     res.checkpoint = out_dir
-    out = {**res.to_json(), "model": args.model, "kb": str(args.kb), "protocol": args.protocol,
+    out = {**res.to_json(), "model": args.model, "kb": str(args.kb), "protocol": args.protocol, "forms": args.forms,
            "answer_format": bundle.prompt.describe(), "config": config.model_dump()}
     emit(args, out, lambda: (
         f"finetuned {args.model} on {kb.name}"

@@ -47,10 +47,12 @@ class TargetRunner:
         ``"reference"``); ``None``: ``default``. It supplies every choice left at ``None`` here
         and the optimisation settings of the methods (schedule, warm-up, weight decay, clipping,
         reinforcement) that a method's own params do not set.
-    probe_mode:
-        how the probe decides a fact is known: ``"exact"`` (the answer is the greedy continuation,
-        teacher-forced) or ``"generate"`` (the reference's substring test on greedy decoding);
-        ``None``: the protocol's.
+    probe_mode, forms, unlearn_forms, adversarial, attacks:
+        the primary probe's mode (``exact``, ``generate``, ``yesno``, ``rank``, ``any``:
+        :mod:`deepunlearn.probe.probing`; ``None``: the protocol's) and forms (a
+        :mod:`deepunlearn.kg.forms` selection; ``None``: the primary question); the forms the
+        methods unlearn on (one row per form; ``None``: the primary question); the adversarial
+        probe and the relearning / quantisation attacks (:mod:`deepunlearn.unlearn.checks`).
     k_mode:
         ``"probed"``: K = the facts the model answers before unlearning; ``"dataset"``: K = the KB;
         ``None``: the protocol's.
@@ -88,7 +90,7 @@ class TargetRunner:
         *,
         rules=None,
         protocol=None,
-        probe_mode: Literal["exact", "generate"] | None = None,
+        probe_mode: str | None = None,
         k_mode: Literal["probed", "dataset"] | None = None,
         sets: str | None = None,
         tie: Literal["accuracy", "first"] | None = None,
@@ -107,6 +109,10 @@ class TargetRunner:
         min_k: float = 20.0,
         reference: Literal["retrain"] | None = None,
         retrain_cache=None,
+        forms: str | None = None,
+        unlearn_forms: str | None = None,
+        adversarial: bool = False,
+        attacks=None,
     ):
         from ..probe import cached_probe, get_protocol
 
@@ -119,8 +125,10 @@ class TargetRunner:
         if sets is None:
             sets = "mdus" if exact is False else self.protocol.sets
         self.sets, self.tie = str(sets), tie or self.protocol.tie
-        if probe_mode not in ("exact", "generate"):
-            raise UnlearnError(f"probe_mode must be 'exact' or 'generate', got {probe_mode!r}")
+        from ..probe.probing import MODES
+
+        if probe_mode not in MODES:
+            raise UnlearnError(f"probe_mode must be one of {', '.join(MODES)}, got {probe_mode!r}", field="probe_mode")
         if k_mode not in ("probed", "dataset"):
             raise UnlearnError(f"k_mode must be 'probed' or 'dataset', got {k_mode!r}")
         if lr is not None and lr <= 0:
@@ -129,9 +137,17 @@ class TargetRunner:
         self.probe_mode, self.k_mode = probe_mode, k_mode
         self.lr, self.lora, self.lora_params = lr, lora, lora_params or LoraParams()
         self.batch_size, self.seed, self.progress = batch_size, seed, progress
+        from ..kg.forms import parse_selection
+
+        for name, sel in (("forms", forms), ("unlearn_forms", unlearn_forms)):
+            if sel is not None:
+                parse_selection(kb, sel, flag=name)
+        self.forms, self.unlearn_forms = forms, unlearn_forms
+        #: what every probe of the primary kind passes: the forms, when not the primary question
+        self._probe_kw = {} if forms in (None, "default") else {"forms": forms}
         bundle.model.eval()
         self.baseline = cached_probe(bundle, kb, mode=probe_mode, cache_dir=cache_dir, batch_size=batch_size,
-                                     progress=progress)
+                                     progress=progress, **self._probe_kw)
         self.known: frozenset[int] = (
             frozenset(int(i) for i in self.baseline.known_ids()) if k_mode == "probed" else frozenset(range(len(kb)))
         )
@@ -145,6 +161,9 @@ class TargetRunner:
 
         self.baselines = Baselines(self, scores=scores or reference is not None, holdout=holdout, min_k=min_k,
                                    reference=reference, retrain_cache=retrain_cache)
+        from .checks import ForgettingChecks
+
+        self.checks = ForgettingChecks(self, adversarial=adversarial, attacks=attacks)
 
     # ------------------------------------------------------------------ pieces
     def unlearner(self, method: str | Unlearner, grid: Sequence[float] | None = None,
@@ -167,7 +186,7 @@ class TargetRunner:
         if not ids:
             return set()
         result = probe(self.bundle, self.kb, ids, mode=self.probe_mode, batch_size=self.batch_size,
-                       model_fn=model_fn, progress=False)
+                       model_fn=model_fn, progress=False, **self._probe_kw)
         return {int(i) for i in result.known_ids()}
 
     def known_after(self, model_fn=None) -> set[int]:
@@ -175,7 +194,7 @@ class TargetRunner:
         from ..probe import probe
 
         result = probe(self.bundle, self.kb, self._probe_ids, mode=self.probe_mode, batch_size=self.batch_size,
-                       model_fn=model_fn, progress=False)
+                       model_fn=model_fn, progress=False, **self._probe_kw)
         return {int(i) for i in result.known_ids()}
 
     # ------------------------------------------------------------------ the loop
@@ -257,19 +276,17 @@ class TargetRunner:
         return session
 
     def encode(self, ids: Sequence[int]) -> dict:
-        """The facts' questions/answers, encoded as in finetuning (answer-only labels), collated on
-        the model's device: one row per fact."""
-        probes = [self.kb.probe(int(i)) for i in ids]
-        return self.encode_pairs([(p.question, p.answer) for p in probes])
+        """The facts encoded as in finetuning (answer-only labels), collated on the model's device:
+        one row per fact, or with ``unlearn_forms`` one row per selected form."""
+        from .data import encode_facts
+
+        return encode_facts(self.bundle, self.kb, ids, self.unlearn_forms)
 
     def encode_pairs(self, pairs: Sequence[tuple[str, str]]) -> dict:
         """(question, answer) pairs encoded as in finetuning, collated on the model's device."""
-        from .data import collate, encode_qa
+        from .data import encode_pair_batch
 
-        examples = encode_qa(self.bundle.tokenizer, self.bundle.prompt, list(pairs))
-        batch = collate(examples, self.bundle.pad_id)
-        device = next(self.bundle.model.parameters()).device
-        return {k: v.to(device) for k, v in batch.items()}
+        return encode_pair_batch(self.bundle, pairs)
 
     def chosen_set(self, target: int, forgotten: Sequence[int] = (), how: str = "fewest") -> list[int]:
         """The minimal deep-unlearning set of ``target`` to forget (:func:`~deepunlearn.rules.choice.choose_set`:
@@ -321,7 +338,7 @@ class TargetRunner:
             for step in steps:
                 if float(step.param) in skip:
                     continue
-                yield self._points(targets, u, step, lr, reference, t0)
+                yield self._points(targets, u, step, lr, reference, t0, last=left == 1)
                 bar.update()
                 left -= 1
                 if left == 0:
@@ -350,7 +367,7 @@ class TargetRunner:
         return self.baselines.retrain_point(self.kb.resolve(target))
 
     def _points(self, targets: Sequence[int], u: Unlearner | str, step, lr: float | None, reference,
-                t0: float) -> list[Point]:
+                t0: float, last: bool = False) -> list[Point]:
         forgotten = sorted(self.known - self.known_after(step.model_fn))
         name, param = getattr(u, "name", u), _number(step.param)
         if len(targets) == 1:
@@ -366,6 +383,7 @@ class TargetRunner:
         seconds = round(time.perf_counter() - t0, 3)
         for p in points:
             p.notes.update(deep=self.deep(p.target, forgotten), seconds=seconds, **getattr(step, "info", {}))
+        self.checks.annotate(points, targets, step, forgotten, last=last, lr=lr)
         return points
 
     def point_for(self, target: int, method: str, param, forgotten: list[int], lr: float | None,

@@ -69,8 +69,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "10x the full-finetuning one (deepunlearn.unlearn.lr.LORA_LR_FACTOR); --lr overrides it")
     p.add_argument("--k-mode", choices=("probed", "dataset"), default=None,
                    help="K = facts the model answers before unlearning or the whole KB (default: the protocol's)")
-    p.add_argument("--probe-mode", choices=("exact", "generate"), default=None,
-                   help="known = greedy answer is exact, or the answer appears in 10 generated tokens "
+    p.add_argument("--probe-mode", choices=("exact", "generate", "yesno", "rank", "any"), default=None,
+                   help="known = greedy answer is exact, or the answer appears in 10 generated tokens, or yes/no "
+                        "forms answered right, or the answer ranks first among its type, or any of them "
                         "(default: the protocol's)")
     sets = p.add_mutually_exclusive_group()
     sets.add_argument("--sets", default=None,
@@ -96,7 +97,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="save the unlearned weights at --point as a checkpoint folder (one target; ga, npo or tv "
                         "without --lora: WHP changes the output distribution, not the weights); probe it with "
                         "'deepunlearn probe --model DIR'")
+    from .checks_cli import add_check_args
     from .requests_cli import add_request_args
+
+    add_check_args(p)
 
     add_request_args(p)
     add_threads(p)
@@ -141,6 +145,7 @@ def point_json(point, kb) -> dict:
 
 
 def _table(result: dict) -> str:
+    from .checks_cli import check_line
     from .summary import format_summary
 
     s, r, o = result["target"]
@@ -151,6 +156,7 @@ def _table(result: dict) -> str:
         bio = "-" if p["accuracy_biography"] is None else f"{p['accuracy_biography']:.3f}"
         lines.append(f"  {p['param']:>8g}  {p['recall']:6.3f}  {p['accuracy']:6.3f}  {fam:>6}  {bio:>6}  "
                      f"{len(p['forgotten']):6d}  {'forgotten' if p['target_forgotten'] else 'kept'}")
+        lines += [x for x in [check_line(p)] if x]
     lines.append("  " + format_summary(result["summary"]))
     return "\n".join(lines)
 
@@ -230,7 +236,10 @@ def _unlearn(args) -> int:
     from ..probe.cli import load_for_cli, resolve_format
     from ..probe.fingerprint import check_trained_on
 
+    from .checks_cli import check_kwargs
+
     protocol = get_protocol(args.protocol)
+    check_kwargs(args, kb)  # bad forms or attack flags fail before the model loads
     try:
         bundle = load_for_cli(args.model, kb, args.device, args.dtype, **resolve_format(args, protocol))
         mismatch = check_trained_on(bundle, kb, kb_file=args.kb)
@@ -240,7 +249,7 @@ def _unlearn(args) -> int:
             bundle, kb, rules=args.rules, protocol=protocol, probe_mode=args.probe_mode, k_mode=args.k_mode,
             sets="mdus" if args.seeds is not None else args.sets, tie=args.tie, lr=args.lr,
             lora=args.lora, cache_dir=args.cache_dir, seeds=args.seeds or 100,
-            batch_size=args.batch_size, seed=args.seed,
+            batch_size=args.batch_size, seed=args.seed, **check_kwargs(args, kb),
         )
         if many:
             obj = run_requests(args, runner, method, kb, targets)

@@ -1,0 +1,142 @@
+"""Has it really forgotten? The adversarial probe and the attacks at a grid point (issue 15).
+
+The primary probe (one mode over the selected forms, :class:`~deepunlearn.unlearn.loop.TargetRunner`)
+says which facts of K a point forgot. Two checks ask again, harder:
+
+adversarial aggregate (``adversarial=True``)
+    a fact counts as known if any of its forms (``all``) is known under any probe mode (exact,
+    yesno, rank, generate; the ``any`` mode of :func:`deepunlearn.probe.probe`). The aggregate
+    includes the primary probe's forms and mode, so every fact the primary probe knows the
+    aggregate knows too: only the facts the primary probe counts forgotten are asked again. The
+    point's notes gain ``recall_adv`` and ``accuracy_adv`` (the rules layer's recall and accuracy
+    with what the aggregate still knows put back; ``recall_adv <= recall`` always) and the
+    *superficial forgetting rate* ``superficial``: the share of the facts the primary probe counts
+    forgotten that the aggregate still knows (``superficial_n`` = [those facts, the forgotten
+    facts]; ``None`` when nothing was forgotten).
+attacks (``attacks``: :class:`~deepunlearn.unlearn.attacks.AttackParams`)
+    at the last grid point (``at = "last"``) or at every one: ``relearn`` finetunes the unlearned
+    model for N steps (every N of the grid, one trajectory) on ``relearn_size`` facts drawn from
+    K minus the targets and their chosen minimal sets, re-probing (primary probe) after each N;
+    ``quantize`` re-probes the model with its Linear layers quantised. The weights are put back
+    bit for bit after each attack, so the trajectory goes on from where it was. Notes:
+    ``recall_relearn`` / ``accuracy_relearn`` keyed by ``str(N)``, ``recall_quant`` /
+    ``accuracy_quant``, and ``relearn_lr``. A model served through a ``model_fn`` (WHP's mixed
+    distribution) is relearnt and quantised in its own weights; the reinforced copy WHP mixes in
+    is not quantised.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+from .methods import UnlearnError
+
+
+def _attack_params(attacks: Any):
+    if attacks is None:
+        return None
+    from .attacks import AttackParams
+
+    if isinstance(attacks, AttackParams):
+        return attacks if attacks.enabled() else None
+    if not isinstance(attacks, dict):
+        raise UnlearnError(f"attacks: expected AttackParams or a dict of its fields, got {type(attacks).__name__}",
+                           field="attacks")
+    from pydantic import ValidationError
+
+    try:
+        params = AttackParams(**attacks)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise UnlearnError(f"attacks.{where}: {err['msg']}", field=f"attacks.{where}") from None
+    return params if params.enabled() else None
+
+
+class ForgettingChecks:
+    """The adversarial probe and the attacks of one :class:`~deepunlearn.unlearn.loop.TargetRunner`."""
+
+    def __init__(self, runner, *, adversarial: bool = False, attacks: Any = None):
+        self.runner = runner
+        self.adversarial = bool(adversarial)
+        self.attacks = _attack_params(attacks)
+
+    @property
+    def active(self) -> bool:
+        return self.adversarial or self.attacks is not None
+
+    def annotate(self, points: list, targets: Sequence[int], step, forgotten: Sequence[int], *, last: bool,
+                 lr: float | None) -> None:
+        """Add the adversarial and attack results to the ``points`` of one grid value."""
+        if not self.active:
+            return
+        t0 = time.perf_counter()
+        model_fn = getattr(step, "model_fn", None)
+        if self.adversarial:
+            self._adversarial(points, forgotten, model_fn)
+        if self.attacks is not None and (last or self.attacks.at == "all"):
+            self._attack(points, targets, model_fn, lr)
+        for p in points:
+            p.notes["check_seconds"] = round(time.perf_counter() - t0, 3)
+
+    # ------------------------------------------------------------------ adversarial
+    def adversarial_known(self, ids: Sequence[int], model_fn=None) -> set[int]:
+        """Which of ``ids`` the adversarial aggregate knows: any form under any mode."""
+        from ..probe import probe
+
+        r = self.runner
+        ids = sorted({int(i) for i in ids})
+        if not ids:
+            return set()
+        res = probe(r.bundle, r.kb, ids, mode="any", forms="all", batch_size=r.batch_size, model_fn=model_fn,
+                    progress=False)
+        return {int(i) for i in res.known_ids()}
+
+    def _adversarial(self, points: list, forgotten: Sequence[int], model_fn) -> None:
+        r = self.runner
+        still = self.adversarial_known(forgotten, model_fn)
+        forgotten_adv = sorted(set(forgotten) - still)
+        n = len(forgotten)
+        for p in points:
+            ev = r.evaluator.evaluate(p.target, forgotten_adv)
+            p.notes.update(recall_adv=float(ev.recall), accuracy_adv=float(ev.accuracy),
+                           superficial=(len(still) / n if n else None), superficial_n=[len(still), n])
+
+    # ------------------------------------------------------------------ attacks
+    def relearn_pool(self, targets: Sequence[int]) -> list[int]:
+        """K minus the targets and their chosen minimal sets: the facts a relearning attack may use."""
+        r = self.runner
+        out = set(r.known) - {int(t) for t in targets}
+        for t in targets:
+            out -= set(r.chosen_set(int(t)))
+        return sorted(out)
+
+    def _measure(self, points: list, known: set[int]) -> list[tuple[float, float]]:
+        """(recall, accuracy) of each point's target when the model knows ``known``."""
+        r = self.runner
+        forgotten = sorted(r.known - set(known))
+        return [(float(ev.recall), float(ev.accuracy))
+                for ev in (r.evaluator.evaluate(p.target, forgotten) for p in points)]
+
+    def _attack(self, points: list, targets: Sequence[int], model_fn, lr: float | None) -> None:
+        from .attacks import quantize_attack, relearn_attack
+
+        a, r = self.attacks, self.runner
+        known = lambda: r.known_after(model_fn)  # noqa: E731
+        if a.relearn:
+            relearn_lr = a.relearn_lr if a.relearn_lr is not None else lr
+            if relearn_lr is None:
+                raise UnlearnError("attacks.relearn_lr: no learning rate to relearn with: give relearn_lr",
+                                   field="attacks.relearn_lr")
+            after = relearn_attack(r.bundle.model, r.encode, self.relearn_pool(targets), a.relearn, lr=relearn_lr,
+                                   size=a.relearn_size, seed=r.seed, known=known)
+            measured = {n: self._measure(points, ks) for n, ks in after.items()}
+            for k, p in enumerate(points):
+                p.notes["recall_relearn"] = {str(n): m[k][0] for n, m in measured.items()}
+                p.notes["accuracy_relearn"] = {str(n): m[k][1] for n, m in measured.items()}
+                p.notes["relearn_lr"] = relearn_lr
+        if a.quantize:
+            measured_q = self._measure(points, quantize_attack(r.bundle.model, known, how=a.quantize))
+            for k, p in enumerate(points):
+                p.notes["recall_quant"], p.notes["accuracy_quant"] = measured_q[k]

@@ -1,0 +1,92 @@
+"""``deepunlearn unlearn``'s options for probe forms and for asking again (issue 15):
+``--forms`` (what the methods unlearn on), ``--probe-forms`` (the primary probe's forms),
+``--adversarial`` (recall under any form and any mode, and the superficial forgetting rate) and
+the attacks ``--relearn`` / ``--relearn-size`` / ``--relearn-lr`` / ``--quantize`` / ``--attack-at``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+
+def add_check_args(p: argparse.ArgumentParser) -> None:
+    from ..cli import positive_float, positive_int
+
+    p.add_argument("--forms", default=None, metavar="SEL",
+                   help="the probe forms the method unlearns, one row per form: a split (train, test, unlearn), form "
+                        "names (primary, qa1, st2, question, ...), 'all', comma-separated (default: the primary "
+                        "question, as before)")
+    p.add_argument("--probe-forms", default=None, metavar="SEL",
+                   help="the forms the primary probe asks (a fact is known if known on any of them; default: the "
+                        "primary question)")
+    p.add_argument("--adversarial", action="store_true",
+                   help="also record recall_adv / accuracy_adv (a fact is known if any of its forms is known under "
+                        "any probe mode) and the superficial forgetting rate at every point")
+    p.add_argument("--relearn", default=None, metavar="N,N,...",
+                   help="relearning attack at the last grid point: finetune N steps (every N listed, e.g. 1,2,4,8) "
+                        "on facts the method did not target, then re-probe (recall_relearn)")
+    p.add_argument("--relearn-size", type=positive_int, default=None, help="facts the attack relearns (default 16)")
+    p.add_argument("--relearn-lr", type=positive_float, default=None,
+                   help="the attack's learning rate (default: the run's unlearning learning rate)")
+    p.add_argument("--quantize", choices=("int8", "nf4"), default=None,
+                   help="quantisation attack at the last grid point: int8 dynamic quantisation of the Linear layers "
+                        "(CPU) or nf4 (bitsandbytes, GPU), then re-probe (recall_quant)")
+    p.add_argument("--attack-at", choices=("last", "all"), default=None,
+                   help="attack at the last grid point (default) or at every one")
+
+
+#: the flag of each AttackParams field
+_FLAGS = {"relearn": "--relearn", "relearn_size": "--relearn-size", "relearn_lr": "--relearn-lr",
+          "quantize": "--quantize", "at": "--attack-at"}
+
+
+def check_kwargs(args, kb) -> dict[str, Any]:
+    """The TargetRunner keyword arguments these options give (none when unused), checked: a bad
+    selection or grid is one CLI error naming the flag."""
+    from ..cli import CLIError
+    from ..kg.forms import parse_selection
+
+    out: dict[str, Any] = {}
+    for flag, value, key in (("--forms", args.forms, "unlearn_forms"), ("--probe-forms", args.probe_forms, "forms")):
+        if value is not None:
+            parse_selection(kb, value, flag=flag)
+            out[key] = value
+    if args.adversarial:
+        out["adversarial"] = True
+    attacks: dict[str, Any] = {}
+    if args.relearn is not None:
+        try:
+            attacks["relearn"] = [int(x) for x in args.relearn.split(",") if x.strip()]
+        except ValueError:
+            raise CLIError(f"--relearn {args.relearn!r}: expected step counts such as 1,2,4,8", field="--relearn") from None
+    for key in ("relearn_size", "relearn_lr", "quantize", "attack_at"):
+        v = getattr(args, key)
+        if v is not None:
+            attacks["at" if key == "attack_at" else key] = v
+    if attacks:
+        from pydantic import ValidationError
+
+        from .attacks import AttackParams
+
+        try:
+            AttackParams(**attacks)
+        except ValidationError as e:
+            err = e.errors()[0]
+            flag = _FLAGS.get(str(err["loc"][0]) if err["loc"] else "", "--relearn")
+            raise CLIError(f"{flag}: {str(err['msg']).removeprefix('Value error, ')}", field=flag) from None
+        out["attacks"] = attacks
+    return out
+
+
+def check_line(point: dict) -> str:
+    """The checks of one point for the text table ("" when it has none)."""
+    parts = []
+    if point.get("recall_adv") is not None:
+        sup = point.get("superficial")
+        parts.append(f"adversarial recall {point['recall_adv']:.3f} acc {point['accuracy_adv']:.3f}, superficial "
+                     + ("-" if sup is None else f"{sup:.1%} ({point['superficial_n'][0]}/{point['superficial_n'][1]})"))
+    if point.get("recall_relearn"):
+        parts.append("relearn " + " ".join(f"{n}:{r:.3f}" for n, r in point["recall_relearn"].items()))
+    if point.get("recall_quant") is not None:
+        parts.append(f"quantised recall {point['recall_quant']:.3f}")
+    return ("            " + "; ".join(parts)) if parts else ""
