@@ -145,6 +145,9 @@ class TargetRunner:
         self.forms, self.unlearn_forms = forms, unlearn_forms
         #: what every probe of the primary kind passes: the forms, when not the primary question
         self._probe_kw = {} if forms in (None, "default") else {"forms": forms}
+        from .checks import ForgettingChecks
+
+        self.checks = ForgettingChecks(self, adversarial=adversarial, attacks=attacks)  # checked before any work
         bundle.model.eval()
         self.baseline = cached_probe(bundle, kb, mode=probe_mode, cache_dir=cache_dir, batch_size=batch_size,
                                      progress=progress, **self._probe_kw)
@@ -161,9 +164,6 @@ class TargetRunner:
 
         self.baselines = Baselines(self, scores=scores or reference is not None, holdout=holdout, min_k=min_k,
                                    reference=reference, retrain_cache=retrain_cache)
-        from .checks import ForgettingChecks
-
-        self.checks = ForgettingChecks(self, adversarial=adversarial, attacks=attacks)
 
     # ------------------------------------------------------------------ pieces
     def unlearner(self, method: str | Unlearner, grid: Sequence[float] | None = None,

@@ -1,0 +1,89 @@
+"""Has it really forgotten? Forms in finetuning and unlearning, the adversarial aggregate and the
+attacks at grid points, on a 5-person EDU-RELAT KB with a one-layer model trained on four forms
+per fact: recall_adv <= recall at every point, the superficial rate counts what it says, the
+attacks run where asked and leave the weights bit for bit as they were."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from deepunlearn.kg.forms import select_forms
+from deepunlearn.unlearn import TargetRunner
+
+TRAIN = "primary,st1,yes1,no1"
+
+
+@pytest.fixture(scope="module")
+def model_dir(five_people_kb, tmp_path_factory):
+    from deepunlearn.probe import build_tiny_model, load_model
+    from deepunlearn.unlearn.finetune import FinetuneConfig, finetune
+
+    d = tmp_path_factory.mktemp("checks") / "model"
+    build_tiny_model(five_people_kb, d, seed=0, hidden=64, layers=1, heads=4)
+    res = finetune(load_model(d, device="cpu"), five_people_kb, FinetuneConfig.tiny(epochs=60, batch_size=8),
+                   out_dir=d, progress=False, forms=TRAIN)
+    assert res.share >= 0.9, res
+    return d
+
+
+def _state(model) -> dict:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_finetuning_on_forms_trains_one_example_per_selected_form(model_dir, five_people_kb):
+    meta = json.loads((model_dir / "deepunlearn.json").read_text())
+    sel = select_forms(five_people_kb, TRAIN)
+    assert meta["forms"] == TRAIN
+    assert meta["trained"]["examples_per_epoch"] == sum(len(v) for v in sel.forms.values())
+    assert meta["trained"]["examples_per_epoch"] > 3 * len(five_people_kb)
+
+
+def test_unlearn_forms_give_one_forget_row_per_form(model_dir, five_people_kb, tmp_path):
+    from deepunlearn.probe import load_model
+
+    runner = TargetRunner(load_model(model_dir, device="cpu"), five_people_kb, cache_dir=tmp_path, progress=False,
+                          unlearn_forms="primary,st1")
+    t = sorted(runner.known)[0]
+    u = runner.unlearner("ga", grid=[1])
+    assert runner.session(u, t).batch["input_ids"].shape[0] == 2
+    plain = TargetRunner(runner.bundle, five_people_kb, cache_dir=tmp_path, progress=False)
+    assert plain.session(u, t).batch["input_ids"].shape[0] == 1
+
+
+def test_adversarial_recall_never_exceeds_recall_and_attacks_restore_the_weights(model_dir, five_people_kb,
+                                                                                 tmp_path):
+    from deepunlearn.probe import load_model
+
+    bundle = load_model(model_dir, device="cpu")
+    runner = TargetRunner(bundle, five_people_kb, cache_dir=tmp_path, progress=False, lr=3e-3, adversarial=True,
+                          attacks={"relearn": [1, 2], "quantize": "int8", "relearn_lr": 1e-3})
+    # the aggregate holds the primary probe: on the trained model it knows every fact of K
+    assert runner.checks.adversarial_known(sorted(runner.known)) == set(runner.known)
+    t = next(t for t in sorted(runner.known) if len(runner.chosen_set(t)) > 1)
+    before = _state(bundle.model)
+    points = list(runner.run(t, "ga", grid=[1, 4, 16], seed=0))
+    assert any(p.forgotten for p in points)
+    for p in points:
+        n_sup, n_forgot = p.notes["superficial_n"]
+        assert n_forgot == len(p.forgotten) and 0 <= n_sup <= n_forgot
+        assert p.notes["superficial"] == (n_sup / n_forgot if n_forgot else None)
+        assert p.notes["recall_adv"] <= p.recall + 1e-12
+        assert p.notes["accuracy_adv"] >= p.accuracy - 1e-12
+    *early, last = points
+    assert all("recall_relearn" not in p.notes and "recall_quant" not in p.notes for p in early)
+    assert set(last.notes["recall_relearn"]) == {"1", "2"} and 0 <= last.notes["recall_quant"] <= 1
+    assert last.notes["relearn_lr"] == 1e-3
+    after = _state(bundle.model)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_attack_options_are_checked_before_any_work(model_dir, five_people_kb, tmp_path):
+    from deepunlearn.probe import load_model
+    from deepunlearn.unlearn.methods import UnlearnError
+
+    with pytest.raises(UnlearnError, match="attacks.quantize"):
+        TargetRunner(load_model(model_dir, device="cpu"), five_people_kb, cache_dir=tmp_path, progress=False,
+                     attacks={"quantize": "int3"})
