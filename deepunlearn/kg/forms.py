@@ -21,10 +21,14 @@ Where forms come from, in this order (:func:`forms_of`):
 2. the built-in templates of the built-in relations (:data:`FAMILY_TEMPLATES`,
    :data:`BIOGRAPHY_TEMPLATES`): three question paraphrases ``qa1..qa3``, three statements
    ``st1..st3`` and a yes/no pair ``yes1``/``no1`` per relation (``no1``'s distractor is
-   :func:`~deepunlearn.kg.candidates.perturbed`'s first wrong answer, seed 0);
+   :func:`~deepunlearn.kg.candidates.perturbed`'s first wrong answer, seed 0); a statement
+   template whose answer also occurs before its slot (in a name: "The job of Ann Smith is Ann.")
+   is left out for that fact, since its probe would be cut at the wrong place;
 3. the KB's explicit forms (``kb.forms``): the EDU-RELAT import's ``question`` (statement),
    ``question2`` (yes/no, true), ``question3`` (yes/no, false distractor), ``question4`` (QA),
-   and any added from a forms file (``data forms --add``).
+   and any added from a forms file (``data forms --add``, :mod:`~deepunlearn.kg.forms_file`).
+   Their names may not be a template's (:data:`TEMPLATE_NAMES`) or a selection word
+   (:func:`name_problem`), so a ``--forms``/``--label`` name means one thing.
 
 A form carries a *split* (``train``, ``test``, ``unlearn`` or none): explicit forms their own,
 template forms (``primary`` included) the one ``kb.form_splits`` gives their name.
@@ -60,7 +64,7 @@ def statement_position(text: str, answer: str) -> int:
     >>> statement_position("Ann is Bob's wife.", "wife")
     13
     >>> statement_position("wife of Bob is Ann, his wife.", "wife")
-    25
+    24
     """
     if not answer:
         raise FormError("statement form: the answer is empty")
