@@ -49,10 +49,8 @@ def _check_templates(kb, i):
     yes, no = _by_name(forms)["yes1"], _by_name(forms)["no1"]
     assert yes.answer == "yes" and no.answer == "no"
     # the distractor: the one word where yes1 and no1 differ is a wrong answer of the fact's type
-    wrong = no.text.replace(yes.text.split(primary.answer)[0], "", 1)
-    d = next(c for c in answer_candidates(kb, i) if wrong.startswith(c) and no.text == yes.text.replace(
-        primary.answer, c, 1))
-    assert d not in true_answers(kb, i) and d != primary.answer
+    d = [c for c in answer_candidates(kb, i) if no.text == yes.text.replace(primary.answer, c, 1)]
+    assert len(d) == 1 and d[0] not in true_answers(kb, i) and d[0] != primary.answer
 
 
 def test_every_built_in_relation_has_three_questions_and_three_statements(edu_kb, gen_kb):
