@@ -1,4 +1,4 @@
-"""``deepunlearn data generate | holdout | import-edu-relat | show | export | draw``.
+"""``deepunlearn data generate | holdout | import-edu-relat | show | forms | export | draw``.
 
 Every ``-o`` is written atomically (a temporary sibling renamed into place, missing folders
 created), and every numeric flag has a strict argparse type (a bad value is a usage error, exit 2).
@@ -63,6 +63,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json(p)
     p.set_defaults(handler=_show)
 
+    p = dsub.add_parser("forms", help="list a KB's probe forms; add forms from a file; give forms a split",
+                        description="Without --add/--label: list the KB's forms (name, kind, count, split). "
+                                    "--add FILE adds the forms of a JSON-lines forms file (one "
+                                    '{"fact": [o1, r, o2], "question"|"text": ..., "answer": ...} a line; exact '
+                                    "duplicates of forms the KB holds are skipped and counted); --label NAMES "
+                                    "--split S gives forms a split. Nothing is written without -o.")
+    p.add_argument("--kb", required=True, help="KB file")
+    p.add_argument("--add", action="append", default=[], metavar="FILE",
+                   help="forms file to add (JSON lines; repeatable); its forms are named after the file's stem "
+                        "unless a line gives a \"name\"")
+    p.add_argument("--split", choices=("train", "test", "unlearn", "none"), default=None,
+                   help="split of the added forms (a line's own \"split\" wins) and of the --label forms; "
+                        "'none': no split (with --label: clears it)")
+    p.add_argument("--label", default=None, metavar="NAMES",
+                   help="comma list of form names (templates such as qa1, st2, or explicit ones) to give --split")
+    p.add_argument("-o", "--output", default=None, metavar="OUT.json",
+                   help="write the KB with the changes here (atomically; may be --kb itself); without it "
+                        "nothing is written")
+    add_json(p)
+    p.set_defaults(handler=_forms, _usage_error=p.error)
+
     p = dsub.add_parser("export", help="export a KB as GraphML (or its probes as JSON lines)")
     p.add_argument("kb", help="KB file")
     p.add_argument("-o", "--output", required=True,
@@ -83,6 +104,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def summary(kb) -> dict:
+    from .forms import forms_table
+
+    forms = {"forms": forms_table(kb, explicit_only=True), "form_splits": dict(sorted(kb.form_splits.items()))}
     return {
         "name": kb.name,
         "people": len(kb.entities),
@@ -92,6 +116,7 @@ def summary(kb) -> dict:
         "relations": kb.relation_counts(),
         "targets": [list(kb.facts[t]) for t in kb.targets],
         "target_ids": list(kb.targets),  # what --target takes; targets[i] is fact target_ids[i]
+        **(forms if kb.forms or kb.form_splits else {}),  # only for a KB with forms: older output unchanged
     }
 
 
@@ -108,7 +133,24 @@ def _summary_text(kb, path: str) -> str:
     lines += [f"    [{t}] {kb.facts[t][2]} is {kb.facts[t][0]}'s {kb.facts[t][1]}" for t in kb.targets[:10]]
     if len(kb.targets) > 10:
         lines.append(f"    ... and {len(kb.targets) - 10} more")
+    if "forms" in s:
+        lines.append("  forms   " + (", ".join(f"{n} {r['count']} {r['kind']}" + (f" ({r['split']})" if r["split"] else "")
+                                            for n, r in s["forms"].items()) or "(templates only)"))
+        if s["form_splits"]:
+            lines.append("  template splits: " + ", ".join(f"{n} {sp}" for n, sp in s["form_splits"].items()))
     return "\n".join(lines)
+
+
+def forms_text(table: dict[str, dict]) -> str:
+    """The ``data forms`` table: name, kind, count, split."""
+    w = max([4] + [len(n) for n in table])
+    rows = [f"  {'name':<{w}}  {'kind':<14} {'count':>6}  split"]
+    for n, r in table.items():
+        split = r["split"] or "-"
+        if "splits" in r:
+            split = ", ".join(f"{k} {v}" for k, v in r["splits"].items())
+        rows.append(f"  {n:<{w}}  {r['kind'] + ('' if r['template'] else ' *'):<14} {r['count']:>6}  {split}")
+    return "\n".join(rows + ["  (* explicit forms: imported or added; the others are built-in templates)"])
 
 
 def _generate(args) -> int:
@@ -178,6 +220,52 @@ def _show(args) -> int:
 
     kb = load_kb(args.kb)
     emit(args, summary(kb), lambda: _summary_text(kb, args.kb))
+    return 0
+
+
+def _forms(args) -> int:
+    from ..cli import emit
+    from .forms import forms_table, label_forms
+    from .forms_file import add_forms, read_forms_file
+    from .io import load_kb, save_kb
+
+    changes = bool(args.add or args.label is not None)
+    if args.label is not None and args.split is None:
+        args._usage_error("argument --label: give --split S too (--split none clears the split)")
+    if args.split is not None and not changes:
+        args._usage_error("argument --split: only with --add or --label")
+    if args.output is not None and not changes:
+        args._usage_error("argument -o/--output: nothing to write without --add or --label")
+    kb = load_kb(args.kb, flag="--kb")
+    split = None if args.split in (None, "none") else args.split
+    added = skipped = 0
+    for path in args.add:  # every file is read and checked before anything is written
+        done = add_forms(kb, read_forms_file(kb, path, split=split, flag="--add"))
+        added, skipped = added + done.added, skipped + done.skipped
+    labelled = 0
+    if args.label is not None:
+        from .forms import FormError
+
+        names = [n.strip() for n in args.label.split(",") if n.strip()]
+        if not names:
+            raise FormError(f"--label: no form names in {args.label!r}", field="--label")
+        labelled = label_forms(kb, names, split)
+    out = save_kb(kb, args.output) if args.output is not None else None
+    table = forms_table(kb)
+    obj = {"kb": str(args.kb), "added": added, "skipped": skipped, "labelled": labelled,
+           "facts_with_forms": len({f.fact_id for f in kb.forms}), "forms": table,
+           "output": None if out is None else str(out)}
+
+    def text() -> str:
+        lines = [f"{args.kb}: {len(kb.facts)} facts, {obj['facts_with_forms']} with explicit forms", forms_text(table)]
+        if changes:
+            what = f"added {added} forms ({skipped} exact duplicates skipped)" if args.add else ""
+            if args.label is not None:
+                what += ("; " if what else "") + f"gave {labelled} form names the split {args.split}"
+            lines.append(what + (f"; wrote {out}" if out is not None else "; nothing written (give -o OUT.json to write)"))
+        return "\n".join(lines)
+
+    emit(args, obj, text)
     return 0
 
 

@@ -21,10 +21,14 @@ Where forms come from, in this order (:func:`forms_of`):
 2. the built-in templates of the built-in relations (:data:`FAMILY_TEMPLATES`,
    :data:`BIOGRAPHY_TEMPLATES`): three question paraphrases ``qa1..qa3``, three statements
    ``st1..st3`` and a yes/no pair ``yes1``/``no1`` per relation (``no1``'s distractor is
-   :func:`~deepunlearn.kg.candidates.perturbed`'s first wrong answer, seed 0);
+   :func:`~deepunlearn.kg.candidates.perturbed`'s first wrong answer, seed 0); a statement
+   template whose answer also occurs before its slot (in a name: "The job of Ann Smith is Ann.")
+   is left out for that fact, since its probe would be cut at the wrong place;
 3. the KB's explicit forms (``kb.forms``): the EDU-RELAT import's ``question`` (statement),
    ``question2`` (yes/no, true), ``question3`` (yes/no, false distractor), ``question4`` (QA),
-   and any added from a forms file (``data forms --add``).
+   and any added from a forms file (``data forms --add``, :mod:`~deepunlearn.kg.forms_file`).
+   Their names may not be a template's (:data:`TEMPLATE_NAMES`) or a selection word
+   (:func:`name_problem`), so a ``--forms``/``--label`` name means one thing.
 
 A form carries a *split* (``train``, ``test``, ``unlearn`` or none): explicit forms their own,
 template forms (``primary`` included) the one ``kb.form_splits`` gives their name.
@@ -60,7 +64,7 @@ def statement_position(text: str, answer: str) -> int:
     >>> statement_position("Ann is Bob's wife.", "wife")
     13
     >>> statement_position("wife of Bob is Ann, his wife.", "wife")
-    25
+    24
     """
     if not answer:
         raise FormError("statement form: the answer is empty")
@@ -97,6 +101,8 @@ class Form:
             raise FormError(f"form {self.name!r}: split must be one of {', '.join(SPLITS)} or none, got {self.split!r}")
         if self.kind == "yesno" and self.answer not in ("yes", "no"):
             raise FormError(f"form {self.name!r}: a yes/no form's answer is 'yes' or 'no', got {self.answer!r}")
+        if not self.text.strip():
+            raise FormError(f"form {self.name!r}: the {'text' if self.kind == 'statement' else 'question'} is empty")
         if self.kind == "statement":
             statement_position(self.text, self.answer)
         elif not self.answer:
@@ -171,6 +177,26 @@ BIOGRAPHY_TEMPLATES = {
 }
 
 
+#: The names of the built-in template forms (``primary`` included): an explicit form may not take one.
+TEMPLATE_NAMES = tuple(dict.fromkeys(
+    [PRIMARY] + [t.name for ts in [FAMILY_TEMPLATES, *BIOGRAPHY_TEMPLATES.values()] for t in ts]
+    + ["no" + t.name.removeprefix("yes") for t in FAMILY_TEMPLATES if t.kind == "yesno"]))
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name an explicit form (``None`` if it can): a template's name, a
+    selection word (``default``, ``all``, a split), or a name a ``--forms`` list cannot hold."""
+    if not name or name != name.strip():
+        return "is empty or starts or ends with whitespace"
+    if name in TEMPLATE_NAMES:
+        return f"is a built-in template's name ({', '.join(TEMPLATE_NAMES)})"
+    if name in SPECIAL or name in SPLITS:
+        return f"is a --forms selection word ({', '.join(SPECIAL + SPLITS)})"
+    if "," in name or not name.isprintable():
+        return "holds a comma or an unprintable character (--forms takes a comma list of names)"
+    return None
+
+
 def templates_for(kb: KnowledgeBase, relation: str) -> list[Template]:
     """The built-in templates of a relation: none for a relation that is not built in, or whose
     answer template is not the built-in one (``{r}`` for family, ``{o2}`` for an attribute)."""
@@ -194,8 +220,12 @@ def _template_forms(kb: KnowledgeBase, i: int) -> list[Form]:
         return []
     answer = rel.answer.format(o1=s, r=r, o2=o)
     out = []
+    slot = "{r}" if rel.answer == "{r}" else "{o2}"
     for t in templates:
-        out.append(Form(i, t.kind, t.text.format(o1=s, r=r, o2=o), "yes" if t.kind == "yesno" else answer, t.name))
+        form = Form(i, t.kind, t.text.format(o1=s, r=r, o2=o), "yes" if t.kind == "yesno" else answer, t.name)
+        if t.kind == "statement" and form.prompt != t.text.split(slot, 1)[0].format(o1=s, r=r, o2=o):
+            continue  # the answer also occurs before its slot (in a name): the probe would be cut there
+        out.append(form)
         if t.kind == "yesno":
             wrong = perturbed(kb, i, 1, seed=0)
             if wrong:
@@ -304,3 +334,26 @@ def label_forms(kb: KnowledgeBase, names: Iterable[str], split: str | None) -> i
     kb.forms = [f.with_split(split) if f.name in names else f for f in kb.forms]
     kb.__dict__.pop(_CACHE, None)
     return len(names)
+
+
+def forms_table(kb: KnowledgeBase, *, explicit_only: bool = False) -> dict[str, dict]:
+    """Per form name: ``{"kind", "count", "split", "template"}`` (what ``data forms`` and
+    ``data show`` print). ``kind`` is the kinds under that name joined by ``+`` (a template pair
+    ``yes1``/``no1`` is one kind each); ``split`` is the one split all its forms share (``None``:
+    none), or ``"mixed"`` with ``splits`` counting them (``"none"`` for no split)."""
+    from collections import Counter
+
+    groups: dict[str, list[Form]] = {}
+    fs = kb.forms if explicit_only else [f for i in range(len(kb.facts)) for f in forms_of(kb, i)]
+    for f in fs:
+        groups.setdefault(f.name, []).append(f)
+    explicit = {f.name for f in kb.forms}
+    out = {}
+    for name, group in groups.items():
+        splits = Counter(f.split for f in group)
+        row = {"kind": "+".join(k for k in FORM_KINDS if any(f.kind == k for f in group)), "count": len(group),
+               "split": next(iter(splits)) if len(splits) == 1 else "mixed", "template": name not in explicit}
+        if len(splits) > 1:
+            row["splits"] = {s or "none": n for s, n in sorted(splits.items(), key=lambda x: x[0] or "")}
+        out[name] = row
+    return out

@@ -136,16 +136,23 @@ def from_dict(data: Any, source: str = "<dict>") -> KnowledgeBase:
     except ValidationError as e:
         raise KBFileError(f"{source}: not a valid deepunlearn KB: {_describe(e)}", file=source,
                           field=_loc(e.errors()[0])) from None
-    from .forms import Form
+    from .forms import TEMPLATE_NAMES, Form, name_problem
 
     try:
         relations = {n: Relation(n, s.kind, s.question, s.answer) for n, s in doc.relations.items()}
         forms = []
         for j, f in enumerate(doc.forms):
+            problem = name_problem(f.name)  # a template's name would make --forms/--label ambiguous
+            if problem:
+                raise KBError(f"forms[{j}]: form name {f.name!r} {problem}", field=f"forms.{j}.name")
             try:
                 forms.append(Form(f.fact, f.kind, f.text, f.answer, f.name, f.split))
             except KBError as e:
                 raise KBError(f"forms[{j}]: {e}", field=f"forms.{j}") from None
+        for n in doc.form_splits:
+            if n not in TEMPLATE_NAMES:  # explicit forms carry their own splits
+                raise KBError(f"form_splits: {n!r} is not a template form's name ({', '.join(TEMPLATE_NAMES)})",
+                              field=f"form_splits.{n}")
         kb = KnowledgeBase(
             entities=doc.entities,
             relations=relations,
