@@ -27,7 +27,9 @@ The protocol (``deepunlearn.probe.protocol``): ``protocol = "default"`` (the def
 ``"reference"`` (the paper's public code) at the top level, or per model (``protocol`` in a
 ``[[models]]`` table). ``probe_mode``, ``k_mode``, ``sets`` ("exact", "mdus", "release" or a
 folder of stored minimal sets, relative to the file) and ``tie`` override the protocol's value
-for every model; ``exact = false`` is the older spelling of ``sets = "mdus"``.
+for every model; ``exact = false`` is the older spelling of ``sets = "mdus"``. Issue 15's options
+(``probe_mode`` yesno/rank/any, ``forms``, ``unlearn_forms``, ``adversarial``, ``[attacks]``) are
+described in :mod:`.config_probe`.
 
 Grids: ``[methods]`` gives every model's grids; a model overrides them with a preset
 (``grids = "gpt2-xl"``: one of ``GRID_PRESETS``) or a table (``[models.grids]``, methods of

@@ -153,3 +153,19 @@ def test_bench_json_has_no_checks_without_the_keys(sweep_files, monkeypatch, cap
     assert main(["bench", "--config", str(sweep_files()), "--quiet", "--json"]) == 0
     out, err = capsys.readouterr()
     assert "forgetting_checks" not in json.loads(out) and "Has it really forgotten" not in err
+
+
+def test_setup_names_the_options_and_the_probe_mode(tmp_path):
+    config = {"kb": "kb.json", "models": [{"name": "m"}], "methods": {"ga": [1, 2]}, "forms": "test",
+              "unlearn_forms": "unlearn", "adversarial": True,
+              "attacks": {"relearn": [1, 4], "relearn_size": 8, "relearn_lr": 1e-4, "quantize": "int8", "at": "all"}}
+    manifest = {"models": {"m": {"protocol": {"name": "default", "probe_mode": "exact", "k_mode": "probed"},
+                                 "probe_mode": "yesno", "protocol_differs": {}}}}
+    text = build_report(rows(), tmp_path / "rep", methods=["ga", "npo"], config=config, manifest=manifest).read_text()
+    assert "; **K**: probed (probe mode `yesno`)" in text
+    assert ("- **has it really forgotten?**: probe forms `test`; unlearning forms `unlearn`; adversarial aggregate on; "
+            "attacks: relearn after 1, 4 steps on 8 facts, lr 0.0001, int8 quantisation, at every grid point") in text
+    plain = {k: v for k, v in config.items() if k in ("kb", "models", "methods")}
+    manifest["models"]["m"].pop("probe_mode")
+    text = build_report(rows(), tmp_path / "rep2", methods=["ga"], config=plain, manifest=manifest).read_text()
+    assert "has it really forgotten?**" not in text and "(probe mode `exact`)" in text
