@@ -117,7 +117,8 @@ def _wrap_errors(fn):
 
 def _finish(args: argparse.Namespace, outcome, methods, cfg) -> int:
     from ..cli import emit
-    from .metrics import format_du_table, format_table
+    from .forms_report import console_lines, forgetting_table, has_forgetting_checks
+    from .metrics import format_du_table, format_table, json_safe
     from .report import nothing_evaluated_text, write_report
 
     report = write_report(outcome.output)
@@ -130,6 +131,11 @@ def _finish(args: argparse.Namespace, outcome, methods, cfg) -> int:
             outcome.summary, methods=methods)
     protocols = {m.name: cfg.protocol_for(m).name for m in cfg.models}
     obj = result_json(outcome, report, protocols)
+    if has_forgetting_checks(outcome.points):  # issue 15: primary vs adversarial recall, attacks
+        checks = forgetting_table(outcome.points)
+        table += ("\n\nHas it really forgotten? (mean recall at each target's last grid point)\n"
+                  + "\n".join(console_lines(checks, methods)))
+        obj["forgetting_checks"] = json_safe(checks)
     if args.json:
         print(table, file=sys.stderr)
     used = ", ".join(f"{m} {p}" for m, p in protocols.items())

@@ -27,7 +27,9 @@ The protocol (``deepunlearn.probe.protocol``): ``protocol = "default"`` (the def
 ``"reference"`` (the paper's public code) at the top level, or per model (``protocol`` in a
 ``[[models]]`` table). ``probe_mode``, ``k_mode``, ``sets`` ("exact", "mdus", "release" or a
 folder of stored minimal sets, relative to the file) and ``tie`` override the protocol's value
-for every model; ``exact = false`` is the older spelling of ``sets = "mdus"``.
+for every model; ``exact = false`` is the older spelling of ``sets = "mdus"``. Issue 15's options
+(``probe_mode`` yesno/rank/any, ``forms``, ``unlearn_forms``, ``adversarial``, ``[attacks]``) are
+described in :mod:`.config_probe`.
 
 Grids: ``[methods]`` gives every model's grids; a model overrides them with a preset
 (``grids = "gpt2-xl"``: one of ``GRID_PRESETS``) or a table (``[models.grids]``, methods of
@@ -50,7 +52,12 @@ from pydantic import (
 
 from ..errors import UserError
 from ..probe.protocol import PROTOCOL_NAMES, Protocol, get_protocol
+from .config_files import describe_validation as _describe
 from .config_files import read_config_data
+from .config_probe import (
+    ADVERSARIAL_HELP, ATTACKS_HELP, FORMS_HELP, UNLEARN_FORMS_HELP, AttackOptions, ProbeMode, probe_results_key,
+    protocol_override,
+)
 from .grids import DEFAULT_GRIDS, GRID_PRESETS, PAPER_GRIDS, check_grid, family_default, folder_digest, is_gpt2_family, resolve_grids
 from .grids import num as _num
 from .grids import refuse_bools, unset_methods
@@ -82,9 +89,14 @@ class SweepConfig(_Strict):
         "base = 'ga'; [params.ga] retain = 'kl'); checked against the method's own parameters")
     protocol: str = Field(default="default", description="protocol preset of every model without its own: "
                           "'default' or 'reference' (the paper's public code)")
-    probe_mode: Literal["exact", "generate"] | None = Field(
+    probe_mode: ProbeMode | None = Field(
         default=None, description="override: how a probe answer counts as known: 'exact' (teacher-forced greedy "
-        "answer) or 'generate' (the reference's substring test on greedy decoding); None: the protocol's")
+        "answer), 'generate' (the reference's substring test on greedy decoding), 'yesno', 'rank' or 'any' "
+        "(issue 15, see config_probe); None: the protocol's")
+    forms: str | None = Field(default=None, description=FORMS_HELP)
+    unlearn_forms: str | None = Field(default=None, description=UNLEARN_FORMS_HELP)
+    adversarial: bool = Field(default=False, strict=True, description=ADVERSARIAL_HELP)
+    attacks: AttackOptions | None = Field(default=None, description=ATTACKS_HELP)
     k_mode: Literal["probed", "dataset"] | None = Field(default=None, description="override; None: the protocol's")
     exact: bool | None = Field(default=None, description="override, older spelling: true = sets 'exact', "
                                "false = sets 'mdus'; None: the protocol's")
@@ -202,8 +214,12 @@ class SweepConfig(_Strict):
         sets = self.sets if self.sets in SET_NAMES else ("release" if self.sets else None)
         if sets is None and self.exact is not None:
             sets = "exact" if self.exact else "mdus"
-        return get_protocol(m.protocol or self.protocol, probe_mode=self.probe_mode, k_mode=self.k_mode,
-                            sets=sets, tie=self.tie)
+        return get_protocol(m.protocol or self.protocol, probe_mode=protocol_override(self.probe_mode),
+                            k_mode=self.k_mode, sets=sets, tie=self.tie)
+
+    def probe_mode_for(self, model: ModelSpec | str) -> str:
+        """The model's probe mode: the sweep's override (any of ``config_probe.PROBE_MODES``), else its protocol's."""
+        return self.probe_mode or self.protocol_for(model).probe_mode
 
     def sets_for(self, model: ModelSpec | str) -> str:
         """``exact``, ``mdus``, ``release`` or the (absolute) folder of stored minimal sets."""
@@ -261,6 +277,7 @@ class SweepConfig(_Strict):
             "seeds": self.seeds,
             "seed": self.seed,
             "lora": self.lora,
+            **probe_results_key(self),
             **({"measures": {"min_k": self.min_k, "reference": self.reference, "holdout":
                              _file_digest(Path(self.holdout)) if self.holdout and Path(self.holdout).is_file()
                              else self.holdout}} if self.measured else {}),
@@ -280,24 +297,6 @@ class SweepConfig(_Strict):
 
 def _file_digest(p: Path) -> str:
     return "sha256:" + hashlib.sha256(p.read_bytes()).hexdigest()
-
-
-def _describe(e: ValidationError) -> tuple[str, str | None]:
-    """The message of a validation error (up to five problems) and the field of the first."""
-    parts, fields = [], []
-    for err in e.errors()[:5]:
-        # keys come from the user's file: one with a newline or nothing printable is shown quoted
-        loc = ".".join(str(x) if isinstance(x, int) or (x and str(x).isprintable()) else repr(x) for x in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ").replace("\n", "\\n")
-        # a check across fields names its field itself
-        if not loc and msg.startswith("field "):
-            parts.append(msg)
-            fields.append(msg.split(":", 1)[0].removeprefix("field ").strip())
-        else:
-            parts.append(f"field {loc or '(top level)'}: {msg}")
-            fields.append(loc or None)
-    more = f" (and {e.error_count() - 5} more)" if e.error_count() > 5 else ""
-    return "; ".join(parts) + more, (fields[0] if fields else None)
 
 
 def _resolve_paths(cfg: SweepConfig, base: Path) -> SweepConfig:

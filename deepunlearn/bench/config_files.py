@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
 
 from ..errors import MAX_JSON_DEPTH, UserError, parse_json, read_text
 
@@ -89,3 +92,21 @@ def read_config_data(path: str | os.PathLike, error: type[UserError]) -> Any:
             raise error(f"{p}: cannot parse YAML: {e}", file=p) from None
     check_shape(data, p, error)
     return data
+
+
+def describe_validation(e: "ValidationError") -> tuple[str, str | None]:
+    """The message of a validation error (up to five problems) and the field of the first."""
+    parts, fields = [], []
+    for err in e.errors()[:5]:
+        # keys come from the user's file: one with a newline or nothing printable is shown quoted
+        loc = ".".join(str(x) if isinstance(x, int) or (x and str(x).isprintable()) else repr(x) for x in err["loc"])
+        msg = err["msg"].removeprefix("Value error, ").replace("\n", "\\n")
+        # a check across fields names its field itself
+        if not loc and msg.startswith("field "):
+            parts.append(msg)
+            fields.append(msg.split(":", 1)[0].removeprefix("field ").strip())
+        else:
+            parts.append(f"field {loc or '(top level)'}: {msg}")
+            fields.append(loc or None)
+    more = f" (and {e.error_count() - 5} more)" if e.error_count() > 5 else ""
+    return "; ".join(parts) + more, (fields[0] if fields else None)

@@ -28,6 +28,7 @@ from .plots import (
 )
 from ..errors import dumps
 from .du_report import du_section
+from .forms_report import forgetting_section
 from .jobs import safe_name
 from .measures_plots import plot_measures
 from .measures_report import canary_comparison, has_measures, measures_table, retrain_inference, stopping_rules
@@ -138,10 +139,13 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
         extra_summary = {"stopping_rules": rules, "canary_comparison": canary, "retrain_inference": retrain}
 
     du_md, du_summary = du_section(points, summary, methods, out, threshold)
+    # issue 15: only a sweep whose points carry recall_adv or an attack's keys gets this section
+    fc_md, fc_summary = forgetting_section(points, methods, out)
 
     _write_points_csv(points, out / "points.csv", kb)
     (out / "summary.json").write_text(dumps(json_safe({
         "models": summary, "by_relation": by_rel, "curves": mean_curve(points), **extra_summary, **du_summary,
+        **fc_summary,
     }), indent=1) + "\n", encoding="utf-8")
 
     n_base = sum(1 for p in points if is_baseline(p))
@@ -175,6 +179,7 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
                          _pm(s, f"acc_at_recall_{t}_family"), _pm(s, f"acc_at_recall_{t}_biography")])
     md += ["All metrics are means over targets ± sample standard deviation.", "", _md_table(header, rows), ""]
     md += du_md
+    md += fc_md
 
     if figs:
         md += ["## Figures", ""]

@@ -40,7 +40,8 @@ def setup_lines(config: Mapping[str, Any], manifest: Mapping[str, Any] | None, k
     rules = config.get("rules") or (kb.metadata.get("rules", "family") if kb is not None else "family")
     md = ["", "## Setup", ""]
     md += [f"- **KB**: `{config.get('kb')}`" + (f" ({len(kb)} facts, {len(kb.entities)} people)" if kb is not None else ""),
-           f"- **rules**: `{rules}`" + (f"; **K**: {proto.get('k_mode')} (probe mode `{proto.get('probe_mode')}`)"
+           f"- **rules**: `{rules}`" + (f"; **K**: {proto.get('k_mode')} (probe mode "
+                                       f"`{first.get('probe_mode', proto.get('probe_mode'))}`)"
                                        if proto and len(models) == 1 else ""),
            "- **models**: " + ", ".join(f"`{m['name']}`" + (f" (lr {m['lr']:g})" if m.get("lr") else "")
                                         for m in config.get("models", []))]
@@ -51,6 +52,9 @@ def setup_lines(config: Mapping[str, Any], manifest: Mapping[str, Any] | None, k
         md += [f"- **methods and grids** of `{name}`: " + grids_text(g) for name, g in grids.items()]
     else:
         md.append("- **methods and grids**: " + grids_text(config.get("methods", {})))
+    checks = probe_checks_text(config)
+    if checks:
+        md.append("- **has it really forgotten?**: " + checks)
     for name, m in models.items():
         if m.get("note"):
             md.append(f"- `{name}`: {m['note']}")
@@ -61,6 +65,37 @@ def setup_lines(config: Mapping[str, Any], manifest: Mapping[str, Any] | None, k
         md.append("- **unlearning learning rates**: " + "; ".join(
             f"{model}/{m.upper()} {', '.join(f'{x:g}' for x in sorted(v))}" for (model, m), v in lrs.items()))
     return md
+
+
+def probe_checks_text(config: Mapping[str, Any]) -> str:
+    """The issue-15 options a sweep set (forms, unlearn_forms, adversarial, attacks), as one
+    phrase; empty when it set none (the Setup section of any other sweep is unchanged).
+
+    >>> probe_checks_text({"forms": "test", "adversarial": True, "attacks": {"relearn": [1, 2], "quantize": "int8",
+    ...                    "relearn_size": 16, "relearn_lr": None, "at": "last"}})
+    'probe forms `test`; adversarial aggregate on; attacks: relearn after 1, 2 steps on 16 facts, int8 quantisation, at the last grid point'
+    >>> probe_checks_text({})
+    ''
+    """
+    parts = []
+    if config.get("forms"):
+        parts.append(f"probe forms `{config['forms']}`")
+    if config.get("unlearn_forms"):
+        parts.append(f"unlearning forms `{config['unlearn_forms']}`")
+    if config.get("adversarial"):
+        parts.append("adversarial aggregate on")
+    a = config.get("attacks")
+    if isinstance(a, Mapping):
+        what = []
+        if a.get("relearn"):
+            lr = f", lr {a['relearn_lr']:g}" if isinstance(a.get("relearn_lr"), (int, float)) else ""
+            what.append(f"relearn after {', '.join(str(n) for n in a['relearn'])} steps on {a.get('relearn_size')} "
+                        f"facts{lr}")
+        if a.get("quantize"):
+            what.append(f"{a['quantize']} quantisation")
+        at = "every grid point" if a.get("at") == "all" else "the last grid point"
+        parts.append("attacks: " + ", ".join(what) + f", at {at}")
+    return "; ".join(parts)
 
 
 def protocol_lines(manifest: Mapping[str, Any] | None) -> list[str]:

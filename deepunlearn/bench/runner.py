@@ -37,6 +37,7 @@ from ..kg.kb import KBError, KnowledgeBase
 from ..probe.fingerprint import kb_fingerprint
 from ..probe.protocol import get_protocol
 from .config import SET_NAMES, ConfigError, SweepConfig, TargetSpec
+from .config_probe import check_attacks, check_forms, runner_probe_options
 from .executors import Executor, make_executor
 from .guard import SweepLock, check_models, model_identity, record_models
 from .jobs import Job, WorkSpec
@@ -199,6 +200,7 @@ def check_config(cfg: SweepConfig) -> None:
                             "methods (ga, npo, graddiff, du_loop, ...), not TV or WHP")
         if cfg.lora:
             raise cfg.error("lora", "sequential requests need full mode (a weight snapshot), not LoRA")
+    check_attacks(cfg)
     if cfg.sets is not None and cfg.sets not in SET_NAMES and not Path(cfg.sets).is_dir():
         raise cfg.error("sets", f"no folder {cfg.sets} (expected {', '.join(SET_NAMES)} or a folder of minimal sets)")
 
@@ -215,6 +217,8 @@ def model_manifest(cfg: SweepConfig, name: str) -> dict[str, Any]:
         "protocol_differs": {k: v for k, v in proto.items() if k != "name" and v != default[k]},
         "sets": cfg.sets_for(m), "grids": cfg.grids_for(m), "grid_sources": sources,
     }
+    if cfg.probe_mode_for(m) != proto["probe_mode"]:  # a mode the protocol cannot hold (yesno, rank, any)
+        out["probe_mode"] = cfg.probe_mode_for(m)
     if any(s == "auto gpt2-xl" for s in sources.values()):
         out["note"] = ("GPT-2-family model with empty grids under a protocol with family_grids: it runs the "
                        "reference's GPT2-XL grids (" + ", ".join(k for k, s in sources.items() if s == "auto gpt2-xl")
@@ -240,6 +244,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
     if not targets:
         raise cfg.error("targets", "no target facts selected")
     check_config(cfg)
+    check_forms(cfg, kb)
     holdout = _holdout(cfg, kb)  # checked before anything is written
     cfg = cfg.model_copy(update={"rules": resolved_rules(cfg, kb)})
     executor = executor or make_executor(cfg.executor, cfg.ray_address)
@@ -350,15 +355,17 @@ def _holdout(cfg: SweepConfig, kb: KnowledgeBase) -> dict[str, Any] | None:
 def _work_spec(cfg: SweepConfig, kb: KnowledgeBase, holdout: dict[str, Any] | None = None) -> WorkSpec:
     def run(m) -> dict[str, Any]:
         p = cfg.protocol_for(m)
-        return {"protocol": p.describe(), "sets": cfg.sets_for(m), "tie": p.tie, "probe_mode": p.probe_mode,
+        return {"protocol": p.describe(), "sets": cfg.sets_for(m), "tie": p.tie, "probe_mode": cfg.probe_mode_for(m),
                 "k_mode": p.k_mode}
+
+    options = {"scores": True, "holdout": holdout, "min_k": cfg.min_k,
+               "reference": None if cfg.reference == "none" else cfg.reference,
+               "retrain_cache": str(cfg.cache_path / "retrain")} if cfg.measured else {}
 
     return WorkSpec(
         kb=to_dict(kb),
         models={m.name: {**m.model_dump(mode="json"), "run": run(m)} for m in cfg.models},
         rules=cfg.rules, seeds=cfg.seeds, batch_size=cfg.batch_size, lora=cfg.lora, cache_dir=str(cfg.cache_path),
         threads=cfg.threads, methods=tuple(cfg.methods), method_params=dict(cfg.params),
-        runner_options={"scores": True, "holdout": holdout, "min_k": cfg.min_k,
-                        "reference": None if cfg.reference == "none" else cfg.reference,
-                        "retrain_cache": str(cfg.cache_path / "retrain")} if cfg.measured else {},
+        runner_options={**options, **runner_probe_options(cfg)},
     )
