@@ -18,6 +18,10 @@ from .prompts import PromptFormat
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)
+#: Suffix of the ``--model tiny`` cache folder's key: bumped when :func:`tokenizer_texts`
+#: changes, so a tiny model built before (whose tokenizer lacks the probe forms' words) is
+#: not reused.
+TOKENIZER_VERSION = "-forms1"
 
 #: The default answer format of (Llama-style) tiny models: the reference's Llama format.
 TINY_PROMPT = PromptFormat.named("llama")
