@@ -13,8 +13,11 @@ Public API (torch is imported only when a function runs)::
     find_gguf(path) -> Path | None; gguf_summary(file) -> dict  (GGUF header only)
     import_gguf(file, out_dir, *, dtype="fp32", force=False, bundle=None) -> dict
     model_info(name, *, trust_remote_code=False) -> dict  (no weights loaded)
-    probe(bundle, kb, fact_ids=None, *, mode="exact", batch_size=64, model_fn=None, progress=True) -> ProbeResult
-    cached_probe(bundle, kb, *, mode="exact", cache_dir=None, **kw) -> ProbeResult
+    probe(bundle, kb, fact_ids=None, *, mode="exact", forms=None, any_modes=None, batch_size=None, model_fn=None,
+          progress=True) -> ProbeResult        (modes: MODES = exact, generate, yesno, rank, any; issue 15)
+    cached_probe(bundle, kb, *, mode="exact", cache_dir=None, fact_ids=None, forms=None, any_modes=None, **kw)
+    encode_forms(tokenizer, prompt, forms, *, with_rest=False) -> [(prompt ids, continuation ids)]
+    form_prompt_ids(tokenizer, prompt, forms) -> [prompt ids]   (generate mode over forms)
     score_facts(bundle, kb, fact_ids=None, *, model_fn=None, k=20.0, n_perturbed=5, seed=0, generate=True,
                 candidates=True, batch_size=None, progress=True) -> FactScores   (issue 13)
     roc(member_values, nonmember_values) -> dict; mia_report(member, nonmember) -> dict
@@ -27,7 +30,8 @@ from .fingerprint import check_trained_on, kb_fingerprint, model_fingerprint, we
 from .gguf import find_gguf, gguf_summary
 from .model_cli import import_gguf, model_info
 from .models import ModelBundle, ModelLoadError, check_device, load_model, quiet_hf, read_meta, save_bundle
-from .probing import ProbeResult, logits_fn, probe
+from .form_encoding import encode_forms, form_prompt_ids
+from .probing import MODES, ProbeResult, logits_fn, probe
 from .protocol import PROTOCOL_NAMES, Protocol, get_protocol
 from .prompts import FORMAT_NAMES, PromptFormat, encode_pair, encode_pairs, left_pad, question_ids
 from .tiny import build_tiny_model
@@ -35,7 +39,7 @@ from .mia import mia_report, roc
 from .scores import FactScores, ScoresError, check_k, score_facts
 
 __all__ = [
-    "FORMAT_NAMES", "ModelBundle", "ModelLoadError", "PROTOCOL_NAMES", "ProbeResult", "PromptFormat", "Protocol", "get_protocol",
+    "FORMAT_NAMES", "MODES", "encode_forms", "form_prompt_ids", "ModelBundle", "ModelLoadError", "PROTOCOL_NAMES", "ProbeResult", "PromptFormat", "Protocol", "get_protocol",
     "build_tiny_model", "cached_probe", "chat_format", "find_gguf", "gguf_summary", "import_gguf", "model_info", "check_device", "check_trained_on", "quiet_hf", "default_cache_dir", "encode_pair", "encode_pairs",
     "kb_fingerprint", "left_pad", "load_model", "logits_fn", "model_fingerprint", "probe",
     "question_ids", "read_meta", "save_bundle", "weights_fingerprint",

@@ -3,7 +3,10 @@
 Every unlearning run starts from the same model's knowledge base, so the probe of a
 (model, KB) pair is computed once and kept. The key is a fingerprint of what the result
 depends on: the model's weights, config, tokenizer and prompt format, the KB's facts and
-questions, the probe mode and the facts probed; change any of them and the entry is not used.
+questions, the probe mode, the form selection (and the modes ``any`` combines) and the facts probed; change
+any of them and the entry is not used. The KB fingerprint covers the KB's forms and their splits.
+A probe with today's selection (``forms`` ``None`` or ``"default"``, mode exact or generate)
+keeps the key it had before forms existed.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from ..errors import UserError, atomic_write_text, dumps, load_json
 from ..kg.kb import KnowledgeBase
@@ -29,10 +32,16 @@ def default_cache_dir() -> Path:
     return base / "probe"
 
 
-def probe_key(bundle: ModelBundle, kb: KnowledgeBase, mode: str, fact_ids: Iterable[int] | None = None) -> str:
-    """The cache key of probing ``bundle`` on ``kb``."""
+def probe_key(bundle: ModelBundle, kb: KnowledgeBase, mode: str, fact_ids: Iterable[int] | None = None, *,
+              forms: str | None = None, any_modes: Sequence[str] | None = None) -> str:
+    """The cache key of probing ``bundle`` on ``kb`` (module docstring)."""
     ids = "all" if fact_ids is None else ",".join(str(int(i)) for i in fact_ids)
-    text = "|".join([model_fingerprint(bundle), kb_fingerprint(kb), mode, bundle.prompt.model_dump_json(), ids])
+    parts = [model_fingerprint(bundle), kb_fingerprint(kb), mode, bundle.prompt.model_dump_json(), ids]
+    if forms is not None and str(forms).strip() != "default":
+        parts.append(f"forms={forms}")
+    if any_modes is not None:
+        parts.append("any=" + ",".join([any_modes] if isinstance(any_modes, str) else list(any_modes)))
+    text = "|".join(parts)
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 
 
@@ -43,6 +52,8 @@ def cached_probe(
     mode: Mode = "exact",
     cache_dir: str | Path | None = None,
     fact_ids: Iterable[int] | None = None,
+    forms: str | None = None,
+    any_modes: Sequence[str] | None = None,
     **kw,
 ) -> ProbeResult:
     """:func:`~deepunlearn.probe.probing.probe` with its result kept on disk under ``cache_dir``
@@ -52,14 +63,14 @@ def cached_probe(
         raise ValueError("cached_probe caches the model's own probe; a model_fn cannot be cached")
     kw.pop("model_fn", None)
     ids = None if fact_ids is None else [int(i) for i in fact_ids]
-    key = probe_key(bundle, kb, mode, ids)
+    key = probe_key(bundle, kb, mode, ids, forms=forms, any_modes=any_modes)
     folder = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     path = folder / f"probe-{key}.json"
     cached = read_entry(path, key)
     if cached is not None:
         return cached
-    result = probe(bundle, kb, ids, mode=mode, **kw)
-    doc = {"format": CACHE_FORMAT, "key": key, "model": bundle.name, "kb": kb.name, "mode": mode,
+    result = probe(bundle, kb, ids, mode=mode, forms=forms, any_modes=any_modes, **kw)
+    doc = {"format": CACHE_FORMAT, "key": key, "model": bundle.name, "kb": kb.name, "mode": mode, "forms": forms,
            "result": result.to_json()}
     atomic_write_text(path, dumps(doc))
     return result

@@ -1,9 +1,13 @@
 """``deepunlearn probe``: which facts of a KB does a model know?
 
 ``deepunlearn probe --model DIR --kb KB.json [-o KNOWN.json] [--protocol default|reference]
-[--mode exact|generate] [--answer-format NAME|TEMPLATE] --json`` prints ``{"known": int,
-"total": int, "mode": ..., "prompt_format": {...}, ...}``; KNOWN.json lists the known fact ids
-and facts.
+[--mode exact|generate|yesno|rank|any] [--forms SEL] [--answer-format NAME|TEMPLATE] --json``
+prints ``{"known": int, "total": int, "mode": ..., "prompt_format": {...}, ...}``; KNOWN.json
+lists the known fact ids and facts. ``--forms`` picks the probe forms (issue 15,
+:func:`deepunlearn.kg.forms.select_forms`: ``default``, ``all``, a split, form names, comma
+separated); over forms (any selection but ``default``, or the modes yesno, rank, any) the JSON
+adds ``forms``, ``fallback`` and ``per_form`` (``{form: {mode: [known, probed]}}``) and the text
+output a table of them (:mod:`deepunlearn.probe.forms_probe`).
 
 The protocol picks the probe mode (``reference``: generate, the reference's rule; ``default``:
 exact) and the answer format (``reference``: always the model family's, as the reference
@@ -95,10 +99,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kb", required=True, help="KB file")
     p.add_argument("-o", "--output", default=None, help="write the known fact ids and facts to this JSON file")
     add_format_args(p)
-    p.add_argument("--mode", choices=("exact", "generate"), default=None,
+    from .result import MODES
+
+    p.add_argument("--mode", choices=MODES, default=None,
                    help="exact: argmax equals the gold answer tag + answer at every token (one pass); "
                         "generate: greedy 10 tokens after the question contain the answer (the reference's rule); "
-                        "default: the protocol's (default: exact, reference: generate)")
+                        "yesno: P(yes) vs P(no) on the yes/no forms (all right = known); rank: the true answer "
+                        "ranks first among the answers of its type; any: known under any mode on any form "
+                        "(adversarial); default: the protocol's (default: exact, reference: generate)")
+    p.add_argument("--forms", default=None, metavar="SEL",
+                   help="probe forms, comma separated: default (the primary question, today's probe), all, a split "
+                        "(train, test, unlearn) or form names (primary, qa1, st1, yes1, ..., the KB's own); a fact "
+                        "none of whose forms is picked gets its primary form (default: default; all for yesno/any)")
     p.add_argument("--batch-size", type=positive_int, default=64, metavar="N",
                    help="questions per forward pass (default: 64; lower it if memory runs out)")
     p.add_argument("--device", default=None, help="cuda, cuda:1, cpu, mps (default: cuda when present)")
@@ -119,6 +131,7 @@ def resolve_model(name: str, kb, kb_path: str | Path | None = None, prompt=None)
     format (default: the reference's Llama format)."""
     if name != "tiny":
         return name
+    from .tiny import TOKENIZER_VERSION
     from .cache import default_cache_dir
     from .fingerprint import kb_fingerprint
     from .models import META_FILE
@@ -126,7 +139,7 @@ def resolve_model(name: str, kb, kb_path: str | Path | None = None, prompt=None)
     from .tiny import TINY_PROMPT, build_tiny_model
 
     prompt = TINY_PROMPT if prompt is None else PromptFormat.parse(prompt)
-    key = kb_fingerprint(kb)
+    key = kb_fingerprint(kb) + TOKENIZER_VERSION
     if prompt != TINY_PROMPT:
         import hashlib
 
@@ -164,6 +177,12 @@ def _probe(args: argparse.Namespace) -> int:
     mode = args.mode or protocol.probe_mode
     apply_threads(args)
     kb = load_kb(args.kb)
+    if args.forms is not None:
+        from ..kg.forms import parse_selection
+
+        parse_selection(kb, args.forms, flag="--forms")  # a bad token: one line naming --forms, before loading
+        if args.scores or args.mia:
+            raise CLIError("--forms is for the known/total probe, not --scores or --mia", field="--forms")
     if args.scores or args.mia or args.holdout or args.facts:
         from .scores_cli import run
 
@@ -182,9 +201,10 @@ def _probe(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         if args.cache_dir:
-            res = cached_probe(bundle, kb, mode=mode, cache_dir=args.cache_dir, batch_size=args.batch_size)
+            res = cached_probe(bundle, kb, mode=mode, forms=args.forms, cache_dir=args.cache_dir,
+                               batch_size=args.batch_size)
         else:
-            res = probe(bundle, kb, mode=mode, batch_size=args.batch_size)
+            res = probe(bundle, kb, mode=mode, forms=args.forms, batch_size=args.batch_size)
     except ValueError as e:  # e.g. an answer format under which an answer adds no tokens
         raise CLIError(str(e)) from None
     seconds = time.perf_counter() - t0
@@ -205,6 +225,8 @@ def _probe(args: argparse.Namespace) -> int:
         "kb": str(args.kb),
         "seconds": round(seconds, 3),
     }
+    if res.per_form is not None:
+        out.update(forms=res.forms, fallback=int(res.fallback), per_form=res.per_form)
     if args.output:
         ids = sorted(res.known_ids())
         doc = {**out, "fact_ids": ids, "facts": [list(kb.facts[i]) for i in ids]}
@@ -217,5 +239,17 @@ def _probe(args: argparse.Namespace) -> int:
         f"family {out['family_known']}/{out['family_total']}, "
         f"biography {out['biography_known']}/{out['biography_total']}) "
         f"[{mode}, format {bundle.prompt.spec!r} ({bundle.prompt_source}), {seconds:.1f}s]"
+        + ("" if res.per_form is None else "\n" + form_table(res))
     ))
     return 0
+
+
+def form_table(res) -> str:
+    """The per-form verdicts of a probe over forms as a small text table (form, mode,
+    known/probed), plus the selection and its fallback count."""
+    rows = [(name, m, f"{k}/{n}") for name, modes in res.per_form.items() for m, (k, n) in modes.items()]
+    width = max([len("form")] + [len(r[0]) for r in rows])
+    lines = [f"forms {res.forms!r}; {res.fallback} fact(s) fell back to their primary form",
+             f"{'form':<{width}}  {'mode':<8}  known/probed"]
+    lines += [f"{name:<{width}}  {m:<8}  {kn}" for name, m, kn in rows]
+    return "\n".join(lines)

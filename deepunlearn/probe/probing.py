@@ -18,6 +18,11 @@ that the model knows it:
     continuation, exact-known is a subset of generate-known. On the finetuned tiny EDU-RELAT
     model the two modes agree on every fact.
 
+Issue 15 adds probing over a fact's *forms* (paraphrases, statements, yes/no questions:
+:mod:`deepunlearn.kg.forms`, ``probe(..., forms=SEL)``) and the modes ``yesno``, ``rank`` and
+``any`` (the adversarial aggregate); :mod:`deepunlearn.probe.forms_probe` documents them and
+their cost per fact. Without a selection, ``exact`` and ``generate`` are exactly the above.
+
 Both also give each fact's continuation log-probability (summed over the answer tag's and the
 answer's tokens, teacher-forced: the quantity the answer-only loss of finetuning and unlearning
 covers, EOS aside). Batches are padded on the left (behind each row's first token, see
@@ -30,118 +35,14 @@ from __future__ import annotations
 
 import inspect
 import sys
-from dataclasses import dataclass
-from typing import Callable, Iterable, Literal
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..errors import UserError, parse_json
 from ..kg.kb import KBError, KnowledgeBase
 from .models import ModelBundle
 from .prompts import encode_pairs, left_pad, position_ids, question_ids
-
-Mode = Literal["exact", "generate"]
-MODES = ("exact", "generate")
-#: New tokens decoded in ``generate`` mode (the reference release's setting).
-MAX_NEW_TOKENS = 10
-
-
-@dataclass
-class ProbeResult:
-    """Per-fact outcome of probing: ``known[i]`` and ``logprob[i]`` belong to ``fact_ids[i]``;
-    ``outputs[i]`` is the decoded generation (``generate`` mode only)."""
-
-    fact_ids: np.ndarray
-    known: np.ndarray
-    logprob: np.ndarray
-    outputs: list[str] | None = None
-    mode: str = "exact"
-
-    def __post_init__(self) -> None:
-        self.fact_ids = np.asarray(self.fact_ids, dtype=np.int64)
-        self.known = np.asarray(self.known, dtype=bool)
-        self.logprob = np.asarray(self.logprob, dtype=np.float64)
-        n = len(self.fact_ids)
-        if len(self.known) != n or len(self.logprob) != n or (self.outputs is not None and len(self.outputs) != n):
-            raise ValueError("ProbeResult: fact_ids, known, logprob (and outputs) must have the same length")
-
-    def __len__(self) -> int:
-        return len(self.fact_ids)
-
-    @property
-    def total(self) -> int:
-        return len(self.fact_ids)
-
-    @property
-    def n_known(self) -> int:
-        return int(self.known.sum())
-
-    @property
-    def share(self) -> float:
-        """Share of the probed facts that are known (0 when nothing was probed)."""
-        return self.n_known / self.total if self.total else 0.0
-
-    def known_ids(self) -> set[int]:
-        """Fact ids the model knows: the model's estimated knowledge base."""
-        return {int(i) for i in self.fact_ids[self.known]}
-
-    def to_json(self) -> dict:
-        """A JSON-ready dict (see :meth:`from_json`); a non-finite log-probability is ``None``."""
-        return {
-            "mode": self.mode,
-            "fact_ids": [int(i) for i in self.fact_ids],
-            "known": [bool(k) for k in self.known],
-            "logprob": [float(x) if np.isfinite(x) else None for x in self.logprob],  # JSON has no NaN/inf
-            "outputs": None if self.outputs is None else list(self.outputs),
-        }
-
-    @classmethod
-    def from_json(cls, obj: dict | str, *, source: str = "probe result") -> "ProbeResult":
-        """Read what :meth:`to_json` wrote (the dict or its JSON text). Anything else (not JSON,
-        nested too deep, a missing or mistyped field, lists of different lengths) is a
-        :class:`ProbeResultError` naming ``source`` and the field; ``null`` log-probabilities
-        (a non-finite value written as JSON) read back as NaN."""
-        if isinstance(obj, (str, bytes)):
-            if isinstance(obj, bytes):
-                try:
-                    obj = obj.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise ProbeResultError(f"{source}: not UTF-8 text (byte {e.start})") from None
-            obj = parse_json(obj, source=source, error=ProbeResultError)
-        if not isinstance(obj, dict):
-            raise ProbeResultError(f"{source}: expected a JSON object, got {type(obj).__name__}")
-
-        def field(name: str, ok, what: str, *, optional: bool = False) -> list | None:
-            if name not in obj:
-                if optional:
-                    return None
-                raise ProbeResultError(f"{source}: missing field {name!r}", field=name)
-            v = obj[name]
-            if optional and v is None:
-                return None
-            if not isinstance(v, list) or not all(ok(x) for x in v):
-                raise ProbeResultError(f"{source}: field {name!r} must be a list of {what}", field=name)
-            return v
-
-        ids = field("fact_ids", lambda x: isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**62,
-                    "fact ids (integers >= 0)")
-        known = field("known", lambda x: isinstance(x, bool), "true/false")
-        logprob = field("logprob", lambda x: x is None or (isinstance(x, (int, float)) and not isinstance(x, bool)),
-                        "numbers (or null)")
-        outputs = field("outputs", lambda x: isinstance(x, str), "strings", optional=True)
-        mode = obj.get("mode", "exact")
-        if mode not in MODES:
-            raise ProbeResultError(f"{source}: field 'mode' must be one of {MODES}, got {mode!r}", field="mode")
-        n = len(ids)
-        if len(known) != n or len(logprob) != n or (outputs is not None and len(outputs) != n):
-            raise ProbeResultError(f"{source}: fact_ids, known, logprob (and outputs) must have the same length")
-        return cls(fact_ids=np.asarray(ids, dtype=np.int64), known=np.asarray(known, dtype=bool),
-                   logprob=np.asarray([np.nan if x is None else float(x) for x in logprob], dtype=np.float64),
-                   outputs=outputs, mode=mode)
-
-
-class ProbeResultError(UserError, ValueError):
-    """A stored probe result (a cache entry, a file) that cannot be read back."""
+from .result import MODES, MAX_NEW_TOKENS, Mode, ProbeResult, ProbeResultError  # noqa: F401  (re-exported)
 
 
 def _accepts(model, name: str) -> bool:
@@ -204,11 +105,21 @@ def probe(
     fact_ids: Iterable[int] | None = None,
     *,
     mode: Mode = "exact",
+    forms: str | None = None,
+    any_modes: Sequence[str] | None = None,
     batch_size: int | str | None = None,
     model_fn: Callable | None = None,
     progress: bool = True,
 ) -> ProbeResult:
     """Probe the model on the facts ``fact_ids`` of ``kb`` (all facts by default).
+
+    ``mode``: one of :data:`MODES`. ``forms``: a form selection (``--forms``,
+    :func:`deepunlearn.kg.forms.select_forms`; a bad token is a ``FormError`` naming
+    ``--forms``). With ``forms`` ``None`` or ``"default"`` and mode ``exact`` or ``generate``
+    the probe is today's (the primary question); any other selection or mode probes over forms
+    (:mod:`deepunlearn.probe.forms_probe`: the modes ``yesno``, ``rank`` and ``any``, what a
+    fact known over several forms means, the cost per fact). ``any_modes`` restricts the modes
+    ``any`` combines (default all four).
 
     ``model_fn(input_ids, attention_mask) -> logits [B, T, V]`` replaces ``bundle.model`` (the
     unlearning layer passes one that mixes two models' next-token distributions); in
@@ -231,6 +142,13 @@ def probe(
     if mode not in MODES:
         raise ValueError(f"unknown probe mode {mode!r}: expected one of {MODES}")
     ids = checked_ids(kb, fact_ids, batch_size)
+    if any_modes is not None and mode != "any":
+        raise ValueError(f"any_modes is for mode 'any', not {mode!r}")
+    if mode not in ("exact", "generate") or (forms is not None and str(forms).strip() != "default"):
+        from .forms_probe import probe_forms
+
+        return probe_forms(bundle, kb, ids, mode=mode, forms=forms, any_modes=any_modes, batch_size=batch_size,
+                           model_fn=model_fn, progress=progress)
 
     enc, q_alone = _encoded(bundle, kb)
     rows = [enc[i] for i in ids]

@@ -321,7 +321,7 @@ def _fact_rows(bundle: ModelBundle, kb: KnowledgeBase, ids, candidates: bool) ->
     at every grid point."""
     from ..kg.candidates import answer_candidates
     from ..kg.fingerprint import kb_fingerprint
-    from .scoring import FactRows, longest_common_prefix
+    from .scoring import candidate_rows
 
     caches = bundle.__dict__.setdefault("_fact_rows_cache", {})
     key = (kb_fingerprint(kb), bundle.prompt.model_dump_json(), id(bundle.tokenizer), bool(candidates))
@@ -335,15 +335,8 @@ def _fact_rows(bundle: ModelBundle, kb: KnowledgeBase, ids, candidates: bool) ->
         prompt = bundle.prompt
         probes = [kb.probe(i) for i in todo]
         cands = [answer_candidates(kb, i) if candidates else [p.answer] for i, p in zip(todo, probes)]
-        texts = [prompt.text(p.question, a) for p, c in zip(probes, cands) for a in c]
-        tags = [prompt.text(p.question, "") for p in probes]
-        enc = bundle.tokenizer(texts + tags, add_special_tokens=True)["input_ids"]
-        pos = 0
-        for j, (i, p, c) in enumerate(zip(todo, probes, cands)):
-            full = [list(x) for x in enc[pos:pos + len(c)]]
-            pos += len(c)
-            cut = min(longest_common_prefix(full + [list(enc[len(texts) + j])]), min(len(f) for f in full) - 1)
-            if cut < 1:
-                raise ValueError(f"fact {i}: its text has no token before the answer to score from")
-            cache[i] = (FactRows(prefix=full[0][:cut], answers=[f[cut:] for f in full]), c, c.index(p.answer))
+        items = [([prompt.text(p.question, a) for a in c], prompt.text(p.question, "")) for p, c in zip(probes, cands)]
+        rows = candidate_rows(bundle.tokenizer, items, what=[f"fact {i}" for i in todo])
+        for i, p, c, r in zip(todo, probes, cands, rows):
+            cache[i] = (r, c, c.index(p.answer))
     return [cache[int(i)] for i in ids]

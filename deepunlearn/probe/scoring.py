@@ -141,6 +141,32 @@ def full_sequence_logprobs(rows: list[FactRows], model_fn: Callable, pad: int, d
     return result
 
 
+def candidate_rows(tokenizer, items: list[tuple[list[str], str]], *, what: list[str] | None = None) -> list[FactRows]:
+    """One :class:`FactRows` per item ``(texts, tag)``: ``texts`` are the item's full texts, one
+    per candidate answer (the question part, the answer tag and the answer), ``tag`` the text
+    without any answer. All are tokenised in one batch with special tokens; the shared prefix is
+    the longest common token prefix of the texts and the tag, at most all but one token of the
+    shortest text, so every candidate keeps at least one answer token. The one row builder of
+    :func:`~deepunlearn.probe.scores.score_facts` (per fact) and of rank/yes-no probing over forms
+    (:mod:`deepunlearn.probe.forms_probe`, per form). ``what[j]`` names item ``j`` in the
+    ``ValueError`` raised when its text has no token before the answer."""
+    flat = [t for texts, _ in items for t in texts]
+    tags = [tag for _, tag in items]
+    if not items:
+        return []
+    enc = tokenizer(flat + tags, add_special_tokens=True)["input_ids"]
+    out, pos = [], 0
+    for j, (texts, _) in enumerate(items):
+        full = [list(x) for x in enc[pos:pos + len(texts)]]
+        pos += len(texts)
+        cut = min(longest_common_prefix(full + [list(enc[len(flat) + j])]), min(len(f) for f in full) - 1)
+        if cut < 1:
+            name = what[j] if what else f"item {j}"
+            raise ValueError(f"{name}: its text has no token before the answer to score from")
+        out.append(FactRows(prefix=full[0][:cut], answers=[f[cut:] for f in full]))
+    return out
+
+
 def longest_common_prefix(seqs: list[list[int]]) -> int:
     """Length of the longest common prefix of token-id lists.
 

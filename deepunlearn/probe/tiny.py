@@ -18,6 +18,10 @@ from .prompts import PromptFormat
 
 PAD, BOS, EOS, UNK = "<pad>", "<s>", "</s>", "<unk>"
 SPECIAL_TOKENS = (PAD, BOS, EOS, UNK)
+#: Suffix of the ``--model tiny`` cache folder's key: bumped when :func:`tokenizer_texts`
+#: changes, so a tiny model built before (whose tokenizer lacks the probe forms' words) is
+#: not reused.
+TOKENIZER_VERSION = "-forms1"
 
 #: The default answer format of (Llama-style) tiny models: the reference's Llama format.
 TINY_PROMPT = PromptFormat.named("llama")
@@ -48,15 +52,36 @@ def probe_texts(kb: KnowledgeBase, prompt: PromptFormat = TINY_PROMPT) -> list[s
     return [prompt.text(p.question, p.answer) for p in kb.probes()]
 
 
+def form_texts(kb: KnowledgeBase, prompt: PromptFormat = TINY_PROMPT) -> list[str]:
+    """Every form of every fact (:func:`deepunlearn.kg.forms.forms_of`) as the model reads it:
+    qa and yes/no forms in ``prompt`` (question part, answer tag, answer), statements raw; and
+    each spelling of yes/no probing (``yes``, ``Yes``, ``no``, ``No``) after the answer tag."""
+    from ..kg.forms import forms_of
+
+    texts, question = [], None
+    for i in range(len(kb.facts)):
+        for f in forms_of(kb, i)[1:]:  # the primary form is probe_texts' own
+            texts.append(f.text if f.kind == "statement" else prompt.text(f.text, f.answer))
+            question = question if question is not None or f.kind != "yesno" else f.text
+    question = question if question is not None else (kb.probe(0).question if kb.facts else "")
+    return texts + [prompt.text(question, s) for s in ("yes", "Yes", "no", "No")]
+
+
 def tokenizer_texts(kb: KnowledgeBase, prompt: PromptFormat = TINY_PROMPT) -> list[str]:
-    """The texts the tiny tokenizer is trained on: :func:`probe_texts`, plus, for a KB with
-    canaries (:mod:`deepunlearn.kg.canaries`), every reference code in a canary's answer position.
-    A real BPE tokenizer spells any string; the word-level one knows only the words it was
-    built on, and would read a reference code it never saw as ``<unk>``, so exposure's ranking
-    of a canary among its references would compare unknown tokens."""
+    """The texts the tiny tokenizer is trained on: :func:`probe_texts`, every form's text
+    (:func:`form_texts`), plus, for a KB with canaries (:mod:`deepunlearn.kg.canaries`), every
+    reference code in a canary's answer position. A real BPE tokenizer spells any string; the
+    word-level one knows only the words it was built on, and would read a word of a paraphrase,
+    a statement, ``Yes``/``No`` or a reference code it never saw as ``<unk>`` (exposure's ranking
+    of a canary among its references would compare unknown tokens; a statement probe would ask
+    with unknown words). The probe texts come first, so the vocabulary of a KB's own questions
+    is trained on first; the forms add the words only they use."""
     from ..kg.canaries import canary_info
 
     texts = probe_texts(kb, prompt)
+    if not texts:
+        return texts
+    texts += form_texts(kb, prompt)
     info = canary_info(kb)
     if info and info["facts"] and info.get("references"):
         question = kb.probe(info["facts"][0]).question
