@@ -178,7 +178,7 @@ def _attack(args) -> int:
     from ..kg.io import load_kb
     from ..kg.refs import resolve_target
     from ..probe import get_protocol
-    from ..probe.cli import load_for_cli, resolve_format
+    from ..probe.cli import resolve_format
     from ..probe.fingerprint import check_trained_on
     from .attacks import check_quantize, quantize_attack, relearn_attack, relearn_sample
     from .loop import TargetRunner
@@ -197,15 +197,15 @@ def _attack(args) -> int:
                      cache_dir=args.cache_dir, batch_size=args.batch_size, progress=False)
     try:
         if args.original is not None:
-            original = load_for_cli(args.original, kb, args.device, args.dtype, **fmt)
+            original = _load("--original", args.original, kb, args, fmt)
             _warn_kb(check_trained_on(original, kb, kb_file=args.kb))
             runner = TargetRunner(original, kb, k_mode="probed", **runner_kw)
             runner.known_target(target, field="--target")
             runner.bundle = runner.snapshot = original = None  # K and the sets are all we need of it
             _free()
-            bundle = load_for_cli(args.model, kb, args.device, args.dtype, **fmt)
+            bundle = _load("--model", args.model, kb, args, fmt)
         else:
-            bundle = load_for_cli(args.model, kb, args.device, args.dtype, **fmt)
+            bundle = _load("--model", args.model, kb, args, fmt)
             _warn_kb(check_trained_on(bundle, kb, kb_file=args.kb))
             runner = TargetRunner(bundle, kb, k_mode="dataset", **runner_kw)
             runner.snapshot = None  # each attack keeps its own
@@ -218,6 +218,21 @@ def _attack(args) -> int:
     obj["seconds"] = round(time.perf_counter() - t0, 3)
     emit(args, obj, lambda: _text(obj))
     return 0
+
+
+def _load(flag: str, name: str, kb, args, fmt):
+    """:func:`~deepunlearn.probe.cli.load_for_cli`, its errors naming ``flag`` (``--model`` or
+    ``--original``: two models are loaded, the line must say which one failed)."""
+    from ..cli import CLIError
+    from ..errors import UserError
+    from ..probe.cli import load_for_cli
+
+    try:
+        return load_for_cli(name, kb, args.device, args.dtype, **fmt)
+    except UserError as e:
+        if e.field is not None:
+            raise
+        raise CLIError(f"{flag} {name}: {e}", file=e.file, field=flag) from None
 
 
 def _warn_kb(mismatch: str | None) -> None:
