@@ -239,6 +239,21 @@ def test_quantized_yields_the_swapped_names_and_converts_other_dtypes():
     assert type(model[0]) is torch.nn.Linear
 
 
+def test_int8_quantises_gpt2_conv1d_as_the_linear_of_its_transposed_weight():
+    import torch.ao.nn.quantized.dynamic as nnqd
+    from transformers.pytorch_utils import Conv1D
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(Conv1D(3, 4))  # nf=3 outputs, nx=4 inputs: y = x @ W + b, W is (4, 3)
+    x = torch.randn(5, 4)
+    with quantized(model, "int8") as names:
+        assert names == ["0"] and type(model[0]) is nnqd.Linear
+        y = model(x)
+    exact = x @ model[0].weight + model[0].bias
+    assert torch.allclose(y, exact, atol=0.05) and not torch.equal(y, exact)
+    assert type(model[0]) is Conv1D
+
+
 def test_quantisation_errors_are_one_line(monkeypatch):
     import importlib.util
 
