@@ -374,3 +374,18 @@ def test_attack_errors_are_one_line_naming_the_flag(extra, field, message, unlea
     assert len(err.strip().splitlines()) == 1 and err.startswith(f"deepunlearn attack: error: {message}")
     obj = json.loads(out)
     assert obj["field"] == field and obj["error"].startswith(message)
+
+
+def test_every_attack_flag_has_help_and_bad_choices_are_usage_errors(capsys):
+    import argparse
+
+    from deepunlearn.cli import build_parser, main
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    p = sub.choices["attack"]
+    assert [a.option_strings for a in p._actions if a.option_strings and not a.help] == []
+    with pytest.raises(SystemExit) as e:
+        main(["attack", "--model", "m", "--kb", "k", "--target", "0", "--quantize", "int4", "--json"])
+    assert e.value.code == 2
+    out, err = capsys.readouterr()
+    assert "argument --quantize: invalid choice: 'int4'" in json.loads(out)["error"] and "--quantize" in err
