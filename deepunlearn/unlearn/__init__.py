@@ -10,6 +10,7 @@ Public API (torch is imported on first use, not by ``import deepunlearn.unlearn`
     WeightSnapshot, LoraAdapter, LoraParams                         # undoing a run in memory
     choose_lr                                                       # the learning-rate rule
     finetune, FinetuneConfig                                        # teach a model the KB
+    AttackParams, relearn_attack, quantize_attack, relearn_sample, quantized  # attacks after unlearning
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ _EXPORTS = {
     "WeightSnapshot": "snapshot", "LoraAdapter": "snapshot", "LoraParams": "snapshot",
     "choose_lr": "lr", "LearningRate": "lr",
     "finetune": "finetune", "FinetuneConfig": "finetune", "FinetuneResult": "finetune",
+    "AttackParams": "attacks", "relearn_attack": "attacks", "quantize_attack": "attacks",
+    "relearn_sample": "attacks", "quantized": "attacks",
 }
 
 __all__ = sorted(_EXPORTS)
