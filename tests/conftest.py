@@ -98,6 +98,21 @@ def tiny_model_dir(small_kb, tmp_path_factory):
     return folder
 
 
+@pytest.fixture(scope="session")
+def five_people_model_dir(five_people_kb, tmp_path_factory):
+    """A 1-layer, 64-wide model finetuned until it knows >= 95 % of ``five_people_kb``'s 25 facts
+    (read-only: load it with ``load_model`` to change weights)."""
+    from deepunlearn.probe import build_tiny_model, load_model
+    from deepunlearn.unlearn.finetune import FinetuneConfig, finetune
+
+    d = tmp_path_factory.mktemp("five-people") / "model"
+    build_tiny_model(five_people_kb, d, seed=0, hidden=64, layers=1, heads=4)
+    res = finetune(load_model(d, device="cpu"), five_people_kb, FinetuneConfig.tiny(epochs=60, batch_size=4),
+                   out_dir=d, progress=False)
+    assert res.share >= 0.95
+    return d
+
+
 @pytest.fixture
 def tiny_bundle(tiny_model_dir):
     """A fresh CPU copy of the finetuned fixture model per test (tests may change its weights)."""

@@ -17,16 +17,8 @@ from deepunlearn.unlearn.requests import run_batch, run_sequential
 
 
 @pytest.fixture(scope="module")
-def model_dir(five_people_kb, tmp_path_factory):
-    from deepunlearn.probe import build_tiny_model, load_model
-    from deepunlearn.unlearn.finetune import FinetuneConfig, finetune
-
-    d = tmp_path_factory.mktemp("deep") / "model"
-    build_tiny_model(five_people_kb, d, seed=0, hidden=64, layers=1, heads=4)
-    res = finetune(load_model(d, device="cpu"), five_people_kb, FinetuneConfig.tiny(epochs=60, batch_size=4),
-                   out_dir=d, progress=False)
-    assert res.share >= 0.95
-    return d
+def model_dir(five_people_model_dir):
+    return five_people_model_dir
 
 
 @pytest.fixture
