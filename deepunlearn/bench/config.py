@@ -96,6 +96,8 @@ class SweepConfig(_Strict):
     forms: str | None = Field(default=None, description=FORMS_HELP)
     unlearn_forms: str | None = Field(default=None, description=UNLEARN_FORMS_HELP)
     adversarial: bool = Field(default=False, strict=True, description=ADVERSARIAL_HELP)
+    adversarial_modes: list[Literal["exact", "yesno", "rank", "generate"]] | None = Field(
+        default=None, min_length=1, description="the modes of the adversarial aggregate (default: all four)")
     attacks: AttackOptions | None = Field(default=None, description=ATTACKS_HELP)
     k_mode: Literal["probed", "dataset"] | None = Field(default=None, description="override; None: the protocol's")
     exact: bool | None = Field(default=None, description="override, older spelling: true = sets 'exact', "
@@ -196,6 +198,8 @@ class SweepConfig(_Strict):
             if method not in self.methods:
                 raise ValueError(f"field params.{method}: method {method!r} is not in [methods] "
                                  f"({', '.join(self.methods)}); add it there to run it")
+        if self.adversarial_modes is not None and not self.adversarial:
+            raise ValueError("field adversarial_modes: the modes of the adversarial aggregate: set adversarial = true too")
         if self.holdout is not None and not (self.scores or self.reference != "none"):
             raise ValueError("field holdout: the holdout facts serve the measures: set scores = true too")
         if self.exact is not None and self.sets is not None and self.sets != ("exact" if self.exact else "mdus"):

@@ -128,6 +128,8 @@ def runner_probe_options(cfg: Any) -> dict[str, Any]:
         out["unlearn_forms"] = cfg.unlearn_forms
     if cfg.adversarial:
         out["adversarial"] = True
+    if cfg.adversarial_modes is not None:
+        out["adversarial_modes"] = list(cfg.adversarial_modes)
     if cfg.attacks is not None:
         out["attacks"] = cfg.attacks.model_dump()
     return out

@@ -83,7 +83,8 @@ def probe_checks_text(config: Mapping[str, Any]) -> str:
     if config.get("unlearn_forms"):
         parts.append(f"unlearning forms `{config['unlearn_forms']}`")
     if config.get("adversarial"):
-        parts.append("adversarial aggregate on")
+        modes = config.get("adversarial_modes")
+        parts.append("adversarial aggregate on" + (f" ({', '.join(modes)})" if modes else ""))
     a = config.get("attacks")
     if isinstance(a, Mapping):
         what = []

@@ -67,7 +67,7 @@ def form_texts(kb: KnowledgeBase, prompt: PromptFormat = TINY_PROMPT) -> list[st
     return texts + [prompt.text(question, s) for s in ("yes", "Yes", "no", "No")]
 
 
-def tokenizer_texts(kb: KnowledgeBase, prompt: PromptFormat = TINY_PROMPT) -> list[str]:
+def tokenizer_texts(kb: KnowledgeBase, prompt: PromptFormat = TINY_PROMPT, *, forms: bool = True) -> list[str]:
     """The texts the tiny tokenizer is trained on: :func:`probe_texts`, every form's text
     (:func:`form_texts`), plus, for a KB with canaries (:mod:`deepunlearn.kg.canaries`), every
     reference code in a canary's answer position. A real BPE tokenizer spells any string; the
@@ -75,13 +75,16 @@ def tokenizer_texts(kb: KnowledgeBase, prompt: PromptFormat = TINY_PROMPT) -> li
     a statement, ``Yes``/``No`` or a reference code it never saw as ``<unk>`` (exposure's ranking
     of a canary among its references would compare unknown tokens; a statement probe would ask
     with unknown words). The probe texts come first, so the vocabulary of a KB's own questions
-    is trained on first; the forms add the words only they use."""
+    is trained on first; the forms add the words only they use. ``forms=False`` leaves the forms
+    out: the questions-only vocabulary every tiny model had before issue 15 (probes of other forms
+    then read their new words as ``<unk>``)."""
     from ..kg.canaries import canary_info
 
     texts = probe_texts(kb, prompt)
     if not texts:
         return texts
-    texts += form_texts(kb, prompt)
+    if forms:
+        texts += form_texts(kb, prompt)
     info = canary_info(kb)
     if info and info["facts"] and info.get("references"):
         question = kb.probe(info["facts"][0]).question
@@ -202,6 +205,7 @@ def build_tiny_model(
     heads: int = 8,
     arch: str = "llama",
     prompt: PromptFormat | str | dict | None = None,
+    forms: bool = True,
 ) -> Path:
     """Build an untrained tiny causal LM for ``kb`` in ``out_dir`` and return the folder.
 
@@ -213,6 +217,8 @@ def build_tiny_model(
     (:func:`tiny_config` says what each keeps of its family). The tokenizer is trained on the KB in that format. Load it with
     :func:`~deepunlearn.probe.models.load_model` and finetune it with
     :func:`deepunlearn.unlearn.finetune.finetune`. The same KB and seed give the same weights.
+    ``forms=False``: the vocabulary of the KB's primary questions only (:func:`tokenizer_texts`),
+    i.e. the model every earlier version built for the same KB and seed.
     """
     import torch
     from transformers import AutoModelForCausalLM, GenerationConfig
@@ -223,7 +229,7 @@ def build_tiny_model(
     if arch not in ARCHS:
         raise ValueError(f"unknown tiny architecture {arch!r}: expected one of {', '.join(ARCHS)}")
     prompt = PromptFormat.for_model(arch) if prompt is None else PromptFormat.parse(prompt)
-    texts = tokenizer_texts(kb, prompt)
+    texts = tokenizer_texts(kb, prompt, forms=forms)
     if not texts:
         raise ValueError(f"knowledge base {kb.name!r} has no facts to build a tokenizer from")
     tokenizer = build_tokenizer(texts, model=TOKENIZER_MODELS.get(arch, "wordlevel"))

@@ -5,9 +5,11 @@ says which facts of K a point forgot. Two checks ask again, harder:
 
 adversarial aggregate (``adversarial=True``)
     a fact counts as known if any of its forms (``all``) is known under any probe mode (exact,
-    yesno, rank, generate; the ``any`` mode of :func:`deepunlearn.probe.probe`). The aggregate
-    includes the primary probe's forms and mode, so every fact the primary probe knows the
-    aggregate knows too: only the facts the primary probe counts forgotten are asked again. The
+    yesno, rank, generate; the ``any`` mode of :func:`deepunlearn.probe.probe`; ``modes`` may
+    restrict them, e.g. without ``generate``, whose decoding is costly through WHP's
+    ``model_fn``). The aggregate includes the primary probe's forms and mode (added to ``modes``
+    when missing), so every fact the primary probe knows the aggregate knows too: only the facts
+    the primary probe counts forgotten are asked again. The
     point's notes gain ``recall_adv`` and ``accuracy_adv`` (the rules layer's recall and accuracy
     with what the aggregate still knows put back; ``recall_adv <= recall`` always) and the
     *superficial forgetting rate* ``superficial``: the share of the facts the primary probe counts
@@ -57,10 +59,21 @@ def _attack_params(attacks: Any):
 class ForgettingChecks:
     """The adversarial probe and the attacks of one :class:`~deepunlearn.unlearn.loop.TargetRunner`."""
 
-    def __init__(self, runner, *, adversarial: bool = False, attacks: Any = None):
+    def __init__(self, runner, *, adversarial: bool = False, attacks: Any = None,
+                 modes: Sequence[str] | None = None):
+        from ..probe.forms_probe import ANY_MODES, check_any_modes
+
         self.runner = runner
         self.adversarial = bool(adversarial)
         self.attacks = _attack_params(attacks)
+        try:
+            modes = check_any_modes(modes)
+        except ValueError as e:
+            raise UnlearnError(f"adversarial_modes: {e}", field="adversarial_modes") from None
+        primary = getattr(runner, "probe_mode", None)
+        wanted = set(modes) | ({primary} if primary in ANY_MODES else set(ANY_MODES) if primary == "any" else set())
+        #: the modes of the adversarial aggregate, in run order (the primary probe's included)
+        self.modes = tuple(m for m in ANY_MODES if m in wanted)
 
     @property
     def active(self) -> bool:
@@ -89,8 +102,8 @@ class ForgettingChecks:
         ids = sorted({int(i) for i in ids})
         if not ids:
             return set()
-        res = probe(r.bundle, r.kb, ids, mode="any", forms="all", batch_size=r.batch_size, model_fn=model_fn,
-                    progress=False)
+        res = probe(r.bundle, r.kb, ids, mode="any", forms="all", any_modes=self.modes, batch_size=r.batch_size,
+                    model_fn=model_fn, progress=False)
         return {int(i) for i in res.known_ids()}
 
     def _adversarial(self, points: list, forgotten: Sequence[int], model_fn) -> None:

@@ -22,6 +22,9 @@ def add_check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--adversarial", action="store_true",
                    help="also record recall_adv / accuracy_adv (a fact is known if any of its forms is known under "
                         "any probe mode) and the superficial forgetting rate at every point")
+    p.add_argument("--adversarial-modes", default=None, metavar="M,M,...",
+                   help="the modes of the adversarial aggregate, some of exact, yesno, rank, generate (default: all "
+                        "four; the primary probe's mode is always included)")
     p.add_argument("--relearn", default=None, metavar="N,N,...",
                    help="relearning attack at the last grid point: finetune N steps (every N listed, e.g. 1,2,4,8) "
                         "on facts the method did not target, then re-probe (recall_relearn)")
@@ -53,6 +56,15 @@ def check_kwargs(args, kb) -> dict[str, Any]:
             out[key] = value
     if args.adversarial:
         out["adversarial"] = True
+    if args.adversarial_modes is not None:
+        from ..probe.forms_probe import check_any_modes
+
+        if not args.adversarial:
+            raise CLIError("--adversarial-modes: give --adversarial too", field="--adversarial-modes")
+        try:
+            out["adversarial_modes"] = list(check_any_modes([m.strip() for m in args.adversarial_modes.split(",")]))
+        except ValueError as e:
+            raise CLIError(f"--adversarial-modes: {e}", field="--adversarial-modes") from None
     attacks: dict[str, Any] = {}
     if args.relearn is not None:
         try:

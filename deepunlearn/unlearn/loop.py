@@ -113,6 +113,7 @@ class TargetRunner:
         unlearn_forms: str | None = None,
         adversarial: bool = False,
         attacks=None,
+        adversarial_modes: Sequence[str] | None = None,
     ):
         from ..probe import cached_probe, get_protocol
 
@@ -147,7 +148,8 @@ class TargetRunner:
         self._probe_kw = {} if forms in (None, "default") else {"forms": forms}
         from .checks import ForgettingChecks
 
-        self.checks = ForgettingChecks(self, adversarial=adversarial, attacks=attacks)  # checked before any work
+        self.checks = ForgettingChecks(self, adversarial=adversarial, attacks=attacks,  # checked before any work
+                                       modes=adversarial_modes)
         bundle.model.eval()
         self.baseline = cached_probe(bundle, kb, mode=probe_mode, cache_dir=cache_dir, batch_size=batch_size,
                                      progress=progress, **self._probe_kw)

@@ -158,3 +158,14 @@ def test_attack_checks_that_need_the_models_and_targets(sweep_files):
     cfg = load_config(sweep_files(extra="[attacks]\nrelearn = [1]\n", targets="refs = [0, 2]\nbatch = [2]"))
     with pytest.raises(ConfigError, match=r"field attacks: attacks run on single-target trajectories"):
         check_config(cfg)
+
+
+def test_adversarial_modes_need_adversarial_and_reach_the_runner(tmp_path):
+    from deepunlearn.bench.config import ConfigError, parse_config
+    from deepunlearn.bench.config_probe import runner_probe_options
+
+    base = {"kb": "kb.json", "models": [{"name": "m", "path": "m"}], "methods": {"ga": [1]}}
+    with pytest.raises(ConfigError, match="field adversarial_modes: .*set adversarial = true too"):
+        parse_config({**base, "adversarial_modes": ["exact"]})
+    cfg = parse_config({**base, "adversarial": True, "adversarial_modes": ["exact", "rank"]})
+    assert runner_probe_options(cfg) == {"adversarial": True, "adversarial_modes": ["exact", "rank"]}

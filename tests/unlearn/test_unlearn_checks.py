@@ -87,3 +87,18 @@ def test_attack_options_are_checked_before_any_work(model_dir, five_people_kb, t
     with pytest.raises(UnlearnError, match="attacks.quantize"):
         TargetRunner(load_model(model_dir, device="cpu"), five_people_kb, cache_dir=tmp_path, progress=False,
                      attacks={"quantize": "int3"})
+
+
+def test_adversarial_modes_always_hold_the_primary_mode(model_dir, five_people_kb, tmp_path):
+    from deepunlearn.probe import load_model
+    from deepunlearn.unlearn.methods import UnlearnError
+
+    bundle = load_model(model_dir, device="cpu")
+    runner = TargetRunner(bundle, five_people_kb, cache_dir=tmp_path, progress=False, adversarial=True,
+                          adversarial_modes=["yesno"])
+    assert runner.checks.modes == ("exact", "yesno")  # the primary probe (exact) joins in, in run order
+    assert TargetRunner(bundle, five_people_kb, cache_dir=tmp_path, progress=False, adversarial=True,
+                        probe_mode="generate", adversarial_modes=["rank"]).checks.modes == ("rank", "generate")
+    with pytest.raises(UnlearnError, match="adversarial_modes"):
+        TargetRunner(bundle, five_people_kb, cache_dir=tmp_path, progress=False, adversarial=True,
+                     adversarial_modes=["loud"])
