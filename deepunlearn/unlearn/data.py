@@ -119,3 +119,13 @@ def encode_facts(bundle, kb, ids: Sequence[int], forms: str | None = None) -> di
 
     sel = select_forms(kb, forms, [int(i) for i in ids])
     return _on_device(bundle, encode_forms_qa(bundle.tokenizer, bundle.prompt, sel.all()))
+
+
+def row_keys(kb, ids: Sequence[int], forms: str | None = None) -> list[tuple[int, str | None]]:
+    """One key per row :func:`encode_facts` gives: ``(fact id, None)`` per fact, or with ``forms``
+    ``(fact id, form name)`` per selected form."""
+    if forms in (None, "default"):
+        return [(int(i), None) for i in ids]
+    from ..kg.forms import select_forms
+
+    return [(f.fact_id, f.name) for f in select_forms(kb, forms, [int(i) for i in ids]).all()]

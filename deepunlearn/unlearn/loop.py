@@ -251,6 +251,7 @@ class TargetRunner:
         minus the forget set minus every target's chosen set), the rules context for rule-aware
         methods, and the method's own optimisation settings where it sets them, else the
         protocol's."""
+        from .data import row_keys
         from .methods import RetainSampler, retain_pool
 
         targets = [int(target)] if isinstance(target, (int, np.integer)) else [int(t) for t in target]
@@ -266,6 +267,7 @@ class TargetRunner:
             reinforce_warmup_steps=pr.reinforce_warmup_steps, snapshot=self.snapshot,
             forget_ids=forget_ids, targets=targets, encode=self.encode, encode_pairs=self.encode_pairs,
             qa=lambda ids: [(p.question, p.answer) for p in (self.kb.probe(int(i)) for i in ids)],
+            row_keys=lambda ids: row_keys(self.kb, ids, self.unlearn_forms),
         )
         if u.needs_rules:
             from .deep import DeepContext

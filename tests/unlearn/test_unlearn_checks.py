@@ -102,3 +102,18 @@ def test_adversarial_modes_always_hold_the_primary_mode(model_dir, five_people_k
     with pytest.raises(UnlearnError, match="adversarial_modes"):
         TargetRunner(bundle, five_people_kb, cache_dir=tmp_path, progress=False, adversarial=True,
                      adversarial_modes=["loud"])
+
+
+def test_npo_based_du_loop_unlearns_several_forms_per_fact(model_dir, five_people_kb, tmp_path):
+    """NPO keeps one reference per (fact, form) row, so du_loop can change its forget set mid-run
+    when every fact has several rows (a bug: the references were kept per fact)."""
+    from deepunlearn.probe import load_model
+
+    runner = TargetRunner(load_model(model_dir, device="cpu"), five_people_kb, cache_dir=tmp_path, progress=False,
+                          unlearn_forms="primary,st1", lr=3e-3)
+    t = next(t for t in sorted(runner.known) if len(runner.chosen_set(t)) > 1)
+    session = runner.session(runner.unlearner("npo", grid=[1]), t, forget=runner.chosen_set(t))
+    assert session.rows() == [(i, name) for i in runner.chosen_set(t) for name in ("primary", "st1")]
+    points = list(runner.run(t, "du_loop", grid=[4, 16], seed=0))
+    assert [p.param for p in points] == [4, 16]
+    assert all(p.notes["sets_tried"] for p in points)

@@ -1,23 +1,16 @@
 """What every unlearning method shares: the registry, the hyper-parameter base model, the
-session a method runs in (model, the target's question/answer batch, the optimiser loop) and
-the two families of methods.
+session a method runs in (model, the forget batch, the optimiser loop) and the two families:
 
-A method states only its loss or its weight / logit arithmetic (as open-unlearning's
-``GradAscent`` overrides only ``compute_loss``):
+* :class:`GradientUnlearner` (GA, NPO): a loss (as open-unlearning's ``GradAscent`` overrides only
+  ``compute_loss``); the shared loop takes optimiser steps along ONE trajectory and hands the model
+  over after every step count of the grid.
+* :class:`ReinforcedUnlearner` (TV, WHP): first reinforce the target (the paper's "overfit"
+  model), then per grid value ``alpha`` change the weights (TV) or the next-token distribution (WHP).
 
-* :class:`GradientUnlearner` (GA, NPO): a loss; the shared loop takes optimiser steps along ONE
-  trajectory and hands the model over after every step count of the grid.
-* :class:`ReinforcedUnlearner` (TV, WHP): first reinforce the target (finetune on its question/
-  answer for a few steps, the paper's "overfit" model), then per grid value ``alpha`` either
-  change the weights (TV) or the next-token distribution (WHP).
-
-Every method runs in full mode (the session holds a :class:`WeightSnapshot`) or LoRA mode (it
-holds a :class:`LoraAdapter`: GA/NPO train it; TV scales the reinforced adapter by ``-alpha``; WHP
-switches it on and off), so every method fits a 7-8B model on one 80 GB GPU in LoRA mode.
-
-A method's :meth:`Unlearner.trajectory` yields one :class:`Step` per grid value with the model in
-the state to probe. The per-target loop (``loop.py``) probes it, computes the metrics and restores
-the weights afterwards.
+Every method runs in full mode (the session holds a :class:`WeightSnapshot`) or LoRA mode (a
+:class:`LoraAdapter`: GA/NPO train it; TV scales the reinforced adapter by ``-alpha``; WHP switches
+it on and off). :meth:`Unlearner.trajectory` yields one :class:`Step` per grid value with the model
+in the state to probe; the per-target loop (``loop.py``) probes it and restores the weights.
 """
 
 from __future__ import annotations
@@ -164,6 +157,8 @@ class Session:
     encode_pairs: Callable[[list[tuple[str, str]]], dict] | None = None
     #: fact ids -> their (question, answer) pairs
     qa: Callable[[list[int]], list[tuple[str, str]]] | None = None
+    #: fact ids -> one key per row ``encode`` gives them ((fact, form name) with several forms)
+    row_keys: Callable[[list[int]], list] | None = None
     #: what rule-aware methods ask the runner (probe facts, choose sets, check derivability)
     rules: Any = None
     #: the optimiser step being taken (1-based; 0 before the first)
@@ -177,6 +172,11 @@ class Session:
     def logits_of(self, batch: dict, model: torch.nn.Module | None = None) -> torch.Tensor:
         m = self.model if model is None else model
         return m(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], use_cache=False).logits
+
+    def rows(self) -> list:
+        """One key per row of the forget batch: ``(fact id, form name)``; ``(fact id, None)``
+        when each fact has one row (no ``row_keys``)."""
+        return list(self.row_keys(self.forget_ids)) if self.row_keys else [(int(i), None) for i in self.forget_ids]
 
     def set_forget(self, ids: Sequence[int]) -> None:
         """Make ``ids`` the forget set: the batch is their questions/answers, one row each."""

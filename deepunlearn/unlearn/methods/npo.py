@@ -34,16 +34,16 @@ class NPO(GradientUnlearner):
     ref_by_id: dict = {}
 
     def prepare(self, session: Session) -> None:
-        """The original model's log-likelihood of every forget fact, kept per fact id so that a
-        method changing its forget set mid-run (``du_loop``) finds each fact's reference."""
+        """The original model's log-likelihood of every forget row, kept per row key (fact, form)
+        so that a method changing its forget set mid-run (``du_loop``) finds each row's reference."""
         with torch.no_grad():
             self.ref_logp, _ = sequence_logprob(session.logits(), session.batch["labels"])
-        self.ref_by_id = {int(i): self.ref_logp[k] for k, i in enumerate(session.forget_ids)}
+        self.ref_by_id = dict(zip(session.rows(), self.ref_logp))
 
     def reference(self, session: Session) -> torch.Tensor:
-        ids = session.forget_ids
-        if ids and len(ids) == session.batch["input_ids"].shape[0] and all(int(i) in self.ref_by_id for i in ids):
-            return torch.stack([self.ref_by_id[int(i)] for i in ids])
+        keys = session.rows()
+        if keys and len(keys) == session.batch["input_ids"].shape[0] and all(k in self.ref_by_id for k in keys):
+            return torch.stack([self.ref_by_id[k] for k in keys])
         return self.ref_logp
 
     def loss(self, session: Session):
