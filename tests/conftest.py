@@ -114,6 +114,16 @@ def five_people_model_dir(five_people_kb, tmp_path_factory):
 
 
 @pytest.fixture
+def five_people_runner(five_people_model_dir, five_people_kb, tmp_path):
+    """A fresh :class:`~deepunlearn.unlearn.TargetRunner` on a copy of the five-person model."""
+    from deepunlearn.probe import load_model
+    from deepunlearn.unlearn import TargetRunner
+
+    return TargetRunner(load_model(five_people_model_dir, device="cpu"), five_people_kb, cache_dir=tmp_path,
+                        progress=False)
+
+
+@pytest.fixture
 def tiny_bundle(tiny_model_dir):
     """A fresh CPU copy of the finetuned fixture model per test (tests may change its weights)."""
     from deepunlearn.probe import load_model

@@ -22,10 +22,8 @@ def model_dir(five_people_model_dir):
 
 
 @pytest.fixture
-def runner(model_dir, five_people_kb, tmp_path):
-    from deepunlearn.probe import load_model
-
-    return TargetRunner(load_model(model_dir, device="cpu"), five_people_kb, cache_dir=tmp_path, progress=False)
+def runner(five_people_runner):
+    return five_people_runner
 
 
 def _deep_target(runner) -> int:
