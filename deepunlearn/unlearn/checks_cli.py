@@ -67,10 +67,9 @@ def check_kwargs(args, kb) -> dict[str, Any]:
             raise CLIError(f"--adversarial-modes: {e}", field="--adversarial-modes") from None
     attacks: dict[str, Any] = {}
     if args.relearn is not None:
-        try:
-            attacks["relearn"] = [int(x) for x in args.relearn.split(",") if x.strip()]
-        except ValueError:
-            raise CLIError(f"--relearn {args.relearn!r}: expected step counts such as 1,2,4,8", field="--relearn") from None
+        from .attack_cli import parse_steps
+
+        attacks["relearn"] = parse_steps(args.relearn)
     for key in ("relearn_size", "relearn_lr", "quantize", "attack_at"):
         v = getattr(args, key)
         if v is not None:

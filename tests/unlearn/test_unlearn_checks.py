@@ -117,3 +117,29 @@ def test_npo_based_du_loop_unlearns_several_forms_per_fact(model_dir, five_peopl
     points = list(runner.run(t, "du_loop", grid=[4, 16], seed=0))
     assert [p.param for p in points] == [4, 16]
     assert all(p.notes["sets_tried"] for p in points)
+
+
+def test_unlearn_cli_runs_the_checks_and_names_bad_flags(model_dir, five_people_kb, tmp_path, capsys):
+    from deepunlearn.cli import main
+    from deepunlearn.kg.io import save_kb
+
+    kb_file = tmp_path / "kb.json"
+    save_kb(five_people_kb, kb_file)
+    base = ["unlearn", "--model", str(model_dir), "--kb", str(kb_file), "--method", "ga", "--grid", "1,8",
+            "--cache-dir", str(tmp_path / "cache"), "--lr", "3e-3"]
+    target = next(str(t) for t in five_people_kb.targets)
+    assert main(base + ["--target", target, "--adversarial", "--relearn", "1,2", "--quantize", "int8",
+                        "--probe-forms", "primary,st1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    first, last = out["points"]
+    assert first["recall_adv"] <= first["recall"] and last["recall_adv"] <= last["recall"]
+    assert "recall_relearn" not in first and set(last["recall_relearn"]) == {"1", "2"}
+    assert 0 <= last["recall_quant"] <= 1
+    for flags, field, msg in ((["--relearn", "2,1"], "--relearn", "sorted"),
+                              (["--probe-forms", "qa9"], "--probe-forms", "not a form"),
+                              (["--adversarial-modes", "exact"], "--adversarial-modes", "give --adversarial")):
+        assert main(base + ["--target", target, *flags, "--json"]) == 1
+        captured = capsys.readouterr()
+        err = json.loads(captured.out)
+        assert err["field"] == field and msg in err["error"], err
+        assert len(captured.err.strip().splitlines()) == 1
