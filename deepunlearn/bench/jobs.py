@@ -202,18 +202,11 @@ def new_target_runner(spec: WorkSpec, model: str, bundle: Any, kb: Any, cache_di
 
 def job_points(runner: Any, job: Job, method_params: dict[str, dict[str, Any]] | None = None) -> Iterator[Any]:
     """The job's trajectory: one point per grid value not in ``skip_params``, seeded with the job's seed."""
+    from .grids import method_params_of
+
     params = method_params_of(job.method, (method_params or {}).get(job.method))
     return runner.run(job.target, job.method, list(job.grid), skip_params=tuple(job.skip_params), seed=job.seed,
                       params=params)
-
-
-def method_params_of(method: str, values: dict[str, Any] | None):
-    """The method's Params with the config's values (None when the config gives none)."""
-    if not values:
-        return None
-    from ..unlearn import get_method
-
-    return get_method(method).Params.model_validate(values)
 
 
 @contextmanager

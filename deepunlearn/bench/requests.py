@@ -36,7 +36,7 @@ def batches(targets: Sequence[int], size: int) -> list[list[int]]:
 def request_points(runner, job, targets: list[int], params: dict[str, Any] | None) -> Iterator[list[dict]]:
     """Per grid value (batch) or per point (sequential), the rows to store, as dicts."""
     from ..unlearn.requests import run_batch, run_sequential
-    from .jobs import method_params_of
+    from .grids import method_params_of
 
     method_params = method_params_of(job.base, params)
     if job.mode == "batch":

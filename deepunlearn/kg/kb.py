@@ -335,11 +335,3 @@ class KnowledgeBase:
             forms=[replace(f, fact_id=remap[f.fact_id]) for f in self.forms if f.fact_id in remap],
             form_splits=dict(self.form_splits),
         )
-
-    def to_networkx(self, include_biography: bool = False):
-        """A ``networkx.MultiDiGraph``: one node per entity (attributes as node data), one edge
-        ``o1 -> o2`` per family fact with ``relation`` and ``fact_id``. With
-        ``include_biography``, attribute values become nodes too (``kind="value"``)."""
-        from .graph import to_networkx
-
-        return to_networkx(self, include_biography=include_biography)

@@ -82,7 +82,7 @@ class _Runner:
     """One probe call's state: the bundle, the model callable, the device and the batch size."""
 
     def __init__(self, bundle, kb: KnowledgeBase, model_fn, device, batch_size: int, bar):
-        from .probing import logits_fn
+        from .passes import logits_fn
 
         self.bundle, self.kb, self.model_fn, self.device = bundle, kb, model_fn, device
         self.batch_size, self.bar = batch_size, bar
@@ -102,7 +102,7 @@ class _Runner:
 
     def teacher_forced(self, forms: list[Form]) -> tuple[np.ndarray, np.ndarray]:
         """Continuation log-probability and "argmax is gold everywhere" per form."""
-        from .probing import _teacher_forced
+        from .passes import _teacher_forced
 
         b = self.bundle
         rows = self.encoded("tf", forms, lambda fs: encode_forms(b.tokenizer, b.prompt, fs))
@@ -115,7 +115,7 @@ class _Runner:
 
     def generate(self, forms: list[Form]) -> tuple[list[str], np.ndarray]:
         """Greedy output and "answer in output" per form."""
-        from .probing import _generate
+        from .passes import _generate
 
         b = self.bundle
         prompts = self.encoded("gen", forms, lambda fs: form_prompt_ids(b.tokenizer, b.prompt, fs))
@@ -206,7 +206,8 @@ def probe_forms(bundle, kb: KnowledgeBase, ids: np.ndarray, *, mode: str, forms:
     from tqdm.auto import tqdm
 
     from .batching import resolve_batch_size
-    from .probing import MAX_NEW_TOKENS, ProbeResult, _model_device
+    from .passes import _model_device
+    from .result import MAX_NEW_TOKENS, ProbeResult
 
     modes = check_any_modes(any_modes) if mode == "any" else (mode,)
     spec = DEFAULT_SELECTION[mode] if forms is None else forms

@@ -239,7 +239,7 @@ def score_facts(bundle: ModelBundle, kb: KnowledgeBase, fact_ids: Iterable[int] 
 
     from ..kg.candidates import perturbed
     from .batching import resolve_batch_size
-    from .probing import _encoded, _generate, _model_device, checked_ids
+    from .passes import _encoded, _generate, _model_device, checked_ids
     from .scoring import full_sequence_logprobs, shared_prefix_logprobs
 
     k = check_k(k)

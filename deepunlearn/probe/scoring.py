@@ -62,7 +62,7 @@ def shared_prefix_logprobs(rows: list[FactRows], model, pad: int, device, *, row
 
     import torch
 
-    from .probing import _accepts
+    from .passes import _accepts
     from .prompts import left_pad
 
     ids, mask, pos = left_pad([r.prefix for r in rows], pad)
@@ -121,7 +121,7 @@ def full_sequence_logprobs(rows: list[FactRows], model_fn: Callable, pad: int, d
     candidate's row."""
     import torch
 
-    from .probing import _right_pad
+    from .passes import _right_pad
 
     flat = [(b, c) for b, r in enumerate(rows) for c in range(len(r.answers))]
     flat.sort(key=lambda bc: -(len(rows[bc[0]].prefix) + len(rows[bc[0]].answers[bc[1]])))

@@ -75,7 +75,7 @@ class Baselines:
         return self._refs[target][0]
 
     def _check_known(self, target: int) -> None:
-        from .loop import TargetNotKnownError
+        from .points import TargetNotKnownError
 
         if target not in self.runner.known:
             raise TargetNotKnownError(f"target {target} {list(self.runner.kb.facts[target])} is not known by the "

@@ -72,7 +72,7 @@ def run_requests(args, runner, method, kb, targets: list[int]) -> dict:
     """Run the batch (or the sequential requests) and return the command's JSON object."""
     from .requests import run_batch, run_sequential
     from .summary import target_metrics
-    from .unlearn_cli import point_json
+    from .summary import point_json
 
     if args.sequential:
         points = list(run_sequential(runner, targets, method, seed=args.seed))

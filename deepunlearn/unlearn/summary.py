@@ -258,3 +258,13 @@ def format_summary(metrics: Mapping[str, float], threshold: float = THRESHOLD) -
 
     return (f"Acc@Recall>={t} {f(metrics.get(f'acc_at_recall_{t}'))}  "
             f"Recall@Acc>={t} {f(metrics.get(f'recall_at_acc_{t}'))}  AUC {f(metrics.get('auc'))}")
+
+
+def point_json(point, kb) -> dict:
+    """A :class:`~deepunlearn.unlearn.loop.Point` for JSON: facts as ``[s, r, o]``."""
+    d = point.to_dict()
+    d.pop("target", None)
+    d.pop("method", None)
+    d["forgotten"] = [list(kb.facts[i]) for i in point.forgotten]
+    d["set"] = [list(kb.facts[i]) for i in point.set]
+    return d

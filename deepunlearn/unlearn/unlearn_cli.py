@@ -20,6 +20,8 @@ import math
 import sys
 from pathlib import Path
 
+from .summary import point_json  # noqa: F401  (the JSON of one point; it lived here)
+
 #: the methods shipped; the handler checks the name against the registry (which needs torch)
 SHIPPED_METHODS = ("ga", "npo", "tv", "whp")
 #: protocol presets (deepunlearn.probe.protocol.PROTOCOL_NAMES, repeated so --help needs no import)
@@ -132,16 +134,6 @@ def parse_grid(text: str | None) -> list[float] | None:
             raise CLIError(f"--grid: {part!r} is not a finite number", field="--grid")
         out.append(v)
     return out
-
-
-def point_json(point, kb) -> dict:
-    """A :class:`~deepunlearn.unlearn.loop.Point` for JSON: facts as ``[s, r, o]``."""
-    d = point.to_dict()
-    d.pop("target", None)
-    d.pop("method", None)
-    d["forgotten"] = [list(kb.facts[i]) for i in point.forgotten]
-    d["set"] = [list(kb.facts[i]) for i in point.set]
-    return d
 
 
 def _table(result: dict) -> str:

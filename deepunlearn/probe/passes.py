@@ -1,0 +1,173 @@
+"""The forward passes every probe is made of: a model's logits callable, the teacher-forced
+check of a continuation, greedy decoding, padding, the per-KB encoding cache and the checked fact
+ids. :mod:`~deepunlearn.probe.probing` (one form per fact) and
+:mod:`~deepunlearn.probe.forms_probe` (forms and the modes yesno, rank, any) are built on them;
+this module imports neither, so the probe modules form no import circle."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Callable, Iterable
+
+import numpy as np
+
+from ..kg.kb import KBError, KnowledgeBase
+from .models import ModelBundle
+from .prompts import encode_pairs, left_pad, position_ids, question_ids
+from .result import MAX_NEW_TOKENS
+
+def _accepts(model, name: str) -> bool:
+    try:
+        return name in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def logits_fn(model) -> Callable:
+    """``fn(input_ids, attention_mask) -> logits`` for a Hugging Face causal LM that passes
+    position ids counting real tokens, so left-padded batches are exact also for
+    absolute-position models (GPT-2); ``fn(ids, mask, keep=k)`` returns only the last ``k``
+    positions. (Right-padded batches, as a ``model_fn`` gets, need no position ids; this
+    callable is exact for them too.)
+    """
+    takes_pos = _accepts(model, "position_ids")
+    takes_keep = _accepts(model, "logits_to_keep")
+
+    def fn(input_ids, attention_mask, keep: int | None = None):
+        kw = {}
+        if takes_pos:
+            kw["position_ids"] = position_ids(attention_mask)
+        if keep is not None and takes_keep:
+            kw["logits_to_keep"] = keep
+        logits = model(input_ids=input_ids, attention_mask=attention_mask, use_cache=False, **kw).logits
+        return logits if keep is None else logits[:, -keep:]
+
+    return fn
+
+
+def _encoded(bundle: ModelBundle, kb: KnowledgeBase) -> tuple[list[tuple[list[int], list[int]]], list[list[int]]]:
+    """Per fact of ``kb``: (question part, continuation) ids as in finetuning, and the question
+    part tokenised alone (the generate prompt); computed once per (bundle, KB content)."""
+    from .fingerprint import kb_fingerprint
+
+    cache = bundle.__dict__.setdefault("_encoded_cache", {})
+    key = (kb_fingerprint(kb), bundle.prompt.model_dump_json(), id(bundle.tokenizer))
+    if key not in cache:
+        if len(cache) > 8:
+            cache.clear()
+        probes = kb.probes()
+        cache[key] = (encode_pairs(bundle.tokenizer, bundle.prompt, probes),
+                      question_ids(bundle.tokenizer, bundle.prompt, [p.question for p in probes]))
+    return cache[key]
+
+
+def _model_device(bundle: ModelBundle):
+    import torch
+
+    try:
+        return next(bundle.model.parameters()).device
+    except StopIteration:  # pragma: no cover - a model without parameters
+        return torch.device(bundle.device)
+
+
+def checked_ids(kb: KnowledgeBase, fact_ids: Iterable[int] | None, batch_size) -> np.ndarray:
+    """The fact ids to probe (all by default) as an array, after checking them and ``batch_size``."""
+    if batch_size is not None and batch_size != "auto" and (
+            isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
+        raise ValueError(f"batch_size must be a positive integer, None or 'auto', got {batch_size!r}")
+    n_facts = len(kb.facts)
+    ids = np.arange(n_facts, dtype=np.int64) if fact_ids is None else np.asarray(list(fact_ids), dtype=np.int64)
+    bad = ids[(ids < 0) | (ids >= n_facts)]
+    if len(bad):
+        raise KBError(f"fact index {int(bad[0])} out of range (KB has {n_facts} facts)")
+    return ids
+
+
+def _teacher_forced(b_rows, model_fn, default_fn, pad: int, device):
+    """Summed answer log-probability and "argmax is gold at every answer token" per row."""
+    import torch
+
+    seqs = [p + a for p, a in b_rows]
+    longest = max(len(a) for _, a in b_rows)
+    n = len(b_rows)
+    gold = torch.full((n, longest), pad, dtype=torch.long)
+    valid = torch.zeros((n, longest), dtype=torch.bool)
+    for r, (_, a) in enumerate(b_rows):
+        gold[r, :len(a)] = torch.as_tensor(a)
+        valid[r, :len(a)] = True
+    if model_fn is None:
+        # Left-padded: every answer ends in the last column, so only the last longest+1
+        # positions' logits are computed; the one predicting answer token k of a row with m
+        # answer tokens sits m-k columns from the end.
+        ids, mask, _ = left_pad(seqs, pad)
+        logits = default_fn(ids.to(device), mask.to(device), keep=longest + 1)
+        col = torch.zeros((n, longest), dtype=torch.long)
+        for r, (_, a) in enumerate(b_rows):
+            col[r, :len(a)] = longest - len(a) + torch.arange(len(a))
+    else:
+        # Right-padded, so the callable may run any model with plain positions 0..n-1.
+        ids, mask = _right_pad(seqs, pad)
+        logits = model_fn(ids.to(device), mask.to(device))
+        col = torch.zeros((n, longest), dtype=torch.long)
+        for r, (p, a) in enumerate(b_rows):
+            col[r, :len(a)] = len(p) - 1 + torch.arange(len(a))
+    col, gold, valid = col.to(logits.device), gold.to(logits.device), valid.to(logits.device)
+    picked = logits[torch.arange(n, device=logits.device)[:, None], col]  # [n, longest, V]
+    logp = torch.log_softmax(picked.float(), dim=-1)
+    tok_lp = logp.gather(-1, gold.unsqueeze(-1)).squeeze(-1)
+    lp = (tok_lp * valid).sum(-1)
+    hit = (logp.argmax(-1) == gold) | ~valid
+    return lp.double().cpu().numpy(), hit.all(-1).cpu().numpy()
+
+
+def _right_pad(rows, pad: int, extra: int = 0):
+    import torch
+
+    width = max(len(r) for r in rows) + extra
+    ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids[i, :len(r)] = torch.as_tensor(r, dtype=torch.long)
+        mask[i, :len(r)] = 1
+    return ids, mask
+
+
+def _generate(bundle: ModelBundle, prompts: list[list[int]], model_fn, device) -> list[str]:
+    """Greedy decoding of :data:`MAX_NEW_TOKENS` tokens; the decoded new text per prompt."""
+    import torch
+
+    eos = bundle.eos_id
+    n = len(prompts)
+    if model_fn is None:
+        from transformers import GenerationConfig
+
+        ids, mask, _ = left_pad(prompts, bundle.pad_id)
+        ids, mask = ids.to(device), mask.to(device)
+        cfg = GenerationConfig(max_new_tokens=MAX_NEW_TOKENS, do_sample=False, num_beams=1,
+                               pad_token_id=bundle.pad_id, eos_token_id=eos)
+        out = bundle.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)
+        new = out[:, ids.shape[1]:].cpu().tolist()
+    else:
+        # Right-padded rows, each continued at its own end; no KV cache (the callable may mix
+        # several models), so every step reruns the sequences.
+        ids, mask = _right_pad(prompts, bundle.pad_id, extra=MAX_NEW_TOKENS)
+        ids, mask = ids.to(device), mask.to(device)
+        lens = torch.as_tensor([len(p) for p in prompts], device=device)
+        rows = torch.arange(n, device=device)
+        done = torch.zeros(n, dtype=torch.bool, device=device)
+        steps = []
+        for _ in range(MAX_NEW_TOKENS):
+            width = int(lens.max())
+            logits = model_fn(ids[:, :width], mask[:, :width])
+            nxt = logits[rows, lens - 1].argmax(-1)
+            nxt = torch.where(done, torch.full_like(nxt, bundle.pad_id), nxt)
+            steps.append(nxt)
+            if eos is not None:
+                done |= nxt == eos
+            ids[rows, lens] = nxt
+            mask[rows, lens] = 1
+            lens = lens + 1
+            if bool(done.all()):
+                break
+        new = torch.stack(steps, dim=1).cpu().tolist()
+    return bundle.tokenizer.batch_decode(new, skip_special_tokens=True)
