@@ -231,6 +231,8 @@ def read_domain(folder: str | os.PathLike) -> Domain:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise DomainError(f"{toml_path}: TOML syntax error: {e}", file=toml_path) from None
+    except RecursionError:  # tomllib recurses into nested arrays and inline tables
+        raise DomainError(f"{toml_path}: nested too deeply to read", file=toml_path) from None
     try:
         d = DomainFile.model_validate(raw)
     except ValidationError as e:

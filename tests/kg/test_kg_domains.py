@@ -162,6 +162,15 @@ def test_toml_syntax_error_names_the_line(tmp_path):
     assert str(e.value) == f"{folder / 'domain.toml'}: TOML syntax error: Invalid value (at line 5, column 9)"
 
 
+def test_deep_nesting_is_a_domain_error_not_a_crash(tmp_path, capsys):
+    folder = write_domain(tmp_path / "d", ACADEMIA + "x = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    assert main(["data", "domains"]) == 0  # unaffected
+    capsys.readouterr()
+    with pytest.raises(DomainError) as e:
+        load_domain(folder)
+    assert str(e.value) == f"{folder / 'domain.toml'}: nested too deeply to read"
+
+
 def test_missing_files_and_unknown_names(tmp_path):
     folder = write_domain(tmp_path / "d", rules=None)
     with pytest.raises(DomainError, match=r"^.*/d/rules\.dl: no such file \(a domain folder holds its rules in "
