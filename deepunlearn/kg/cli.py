@@ -1,4 +1,4 @@
-"""``deepunlearn data generate | holdout | import-edu-relat | show | forms | export | draw``.
+"""``deepunlearn data generate | domains | holdout | import-edu-relat | show | forms | export | draw``.
 
 Every ``-o`` is written atomically (a temporary sibling renamed into place, missing folders
 created), and every numeric flag has a strict argparse type (a bad value is a usage error, exit 2).
@@ -38,6 +38,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True, help="KB file to write (missing folders are created)")
     add_json(p)
     p.set_defaults(handler=_generate, _usage_error=p.error)
+
+    p = dsub.add_parser("domains", help="list the domains: built-in, and those other packages register",
+                        description="One line per domain: name, relations, groups, rules (statements in its "
+                                    "rules.dl), description. Domains are folders with domain.toml and rules.dl; "
+                                    "other packages add theirs under the entry-point group deepunlearn.domains.")
+    add_json(p)
+    p.set_defaults(handler=_domains)
 
     p = dsub.add_parser("holdout", help="facts of a KB's domain it does not hold (for membership tests)",
                         description="Generate people and facts disjoint from --kb with the same generator and "
@@ -178,6 +185,27 @@ def _generate(args) -> int:
     emit(args, {"output": str(out), **{k: s[k] for k in ("people", "facts", "relations")}, "targets": len(kb.targets),
                 **extra},
          lambda: f"wrote {out}\n" + _summary_text(kb, str(out)))
+    return 0
+
+
+def domain_summary(d) -> dict:
+    """What ``data domains --json`` says of one domain."""
+    return {"name": d.name, "description": d.description, "folder": str(d.folder), "relations": list(d.relations),
+            "groups": d.groups(), "rules": d.rule_count()}
+
+
+def _domains(args) -> int:
+    from ..cli import emit
+    from .domain import list_domains, load_domain
+
+    rows = [domain_summary(load_domain(n)) for n in list_domains()]
+
+    def text() -> str:
+        w = max([4] + [len(r["name"]) for r in rows])
+        return "\n".join(f"{r['name']:<{w}}  {len(r['relations'])} relations ({', '.join(r['groups'])}), "
+                         f"{r['rules']} rules  {r['description']}" for r in rows)
+
+    emit(args, {"domains": rows}, text)
     return 0
 
 

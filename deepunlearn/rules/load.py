@@ -1,4 +1,8 @@
-"""Find a rule set by name (package data ``rulesets/<name>.dl``) or read it from a file."""
+"""Find a rule set by name or read it from a file.
+
+Named rule sets: ``edu-relat`` (the release's rules, package data ``rulesets/edu-relat.dl``) and
+the ``rules.dl`` of every built-in domain folder (``family``: ``kg/domains/family/rules.dl``).
+"""
 
 from __future__ import annotations
 
@@ -9,15 +13,36 @@ from .errors import RulesError
 from .language import RuleSet
 from .parser import parse_datalog, parse_raw
 
-#: Rule sets shipped with the package, ``rulesets/<name>.dl``.
-BUILTIN = ("edu-relat", "family")
+#: Rule sets shipped in ``rulesets/<name>.dl`` (not domains: the release's own rules).
+RULESETS = ("edu-relat",)
+
+
+def _domain_rules() -> dict[str, Path]:
+    """The built-in domains' rule files by domain name (the kg layer owns the domain folders)."""
+    from ..kg.domain import builtin_domains, builtin_folder
+
+    root = builtin_folder()
+    return {n: root / n / "rules.dl" for n in builtin_domains() if (root / n / "rules.dl").is_file()}
+
+
+def builtin_names() -> tuple[str, ...]:
+    """Every named rule set: ``rulesets/`` then the built-in domains, sorted."""
+    return tuple(sorted(RULESETS + tuple(_domain_rules())))
+
+
+#: The named rule sets when the package was imported (``edu-relat``, ``family``, ...).
+BUILTIN = builtin_names()
 
 
 def builtin_text(name: str) -> str:
     """The text of a shipped rule set."""
-    if name not in BUILTIN:
-        raise RulesError(f"unknown rule set {name!r}: expected one of {', '.join(BUILTIN)} or a path to a rule file")
-    return (resources.files("deepunlearn.rules") / "rulesets" / f"{name}.dl").read_text(encoding="utf-8")
+    if name in RULESETS:
+        return (resources.files("deepunlearn.rules") / "rulesets" / f"{name}.dl").read_text(encoding="utf-8")
+    domains = _domain_rules()
+    if name not in domains:
+        raise RulesError(f"unknown rule set {name!r}: expected one of {', '.join(builtin_names())} "
+                         "or a path to a rule file")
+    return domains[name].read_text(encoding="utf-8")
 
 
 def _description(text: str) -> str:
@@ -43,7 +68,7 @@ def _is_raw(text: str) -> bool:
 
 
 def load_rules(name_or_path: str | Path | RuleSet) -> RuleSet:
-    """A :class:`RuleSet` from a shipped name (``edu-relat``, ``family``), a Datalog file
+    """A :class:`RuleSet` from a shipped name (``edu-relat``, a built-in domain's ``family``), a Datalog file
     (``*.dl``) or a file in the release's raw format (``family_rule_raw.txt``, recognised by
     its first rule starting with ``(``; read with the reference's gender and self-loop filter,
     see :func:`~.parser.parse_raw`). A RuleSet is returned as is.
@@ -66,7 +91,7 @@ def load_rules(name_or_path: str | Path | RuleSet) -> RuleSet:
     if not path.is_file():
         if path.suffix or "/" in str(name_or_path):
             raise RulesError(f"{path}: rule file not found")
-        raise RulesError(f"unknown rule set {str(name_or_path)!r}: expected one of {', '.join(BUILTIN)} or a path to a rule file")
+        raise RulesError(f"unknown rule set {str(name_or_path)!r}: expected one of {', '.join(builtin_names())} or a path to a rule file")
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
