@@ -22,21 +22,14 @@ HIDDEN = 256
 
 @pytest.fixture(scope="module")
 def small(edu_kb, tmp_path_factory):
-    import networkx as nx
     import torch
 
+    from deepunlearn.kg.graph import nearest_people
     from deepunlearn.probe import build_tiny_model, load_model
 
     torch.set_num_threads(1)  # one thread: the figures do not depend on what else the box runs
 
-    g = nx.Graph()
-    for s, r, o in edu_kb.facts:
-        if edu_kb.relations[r].kind == "family":
-            g.add_edge(s, o)
-    chosen = set(list(nx.bfs_tree(g, "Zoey Jenkins"))[:25])
-    ids = [i for i, (s, r, o) in enumerate(edu_kb.facts)
-           if s in chosen and (edu_kb.relations[r].kind != "family" or o in chosen)]
-    kb = edu_kb.subset(ids, name="edu-relat-25")
+    kb = edu_kb.subset(nearest_people(edu_kb, "Zoey Jenkins", 25), name="edu-relat-25")
     folder = build_tiny_model(kb, tmp_path_factory.mktemp("modes") / "m", hidden=HIDDEN)
     return kb, load_model(folder, device="cpu")
 

@@ -49,20 +49,6 @@ def edu_kb(edu_dir):
 # probe, unlearn and bench tests. Test files use unique basenames (tests/<layer>/test_<layer>_*.py).
 
 
-def family_neighbourhood(kb, start: str, people: int) -> list[int]:
-    """Fact ids among the ``people`` persons nearest to ``start`` by family links (breadth
-    first, ties in fact order): their family facts with both ends inside and their biography."""
-    import networkx as nx
-
-    g = nx.Graph()
-    for s, r, o in kb.facts:
-        if kb.relations[r].kind == "family":
-            g.add_edge(s, o)
-    chosen = set(list(nx.bfs_tree(g, start))[:people])
-    return [i for i, (s, r, o) in enumerate(kb.facts)
-            if s in chosen and (kb.relations[r].kind != "family" or o in chosen)]
-
-
 #: Width of the fixture model: the release's tiny model is 512 wide; 256 trains ~3x faster on
 #: 2 cores and memorises the small KB just as well.
 TINY_FIXTURE_HIDDEN = 256
@@ -72,14 +58,18 @@ TINY_FIXTURE_HIDDEN = 256
 def small_kb(edu_kb):
     """25 EDU-RELAT people around Zoey Jenkins (subject of the release's example target 272):
     181 facts (106 family, 75 biography) and the 18 release targets among them."""
-    return edu_kb.subset(family_neighbourhood(edu_kb, "Zoey Jenkins", 25), name="edu-relat-25")
+    from deepunlearn.kg.graph import nearest_people
+
+    return edu_kb.subset(nearest_people(edu_kb, "Zoey Jenkins", 25), name="edu-relat-25")
 
 
 @pytest.fixture(scope="session")
 def five_people_kb(edu_kb):
     """5 EDU-RELAT people around Zoey Jenkins: 25 facts (family and biography), for tests that
     train one small model per architecture or method."""
-    return edu_kb.subset(family_neighbourhood(edu_kb, "Zoey Jenkins", 5), name="edu-relat-5")
+    from deepunlearn.kg.graph import nearest_people
+
+    return edu_kb.subset(nearest_people(edu_kb, "Zoey Jenkins", 5), name="edu-relat-5")
 
 
 @pytest.fixture(scope="session")

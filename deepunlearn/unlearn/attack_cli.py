@@ -105,24 +105,30 @@ def parse_steps(text: str | None, flag: str = "--relearn") -> list[int]:
     return out
 
 
-def attack_params(args) -> "AttackParams":
-    """The :class:`AttackParams` of the flags; a bad value is one line naming its flag."""
+def attack_params(args, *, required: bool = True) -> "AttackParams | None":
+    """The :class:`AttackParams` of the flags (``--relearn``, ``--relearn-size``, ``--relearn-lr``,
+    ``--quantize`` and, where the command has it, ``--attack-at``; a flag left at ``None`` keeps the
+    field's default); a bad value is one line naming its flag. No attack asked for: an error when
+    ``required``, else ``None``."""
     from pydantic import ValidationError
 
     from ..cli import CLIError
     from .attacks import AttackParams
 
     flags = {"relearn": "--relearn", "relearn_size": "--relearn-size", "relearn_lr": "--relearn-lr",
-             "quantize": "--quantize"}
+             "quantize": "--quantize", "at": "--attack-at"}
+    given = {"relearn": parse_steps(args.relearn), "relearn_size": args.relearn_size, "relearn_lr": args.relearn_lr,
+             "quantize": args.quantize, "at": getattr(args, "attack_at", None)}
     try:
-        params = AttackParams(relearn=parse_steps(args.relearn), relearn_size=args.relearn_size,
-                              relearn_lr=args.relearn_lr, quantize=args.quantize)
+        params = AttackParams(**{k: v for k, v in given.items() if v is not None})
     except ValidationError as e:
         err = e.errors()[0]
         flag = flags.get(str(err["loc"][0]) if err["loc"] else "", "--relearn")
         msg = err["msg"].removeprefix("Value error, ")
         raise CLIError(f"{flag} {getattr(args, flag[2:].replace('-', '_'))}: {msg}", field=flag) from None
     if not params.enabled():
+        if not required:
+            return None
         raise CLIError("no attack asked for: give --relearn N,N,... and/or --quantize int8|nf4", field="--relearn")
     return params
 

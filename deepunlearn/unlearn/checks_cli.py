@@ -38,11 +38,6 @@ def add_check_args(p: argparse.ArgumentParser) -> None:
                    help="attack at the last grid point (default) or at every one")
 
 
-#: the flag of each AttackParams field
-_FLAGS = {"relearn": "--relearn", "relearn_size": "--relearn-size", "relearn_lr": "--relearn-lr",
-          "quantize": "--quantize", "at": "--attack-at"}
-
-
 def check_kwargs(args, kb) -> dict[str, Any]:
     """The TargetRunner keyword arguments these options give (none when unused), checked: a bad
     selection or grid is one CLI error naming the flag."""
@@ -65,26 +60,10 @@ def check_kwargs(args, kb) -> dict[str, Any]:
             out["adversarial_modes"] = list(check_any_modes([m.strip() for m in args.adversarial_modes.split(",")]))
         except ValueError as e:
             raise CLIError(f"--adversarial-modes: {e}", field="--adversarial-modes") from None
-    attacks: dict[str, Any] = {}
-    if args.relearn is not None:
-        from .attack_cli import parse_steps
+    from .attack_cli import attack_params
 
-        attacks["relearn"] = parse_steps(args.relearn)
-    for key in ("relearn_size", "relearn_lr", "quantize", "attack_at"):
-        v = getattr(args, key)
-        if v is not None:
-            attacks["at" if key == "attack_at" else key] = v
-    if attacks:
-        from pydantic import ValidationError
-
-        from .attacks import AttackParams
-
-        try:
-            AttackParams(**attacks)
-        except ValidationError as e:
-            err = e.errors()[0]
-            flag = _FLAGS.get(str(err["loc"][0]) if err["loc"] else "", "--relearn")
-            raise CLIError(f"{flag}: {str(err['msg']).removeprefix('Value error, ')}", field=flag) from None
+    attacks = attack_params(args, required=False)
+    if attacks is not None:
         out["attacks"] = attacks
     return out
 

@@ -231,7 +231,7 @@ def _unlearn(args) -> int:
     from .checks_cli import check_kwargs
 
     protocol = get_protocol(args.protocol)
-    check_kwargs(args, kb)  # bad forms or attack flags fail before the model loads
+    checks = check_kwargs(args, kb)  # bad forms or attack flags fail before the model loads
     try:
         bundle = load_for_cli(args.model, kb, args.device, args.dtype, **resolve_format(args, protocol))
         mismatch = check_trained_on(bundle, kb, kb_file=args.kb)
@@ -241,7 +241,7 @@ def _unlearn(args) -> int:
             bundle, kb, rules=args.rules, protocol=protocol, probe_mode=args.probe_mode, k_mode=args.k_mode,
             sets="mdus" if args.seeds is not None else args.sets, tie=args.tie, lr=args.lr,
             lora=args.lora, cache_dir=args.cache_dir, seeds=args.seeds or 100,
-            batch_size=args.batch_size, seed=args.seed, **check_kwargs(args, kb),
+            batch_size=args.batch_size, seed=args.seed, **checks,
         )
         if many:
             obj = run_requests(args, runner, method, kb, targets)

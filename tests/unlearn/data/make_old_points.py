@@ -36,32 +36,19 @@ def edu_dir(root: Path) -> Path:
     raise SystemExit("EDU-RELAT release not found (../shared/edu-relat)")
 
 
-def neighbourhood(kb, start: str, people: int) -> list[int]:
-    """The fact ids of ``people`` persons nearest ``start`` by family links (tests/conftest.py's
-    ``family_neighbourhood``, repeated here so the script needs no test code)."""
-    import networkx as nx
-
-    g = nx.Graph()
-    for s, r, o in kb.facts:
-        if kb.relations[r].kind == "family":
-            g.add_edge(s, o)
-    chosen = set(list(nx.bfs_tree(g, start))[:people])
-    return [i for i, (s, r, o) in enumerate(kb.facts)
-            if s in chosen and (kb.relations[r].kind != "family" or o in chosen)]
-
-
 def old_points(work: Path, edu: Path) -> dict:
     """Build, finetune and unlearn as the module docstring says; the points as a JSON object."""
     import torch
 
     torch.set_num_threads(1)
     from deepunlearn.kg.edu_relat import import_edu_relat
+    from deepunlearn.kg.graph import nearest_people
     from deepunlearn.probe import build_tiny_model, load_model
     from deepunlearn.unlearn.finetune import FinetuneConfig, finetune
     from deepunlearn.unlearn.loop import TargetRunner
 
     full = import_edu_relat(edu)
-    kb = full.subset(neighbourhood(full, START, PEOPLE), name="edu-relat-5")
+    kb = full.subset(nearest_people(full, START, PEOPLE), name="edu-relat-5")
     folder = work / "model"
     # forms=False: the questions-only vocabulary of the tiny models of 5d1e2a4 (issue 15 added the
     # probe forms' words, which gives a different model for the same seed)
