@@ -10,7 +10,7 @@ Run: ``python -m pytest benchmarks/bench_kg.py --benchmark-only -q``.
 
 import pytest
 
-from deepunlearn.kg.generate import generate_family
+from deepunlearn.kg.domains.family.generate import generate_family
 from deepunlearn.kg.graph import draw_family, write_graphml
 from deepunlearn.kg.io import dumps_kb
 

@@ -46,7 +46,7 @@ def _gguf() -> Path:
 
 @pytest.fixture(scope="module")
 def kb30():
-    from deepunlearn.kg.generate import generate_family
+    from deepunlearn.kg.domains.family.generate import generate_family
 
     return generate_family(people=30, seed=7)
 

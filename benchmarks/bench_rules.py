@@ -17,7 +17,7 @@ import resource
 import numpy as np
 import pytest
 
-from deepunlearn.kg.generate import generate_family
+from deepunlearn.kg.domains.family.generate import generate_family
 from deepunlearn.rules import closure, derivation_graph, minimal_sets
 from deepunlearn.rules.budget import DEFAULT_MAX_GROUNDINGS
 from deepunlearn.rules.closure import closure_of_graph

@@ -88,7 +88,7 @@ def load_kb_arg(spec: str):
         raise SystemExit("gpu_sweep: the EDU-RELAT release is not in ../shared/edu-relat (set DEEPUNLEARN_EDU_RELAT "
                          "or pass --kb generate:N)")
     if spec.startswith("generate:"):
-        from deepunlearn.kg.generate import generate_family
+        from deepunlearn.kg.domains.family.generate import generate_family
 
         return generate_family(int(spec.split(":", 1)[1]), seed=0)
     from deepunlearn.kg.io import load_kb

@@ -60,7 +60,7 @@ def prepare_kb(out: Path, kb_path: str | None, people: int, seed: int, progress:
         kb = load_kb(kb_path)
         _say(f"[1/4] KB {kb_path}: {len(kb.entities)} people, {len(kb)} facts", progress)
         return kb, str(Path(kb_path).resolve())
-    from ..kg.generate import generate_family
+    from ..kg.domains.family.generate import generate_family
 
     kb = generate_family(people, seed=seed)
     path = out / "kb.json"

@@ -161,7 +161,7 @@ def forms_text(table: dict[str, dict]) -> str:
 
 def _generate(args) -> int:
     from ..cli import emit
-    from .generate import FamilyParams, generate_family
+    from .domains.family.generate import FamilyParams, generate_family
     from .io import save_kb
 
     params = FamilyParams()

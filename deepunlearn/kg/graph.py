@@ -21,7 +21,7 @@ from pathlib import Path
 import networkx as nx
 
 from ..errors import atomic_write_bytes
-from .family_layout import COUPLE_GAP, ROW, SLOT, UNIT_GAP, _family_structure, _layout, _select
+from .domains.family.layout import COUPLE_GAP, ROW, SLOT, UNIT_GAP, _family_structure, _layout, _select
 from .figures import figure_path, save_figure
 from .kb import KBError, KnowledgeBase
 
@@ -125,7 +125,7 @@ def draw_family(kb: KnowledgeBase, path: str | os.PathLike, person: str | None =
     links of them plus everyone the KB relates to them directly; the person is framed in
     gold and each relative is captioned with the relation the KB stores ("Zoey's aunt").
     A relative the tree lines do not reach is joined to the person by a dashed, labelled
-    line. Families larger than :data:`~deepunlearn.kg.family_layout.MAX_DRAWN_PEOPLE` are cut (the title says so).
+    line. Families larger than :data:`~deepunlearn.kg.domains.family.layout.MAX_DRAWN_PEOPLE` are cut (the title says so).
     Raises :class:`KBError` for an unknown ``person``. The format follows ``path``'s suffix (no
     suffix: PNG, ``.png`` added); the file is written atomically. Returns the path written.
     """

@@ -2,7 +2,7 @@
 
 A membership-inference test (Min-K% Prob, PPL, zlib; MUSE's PrivLeak) separates the facts a model
 was trained on from facts of the same kind it never saw. :func:`make_holdout` makes the second
-kind: people and facts from the same generator (:func:`~deepunlearn.kg.generate.generate_family`,
+kind: people and facts from the same generator (:func:`~deepunlearn.kg.domains.family.generate.generate_family`,
 with the KB's own generator parameters when it was generated, the defaults otherwise: the imported
 release records none) and the same relation templates as the KB, sharing no person and no fact
 with it (:func:`check_disjoint`).
@@ -37,7 +37,7 @@ _HOLDOUT_STREAM = 0x486F6C64  # "Hold"
 def _params(kb: KnowledgeBase):
     from pydantic import ValidationError
 
-    from .family_params import FamilyParams
+    from .domains.family.params import FamilyParams
 
     raw = kb.metadata.get("params") if isinstance(kb.metadata, dict) else None
     if not isinstance(raw, dict):
@@ -113,14 +113,14 @@ def make_holdout(kb: KnowledgeBase, seed: int, people: int | None = None) -> Kno
     targets; ``metadata["holdout"]`` = ``{"of", "kb_fingerprint", "seed", "people"}``. The same
     KB and seed give the same holdout.
 
-    >>> from deepunlearn.kg.generate import generate_family
+    >>> from deepunlearn.kg.domains.family.generate import generate_family
     >>> kb = generate_family(12, seed=3)
     >>> hold = make_holdout(kb, seed=0)
     >>> len(hold.entities), set(hold.entities) & set(kb.entities), set(hold.facts) & set(kb.facts)
     (12, set(), set())
     """
     from .fingerprint import kb_fingerprint
-    from .generate import generate_family
+    from .domains.family.generate import generate_family
 
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise KBError(f"holdout seed must be a non-negative integer (got {seed!r})")

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from deepunlearn.kg.forms import forms_of, templates_for
-from deepunlearn.kg.generate import generate_family
+from deepunlearn.kg.domains.family.generate import generate_family
 from deepunlearn.kg.io import KBFileError, dumps_kb, from_dict, load_kb, to_dict
 from deepunlearn.kg.kb import KBError, KnowledgeBase, Relation
 

@@ -9,7 +9,7 @@ import pytest
 
 from deepunlearn.kg import KBError, load_kb
 from deepunlearn.kg.canaries import ALPHABET, add_canaries
-from deepunlearn.kg.generate import generate_family
+from deepunlearn.kg.domains.family.generate import generate_family
 from kg_helpers import cli
 
 

@@ -12,7 +12,7 @@ from deepunlearn.kg.forms import (
     BIOGRAPHY_TEMPLATES, FAMILY_TEMPLATES, TEMPLATE_NAMES, Form, FormError, form_names, forms_of, label_forms,
     select_forms,
 )
-from deepunlearn.kg.generate import generate_family
+from deepunlearn.kg.domains.family.generate import generate_family
 from deepunlearn.kg.io import dumps_kb, from_dict, to_dict
 from deepunlearn.kg.kb import FAMILY_RELATIONS
 from deepunlearn.kg.safe_pickle import safe_load

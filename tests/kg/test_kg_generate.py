@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from deepunlearn.kg import FAMILY_RELATIONS, KBError
-from deepunlearn.kg.family_network import _job_decade
-from deepunlearn.kg.family_params import _resources
-from deepunlearn.kg.generate import BACKBONE_RELATIONS, FamilyParams, generate_family
+from deepunlearn.kg.domains.family.network import _job_decade
+from deepunlearn.kg.domains.family.params import _resources
+from deepunlearn.kg.domains.family.generate import BACKBONE_RELATIONS, FamilyParams, generate_family
 from deepunlearn.kg.io import dumps_kb
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -335,8 +335,8 @@ def test_names_are_unique_realistic_and_gendered():
 
 def test_middle_initials_keep_names_unique_when_lists_run_short(monkeypatch):
     """With five first names per gender and one surname, only middle initials tell people apart."""
-    import deepunlearn.kg.family_network as net
-    from deepunlearn.kg.family_params import _Resources
+    import deepunlearn.kg.domains.family.network as net
+    from deepunlearn.kg.domains.family.params import _Resources
 
     real = _resources()
     small = _Resources(real.male[:5], real.female[:5], real.surnames[:1], real.states, real.state_cum,

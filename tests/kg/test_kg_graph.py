@@ -12,10 +12,10 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-import deepunlearn.kg.family_layout as layout
+import deepunlearn.kg.domains.family.layout as layout
 from deepunlearn.kg import KBError
-from deepunlearn.kg.generate import generate_family
-from deepunlearn.kg.family_layout import COUPLE_GAP, SLOT
+from deepunlearn.kg.domains.family.generate import generate_family
+from deepunlearn.kg.domains.family.layout import COUPLE_GAP, SLOT
 from deepunlearn.kg.graph import draw_family, to_networkx, write_graphml
 from deepunlearn.kg.io import save_kb
 

@@ -9,7 +9,7 @@ import pytest
 
 from deepunlearn.kg import KBError, KnowledgeBase, load_kb, save_kb
 from deepunlearn.kg.fingerprint import kb_fingerprint
-from deepunlearn.kg.generate import FamilyParams, generate_family
+from deepunlearn.kg.domains.family.generate import FamilyParams, generate_family
 from deepunlearn.kg.holdout import check_disjoint, make_holdout
 from kg_helpers import cli
 

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from deepunlearn.cli import main
-from deepunlearn.kg.generate import generate_family
+from deepunlearn.kg.domains.family.generate import generate_family
 from deepunlearn.kg.io import save_kb
 from deepunlearn.rules import Evaluator, closure, derivation_graph, load_rules, parse_datalog
 from deepunlearn.rules.budget import DEFAULT_MAX_GROUNDINGS, RuleBudgetError

@@ -97,7 +97,7 @@ def test_explicit_atoms_equal_the_reference_filter(edu_kb, edu_dir, edu_graph):
 
 @pytest.mark.parametrize("seed, people", [(0, 100), (3, 250), (11, 60)])
 def test_family_rules_derive_exactly_the_generators_truth(seed, people):
-    from deepunlearn.kg.generate import generate_family
+    from deepunlearn.kg.domains.family.generate import generate_family
 
     kb, truth = generate_family(people, seed=seed, return_truth=True)
     c = closure(kb, "family")

@@ -31,7 +31,7 @@ SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow], der
 def family_kbs(draw, max_facts: int = 7):
     """Up to ``max_facts`` facts of a small generated family (genders and relations consistent,
     so the rules fire), sometimes with a random extra fact that need not be true."""
-    from deepunlearn.kg.generate import generate_family
+    from deepunlearn.kg.domains.family.generate import generate_family
 
     kb0 = generate_family(draw(st.integers(4, 8)), seed=draw(st.integers(0, 200)))
     family = [f for f in kb0.facts if kb0.relations[f[1]].kind == "entity"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import networkx as nx
 
-from .kb import KnowledgeBase
+from ...kb import KnowledgeBase
 
 #: The most people :func:`draw_family` puts in one picture; larger families are cut to the
 #: biggest family tree (and then to the people nearest its oldest member).

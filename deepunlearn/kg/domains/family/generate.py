@@ -41,9 +41,9 @@ from typing import Any
 
 import numpy as np
 
-from .family_network import FamilyNetwork, grow_family, name_people
-from .family_params import BACKBONE_RELATIONS, FEMALE, MALE, OPTIONAL_RELATIONS, FamilyParams
-from .kb import BIOGRAPHY_ATTRIBUTES, FAMILY_RELATIONS, Fact, KBError, KnowledgeBase, Relation
+from .network import FamilyNetwork, grow_family, name_people
+from .params import BACKBONE_RELATIONS, FEMALE, MALE, OPTIONAL_RELATIONS, FamilyParams
+from ...kb import BIOGRAPHY_ATTRIBUTES, FAMILY_RELATIONS, Fact, KBError, KnowledgeBase, Relation
 
 # ---------------------------------------------------------------------------------- relations
 IdFact = tuple[int, str, int]
@@ -154,7 +154,7 @@ def family_relations() -> dict[str, Relation]:
     """The family domain's relations (``kg/domains/family/domain.toml``): the 11 family relations
     (group ``family``) and the three biography attributes (group ``biography``), each with its
     paraphrases and statements."""
-    from .domain import load_domain
+    from ...domain import load_domain
 
     rels = load_domain("family").kb_relations()
     return {r: rels[r] for r in (*FAMILY_RELATIONS, *BIOGRAPHY_ATTRIBUTES)}
@@ -203,7 +203,7 @@ def generate_family(
     facts = family + biography
     relations = family_relations()
     metadata: dict[str, Any] = {
-        "generator": "deepunlearn.kg.generate.generate_family",
+        "generator": "deepunlearn.kg.domains.family.generate.generate_family",
         "seed": seed,
         "params": params.model_dump(mode="json"),
         "rules": "family",

@@ -1,6 +1,6 @@
 """The family generator's parameters (:class:`FamilyParams`, each with the EDU-RELAT figure it
 reproduces) and its reference data (US population by state, jobs by decade, first names and
-surnames, in ``deepunlearn/kg/resources/``). See :mod:`deepunlearn.kg.generate`."""
+surnames, in ``deepunlearn/kg/resources/``). See :mod:`deepunlearn.kg.domains.family.generate`."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ class _Resources:
 
 @lru_cache(maxsize=1)
 def _resources() -> _Resources:
-    base = resources.files(__package__) / "resources"
+    base = resources.files("deepunlearn.kg") / "resources"
 
     def read(name: str) -> dict:
         return json.loads((base / name).read_text(encoding="utf-8"))

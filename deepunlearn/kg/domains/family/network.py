@@ -1,4 +1,4 @@
-"""Steps 1 and 2 of the family generator (:mod:`deepunlearn.kg.generate`): grow the family
+"""Steps 1 and 2 of the family generator (:mod:`deepunlearn.kg.domains.family.generate`): grow the family
 network (:func:`grow_family`) and name its people and give them jobs (:func:`name_people`)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from itertools import accumulate
 
 import numpy as np
 
-from .family_params import FEMALE, MALE, FamilyParams, _Resources, _resources
-from .kb import KBError
+from .params import FEMALE, MALE, FamilyParams, _Resources, _resources
+from ...kb import KBError
 
 # ---------------------------------------------------------------------------------- the network
 @dataclass
