@@ -220,7 +220,9 @@ def _check(d: DomainFile) -> tuple[str, str] | None:
         for k, s in enumerate(spec.statements):
             bad = template_problem(s)
             if bad is None and s.find(slot, 1) < 0:
-                bad = f"needs the answer {slot} after the start (the text before it is the probe)"
+                bad = (f"needs the answer {slot} after the start (the text before it is the probe); "
+                       + ("reword it so that it opens with something else, e.g. 'The ... of {o1} is "
+                          f"{slot}.'" if s.startswith(slot) else f"it has no {slot}"))
             if bad:
                 return f"{where}.statements.{k}", f"{s!r}: {bad}"
     return None

@@ -136,10 +136,16 @@ def _edit(old: str, new: str) -> str:
     (_edit('group = "place"', 'group = "place"\ncolour = "red"'), "relations.city.colour", "unknown key"),
     (_edit('statements = ["{o1} works in {o2}."]', 'statements = ["{o2} is where {o1} works."]'),
      "relations.city.statements.0",
-     "'{o2} is where {o1} works.': needs the answer {o2} after the start (the text before it is the probe)"),
+     "'{o2} is where {o1} works.': needs the answer {o2} after the start (the text before it is the probe)"
+     "; reword it so that it opens with something else, e.g. 'The ... of {o1} is {o2}.'"),
     (_edit('"{o1}\'s doctoral advisor was {o2}."', '"{o2} advised the doctorate of {o1}."'),
      "relations.advisor.statements.0",
-     "'{o2} advised the doctorate of {o1}.': needs the answer {o2} after the start (the text before it is the probe)"),
+     "'{o2} advised the doctorate of {o1}.': needs the answer {o2} after the start (the text before it is the probe)"
+     "; reword it so that it opens with something else, e.g. 'The ... of {o1} is {o2}.'"),
+    (_edit('"{o1}\'s doctoral advisor was {o2}."', '"{o1} had a doctoral advisor."'),
+     "relations.advisor.statements.0",
+     "'{o1} had a doctoral advisor.': needs the answer {o2} after the start (the text before it is the probe); "
+     "it has no {o2}"),
     (_edit('"In which city does {o1} work?"', '"In which city does {o1:>99} work?"'), "relations.city.questions.0",
      "'In which city does {o1:>99} work?': placeholder {o1:>99} has a format spec ('>99')"),
     (_edit('answer = "{o2}"\n\n[relations.grand', 'answer = "{o1}"\n\n[relations.grand'), "relations.city.answer",
