@@ -59,6 +59,19 @@ def _description(text: str) -> str:
     return "\n".join(lines).strip()
 
 
+def _name_of(path: Path) -> str:
+    """A rule file's name: its stem, or for the ``rules.dl`` of a domain folder the domain's name
+    (every domain's file is called ``rules.dl``)."""
+    if path.name == "rules.dl" and (path.parent / "domain.toml").is_file():
+        from ..kg.domain import DomainError, read_domain
+
+        try:
+            return read_domain(path.parent).name
+        except DomainError:  # the rules are still readable; the domain's own problem shows where it is used
+            return path.parent.name
+    return path.stem
+
+
 def _is_raw(text: str) -> bool:
     for line in text.splitlines():
         s = line.strip()
@@ -103,7 +116,7 @@ def load_rules(name_or_path: str | Path | RuleSet) -> RuleSet:
             "Read from the release's raw format with the reference's filter on every derived fact "
             "(gender atoms and no self loop), as edu-relat.dl spells it out.")]))
     else:
-        rs = parse_datalog(text, name=path.stem, source=str(path))
+        rs = parse_datalog(text, name=_name_of(path), source=str(path))
     if not rs.rules:
         raise RulesError(f"{path}: no rules in the file")
     return RuleSet(rs.name, rs.rules, rs.source, description, rs.warnings)
