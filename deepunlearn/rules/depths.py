@@ -24,7 +24,7 @@ def derivation_depths(graph: DerivationGraph) -> np.ndarray:
     ...     [("Ann", "husband", "Bob"), ("Cy", "mother", "Ann")])
     >>> g = derivation_graph(kb, "family")
     >>> [(g.fact(i)[1], int(d)) for i, d in enumerate(derivation_depths(g))]
-    [('husband', 0), ('mother', 0), ('child', 1), ('child', 2), ('father', 1), ('wife', 1)]
+    [('husband', 0), ('mother', 0), ('child', 1), ('child', 1), ('father', 1), ('wife', 1)]
     """
     n, m = graph.n_nodes, graph.n_edges
     depth = np.full(n, -1, dtype=np.int64)
