@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="family only: share in (0, 1] of true family relations stored in the KB (the rest is left "
                         "to the rules; default: the generator's, which matches the release's mix)")
     p.add_argument("--targets-per-relation", type=nonneg_int, default=5, metavar="N",
-                   help="evaluation targets drawn per relation the rules use (default 5; 0: no targets)")
+                   help="evaluation targets drawn per family relation (family) or per relation the rules use "
+                        "(other domains); default 5; 0: no targets")
     p.add_argument("--canaries", type=positive_int, default=None, metavar="C",
                    help="family only: also add C canary facts (person, code, <random 10-character string>) for C "
                         "distinct people: out-of-distribution targets outside every rule (Baluta et al.), with 999 "
