@@ -98,7 +98,7 @@ def load_kb_arg(spec: str):
 
 def pick_targets(kb, n: int) -> list[int]:
     """``n`` targets, round-robin over relations (the KB's listed targets, else its family facts)."""
-    listed = list(dict.fromkeys(kb.targets)) or kb.family_facts()
+    listed = list(dict.fromkeys(kb.targets)) or kb.entity_facts()
     by_rel: dict[str, list[int]] = {}
     for t in listed:
         by_rel.setdefault(kb.facts[t][1], []).append(t)

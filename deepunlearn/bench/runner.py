@@ -116,7 +116,7 @@ def select_targets(kb: KnowledgeBase, spec: TargetSpec, cfg: SweepConfig | None 
             raise error("targets", f"KB {kb.name!r} lists no targets: set targets.stratified = N or "
                         "targets.refs = [...]")
         return list(dict.fromkeys(kb.targets))
-    listed = list(dict.fromkeys(kb.targets)) or kb.family_facts()
+    listed = list(dict.fromkeys(kb.targets)) or kb.entity_facts()
     by_rel: dict[str, list[int]] = defaultdict(list)
     for t in listed:
         by_rel[kb.facts[t][1]].append(t)
@@ -124,7 +124,7 @@ def select_targets(kb: KnowledgeBase, spec: TargetSpec, cfg: SweepConfig | None 
     for rel, ids in by_rel.items():
         if known is not None:
             ids = [t for t in ids if t in known] or [
-                t for t in kb.family_facts() if kb.facts[t][1] == rel and t in known]
+                t for t in kb.entity_facts() if kb.facts[t][1] == rel and t in known]
         rng = random.Random(f"{spec.seed}:{rel}")
         out.extend(sorted(rng.sample(sorted(ids), min(spec.stratified or 0, len(ids)))))
     return out

@@ -51,7 +51,7 @@ def _check(kb: KnowledgeBase, fact_id) -> int:
 
 def _objects(kb: KnowledgeBase, relation: str) -> list[str]:
     """The ``o2`` domain of a relation: every entity for a family relation, else its values."""
-    if kb.relations[relation].kind == "family":
+    if kb.relations[relation].kind == "entity":
         return list(kb.entities)
     return sorted({o for _, r, o in kb.facts if r == relation})
 

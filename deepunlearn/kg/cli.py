@@ -106,8 +106,7 @@ def summary(kb) -> dict:
         "name": kb.name,
         "people": len(kb.entities),
         "facts": len(kb.facts),
-        "family_facts": int(kb.family_mask.sum()),
-        "biography_facts": int((~kb.family_mask).sum()),
+        "groups": {g: int(m.sum()) for g, m in kb.group_masks.items()},
         "relations": kb.relation_counts(),
         "targets": [list(kb.facts[t]) for t in kb.targets],
         "target_ids": list(kb.targets),  # what --target takes; targets[i] is fact target_ids[i]
@@ -121,7 +120,7 @@ def _summary_text(kb, path: str) -> str:
     lines = [
         f"{path}: {s['name']}",
         f"  people  {s['people']}",
-        f"  facts   {s['facts']} ({s['family_facts']} family, {s['biography_facts']} biography)",
+        f"  facts   {s['facts']} (" + ", ".join(f"{n} {g}" for g, n in s["groups"].items()) + ")",
         f"  relations: {rel}",
         f"  targets {len(s['targets'])}:",
     ]

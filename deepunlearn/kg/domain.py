@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import read_text
-from .kb import KBError, template_problem
+from .kb import KBError, Relation, template_problem
 
 ENTRY_POINT_GROUP = "deepunlearn.domains"
 #: The built-in name generators an entity type's ``names`` may pick.
@@ -132,6 +132,13 @@ class Domain:
     def groups(self) -> list[str]:
         """The relation groups, in order of first use (accuracy is reported per group)."""
         return list(dict.fromkeys(r.group for r in self.relations.values()))
+
+    def kb_relations(self) -> dict[str, Relation]:
+        """The KB relations of this domain (KB version 2): kind ``value`` where the object is
+        ``value``, else ``entity``; the group; the first question as the probe, the others and the
+        statements as template forms."""
+        return {n: Relation(n, "value" if r.object == VALUE else "entity", r.questions[0], r.answer, r.group,
+                            tuple(r.questions[1:]), tuple(r.statements)) for n, r in self.relations.items()}
 
     def rules_text(self) -> str:
         return read_text(self.rules_path, error=DomainError)

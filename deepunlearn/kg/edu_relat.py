@@ -90,7 +90,7 @@ def import_edu_relat(folder: str | Path) -> KnowledgeBase:
     relations: dict[str, Relation] = {}
     for _, r, _ in facts:
         if r not in relations:
-            relations[r] = Relation.default(r, "family" if r in set(edge_types) else "biography")
+            relations[r] = Relation.default(r, "entity" if r in set(edge_types) else "value")
     kb = KnowledgeBase(
         entities=entities,
         relations=relations,

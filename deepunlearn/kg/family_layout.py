@@ -321,10 +321,10 @@ def _select(kb: KnowledgeBase, fam: _Family, person: str | None, radius: int
     direct: dict[str, str] = {}
     if person is not None:
         for s, r, o in kb.facts:
-            if kb.relations[r].kind == "family" and s == person and o != person:
+            if kb.relations[r].kind == "entity" and s == person and o != person:
                 direct.setdefault(o, r)
         for s, r, o in kb.facts:
-            if kb.relations[r].kind == "family" and o == person and s != person:
+            if kb.relations[r].kind == "entity" and o == person and s != person:
                 direct.setdefault(s, "")
         chosen = _tree_neighbourhood(fam, person, radius) | set(direct)
         scope = f"{person} and family within {radius} parent/child/spouse link{'s' if radius != 1 else ''}"

@@ -41,6 +41,8 @@ picks, and a fact that none picks falls back to its primary form
 
 from __future__ import annotations
 
+import re
+
 from dataclasses import dataclass, field
 from typing import Iterable, Literal, Sequence
 
@@ -183,13 +185,19 @@ TEMPLATE_NAMES = tuple(dict.fromkeys(
     + ["no" + t.name.removeprefix("yes") for t in FAMILY_TEMPLATES if t.kind == "yesno"]))
 
 
+def is_template_name(name: str) -> bool:
+    """Whether ``name`` is (or could be) a template form's name: ``primary``, ``qaN``, ``stN``,
+    ``yesN``, ``noN`` (a domain's relation may have more paraphrases than the built-in three)."""
+    return name in TEMPLATE_NAMES or re.fullmatch(r"(qa|st|yes|no)[1-9][0-9]*", name) is not None
+
+
 def name_problem(name: str) -> str | None:
     """Why ``name`` cannot name an explicit form (``None`` if it can): a template's name, a
     selection word (``default``, ``all``, a split), or a name a ``--forms`` list cannot hold."""
     if not name or name != name.strip():
         return "is empty or starts or ends with whitespace"
-    if name in TEMPLATE_NAMES:
-        return f"is a built-in template's name ({', '.join(TEMPLATE_NAMES)})"
+    if is_template_name(name):
+        return f"is a built-in template's name ({', '.join(TEMPLATE_NAMES)}, qaN, stN)"
     if name in SPECIAL or name in SPLITS:
         return f"is a --forms selection word ({', '.join(SPECIAL + SPLITS)})"
     if "," in name or not name.isprintable():
@@ -198,16 +206,24 @@ def name_problem(name: str) -> str | None:
 
 
 def templates_for(kb: KnowledgeBase, relation: str) -> list[Template]:
-    """The built-in templates of a relation: none for a relation that is not built in, or whose
+    """The template forms of a relation: its own paraphrases (``qa1``...) and statements
+    (``st1``...) where it declares any (KB version 2, from a domain's ``domain.toml``), else the
+    built-in ones of a family relation or biography attribute; plus the built-in yes/no template of
+    a built-in relation. None for a relation that is not built in and declares none, or whose
     answer template is not the built-in one (``{r}`` for family, ``{o2}`` for an attribute)."""
     from .kb import FAMILY_RELATIONS
 
     rel = kb.relations[relation]
-    if rel.kind == "family" and relation in FAMILY_RELATIONS and rel.answer == "{r}":
-        return FAMILY_TEMPLATES
-    if rel.kind == "biography" and relation in BIOGRAPHY_TEMPLATES and rel.answer == "{o2}":
-        return BIOGRAPHY_TEMPLATES[relation]
-    return []
+    builtin: list[Template] = []
+    if rel.kind == "entity" and relation in FAMILY_RELATIONS and rel.answer == "{r}":
+        builtin = FAMILY_TEMPLATES
+    elif rel.kind == "value" and relation in BIOGRAPHY_TEMPLATES and rel.answer == "{o2}":
+        builtin = BIOGRAPHY_TEMPLATES[relation]
+    if not rel.paraphrases and not rel.statements:
+        return builtin
+    return ([Template(f"qa{k}", "qa", q) for k, q in enumerate(rel.paraphrases, 1)]
+            + [Template(f"st{k}", "statement", t) for k, t in enumerate(rel.statements, 1)]
+            + [t for t in builtin if t.kind == "yesno"])
 
 
 def _template_forms(kb: KnowledgeBase, i: int) -> list[Form]:

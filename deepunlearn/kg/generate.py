@@ -150,6 +150,16 @@ def _pick_targets(facts: list[Fact], per_relation: int, rng: np.random.Generator
 
 
 # ---------------------------------------------------------------------------------- the KB
+def family_relations() -> dict[str, Relation]:
+    """The family domain's relations (``kg/domains/family/domain.toml``): the 11 family relations
+    (group ``family``) and the three biography attributes (group ``biography``), each with its
+    paraphrases and statements."""
+    from .domain import load_domain
+
+    rels = load_domain("family").kb_relations()
+    return {r: rels[r] for r in (*FAMILY_RELATIONS, *BIOGRAPHY_ATTRIBUTES)}
+
+
 def generate_family(
     people: int,
     seed: int = 0,
@@ -170,7 +180,7 @@ def generate_family(
     >>> kb, truth = generate_family(40, seed=1, return_truth=True)
     >>> len(kb.entities), sum(1 for _, r, _ in kb.facts if r == "job")
     (40, 40)
-    >>> set(f for f in kb.facts if kb.relations[f[1]].kind == "family") <= set(truth)
+    >>> set(f for f in kb.facts if kb.relations[f[1]].kind == "entity") <= set(truth)
     True
     """
     params = params or FamilyParams()
@@ -191,8 +201,7 @@ def generate_family(
                       (names[x], "birthplace", f"{net.place[x]} state"),
                       (names[x], "job", net.job[x])]
     facts = family + biography
-    relations = {r: Relation.default(r, "family") for r in FAMILY_RELATIONS}
-    relations.update({a: Relation.default(a, "biography") for a in BIOGRAPHY_ATTRIBUTES})
+    relations = family_relations()
     metadata: dict[str, Any] = {
         "generator": "deepunlearn.kg.generate.generate_family",
         "seed": seed,

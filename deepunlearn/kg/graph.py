@@ -54,7 +54,7 @@ def to_networkx(kb: KnowledgeBase, include_biography: bool = False) -> nx.MultiD
     for name, attrs in kb.entities.items():
         g.add_node(name, **{str(k): str(v) for k, v in attrs.items()}, kind="entity")
     for i, (s, r, o) in enumerate(kb.facts):
-        if kb.relations[r].kind == "family":
+        if kb.relations[r].kind == "entity":
             g.add_edge(s, o, key=i, relation=r, fact_id=i)
         elif include_biography:
             node = _value_node(kb, r, o)
@@ -71,11 +71,11 @@ def nearest_people(kb: KnowledgeBase, start: str, people: int) -> list[int]:
     benchmarks (``kb.subset(nearest_people(kb, "Zoey Jenkins", 25))``)."""
     g = nx.Graph()
     for s, r, o in kb.facts:
-        if kb.relations[r].kind == "family":
+        if kb.relations[r].kind == "entity":
             g.add_edge(s, o)
     chosen = set(list(nx.bfs_tree(g, start))[:people])
     return [i for i, (s, r, o) in enumerate(kb.facts)
-            if s in chosen and (kb.relations[r].kind != "family" or o in chosen)]
+            if s in chosen and (kb.relations[r].kind != "entity" or o in chosen)]
 
 
 def write_graphml(kb: KnowledgeBase, path: str | os.PathLike, include_biography: bool = False) -> Path:

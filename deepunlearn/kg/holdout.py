@@ -138,13 +138,13 @@ def make_holdout(kb: KnowledgeBase, seed: int, people: int | None = None) -> Kno
     names = _rename(gen, kb, rng)
     values: dict[str, list[str]] = {}
     for _, r, o in kb.facts:
-        if r in shared and relations[r].kind == "biography":
+        if r in shared and relations[r].kind == "value":
             values.setdefault(r, []).append(o)
     facts = []
     for s, r, o in gen.facts:
         if r not in shared:
             continue
-        if relations[r].kind == "biography":
+        if relations[r].kind == "value":
             facts.append((names[s], r, values[r][int(rng.integers(len(values[r])))]))
         else:
             facts.append((names[s], r, names[o]))

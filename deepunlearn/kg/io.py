@@ -3,10 +3,12 @@
 ::
 
     {
-      "format": "deepunlearn-kb", "version": 1, "name": "edu-relat",
+      "format": "deepunlearn-kb", "version": 2, "name": "edu-relat",
       "background": ["gender"],
       "entities": {"Sloane Lee": {"gender": "female"}, ...},
-      "relations": {"child": {"kind": "family", "question": "Who is {o2} to {o1}?", "answer": "{r}"}, ...},
+      "relations": {"child": {"kind": "entity", "group": "family",
+                              "questions": ["Who is {o2} to {o1}?", ...], "statements": [...],
+                              "answer": "{r}"}, ...},
       "facts": [["Reid Perry", "father", "Richard Perry"], ...],
       "targets": [272, ...],
       "probes": {"17": ["a question worded differently", "answer"]},
@@ -15,6 +17,12 @@
                  "split": "test"}, ...],
       "form_splits": {"qa1": "train", "st3": "test"}
     }
+
+A relation's ``kind`` says whether its object is an ``entity`` or a ``value``; its ``group`` is
+free text (accuracy is reported per group); ``questions`` (the first is the probe) and
+``statements`` are its probe templates (forms ``qa1..``, ``st1..``). Version 1, every KB written
+before domains (and the imported release), is still read: a relation there is ``{"kind":
+"family"|"biography", "question", "answer"}``, read as kind entity|value in group family|biography.
 
 ``facts[i]`` is ``[o1, r, o2]`` ("o2 is o1's r"); ``targets`` are fact indices (JSON integers:
 ``"4"``, ``4.0`` and ``true`` are refused, issue 11); ``probes`` holds only the probes whose wording
@@ -41,14 +49,25 @@ from ..errors import atomic_write_text, load_json
 from .kb import KBError, KnowledgeBase, Relation, template_problem
 
 FORMAT = "deepunlearn-kb"
-VERSION = 1
+VERSION = 2
+#: The versions this deepunlearn reads.
+READS = (1, 2)
 
 
 class KBFileError(KBError):
     """A KB file cannot be read: the message names the file and the field."""
 
 
-class RelationSpec(BaseModel):
+def _plain(v: str) -> str:
+    problem = template_problem(v)
+    if problem is not None:
+        raise ValueError(f"template {v!r}: {problem}; templates may use only plain {{o1}}, {{r}}, {{o2}}")
+    return v
+
+
+class RelationSpecV1(BaseModel):
+    """A relation of a version-1 file."""
+
     model_config = ConfigDict(extra="forbid")
     kind: Literal["family", "biography"]
     question: str
@@ -57,10 +76,35 @@ class RelationSpec(BaseModel):
     @field_validator("question", "answer")
     @classmethod
     def _placeholders(cls, v: str) -> str:
-        problem = template_problem(v)
-        if problem is not None:
-            raise ValueError(f"template {v!r}: {problem}; templates may use only plain {{o1}}, {{r}}, {{o2}}")
-        return v
+        return _plain(v)
+
+    def relation(self, name: str) -> Relation:
+        return Relation(name, self.kind, self.question, self.answer)
+
+
+class RelationSpec(BaseModel):
+    """A relation of a version-2 file."""
+
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["entity", "value"]
+    group: str = Field(min_length=1)
+    questions: list[str] = Field(min_length=1)
+    statements: list[str] = Field(default_factory=list)
+    answer: str
+
+    @field_validator("answer")
+    @classmethod
+    def _placeholders(cls, v: str) -> str:
+        return _plain(v)
+
+    @field_validator("questions", "statements")
+    @classmethod
+    def _each(cls, v: list[str]) -> list[str]:
+        return [_plain(t) for t in v]
+
+    def relation(self, name: str) -> Relation:
+        return Relation(name, self.kind, self.questions[0], self.answer, self.group, tuple(self.questions[1:]),
+                        tuple(self.statements))
 
 
 class FormSpec(BaseModel):
@@ -78,7 +122,7 @@ class FormSpec(BaseModel):
 class KBFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     format: Literal["deepunlearn-kb"] = FORMAT
-    version: Literal[1] = VERSION
+    version: Literal[2] = VERSION
     name: str = "kb"
     background: list[str] = Field(default_factory=lambda: ["gender"])
     entities: dict[str, dict[str, str]]
@@ -95,6 +139,20 @@ class KBFile(BaseModel):
     def _strict_version(cls, v: Any) -> Any:
         if isinstance(v, bool) or not isinstance(v, int):  # `true` and `1.0` are not version 1
             raise ValueError(f"expected the integer {VERSION}, found {json.dumps(v)[:60]}")
+        return v
+
+
+class KBFileV1(KBFile):
+    """A version-1 file: relations with one question and kind family|biography."""
+
+    version: Literal[1] = 1  # type: ignore[assignment]
+    relations: dict[str, RelationSpecV1]  # type: ignore[assignment]
+
+    @field_validator("version", mode="before")
+    @classmethod
+    def _strict_version(cls, v: Any) -> Any:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"expected the integer 1, found {json.dumps(v)[:60]}")
         return v
 
 
@@ -127,19 +185,20 @@ def _describe(e: ValidationError) -> str:
 def from_dict(data: Any, source: str = "<dict>") -> KnowledgeBase:
     """Validate a decoded KB document and build the :class:`KnowledgeBase`; every problem is
     one :class:`KBFileError` naming ``source`` and the field."""
-    if (isinstance(data, dict) and data.get("format", FORMAT) == FORMAT and isinstance(data.get("version", VERSION), int)
-            and not isinstance(data.get("version"), bool) and data.get("version", VERSION) != VERSION):
-        raise KBFileError(f"{source}: field version: this deepunlearn reads version {VERSION}, the file is version "
-                          f"{data.get('version')!r}", file=source, field="version")
+    version = data.get("version", VERSION) if isinstance(data, dict) else VERSION
+    if (isinstance(data, dict) and data.get("format", FORMAT) == FORMAT and isinstance(version, int)
+            and not isinstance(version, bool) and version not in READS):
+        raise KBFileError(f"{source}: field version: this deepunlearn reads versions "
+                          f"{', '.join(map(str, READS))}, the file is version {version!r}", file=source, field="version")
     try:
-        doc = KBFile.model_validate(data)
+        doc = (KBFileV1 if version == 1 and not isinstance(version, bool) else KBFile).model_validate(data)
     except ValidationError as e:
         raise KBFileError(f"{source}: not a valid deepunlearn KB: {_describe(e)}", file=source,
                           field=_loc(e.errors()[0])) from None
-    from .forms import TEMPLATE_NAMES, Form, name_problem
+    from .forms import TEMPLATE_NAMES, Form, is_template_name, name_problem
 
     try:
-        relations = {n: Relation(n, s.kind, s.question, s.answer) for n, s in doc.relations.items()}
+        relations = {n: s.relation(n) for n, s in doc.relations.items()}
         forms = []
         for j, f in enumerate(doc.forms):
             problem = name_problem(f.name)  # a template's name would make --forms/--label ambiguous
@@ -150,7 +209,7 @@ def from_dict(data: Any, source: str = "<dict>") -> KnowledgeBase:
             except KBError as e:
                 raise KBError(f"forms[{j}]: {e}", field=f"forms.{j}") from None
         for n in doc.form_splits:
-            if n not in TEMPLATE_NAMES:  # explicit forms carry their own splits
+            if not is_template_name(n):  # explicit forms carry their own splits
                 raise KBError(f"form_splits: {n!r} is not a template form's name ({', '.join(TEMPLATE_NAMES)})",
                               field=f"form_splits.{n}")
         kb = KnowledgeBase(
@@ -179,7 +238,8 @@ def to_dict(kb: KnowledgeBase) -> dict[str, Any]:
         "background": list(kb.background),
         "entities": kb.entities,
         "relations": {
-            n: {"kind": r.kind, "question": r.question, "answer": r.answer} for n, r in kb.relations.items()
+            n: {"kind": r.kind, "group": r.group, "questions": list(r.questions), "statements": list(r.statements),
+                "answer": r.answer} for n, r in kb.relations.items()
         },
         "facts": [list(f) for f in kb.facts],
         "targets": list(kb.targets),

@@ -1,7 +1,9 @@
 """The knowledge base: entities, facts, targets and question/answer templates.
 
-A fact ``(o1, r, o2)`` reads "o2 is o1's r". Family facts relate two people; biography
-facts give a person an attribute value ("birthyear" -> "1908"). Entity attributes such as
+A fact ``(o1, r, o2)`` reads "o2 is o1's r". An entity relation relates two entities (``father``,
+``manager``); a value relation gives an entity a value (``birthyear`` -> "1908"). Every relation
+belongs to a group (``family`` and ``biography`` in the family domain; a domain names its own) and
+accuracy is reported per group. Entity attributes such as
 gender are *background*: the rules may use them, but they are never unlearned and never
 counted in recall or accuracy.
 
@@ -21,7 +23,12 @@ import numpy as np
 
 from ..errors import UserError
 
-Kind = Literal["family", "biography"]
+#: What a relation's object is: an entity of the KB ("o2 is o1's father") or a free value
+#: ("1908 is o1's birthyear"). Version-1 files call them "family" and "biography".
+Kind = Literal["entity", "value"]
+LEGACY_KINDS = {"family": "entity", "biography": "value"}
+#: The group of a relation that declares none: the two groups of version-1 files.
+DEFAULT_GROUPS = {"entity": "family", "value": "biography"}
 Fact = tuple[str, str, str]
 
 FAMILY_RELATIONS = (
@@ -88,20 +95,61 @@ def check_template(relation: str, role: str, template: str) -> None:
 
 @dataclass(frozen=True)
 class Relation:
-    """A relation's kind and its probe template (checked on creation: see :func:`check_template`)."""
+    """A relation: what its object is (``kind``), its ``group`` (accuracy is reported per group)
+    and its probe templates, all checked on creation (see :func:`check_template`).
+
+    ``question`` is the primary probe; ``paraphrases`` are further questions (probe forms ``qa1``,
+    ``qa2``, ...) and ``statements`` sentences that state the fact (forms ``st1``, ...). ``kind``
+    accepts the version-1 words ``family`` / ``biography`` (read as ``entity`` / ``value``); a
+    relation without a ``group`` is in ``family`` (entity objects) or ``biography`` (values), the
+    two groups of version-1 files.
+
+    >>> r = Relation("father", "family", "Who is {o2} to {o1}?", "{r}")
+    >>> r.kind, r.group, r.questions
+    ('entity', 'family', ('Who is {o2} to {o1}?',))
+    """
 
     name: str
     kind: Kind
     question: str
     answer: str
+    group: str = ""
+    paraphrases: tuple[str, ...] = ()
+    statements: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        kind = LEGACY_KINDS.get(self.kind, self.kind)
+        if kind not in DEFAULT_GROUPS:
+            raise KBError(f"relation {self.name!r}: kind must be entity or value, found {self.kind!r}",
+                          field=f"relations.{self.name}.kind")
+        object.__setattr__(self, "kind", kind)
+        if not self.group:
+            object.__setattr__(self, "group", DEFAULT_GROUPS[kind])
+        object.__setattr__(self, "paraphrases", tuple(self.paraphrases))
+        object.__setattr__(self, "statements", tuple(self.statements))
         check_template(self.name, "question", self.question)
         check_template(self.name, "answer", self.answer)
+        for k, t in enumerate(self.paraphrases):
+            check_template(self.name, f"questions.{k + 1}", t)
+        for k, t in enumerate(self.statements):
+            check_template(self.name, f"statements.{k}", t)
+
+    @property
+    def questions(self) -> tuple[str, ...]:
+        """Every question template, the primary one first."""
+        return (self.question, *self.paraphrases)
+
+    @property
+    def entity_valued(self) -> bool:
+        """Whether the object is an entity (an edge of the KB's graph) rather than a value."""
+        return self.kind == "entity"
 
     @classmethod
-    def default(cls, name: str, kind: Kind) -> "Relation":
-        q, a = DEFAULT_FAMILY_TEMPLATE if kind == "family" else DEFAULT_BIOGRAPHY_TEMPLATE
+    def default(cls, name: str, kind: str) -> "Relation":
+        """The paper's template (Table 1) for an entity relation ("Who is {o2} to {o1}?", answer the
+        relation's name) or a value relation ("What is the {r} of {o1}?", answer the value)."""
+        kind = LEGACY_KINDS.get(kind, kind)
+        q, a = DEFAULT_FAMILY_TEMPLATE if kind == "entity" else DEFAULT_BIOGRAPHY_TEMPLATE
         return cls(name, kind, q, a)
 
 
@@ -163,21 +211,21 @@ class KnowledgeBase:
     ) -> "KnowledgeBase":
         """Make a KB, giving every relation without a declaration the default template.
 
-        A relation named like a family relation, or whose object is an entity, is a
-        family relation; anything else is a biography attribute.
+        A relation named like a family relation, or whose object is an entity, is an entity
+        relation (group ``family``); anything else is a value attribute (group ``biography``).
         """
         facts = [tuple(f) for f in facts]
         relations = dict(relations or {})
         for s, r, o in facts:
             if r not in relations:
-                kind: Kind = "family" if (r in FAMILY_RELATIONS or o in entities) else "biography"
+                kind: Kind = "entity" if (r in FAMILY_RELATIONS or o in entities) else "value"
                 relations[r] = Relation.default(r, kind)
         kb = cls(entities=dict(entities), relations=relations, facts=facts, targets=list(targets), **kw)
         kb.validate()
         return kb
 
     def validate(self) -> None:
-        """Check references: subjects are entities, family objects are entities, targets exist,
+        """Check references: subjects are entities, objects of entity relations are entities, targets exist,
         no fact appears twice. Raises :class:`KBError` naming the first problem."""
         for i, (s, r, o) in enumerate(self.facts):
             if s not in self.entities:
@@ -185,8 +233,8 @@ class KnowledgeBase:
             rel = self.relations.get(r)
             if rel is None:
                 raise KBError(f"facts[{i}]: relation {r!r} is not declared")
-            if rel.kind == "family" and o not in self.entities:
-                raise KBError(f"facts[{i}]: object {o!r} of family relation {r!r} is not a declared entity")
+            if rel.kind == "entity" and o not in self.entities:
+                raise KBError(f"facts[{i}]: object {o!r} of entity relation {r!r} is not a declared entity")
         seen: dict[Fact, int] = {}
         for i, f in enumerate(self.facts):
             if f in seen:
@@ -226,9 +274,24 @@ class KnowledgeBase:
         return {n: i for i, n in enumerate(self.relation_names)}
 
     @cached_property
-    def family_mask(self) -> np.ndarray:
-        """Boolean array over fact ids: True for family relations."""
-        return np.array([self.relations[r].kind == "family" for _, r, _ in self.facts], dtype=bool)
+    def entity_mask(self) -> np.ndarray:
+        """Boolean array over fact ids: True where the object is an entity (family relations)."""
+        return np.array([self.relations[r].kind == "entity" for _, r, _ in self.facts], dtype=bool)
+
+    @cached_property
+    def groups(self) -> list[str]:
+        """The relation groups, in the order the relations declare them (``family``, ``biography``
+        for the family domain and version-1 files)."""
+        return list(dict.fromkeys(rel.group for rel in self.relations.values()))
+
+    @cached_property
+    def group_masks(self) -> dict[str, np.ndarray]:
+        """Per group, a boolean array over fact ids: True for the facts of its relations."""
+        of = np.array([self.relations[r].group for _, r, _ in self.facts], dtype=object)
+        return {g: (of == g) if len(of) else np.zeros(0, dtype=bool) for g in self.groups}
+
+    def group_of(self, fact_id: int) -> str:
+        return self.relations[self.facts[fact_id][1]].group
 
     @cached_property
     def fact_array(self) -> np.ndarray:
@@ -239,7 +302,7 @@ class KnowledgeBase:
         for i, (s, r, o) in enumerate(self.facts):
             out[i, 0] = eid[s]
             out[i, 1] = rid[r]
-            if o in eid and self.relations[r].kind == "family":
+            if o in eid and self.relations[r].kind == "entity":
                 out[i, 2] = eid[o]
         return out
 
@@ -282,14 +345,9 @@ class KnowledgeBase:
         raise KBError(f"cannot read fact reference {ref!r}")
 
     # ------------------------------------------------------------------ views
-    def kind(self, fact_id: int) -> Kind:
-        return self.relations[self.facts[fact_id][1]].kind
-
-    def family_facts(self) -> list[int]:
-        return [i for i in range(len(self.facts)) if self.kind(i) == "family"]
-
-    def biography_facts(self) -> list[int]:
-        return [i for i in range(len(self.facts)) if self.kind(i) == "biography"]
+    def entity_facts(self) -> list[int]:
+        """Fact ids whose object is an entity (the family facts of a family KB)."""
+        return [int(i) for i in np.flatnonzero(self.entity_mask)]
 
     def relation_counts(self) -> dict[str, int]:
         """Facts per relation, biography attributes included, in order of first use."""

@@ -208,7 +208,7 @@ def _probe(args: argparse.Namespace) -> int:
     except ValueError as e:  # e.g. an answer format under which an answer adds no tokens
         raise CLIError(str(e)) from None
     seconds = time.perf_counter() - t0
-    fam = kb.family_mask[res.fact_ids]
+    fam = kb.entity_mask[res.fact_ids]
     out = {
         "known": res.n_known,
         "total": res.total,

@@ -148,7 +148,7 @@ class Evaluator:
         self.exact, self.seeds, self.time_budget = exact, seeds, time_budget
         n = len(kb.facts)
         self.known = self.graph.base[:n].copy()
-        self.family = np.asarray(kb.family_mask, dtype=bool)
+        self.family = np.asarray(kb.entity_mask, dtype=bool)
         self.rule_facts = self.graph.uses
         self._sets: dict[int, MinimalSets] = {}
 

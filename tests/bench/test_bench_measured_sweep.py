@@ -32,7 +32,7 @@ def _known_family_fact(d: Path, kb) -> int:
     from deepunlearn.probe import load_model, probe
 
     known = probe(load_model(d / "model", device="cpu"), kb, progress=False).known_ids()
-    return next(i for i in kb.family_facts() if i in known)
+    return next(i for i in kb.entity_facts() if i in known)
 
 
 def _config(d: Path, extra: str = "", target: int = 0) -> Path:

@@ -25,7 +25,7 @@ def setup(five_people_kb, tmp_path_factory) -> tuple[Path, list[int]]:
                    out_dir=d / "model", progress=False)
     assert res.share >= 0.95
     known = probe(load_model(d / "model", device="cpu"), five_people_kb, progress=False).known_ids()
-    fam = [i for i in five_people_kb.family_facts() if i in known][:3]
+    fam = [i for i in five_people_kb.entity_facts() if i in known][:3]
     return d, fam
 
 

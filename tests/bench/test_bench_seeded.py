@@ -44,7 +44,7 @@ def seeded_config(tmp_path_factory, small_kb, tiny_model_dir, gpt2_dropout_dir):
 
     known = [set(probe(load_model(d, device="cpu"), small_kb, mode="exact", progress=False).known_ids())
              for d in (tiny_model_dir, gpt2_dropout_dir)]
-    target = next(t for t in list(small_kb.targets) + small_kb.family_facts() if all(t in k for k in known))
+    target = next(t for t in list(small_kb.targets) + small_kb.entity_facts() if all(t in k for k in known))
     d = tmp_path_factory.mktemp("seeded")
     save_kb(small_kb, d / "kb.json")
     lines = ['kb = "kb.json"', 'rules = "family"', "threads = 1", "seed = 5",

@@ -32,7 +32,7 @@ def sweep_targets(small_kb, tiny_model_dir):
 
     known = probe(load_model(tiny_model_dir, device="cpu"), small_kb, mode="exact", progress=False).known_ids()
     chosen, rels = [], set()
-    for t in list(small_kb.targets) + small_kb.family_facts():
+    for t in list(small_kb.targets) + small_kb.entity_facts():
         r = small_kb.facts[t][1]
         if t in known and r not in rels:
             chosen.append(t)

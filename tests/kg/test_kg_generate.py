@@ -131,19 +131,19 @@ def test_forward_chainer_reproduces_the_release_closure(edu_kb):
     release's semantics (DESIGN.md section 4; rules 6/16/19 never fire there, and the
     corrections here add nothing on the release)."""
     gender = {n: a["gender"] for n, a in edu_kb.entities.items()}
-    family = [f for f in edu_kb.facts if edu_kb.relations[f[1]].kind == "family"]
+    family = [f for f in edu_kb.facts if edu_kb.relations[f[1]].kind == "entity"]
     assert len(family_closure(family, gender)) == 562
 
 
 # ------------------------------------------------------------------------------ helpers
 def _family(kb):
-    return [f for f in kb.facts if kb.relations[f[1]].kind == "family"]
+    return [f for f in kb.facts if kb.relations[f[1]].kind == "entity"]
 
 
 def _bio(kb):
     out = defaultdict(dict)
     for s, r, o in kb.facts:
-        if kb.relations[r].kind == "biography":
+        if kb.relations[r].kind == "value":
             assert r not in out[s], f"{s} has two {r} facts"
             out[s][r] = o
     return out
@@ -200,7 +200,7 @@ def test_exact_people_and_three_biography_facts_each(generated):
         bio = _bio(kb)
         assert set(bio) == set(kb.entities)
         assert all(set(v) == {"birthyear", "birthplace", "job"} for v in bio.values())
-        assert sum(1 for f in kb.facts if kb.relations[f[1]].kind == "biography") == 3 * n
+        assert sum(1 for f in kb.facts if kb.relations[f[1]].kind == "value") == 3 * n
         assert len(set(kb.facts)) == len(kb.facts)
         assert set(_family(kb)) <= set(truth)
         assert kb.metadata["generator"].endswith("generate_family") and kb.metadata["seed"] == seed
@@ -236,7 +236,7 @@ def test_targets_are_a_stratified_pick(generated):
         fam_counts = Counter(r for _, r, _ in _family(kb))
         got = Counter(kb.facts[t][1] for t in kb.targets)
         assert len(set(kb.targets)) == len(kb.targets)
-        assert all(kb.relations[kb.facts[t][1]].kind == "family" for t in kb.targets)
+        assert all(kb.relations[kb.facts[t][1]].kind == "entity" for t in kb.targets)
         assert got == Counter({r: min(5, fam_counts[r]) for r in FAMILY_RELATIONS if fam_counts[r]})
     kb = generate_family(100, 1, FamilyParams(targets_per_relation=2))
     assert len(kb.targets) == 22

@@ -41,7 +41,7 @@ def test_to_networkx_holds_every_person_and_family_fact(edu_kb):
 
 def test_to_networkx_with_biography_values_as_nodes(edu_kb):
     g = to_networkx(edu_kb, include_biography=True)
-    values = {o for s, r, o in edu_kb.facts if edu_kb.relations[r].kind == "biography"}
+    values = {o for s, r, o in edu_kb.facts if edu_kb.relations[r].kind == "value"}
     assert g.number_of_edges() == 700
     assert g.number_of_nodes() == 100 + len(values)
     assert {d["label"] for _, d in g.nodes(data=True) if d["kind"] == "value"} == values
@@ -117,8 +117,8 @@ def test_neighbourhood_selection(edu_kb):
     comps, scope, note, direct = layout._select(edu_kb, fam, "Zoey Jenkins", 1)
     drawn = {n for c in comps for n in c}
     # radius 1: parents, spouse and child, plus everyone the KB relates to her directly
-    related = {o for s, r, o in edu_kb.facts if s == "Zoey Jenkins" and edu_kb.relations[r].kind == "family"}
-    related |= {s for s, r, o in edu_kb.facts if o == "Zoey Jenkins" and edu_kb.relations[r].kind == "family"}
+    related = {o for s, r, o in edu_kb.facts if s == "Zoey Jenkins" and edu_kb.relations[r].kind == "entity"}
+    related |= {s for s, r, o in edu_kb.facts if o == "Zoey Jenkins" and edu_kb.relations[r].kind == "entity"}
     assert drawn == {"Zoey Jenkins"} | related
     assert direct["Xander Jenkins"] == "father" and direct["Xavier Ross"] == "husband"
     assert "Zoey Jenkins" in comps[0] and note == ""

@@ -44,13 +44,25 @@ def write_doc(tmp_path, mutate) -> str:
     ("Who is {o3}?", "placeholder {o3} is not a template field"),
     ("Who is {o2 to {o1}?", "not a valid template"),
 ])
-def test_templates_are_plain_fields_only(tmp_path, capsys, template, problem):
-    path = write_doc(tmp_path, lambda d: d["relations"]["husband"].update(question=template))
+@pytest.mark.parametrize("version, key", [(2, "questions"), (2, "statements"), (1, "question")])
+def test_templates_are_plain_fields_only(tmp_path, capsys, template, problem, version, key):
+    def mutate(d):
+        rel = d["relations"]["husband"]
+        if version == 1:  # a version-1 file: one question, kind family|biography
+            d["version"] = 1
+            for r in d["relations"].values():
+                r["kind"] = {"entity": "family", "value": "biography"}[r["kind"]]
+                r["question"] = r.pop("questions")[0]
+                del r["group"], r["statements"]
+            rel = d["relations"]["husband"]
+        rel[key] = template if key == "question" else [template]
+
+    path = write_doc(tmp_path, mutate)
     with pytest.raises(KBFileError) as e:
         load_kb(path)
-    assert str(e.value).startswith(f"{path}: not a valid deepunlearn KB: field relations.husband.question: "
+    assert str(e.value).startswith(f"{path}: not a valid deepunlearn KB: field relations.husband.{key}: "
                                    f"template {template!r}: {problem}")
-    assert e.value.file == path and e.value.field == "relations.husband.question"
+    assert e.value.file == path and e.value.field == f"relations.husband.{key}"
     # the Python API refuses it too, naming the relation
     with pytest.raises(KBError, match=r"relation 'husband': answer template .*" + problem[:20].replace("(", r"\(")
                        .replace("{", r"\{").replace("[", r"\[").replace("$", "")):
@@ -59,8 +71,8 @@ def test_templates_are_plain_fields_only(tmp_path, capsys, template, problem):
     out = tmp_path / "probes.jsonl"
     code, stdout, err = cli(capsys, "data", "export", path, "-o", str(out), "--json")
     assert code == 1 and not out.exists() and "Traceback" not in err
-    assert json.loads(stdout)["field"] == "relations.husband.question"
-    assert err.count("\n") == 1 and "relations.husband.question" in err and path in err
+    assert json.loads(stdout)["field"] == f"relations.husband.{key}"
+    assert err.count("\n") == 1 and f"relations.husband.{key}" in err and path in err
 
 
 def test_plain_templates_and_escaped_braces_still_work():

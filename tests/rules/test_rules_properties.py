@@ -34,7 +34,7 @@ def family_kbs(draw, max_facts: int = 7):
     from deepunlearn.kg.generate import generate_family
 
     kb0 = generate_family(draw(st.integers(4, 8)), seed=draw(st.integers(0, 200)))
-    family = [f for f in kb0.facts if kb0.relations[f[1]].kind == "family"]
+    family = [f for f in kb0.facts if kb0.relations[f[1]].kind == "entity"]
     assume(family)
     facts = draw(st.lists(st.sampled_from(family), min_size=1, max_size=max_facts, unique=True))
     people = sorted(kb0.entities)

@@ -28,7 +28,7 @@ def runner(five_people_runner):
 
 def _deep_target(runner) -> int:
     """A known target whose cheapest minimal set holds more than the target itself."""
-    return next(t for t in sorted(runner.known) if runner.kb.relations[runner.kb.facts[t][1]].kind == "family"
+    return next(t for t in sorted(runner.known) if runner.kb.relations[runner.kb.facts[t][1]].kind == "entity"
                 and len(runner.chosen_set(t)) > 1)
 
 
@@ -116,7 +116,7 @@ def test_kl_retain_is_zero_before_the_first_step(runner):
 def test_batch_and_sequential_requests(runner, model_dir):
     from deepunlearn.unlearn.snapshot import WeightSnapshot
 
-    fam = [t for t in sorted(runner.known) if runner.kb.relations[runner.kb.facts[t][1]].kind == "family"][:3]
+    fam = [t for t in sorted(runner.known) if runner.kb.relations[runner.kb.facts[t][1]].kind == "entity"][:3]
     before = WeightSnapshot(runner.bundle.model)
     rows = list(run_batch(runner, fam, "ga", grid=[1, 4], seed=0))
     assert [len(r) for r in rows] == [3, 3]
@@ -159,7 +159,7 @@ def test_unlearn_cli_batch_sequential_and_option_errors(model_dir, five_people_k
     kb_file = tmp_path / "kb.json"
     save_kb(five_people_kb, kb_file)
     known = probe(load_model(model_dir, device="cpu"), five_people_kb, progress=False).known_ids()
-    a, b = [i for i in five_people_kb.family_facts() if i in known][:2]
+    a, b = [i for i in five_people_kb.entity_facts() if i in known][:2]
     common = ["unlearn", "--model", str(model_dir), "--kb", str(kb_file), "--grid", "2", "--json"]
     for extra, mode in ((["--method", "du_loop"], "batch"), (["--method", "ga", "--sequential"], "sequential")):
         assert main(common + ["--target", f"{a},{b}"] + extra) == 0
