@@ -25,6 +25,7 @@ from .errors import UserError, describe, dumps
 #: Layer CLI modules, in the order their commands appear in ``--help``.
 LAYER_CLIS = (
     "deepunlearn.kg.cli",
+    "deepunlearn.rules.generate_cli",  # data generate: joins the kg layer's data group
     "deepunlearn.rules.cli",
     "deepunlearn.probe.cli",
     "deepunlearn.probe.model_cli",

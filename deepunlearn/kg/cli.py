@@ -1,4 +1,7 @@
-"""``deepunlearn data generate | domains | holdout | import-edu-relat | show | forms | export | draw``.
+"""``deepunlearn data domains | holdout | import-edu-relat | show | forms | export | draw``.
+
+``data generate`` needs the rules' closure for domains other than family, so the rules layer
+registers it (:mod:`deepunlearn.rules.generate_cli`) through :func:`data_subcommands`.
 
 Every ``-o`` is written atomically (a temporary sibling renamed into place, missing folders
 created), and every numeric flag has a strict argparse type (a bad value is a usage error, exit 2).
@@ -11,33 +14,11 @@ import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json, int_at_least, nonneg_int, number_in, positive_int
-
-    _people, _share = int_at_least(2), number_in(0, 1, lo_open=True)
+    from ..cli import add_json, nonneg_int, positive_int
 
     data = sub.add_parser("data", help="knowledge bases: generate, import, show, export, draw")
     dsub = data.add_subparsers(dest="data_command", metavar="ACTION")
     dsub.required = True
-
-    p = dsub.add_parser("generate", help="generate a synthetic family KB (paper section 4)")
-    p.add_argument("--people", type=_people, default=100, help="number of people, at least 2 (default 100, as EDU-RELAT)")
-    p.add_argument("--seed", type=nonneg_int, default=0,
-                   help="random seed (default 0); the same seed and options give the same file, byte for byte")
-    p.add_argument("--stored-share", type=_share, default=None, metavar="S",
-                   help="share in (0, 1] of true family relations stored in the KB (the rest is left to the rules; "
-                        "default: the generator's, which matches the release's mix)")
-    p.add_argument("--targets-per-relation", type=nonneg_int, default=5, metavar="N",
-                   help="evaluation targets drawn per family relation (default 5; 0: no targets)")
-    p.add_argument("--canaries", type=positive_int, default=None, metavar="C",
-                   help="also add C canary facts (person, code, <random 10-character string>) for C distinct people: "
-                        "out-of-distribution targets outside every rule (Baluta et al.), with 999 reference codes "
-                        "for exposure")
-    p.add_argument("--repeat", type=positive_int, default=None, metavar="R",
-                   help="with --canaries: how many times finetuning shows each canary per epoch (default 1; the "
-                        "issue compares 1 and 10)")
-    p.add_argument("-o", "--output", required=True, help="KB file to write (missing folders are created)")
-    add_json(p)
-    p.set_defaults(handler=_generate, _usage_error=p.error)
 
     p = dsub.add_parser("domains", help="list the domains: built-in, and those other packages register",
                         description="One line per domain: name, relations, groups, rules (statements in its "
@@ -110,6 +91,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_draw)
 
 
+def data_subcommands(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """The sub-commands action of the ``data`` group registered on ``sub``: other layers add their
+    ``data`` actions there (the rules layer adds ``data generate``, which needs the closure)."""
+    data = sub.choices["data"]
+    return next(a for a in data._actions if isinstance(a, argparse._SubParsersAction))
+
+
 def summary(kb) -> dict:
     from .forms import forms_table
 
@@ -157,34 +145,6 @@ def forms_text(table: dict[str, dict]) -> str:
             split = ", ".join(f"{k} {v}" for k, v in r["splits"].items())
         rows.append(f"  {n:<{w}}  {r['kind'] + ('' if r['template'] else ' *'):<14} {r['count']:>6}  {split}")
     return "\n".join(rows + ["  (* explicit forms: imported or added; the others are built-in templates)"])
-
-
-def _generate(args) -> int:
-    from ..cli import emit
-    from .domains.family.generate import FamilyParams, generate_family
-    from .io import save_kb
-
-    params = FamilyParams()
-    if args.stored_share is not None:
-        params = params.model_copy(update={"stored_share": args.stored_share})
-    params = params.model_copy(update={"targets_per_relation": args.targets_per_relation})
-    if args.repeat is not None and args.canaries is None:
-        args._usage_error("argument --repeat: only with --canaries")  # exits 2
-    if args.canaries is not None and args.canaries > args.people:
-        args._usage_error(f"argument --canaries: {args.canaries} canaries need as many people "
-                          f"(--people is {args.people})")
-    kb = generate_family(args.people, seed=args.seed, params=params)
-    if args.canaries is not None:
-        from .canaries import add_canaries
-
-        kb = add_canaries(kb, args.canaries, repeat=args.repeat or 1, seed=args.seed)
-    out = save_kb(kb, args.output)
-    s = summary(kb)
-    extra = {"canaries": len(kb.metadata["canaries"]["facts"])} if "canaries" in kb.metadata else {}
-    emit(args, {"output": str(out), **{k: s[k] for k in ("people", "facts", "relations")}, "targets": len(kb.targets),
-                **extra},
-         lambda: f"wrote {out}\n" + _summary_text(kb, str(out)))
-    return 0
 
 
 def domain_summary(d) -> dict:

@@ -1,0 +1,140 @@
+"""``deepunlearn data generate --domain family|org|PATH``: a KB of any domain.
+
+``--domain family`` (the default) runs the family generator (:func:`deepunlearn.kg.domains.family.generate.
+generate_family`: generations, marriages, names), byte for byte as before; any other domain runs
+the declarative generator (:func:`.generate.generate_domain`), which needs the rules' closure: so
+this command lives in the rules layer and joins the kg layer's ``data`` group
+(:func:`deepunlearn.kg.cli.data_subcommands`).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from ..cli import add_json, fraction, int_at_least, nonneg_int, number_in, positive_int
+    from ..kg.cli import data_subcommands
+
+    dsub = data_subcommands(sub)
+    p = dsub.add_parser(
+        "generate", help="generate a synthetic KB of a domain (family: paper section 4; org; a domain folder)",
+        description="--domain family (default) grows families over generations as EDU-RELAT does; any other "
+                    "domain (a built-in name, a domain folder or an entry-point name) samples its shaped "
+                    "relations and attributes, computes the closure of its rules.dl and stores every sampled "
+                    "fact plus a share of the derived ones. The same seed and options give the same file, "
+                    "byte for byte.")
+    dsub._choices_actions.insert(0, dsub._choices_actions.pop())  # listed first in 'data -h', as before
+    p.add_argument("--domain", default="family", metavar="NAME|PATH",
+                   help="family (default), org, another domain name or a domain folder (domain.toml + rules.dl)")
+    p.add_argument("--people", type=int_at_least(2), default=None,
+                   help="entities of the domain's first type, at least 2 (default: 100 for family, as EDU-RELAT; "
+                        "else the domain's count)")
+    p.add_argument("--seed", type=nonneg_int, default=0,
+                   help="random seed (default 0); the same seed and options give the same file, byte for byte")
+    p.add_argument("--stored-derived", type=fraction, default=None, metavar="F",
+                   help="not family: share in [0, 1] of the derived facts the KB stores (default: as the release, "
+                        "stored / closure = 400 / 562)")
+    p.add_argument("--stored-share", type=number_in(0, 1, lo_open=True), default=None, metavar="S",
+                   help="family only: share in (0, 1] of true family relations stored in the KB (the rest is left "
+                        "to the rules; default: the generator's, which matches the release's mix)")
+    p.add_argument("--targets-per-relation", type=nonneg_int, default=5, metavar="N",
+                   help="evaluation targets drawn per family relation (family) or per relation the rules use "
+                        "(other domains); default 5; 0: no targets")
+    p.add_argument("--canaries", type=positive_int, default=None, metavar="C",
+                   help="family only: also add C canary facts (person, code, <random 10-character string>) for C "
+                        "distinct people: out-of-distribution targets outside every rule (Baluta et al.), with 999 "
+                        "reference codes for exposure")
+    p.add_argument("--repeat", type=positive_int, default=None, metavar="R",
+                   help="with --canaries: how many times finetuning shows each canary per epoch (default 1; the "
+                        "issue compares 1 and 10)")
+    p.add_argument("-o", "--output", required=True, help="KB file to write (missing folders are created)")
+    add_json(p)
+    p.set_defaults(handler=_generate, _usage_error=p.error)
+
+
+def _is_family(domain: str) -> bool:
+    """``--domain`` names the built-in family domain (by name, or by the path of its folder)."""
+    from pathlib import Path
+
+    from ..kg.domain import builtin_folder, domain_folder
+
+    if domain == "family":
+        return True
+    return Path(domain).exists() and domain_folder(domain).resolve() == (builtin_folder() / "family").resolve()
+
+
+def _family(args):
+    from ..kg.domains.family.generate import FamilyParams, generate_family
+
+    params = FamilyParams()
+    if args.stored_share is not None:
+        params = params.model_copy(update={"stored_share": args.stored_share})
+    params = params.model_copy(update={"targets_per_relation": args.targets_per_relation})
+    if args.repeat is not None and args.canaries is None:
+        args._usage_error("argument --repeat: only with --canaries")  # exits 2
+    people = 100 if args.people is None else args.people
+    if args.canaries is not None and args.canaries > people:
+        args._usage_error(f"argument --canaries: {args.canaries} canaries need as many people "
+                          f"(--people is {people})")
+    kb = generate_family(people, seed=args.seed, params=params)
+    if args.canaries is not None:
+        from ..kg.canaries import add_canaries
+
+        kb = add_canaries(kb, args.canaries, repeat=args.repeat or 1, seed=args.seed)
+    return kb
+
+
+def _generate(args) -> int:
+    from ..cli import emit
+    from ..kg.cli import _summary_text, summary
+    from ..kg.io import save_kb
+
+    family = _is_family(args.domain)
+    for flag, value, only in (("--stored-share", args.stored_share, True), ("--canaries", args.canaries, True),
+                              ("--repeat", args.repeat, True), ("--stored-derived", args.stored_derived, False)):
+        if value is not None and family != only:
+            args._usage_error(f"argument {flag}: only with --domain family" if only
+                              else f"argument {flag}: not with --domain family (its generator stores by "
+                                   "--stored-share)")
+    if family:
+        kb = _family(args)
+        out = save_kb(kb, args.output)
+        s = summary(kb)
+        extra = {"canaries": len(kb.metadata["canaries"]["facts"])} if "canaries" in kb.metadata else {}
+        emit(args, {"output": str(out), "domain": "family", **{k: s[k] for k in ("people", "facts", "relations")},
+                    "targets": len(kb.targets), **extra},
+             lambda: f"wrote {out}\n" + _summary_text(kb, str(out)))
+        return 0
+
+    from .depths import deepest_chain, derivation_depths
+    from .generate import generate_domain
+    from .graph import derivation_graph
+
+    kb = generate_domain(args.domain, args.people, args.seed, stored_derived=args.stored_derived,
+                         targets_per_relation=args.targets_per_relation)
+    graph = derivation_graph(kb, kb.metadata["rules"])  # the KB as stored: what the rules commands see
+    depths = derivation_depths(graph)
+    chain = deepest_chain(graph, depths)
+    out = save_kb(kb, args.output)
+    st = kb.metadata["stats"]
+    obj = {"output": str(out), "domain": kb.metadata["domain"], "rules": kb.metadata["rules"],
+           "people": kb.metadata["people"], "entities": len(kb.entities), "facts": len(kb.facts),
+           "relations": kb.relation_counts(), "sampled": st["sampled"], "derived": st["derived"],
+           "stored_derived": st["stored_derived"], "closure": st["closure"], "passthrough": st["passthrough"],
+           "targets": len(kb.targets), "deepest": int(depths.max(initial=0)), "deepest_chain": chain,
+           "deepest_from_sampled": st["depth"]}
+
+    def text() -> str:
+        lines = [f"wrote {out}: {obj['domain']} domain, {obj['people']} people ({obj['entities']} entities), "
+                 f"{obj['facts']} facts, {obj['targets']} targets",
+                 f"  sampled {obj['sampled']} facts ({obj['passthrough']} no rule uses); the rules derive "
+                 f"{obj['derived']} more, {obj['stored_derived']} of them stored; closure {obj['closure']} "
+                 f"(over the relations the rules use)",
+                 "  relations: " + ", ".join(f"{r} {n}" for r, n in obj["relations"].items()),
+                 f"  deepest deduction from the stored facts: {obj['deepest']} steps (from the sampled facts "
+                 f"alone: {obj['deepest_from_sampled']})"]
+        return "\n".join(lines + [f"    {c}" for c in chain])
+
+    emit(args, obj, text)
+    return 0
