@@ -31,15 +31,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         "demo", help="the whole evaluation on a generated family KB and a tiny local model (2-3 min)",
         description=DEMO_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kb", default=None, metavar="FILE", help="use this KB file instead of generating one")
+    p.add_argument("--domain", default=None, metavar="NAME|PATH",
+                   help="generate the KB from this domain: family (default), org, another installed one or a "
+                        "domain folder (deepunlearn data domains lists them)")
     p.add_argument("-o", "--output", default="deepunlearn-demo", metavar="DIR",
                    help="output folder (default ./deepunlearn-demo); running again resumes")
-    p.add_argument("--people", type=positive_int, default=None, help="people in the generated family (default 50)")
+    p.add_argument("--people", type=positive_int, default=None,
+                   help="people in the generated KB (default 50; the domain's first entity type)")
     p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the KB, the model and the target draw (default 0)")
     p.add_argument("--per-relation", type=positive_int, default=1, help="targets per relation (default 1)")
     p.add_argument("--methods", default=None, help="comma-separated methods (default ga,npo,tv,whp,graddiff,du_loop; any registered method)")
     _common(p)
     add_json(p)
-    p.set_defaults(handler=_demo)
+    p.set_defaults(handler=_demo, _usage_error=p.error)
 
 
 BENCH_DESCRIPTION = """\
@@ -171,8 +175,11 @@ def _demo(args: argparse.Namespace) -> int:
     from .demo import DEFAULT_PEOPLE, DEMO_THREADS, run_demo
 
     methods = [m.strip().lower() for m in args.methods.split(",")] if args.methods else None
+    if args.kb and args.domain:
+        args._usage_error("argument --domain: not allowed with --kb (the KB file already has its domain)")
     outcome = run_demo(
-        args.output, kb_path=args.kb, people=args.people or DEFAULT_PEOPLE, seed=args.seed,
+        args.output, kb_path=args.kb, domain=args.domain or "family", people=args.people or DEFAULT_PEOPLE,
+        seed=args.seed,
         per_relation=args.per_relation, methods=methods, executor=args.executor or "local",
         ray_address=args.ray_address, threads=args.threads or DEMO_THREADS, overwrite=args.overwrite,
         progress=not args.quiet,

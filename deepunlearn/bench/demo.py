@@ -1,6 +1,7 @@
 """``deepunlearn demo``: the paper's whole evaluation on the embedded default, end to end.
 
-1. a synthetic family KB (``generate_family``; or the user's ``--kb``),
+1. a synthetic KB of a domain (``--domain``, default ``family``: ``generate_family``; another
+   domain's declarative generator, ``generate_domain``), or the user's ``--kb``,
 2. the ``tiny`` model built for it and finetuned on its question/answer pairs,
 3. a sweep of GA, NPO, TV and WHP (the paper's grids), GradDiff (GA with a retain set) and
    du_loop (rule-aware closed loop) over one target per relation (stratified), under the
@@ -54,20 +55,21 @@ def _say(msg: str, progress: bool) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
-def prepare_kb(out: Path, kb_path: str | None, people: int, seed: int, progress: bool = True):
-    """The demo's KB: the given file, or a generated family saved as ``OUT/kb.json``."""
+def prepare_kb(out: Path, kb_path: str | None, people: int, seed: int, progress: bool = True,
+               domain: str = "family"):
+    """The demo's KB: the given file, or one generated from ``domain`` saved as ``OUT/kb.json``."""
     if kb_path:
         kb = load_kb(kb_path)
-        _say(f"[1/4] KB {kb_path}: {len(kb.entities)} people, {len(kb)} facts", progress)
+        _say(f"[1/4] KB {kb_path}: {len(kb.entities)} entities, {len(kb)} facts", progress)
         return kb, str(Path(kb_path).resolve())
-    from ..kg.domains.family.generate import generate_family
+    from ..rules.generate import generate_kb
 
-    kb = generate_family(people, seed=seed)
+    kb = generate_kb(domain, people, seed=seed)
     path = out / "kb.json"
     if not path.exists() or kb_fingerprint(load_kb(path)) != kb_fingerprint(kb):
         save_kb(kb, path)
-    _say(f"[1/4] generated a family of {len(kb.entities)} people: {len(kb)} facts "
-         f"({int(kb.entity_mask.sum())} family, {int((~kb.entity_mask).sum())} biography)", progress)
+    _say(f"[1/4] generated a {domain} KB of {people} people: {len(kb)} facts ("
+         + ", ".join(f"{int(m.sum())} {g}" for g, m in kb.group_masks.items()) + ")", progress)
     return kb, str(path.resolve())
 
 
@@ -141,21 +143,22 @@ def demo_config(out: Path, kb_file: str, model_dir: Path, targets: Sequence[int]
     )
 
 
-def run_demo(output: str | Path, *, kb_path: str | None = None, people: int = DEFAULT_PEOPLE, seed: int = 0,
+def run_demo(output: str | Path, *, kb_path: str | None = None, domain: str = "family", people: int = DEFAULT_PEOPLE,
+             seed: int = 0,
              per_relation: int = 1, methods: Sequence[str] | None = None, executor: str = "local",
              ray_address: str | None = None, threads: int | None = DEMO_THREADS, overwrite: bool = False,
              progress: bool = True) -> SweepOutcome:
     """Run the demo into ``output`` (see the module docstring) and return the sweep's outcome."""
     out = Path(output)
     with SweepLock(out):  # a second demo on the folder stops here, before touching the model
-        return _run_demo(out, kb_path, people, seed, per_relation, methods, executor, ray_address, threads,
+        return _run_demo(out, kb_path, domain, people, seed, per_relation, methods, executor, ray_address, threads,
                          overwrite, progress)
 
 
-def _run_demo(out: Path, kb_path: str | None, people: int, seed: int, per_relation: int,
+def _run_demo(out: Path, kb_path: str | None, domain: str, people: int, seed: int, per_relation: int,
               methods: Sequence[str] | None, executor: str, ray_address: str | None, threads: int | None,
               overwrite: bool, progress: bool) -> SweepOutcome:
-    kb, kb_file = prepare_kb(out, kb_path, people, seed, progress)
+    kb, kb_file = prepare_kb(out, kb_path, people, seed, progress, domain=domain)
     with torch_threads(threads):
         model_dir = prepare_model(out, kb, seed, progress)
         known = known_before(out, kb, model_dir)

@@ -104,6 +104,9 @@ class DomainFile(_Strict):
 
     name: str = Field(min_length=1)
     description: str = ""
+    #: share of the facts the rules derive that a generated KB stores (absent: like the release,
+    #: 400 stored of a 562-fact closure)
+    stored_derived: float | None = Field(default=None, ge=0, le=1)
     entities: dict[str, EntityType] = Field(min_length=1)
     attributes: dict[str, Attribute] = Field(default_factory=dict)
     relations: dict[str, RelationSpec] = Field(min_length=1)
@@ -120,6 +123,7 @@ class Domain:
     entities: dict[str, EntityType]
     attributes: dict[str, Attribute]
     relations: dict[str, RelationSpec]
+    stored_derived: float | None = None
 
     @property
     def rules_path(self) -> Path:
@@ -251,7 +255,8 @@ def read_domain(folder: str | os.PathLike) -> Domain:
     bad = _check(d)
     if bad is not None:
         raise DomainError(f"{toml_path}: {bad[0]}: {bad[1]}", file=toml_path, field=bad[0])
-    dom = Domain(d.name, d.description.strip(), folder, dict(d.entities), dict(d.attributes), dict(d.relations))
+    dom = Domain(d.name, d.description.strip(), folder, dict(d.entities), dict(d.attributes), dict(d.relations),
+                 d.stored_derived)
     if not dom.rules_path.is_file():
         raise DomainError(f"{dom.rules_path}: no such file (a domain folder holds its rules in rules.dl)",
                           file=dom.rules_path)

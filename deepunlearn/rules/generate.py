@@ -6,8 +6,9 @@
 something left to derive. It lives in the rules layer because it needs the closure (kg may not
 import rules).
 
-``stored_derived`` says how many derived facts are stored. ``None`` (default) stores as many as
-make the KB look like the EDU-RELAT release, whose 400 stored facts are 400/562 of their closure
+``stored_derived`` says how many derived facts are stored (default: the domain's own
+``stored_derived`` in ``domain.toml``, as org's 0.3; a domain without one: ``"release"``).
+``"release"`` stores as many as make the KB look like the EDU-RELAT release, whose 400 stored facts are 400/562 of their closure
 (162 more derivable): enough derived facts that ``stored / closure = 400 / 562`` over the
 relations the rules use (never fewer than none, never more than all). A number in [0, 1] stores
 that fraction of the derived facts. The stored derived facts are drawn uniformly; targets are
@@ -25,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from ..kg.domain import VALUE, Domain, builtin_folder, load_domain
-from ..kg.kb import KnowledgeBase, Relation
+from ..kg.domain import Domain, builtin_folder, domain_folder, load_domain
+from ..kg.kb import KnowledgeBase
 from ..kg.sample import sample_domain
 from .budget import DEFAULT_MAX_GROUNDINGS
 from .depths import deepest_chain, derivation_depths
@@ -35,7 +36,7 @@ from .graph import DerivationGraph, derivation_graph
 from .language import RuleSet, Var
 from .load import load_rules
 
-__all__ = ["RELEASE_SHARE", "deepest_chain", "derivation_depths", "domain_relations", "domain_rules",
+__all__ = ["RELEASE_SHARE", "deepest_chain", "derivation_depths", "domain_rules",
            "generate_domain", "symmetric_relations"]
 
 #: The release's stored facts over their closure (400 stored, 162 more derivable).
@@ -81,20 +82,12 @@ def symmetric_relations(rules: RuleSet) -> set[str]:
     return out
 
 
-def domain_relations(domain: Domain) -> dict[str, Relation]:
-    """The KB relations of a domain: kind ``value`` for a free-value object, else ``entity``; the
-    first question is the probe, the others its paraphrases."""
-    return {r: Relation(r, "value" if spec.object == VALUE else "entity", spec.questions[0], spec.answer,
-                        spec.group, paraphrases=tuple(spec.questions[1:]), statements=tuple(spec.statements))
-            for r, spec in domain.relations.items()}
-
-
-def _stored_count(sampled_used: int, derived: int, stored_derived: float | None) -> int:
-    if stored_derived is None:
+def _stored_count(sampled_used: int, derived: int, stored_derived: float | str | None) -> int:
+    if stored_derived is None or stored_derived == "release":
         want = round(RELEASE_SHARE * (sampled_used + derived)) - sampled_used
         return int(min(max(want, 0), derived))
-    if not 0.0 <= stored_derived <= 1.0:
-        raise RulesError(f"stored_derived must be in [0, 1], got {stored_derived!r}")
+    if isinstance(stored_derived, str) or not 0.0 <= stored_derived <= 1.0:
+        raise RulesError(f"stored_derived must be 'release' or a number in [0, 1], got {stored_derived!r}")
     return int(round(stored_derived * derived))
 
 
@@ -113,7 +106,7 @@ def _pick_targets(facts: list, relations: list[str], per_relation: int, rng: np.
 
 
 def generate_domain(domain: Domain | str | os.PathLike, people: int | None = None, seed: int = 0, *,
-                    stored_derived: float | None = None, targets_per_relation: int = 5,
+                    stored_derived: float | str | None = None, targets_per_relation: int = 5,
                     max_groundings: int | None = DEFAULT_MAX_GROUNDINGS) -> KnowledgeBase:
     """A KB of ``domain`` (a :class:`~deepunlearn.kg.domain.Domain`, a name or a folder) with
     ``people`` entities of its first type (``None``: its ``count``).
@@ -137,7 +130,9 @@ def generate_domain(domain: Domain | str | os.PathLike, people: int | None = Non
     rules = domain_rules(dom)
     rng = np.random.default_rng(seed)
     s = sample_domain(dom, people, rng, symmetric_relations(rules))
-    relations = domain_relations(dom)
+    relations = dom.kb_relations()
+    if stored_derived is None:
+        stored_derived = "release" if dom.stored_derived is None else dom.stored_derived
     background = tuple(dom.attributes)
     base = KnowledgeBase(entities=s.entities, relations=relations, facts=list(s.facts), name=dom.name,
                          background=background)
@@ -184,6 +179,25 @@ def generate_domain(domain: Domain | str | os.PathLike, people: int | None = Non
                        name=f"{dom.name}-{n_people}-seed{seed}", background=background, metadata=metadata)
     kb.validate()
     return kb
+
+
+def is_family(domain: str | os.PathLike) -> bool:
+    """Whether ``domain`` names the built-in family domain (by name or by its folder's path), whose
+    generator is the family generator, not the declarative one."""
+    if str(domain) == "family":
+        return True
+    return Path(domain).exists() and domain_folder(domain).resolve() == (builtin_folder() / "family").resolve()
+
+
+def generate_kb(domain: str | os.PathLike, people: int | None = None, seed: int = 0, **options) -> KnowledgeBase:
+    """A KB of any domain with ``people`` entities of its first type: the family generator
+    (:func:`~deepunlearn.kg.domains.family.generate.generate_family`, 100 people by default) for
+    ``family``, :func:`generate_domain` for every other domain; ``options`` go to that generator."""
+    if is_family(domain):
+        from ..kg.domains.family.generate import generate_family
+
+        return generate_family(100 if people is None else people, seed=seed, **options)
+    return generate_domain(domain, people, seed, **options)
 
 
 def deepest(kb: KnowledgeBase, rules: RuleSet | str | None = None,

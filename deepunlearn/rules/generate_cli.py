@@ -13,7 +13,7 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json, fraction, int_at_least, nonneg_int, number_in, positive_int
+    from ..cli import add_json, int_at_least, nonneg_int, number_in, positive_int
     from ..kg.cli import data_subcommands
 
     dsub = data_subcommands(sub)
@@ -32,9 +32,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "else the domain's count)")
     p.add_argument("--seed", type=nonneg_int, default=0,
                    help="random seed (default 0); the same seed and options give the same file, byte for byte")
-    p.add_argument("--stored-derived", type=fraction, default=None, metavar="F",
-                   help="not family: share in [0, 1] of the derived facts the KB stores (default: as the release, "
-                        "stored / closure = 400 / 562)")
+    p.add_argument("--stored-derived", type=_share_or_release, default=None, metavar="F|release",
+                   help="not family: share in [0, 1] of the derived facts the KB stores, or 'release': as many as "
+                        "make stored / closure = 400 / 562, as the release (default: the domain's stored_derived, "
+                        "org 0.3; else release)")
     p.add_argument("--stored-share", type=number_in(0, 1, lo_open=True), default=None, metavar="S",
                    help="family only: share in (0, 1] of true family relations stored in the KB (the rest is left "
                         "to the rules; default: the generator's, which matches the release's mix)")
@@ -53,15 +54,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_generate, _usage_error=p.error)
 
 
-def _is_family(domain: str) -> bool:
-    """``--domain`` names the built-in family domain (by name, or by the path of its folder)."""
-    from pathlib import Path
+def _share_or_release(text: str) -> float | str:
+    """``--stored-derived``: ``release`` or a number in [0, 1]."""
+    from ..cli import fraction
 
-    from ..kg.domain import builtin_folder, domain_folder
-
-    if domain == "family":
-        return True
-    return Path(domain).exists() and domain_folder(domain).resolve() == (builtin_folder() / "family").resolve()
+    return "release" if text.strip() == "release" else fraction(text)
 
 
 def _family(args):
@@ -90,7 +87,9 @@ def _generate(args) -> int:
     from ..kg.cli import _summary_text, summary
     from ..kg.io import save_kb
 
-    family = _is_family(args.domain)
+    from .generate import is_family
+
+    family = is_family(args.domain)
     for flag, value, only in (("--stored-share", args.stored_share, True), ("--canaries", args.canaries, True),
                               ("--repeat", args.repeat, True), ("--stored-derived", args.stored_derived, False)):
         if value is not None and family != only:

@@ -62,13 +62,15 @@ def test_every_sampled_fact_is_stored_and_every_stored_fact_is_true(org30):
     assert len(sampled_facts(org30)) == org30.metadata["stats"]["sampled"]
 
 
-@pytest.mark.parametrize("share", [None, 0.0, 0.3, 1.0])
+@pytest.mark.parametrize("share", [None, "release", 0.0, 0.3, 1.0])
 def test_stored_derived_share(share):
     kb = generate_domain("org", 40, seed=1, stored_derived=share)
     st = kb.metadata["stats"]
+    assert kb.metadata["stored_derived"] == (0.3 if share is None else share)  # None: org's domain.toml says 0.3
+    share = 0.3 if share is None else share
     used = st["sampled"] - st["passthrough"]
     assert st["closure"] == used + st["derived"]
-    if share is None:  # like the release: stored / closure = 400 / 562 over the relations the rules use
+    if share == "release":  # like the release: stored / closure = 400 / 562 over the relations the rules use
         assert st["stored_derived"] == round(RELEASE_SHARE * st["closure"]) - used
         assert abs((used + st["stored_derived"]) / st["closure"] - 400 / 562) < 1 / st["closure"]
     else:

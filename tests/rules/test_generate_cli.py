@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -188,3 +189,31 @@ def test_data_help_lists_generate_first(capsys):
     listed = [ln.split()[0] for ln in out.split("positional arguments:")[1].splitlines()[2:] if ln.startswith("    ")
               and not ln.startswith("     ")]
     assert listed[:2] == ["generate", "domains"]
+
+
+def test_stored_derived_release_stores_the_release_share_and_org_defaults_to_its_own(tmp_path, capsys):
+    out = tmp_path / "org.json"
+    code, stdout, err = cli(capsys, "data", "generate", "--domain", "org", "--people", "40", "--seed", "1",
+                            "--stored-derived", "release", "-o", str(out), "--json")
+    assert (code, err) == (0, "")
+    st = load_kb(out).metadata["stats"]
+    used = st["sampled"] - st["passthrough"]
+    assert abs((used + st["stored_derived"]) / st["closure"] - 400 / 562) < 1 / st["closure"]
+    code, stdout, err = cli(capsys, "data", "generate", "--domain", "org", "--people", "40", "--seed", "1",
+                            "-o", str(out), "--json")
+    kb = load_kb(out)
+    assert kb.metadata["stored_derived"] == 0.3 and json.loads(stdout)["stored_derived"] == round(
+        0.3 * kb.metadata["stats"]["derived"])
+
+
+def test_the_shipped_third_party_example_folder_generates(tmp_path, capsys):
+    """examples/domains/academia follows the issue's format (one statement reworded: it opened with
+    its answer) and is used through --domain PATH, no code change."""
+    folder = Path(__file__).resolve().parents[2] / "examples" / "domains" / "academia"
+    out = tmp_path / "acad.json"
+    code, stdout, err = cli(capsys, "data", "generate", "--domain", str(folder), "--people", "60", "--seed", "1",
+                            "-o", str(out), "--json")
+    assert (code, err) == (0, "")
+    obj, kb = json.loads(stdout), load_kb(out)
+    assert kb.groups == ["academic", "place"] and kb.relation_counts()["advisor"] == 59
+    assert obj["deepest"] >= 3 and kb.metadata["rules"] == str((folder / "rules.dl").resolve())

@@ -19,7 +19,7 @@ from naive_datalog import naive_closure
 from deepunlearn.kg.domain import load_domain
 from deepunlearn.kg.kb import KnowledgeBase
 from deepunlearn.rules import derivation_graph, load_rules, minimal_sets
-from deepunlearn.rules.generate import domain_relations, generate_domain
+from deepunlearn.rules.generate import generate_domain
 
 ORG_RULES = load_rules("org")
 
@@ -57,7 +57,7 @@ def chain_kb() -> KnowledgeBase:
              ("B", "report", "A"), ("C", "report", "B"),
              ("A", "colleague", "F")]
     return KnowledgeBase(entities={p: {"level": "senior"} for p in "ABCDEF"},
-                         relations=domain_relations(load_domain("org")), facts=facts, name="chain")
+                         relations=load_domain("org").kb_relations(), facts=facts, name="chain")
 
 
 CHAIN_TARGETS = [("A", "superior", "E"), ("E", "subordinate", "A"), ("A", "superior", "C"),
