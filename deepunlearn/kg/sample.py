@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Sequence
 from functools import lru_cache
 from importlib import resources
 
@@ -204,3 +205,20 @@ def sample_domain(domain: Domain, people: int | None, rng: np.random.Generator,
         pairs.sort()
         facts.extend((subj[x], r, obj[y]) for x, y in pairs)
     return Sampled(entities, types, facts)
+
+
+def pick_targets(facts: Sequence[Fact], relations: Sequence[str], per_relation: int,
+                 rng: np.random.Generator) -> list[int]:
+    """Evaluation targets: ``per_relation`` fact ids of each of ``relations`` (all of them where
+    fewer exist), drawn in ``relations`` order, each relation's sorted (both generators use it)."""
+    by_rel: dict[str, list[int]] = {r: [] for r in relations}
+    for i, (_, r, _) in enumerate(facts):
+        if r in by_rel:
+            by_rel[r].append(i)
+    out: list[int] = []
+    for r in relations:
+        ids = by_rel[r]
+        k = min(per_relation, len(ids))
+        if k:
+            out.extend(sorted(ids[int(i)] for i in rng.choice(len(ids), size=k, replace=False)))
+    return out

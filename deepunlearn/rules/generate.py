@@ -28,7 +28,7 @@ import numpy as np
 
 from ..kg.domain import Domain, builtin_folder, domain_folder, load_domain
 from ..kg.kb import KnowledgeBase
-from ..kg.sample import sample_domain
+from ..kg.sample import pick_targets, sample_domain
 from .budget import DEFAULT_MAX_GROUNDINGS
 from .depths import deepest_chain, derivation_depths
 from .errors import RulesError
@@ -89,20 +89,6 @@ def _stored_count(sampled_used: int, derived: int, stored_derived: float | str |
     if isinstance(stored_derived, str) or not 0.0 <= stored_derived <= 1.0:
         raise RulesError(f"stored_derived must be 'release' or a number in [0, 1], got {stored_derived!r}")
     return int(round(stored_derived * derived))
-
-
-def _pick_targets(facts: list, relations: list[str], per_relation: int, rng: np.random.Generator) -> list[int]:
-    by_rel: dict[str, list[int]] = {r: [] for r in relations}
-    for i, (_, r, _) in enumerate(facts):
-        if r in by_rel:
-            by_rel[r].append(i)
-    out: list[int] = []
-    for r in relations:
-        ids = by_rel[r]
-        k = min(per_relation, len(ids))
-        if k:
-            out.extend(sorted(ids[int(i)] for i in rng.choice(len(ids), size=k, replace=False)))
-    return out
 
 
 def generate_domain(domain: Domain | str | os.PathLike, people: int | None = None, seed: int = 0, *,
@@ -175,7 +161,7 @@ def generate_domain(domain: Domain | str | os.PathLike, people: int | None = Non
         },
     }
     kb = KnowledgeBase(entities=s.entities, relations=relations, facts=facts,
-                       targets=_pick_targets(facts, in_rules, targets_per_relation, rng),
+                       targets=pick_targets(facts, in_rules, targets_per_relation, rng),
                        name=f"{dom.name}-{n_people}-seed{seed}", background=background, metadata=metadata)
     kb.validate()
     return kb

@@ -43,6 +43,7 @@ import numpy as np
 
 from .network import FamilyNetwork, grow_family, name_people
 from .params import BACKBONE_RELATIONS, FEMALE, MALE, OPTIONAL_RELATIONS, FamilyParams
+from ...sample import pick_targets
 from ...kb import BIOGRAPHY_ATTRIBUTES, FAMILY_RELATIONS, Fact, KBError, KnowledgeBase, Relation
 
 # ---------------------------------------------------------------------------------- relations
@@ -134,21 +135,6 @@ def choose_stored(truth: list[IdFact], params: FamilyParams, rng: np.random.Gene
     return [kept[int(i)] for i in order]
 
 
-def _pick_targets(facts: list[Fact], per_relation: int, rng: np.random.Generator) -> list[int]:
-    """``per_relation`` family facts of each relation (all of them where fewer exist)."""
-    by_rel: dict[str, list[int]] = {r: [] for r in FAMILY_RELATIONS}
-    for i, (_, r, _) in enumerate(facts):
-        if r in by_rel:
-            by_rel[r].append(i)
-    out: list[int] = []
-    for r in FAMILY_RELATIONS:
-        ids = by_rel[r]
-        k = min(per_relation, len(ids))
-        if k:
-            out.extend(sorted(ids[int(i)] for i in rng.choice(len(ids), size=k, replace=False)))
-    return out
-
-
 # ---------------------------------------------------------------------------------- the KB
 def family_relations() -> dict[str, Relation]:
     """The family domain's relations (``kg/domains/family/domain.toml``): the 11 family relations
@@ -219,7 +205,7 @@ def generate_family(
         entities={n: {"gender": g} for n, g in zip(names, net.gender)},
         relations=relations,
         facts=facts,
-        targets=_pick_targets(family, params.targets_per_relation, rng),
+        targets=pick_targets(family, FAMILY_RELATIONS, params.targets_per_relation, rng),
         name=f"family-{people}-seed{seed}",
         metadata=metadata,
     )
