@@ -65,3 +65,21 @@ def test_demo_json_report_and_resume(tmp_path):
     again = _demo(out)                                   # resumes: model reused, nothing recomputed
     assert again["resumed"] and again["computed"] == 0
     assert again["methods"] == res["methods"]
+
+
+def test_demo_domain_generates_that_domain_s_kb_and_refuses_it_with_kb(tmp_path, capsys):
+    """``demo --domain org`` starts from an org KB (the rest of the pipeline is the same code as
+    the family demo above); ``--domain`` with ``--kb`` is a usage error naming the flag."""
+    from deepunlearn.bench.demo import prepare_kb
+    from deepunlearn.cli import main
+    from deepunlearn.kg.io import dumps_kb, load_kb
+    from deepunlearn.rules.generate import generate_domain
+
+    kb, path = prepare_kb(tmp_path, None, 20, 3, progress=False, domain="org")
+    assert load_kb(path).metadata["domain"] == "org" and dumps_kb(kb) == dumps_kb(generate_domain("org", 20, 3))
+    assert kb.groups == ["reporting", "work", "location"]
+    with pytest.raises(SystemExit) as e:
+        main(["demo", "--kb", path, "--domain", "org", "-o", str(tmp_path / "d")])
+    assert e.value.code == 2
+    assert "argument --domain: not allowed with --kb" in capsys.readouterr().err
+    assert not (tmp_path / "d").exists()
