@@ -67,7 +67,7 @@ def prepare_kb(out: Path, kb_path: str | None, people: int, seed: int, progress:
     if not path.exists() or kb_fingerprint(load_kb(path)) != kb_fingerprint(kb):
         save_kb(kb, path)
     _say(f"[1/4] generated a family of {len(kb.entities)} people: {len(kb)} facts "
-         f"({int(kb.entity_mask.sum())} family, {int((~kb.entity_mask).sum())} biography)", progress)
+         f"({', '.join(f'{int(m.sum())} {g}' for g, m in kb.group_masks.items())})", progress)
     return kb, str(path.resolve())
 
 
