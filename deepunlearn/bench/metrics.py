@@ -17,8 +17,11 @@ averaged over targets.
 * **Acc@Superficial**: the best accuracy among points where the target itself is forgotten
   (paper Figure 5). The end point (1, 0) forgets the target too, so a target the method never
   forgot scores 0; ``superficial_rate`` says for how many targets any grid point forgot it.
-* **Family / biography**: Acc@Recall>=t with the accuracy over family facts only, or over
-  biography facts only, in place of the overall accuracy (paper Figure 6).
+* **Per relation group** (``acc_at_recall_{t}_{group}``): Acc@Recall>=t with the accuracy over one
+  group's facts only in place of the overall accuracy, for every group of the KB (paper Figure 6:
+  family and biography facts, the family domain's groups; a domain names its own). ``groups``
+  defaults to the groups the points report (:func:`point_groups`), ``family`` / ``biography`` for
+  points written before per-group accuracies.
 * **Success-DU@a** (issue 14, a = 0.8 and 0.9): the fraction of targets with some grid point that
   is *deep* (t not in Omega(K_after, R)) with accuracy >= a; end points never count. Points of old
   stores have no ``deep`` flag: ``recall >= 1 - EPS`` stands in for it. ``deep_rate``: the fraction
@@ -46,8 +49,9 @@ import numpy as np
 # The per-curve metrics live in the unlearn layer (``unlearn`` prints them per target without
 # importing bench); bench aggregates them over targets.
 from ..unlearn.summary import (  # noqa: F401  (re-exported)
-    ENDPOINTS, EPS, SUCCESS_THRESHOLDS, _get, acc_at_recall, acc_at_superficial, auc, curve_of, envelope, field_of,
-    is_deep, metric_names, recall_at_acc, seconds_per_target, success_du, target_metrics, with_endpoints,
+    DEFAULT_GROUPS, ENDPOINTS, EPS, SUCCESS_THRESHOLDS, _get, acc_at_recall, acc_at_superficial, auc, curve_of,
+    envelope, field_of, group_accuracy, is_deep, metric_names, point_groups, recall_at_acc, seconds_per_target,
+    success_du, target_metrics, with_endpoints,
 )
 
 Curve = Sequence[tuple[float, float]]
@@ -98,19 +102,23 @@ def group_trajectories(points: Iterable[Any]) -> dict[tuple[str, str, int], list
     return dict(groups)
 
 
-def per_target(points: Iterable[Any], threshold: float = 0.8) -> dict[tuple[str, str, int], dict[str, float]]:
-    """:func:`target_metrics` of every (model, method, target) trajectory."""
-    return {k: target_metrics(v, threshold) for k, v in group_trajectories(points).items()}
+def per_target(points: Iterable[Any], threshold: float = 0.8, groups: Sequence[str] | None = None
+               ) -> dict[tuple[str, str, int], dict[str, float]]:
+    """:func:`target_metrics` of every (model, method, target) trajectory, with one
+    ``acc_at_recall_{t}_{group}`` per relation group (default: the points' own groups)."""
+    points = list(points)
+    groups = point_groups(points) if groups is None else list(groups)
+    return {k: target_metrics(v, threshold, groups) for k, v in group_trajectories(points).items()}
 
 
 #: shares of targets reported without a spread
 _RATES = ("superficial_rate", "deep_rate")
 
 
-def _aggregate(rows: Iterable[dict[str, float]], threshold: float) -> dict[str, float]:
+def _aggregate(rows: Iterable[dict[str, float]], threshold: float, groups: Sequence[str]) -> dict[str, float]:
     rows = list(rows)
     out: dict[str, float] = {"n_targets": len(rows)}
-    for name in metric_names(threshold):
+    for name in metric_names(threshold, groups):
         s = spread([r[name] for r in rows])
         out[name] = s["mean"]
         if name not in _RATES:
@@ -119,8 +127,11 @@ def _aggregate(rows: Iterable[dict[str, float]], threshold: float) -> dict[str, 
     return out
 
 
-def summarize(points: Iterable[Any], threshold: float = 0.8) -> dict[str, dict[str, dict[str, float]]]:
-    """``{model: {method: metrics}}``: each metric averaged over targets with ``_std`` and ``_sem``.
+def summarize(points: Iterable[Any], threshold: float = 0.8, groups: Sequence[str] | None = None
+              ) -> dict[str, dict[str, dict[str, float]]]:
+    """``{model: {method: metrics}}``: each metric averaged over targets with ``_std`` and ``_sem``;
+    ``groups``: the relation groups of ``acc_at_recall_{t}_{group}`` (default: the points' own,
+    e.g. the sweep KB's ``kb.groups``).
 
     >>> pts = [dict(model="m", method="ga", target=t, param=1, recall=r, accuracy=a, accuracy_family=a,
     ...             accuracy_biography=1.0, target_forgotten=True) for t, r, a in [(0, 0.9, 0.6), (1, 0.5, 0.9)]]
@@ -128,25 +139,29 @@ def summarize(points: Iterable[Any], threshold: float = 0.8) -> dict[str, dict[s
     >>> s["acc_at_recall_0.8"], s["recall_at_acc_0.8"], s["n_targets"]   # (0.6 + 0) / 2, (0 + 0.5) / 2
     (0.3, 0.25, 2)
     """
+    points = list(points)
+    groups = point_groups(points) if groups is None else list(groups)
     by: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
-    for (model, method, _t), m in per_target(points, threshold).items():
+    for (model, method, _t), m in per_target(points, threshold, groups).items():
         by[(model, method)].append(m)
     out: dict[str, dict[str, dict[str, float]]] = {}
     for (model, method), rows in by.items():
-        out.setdefault(model, {})[method] = _aggregate(rows, threshold)
+        out.setdefault(model, {})[method] = _aggregate(rows, threshold, groups)
     return out
 
 
-def summarize_by(points: Iterable[Any], group_of: Callable[[int], str], threshold: float = 0.8
-                 ) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
+def summarize_by(points: Iterable[Any], group_of: Callable[[int], str], threshold: float = 0.8,
+                 groups: Sequence[str] | None = None) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
     """``{model: {method: {group: metrics}}}`` with targets grouped by ``group_of(target)``
-    (e.g. the target's relation)."""
+    (e.g. the target's relation); ``groups`` as in :func:`summarize`."""
+    points = list(points)
+    groups = point_groups(points) if groups is None else list(groups)
     by: dict[tuple[str, str, str], list[dict[str, float]]] = defaultdict(list)
-    for (model, method, t), m in per_target(points, threshold).items():
+    for (model, method, t), m in per_target(points, threshold, groups).items():
         by[(model, method, group_of(t))].append(m)
     out: dict = {}
     for (model, method, g), rows in by.items():
-        out.setdefault(model, {}).setdefault(method, {})[g] = _aggregate(rows, threshold)
+        out.setdefault(model, {}).setdefault(method, {})[g] = _aggregate(rows, threshold, groups)
     return out
 
 

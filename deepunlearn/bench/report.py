@@ -21,7 +21,7 @@ from .plots import (
     _nan,
     plot_by_relation,
     plot_curves,
-    plot_family_biography,
+    plot_groups,
     plot_headline,
     plot_superficial,
     plot_trajectories,
@@ -36,11 +36,13 @@ from .measures_section import measures_section, write_measures_csv
 from .report_setup import protocol_lines, setup_lines
 from .metrics import (
     format_table,
+    group_accuracy,
     is_baseline,
     is_deep,
     json_safe,
     mean_curve,
     per_target,
+    point_groups,
     summarize,
     summarize_by,
 )
@@ -99,7 +101,10 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
                 manifest) -> None:
     t = f"{threshold:g}"
     points = list(points)
-    summary = summarize(points, threshold)
+    # the relation groups of the sweep's KB (family / biography in the family domain); without
+    # the KB, those the points report (family / biography for an older store)
+    groups = kb.groups if kb is not None else point_groups(points)
+    summary = summarize(points, threshold, groups)
     if methods is None:
         methods = list(dict.fromkeys(_get(p, "method") for p in points))
     methods = [m for m in methods if any(m in s for s in summary.values())]
@@ -108,7 +113,7 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
     order = list(dict.fromkeys(list(models or []) + [_get(p, "model") for p in points]))
     summary = {m: summary[m] for m in order if m in summary}
     rel_of = (lambda i: kb.facts[i][1]) if kb is not None else (lambda i: "?")
-    by_rel = summarize_by(points, rel_of, threshold)
+    by_rel = summarize_by(points, rel_of, threshold, groups)
     by_rel = {m: by_rel[m] for m in order if m in by_rel}
     relations = list(dict.fromkeys(rel_of(int(_get(p, "target"))) for p in sorted(points, key=lambda p: _get(p, "target"))))
     if kb is not None:
@@ -120,7 +125,8 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
         figs["curves"] = plot_curves(points, out / "curves.png", methods, threshold, models=order)
         figs["headline"] = plot_headline(summary, out / "headline.png", methods, threshold)
         figs["superficial"] = plot_superficial(summary, out / "superficial.png", methods)
-        figs["family_biography"] = plot_family_biography(summary, out / "family_biography.png", methods, threshold)
+        fig = "family_biography" if groups == ["family", "biography"] else "groups"
+        figs[fig] = plot_groups(summary, out / f"{fig}.png", methods, threshold, groups)
         figs["by_relation"] = plot_by_relation(by_rel, out / "by_relation.png", methods, relations, threshold)
         for model in summary:
             safe = safe_name(model)
@@ -142,7 +148,7 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
     # issue 15: only a sweep whose points carry recall_adv or an attack's keys gets this section
     fc_md, fc_summary = forgetting_section(points, methods, out)
 
-    _write_points_csv(points, out / "points.csv", kb)
+    _write_points_csv(points, out / "points.csv", kb, groups)
     (out / "summary.json").write_text(dumps(json_safe({
         "models": summary, "by_relation": by_rel, "curves": mean_curve(points), **extra_summary, **du_summary,
         **fc_summary,
@@ -167,7 +173,7 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
     md += [f"## Headline (paper Table 3 shape)", "", "Means over targets ± sample standard deviation.", "",
            "```", format_table(summary, threshold, methods, show_spread=True), "```", ""]
     header = ["model", "method", "targets", f"Recall@Acc≥{t}", f"Acc@Recall≥{t}", "AUC", "Acc@Superficial",
-              "superficial rate", f"Acc@Recall≥{t} family", f"Acc@Recall≥{t} biography"]
+              "superficial rate", *(f"Acc@Recall≥{t} {g}" for g in groups)]
     rows = []
     for model, per in summary.items():
         for m in methods:
@@ -176,7 +182,7 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
                 continue
             rows.append([model, m.upper(), str(s["n_targets"]), _pm(s, f"recall_at_acc_{t}"), _pm(s, f"acc_at_recall_{t}"),
                          _pm(s, "auc"), _pm(s, "acc_at_superficial"), _num3(s.get("superficial_rate"), 2),
-                         _pm(s, f"acc_at_recall_{t}_family"), _pm(s, f"acc_at_recall_{t}_biography")])
+                         *(_pm(s, f"acc_at_recall_{t}_{g}") for g in groups)])
     md += ["All metrics are means over targets ± sample standard deviation.", "", _md_table(header, rows), ""]
     md += du_md
     md += fc_md
@@ -189,6 +195,8 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
             "headline": f"Acc@Recall≥{t} and Recall@Acc≥{t}, error bars = std over targets (paper Figure 3).",
             "superficial": "Best accuracy once the target itself is forgotten (paper Figure 5).",
             "family_biography": f"Acc@Recall≥{t} on family facts vs biography facts (paper Figure 6).",
+            "groups": f"Acc@Recall≥{t} on the facts of each relation group: " + ", ".join(groups)
+                      + " (paper Figure 6).",
             "by_relation": "The headline metrics by the relation of the target fact.",
         }
         for name, p in figs.items():
@@ -208,7 +216,7 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
     md += [_md_table(["model", "method", "relation", "targets", f"Recall@Acc≥{t}", f"Acc@Recall≥{t}", "AUC"], rows), ""]
 
     md += ["## Per target", ""]
-    pt = per_target(points, threshold)
+    pt = per_target(points, threshold, groups)
     rows = []
     for (model, m, tg), s in sorted(pt.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][2],
                                                                  methods.index(kv[0][1]) if kv[0][1] in methods else 99)):
@@ -257,10 +265,15 @@ def nothing_evaluated(skipped: Mapping | None) -> list[str]:
             + "; ".join(reasons) + ").", ""]
 
 
-def _write_points_csv(points: Sequence[Any], path: Path, kb=None) -> None:
+def _write_points_csv(points: Sequence[Any], path: Path, kb=None, groups: Sequence[str] = ("family", "biography")
+                      ) -> None:
+    """One row per point; the family domain's ``accuracy_family`` / ``accuracy_biography`` columns
+    stay where they were, and a KB with other groups gets one ``accuracy_{group}`` column per group
+    after ``accuracy_other``."""
+    more = [g for g in groups if g not in ("family", "biography")]
     cols = ["model", "target", "relation", "method", "param", "recall", "accuracy", "accuracy_family",
-            "accuracy_biography", "accuracy_rule", "accuracy_other", "target_forgotten", "exact", "n_forgotten",
-            "deep", "seconds"]
+            "accuracy_biography", "accuracy_rule", "accuracy_other", *(f"accuracy_{g}" for g in more),
+            "target_forgotten", "exact", "n_forgotten", "deep", "seconds"]
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(cols)
@@ -268,8 +281,8 @@ def _write_points_csv(points: Sequence[Any], path: Path, kb=None) -> None:
             d = p if isinstance(p, Mapping) else p.to_dict()
             rel = kb.facts[int(d["target"])][1] if kb is not None else ""
             w.writerow([d["model"], d["target"], rel, d["method"], d["param"], d["recall"], d["accuracy"],
-                        d.get("accuracy_family"), d.get("accuracy_biography"), d.get("accuracy_rule"),
-                        d.get("accuracy_other"), int(bool(d["target_forgotten"])), int(bool(d.get("exact", True))),
+                        group_accuracy(d, "family"), group_accuracy(d, "biography"), d.get("accuracy_rule"),
+                        d.get("accuracy_other"), *(group_accuracy(d, g) for g in more), int(bool(d["target_forgotten"])), int(bool(d.get("exact", True))),
                         len(d.get("forgotten", ())), int(is_deep(d)), d.get("seconds")])
 
 

@@ -323,7 +323,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
                             "seconds": round(time.perf_counter() - t0, 3)})
             _write_json_atomic(manifest_path, manifest)
         points = [p for p in store.points() if p.target in set(targets)]
-    return SweepOutcome(out, points, summarize(points), targets, skipped, resumed, computed, time.perf_counter() - t0,
+    return SweepOutcome(out, points, summarize(points, groups=kb.groups), targets, skipped, resumed, computed, time.perf_counter() - t0,
                         cfg)
 
 

@@ -22,6 +22,13 @@ A point's ``measures`` (issue 13: likelihood, membership and reference-model sco
 JSON text column, NULL when the sweep computed no scores. Stores written before the column existed
 still open: a writer adds the column (``ALTER TABLE ... ADD COLUMN``), a read-only reader reads
 every point's measures as None.
+
+A point's ``accuracy_groups`` (issue 16: the accuracy per relation group of the sweep's KB, in the
+KB's order) is kept in the ``extra`` JSON column as ``[[group, accuracy], ...]`` pairs (the column
+is written with sorted keys; pairs keep the KB's order), so the table is unchanged. A point of a
+store written before it reads ``accuracy_groups`` as None, and the report then takes
+``accuracy_family`` / ``accuracy_biography`` as the groups ``family`` / ``biography`` (the family
+domain's, which is all such a store can hold).
 """
 
 from __future__ import annotations
@@ -99,16 +106,19 @@ class Point:
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
     #: likelihood / membership / reference-model scores of the point (issue 13), None when off
     measures: dict[str, Any] | None = field(default=None, compare=False)
+    #: accuracy per relation group, the KB's groups in order (issue 16); None in older stores
+    accuracy_groups: dict[str, float | None] | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], model: str | None = None) -> "Point":
         """From a ``TargetRunner`` point dict (``point.to_dict()``), keeping unknown keys in ``extra``."""
         known = {"model", "target", "method", "param", "target_forgotten", "forgotten", "exact", "measures",
-                 *METRIC_COLUMNS}
-        measures = d.get("measures")
-        if measures is not None and not isinstance(measures, dict):
-            raise TypeError(f"point {d.get('method')}/{d.get('target')}/{d.get('param')}: measures must be "
-                            f"a dict or None, not {type(measures).__name__}")
+                 "accuracy_groups", *METRIC_COLUMNS}
+        measures, groups = d.get("measures"), d.get("accuracy_groups")
+        for name, v in (("measures", measures), ("accuracy_groups", groups)):
+            if v is not None and not isinstance(v, dict):
+                raise TypeError(f"point {d.get('method')}/{d.get('target')}/{d.get('param')}: {name} must be "
+                                f"a dict or None, not {type(v).__name__}")
         return cls(
             model=str(model if model is not None else d["model"]),
             target=int(d["target"]),
@@ -120,6 +130,7 @@ class Point:
             exact=bool(d.get("exact", True)),
             extra={k: v for k, v in d.items() if k not in known},
             measures=measures,
+            accuracy_groups=None if groups is None else {str(g): _opt_float(a) for g, a in groups.items()},
         )
 
     def to_dict(self, timing: bool = True) -> dict[str, Any]:
@@ -128,12 +139,25 @@ class Point:
         d = {
             "model": self.model, "target": self.target, "method": self.method, "param": self.param,
             **{c: getattr(self, c) for c in METRIC_COLUMNS},
+            **({} if self.accuracy_groups is None else {"accuracy_groups": dict(self.accuracy_groups)}),
             "target_forgotten": self.target_forgotten, "forgotten": list(self.forgotten), "exact": self.exact,
         }
         d.update({k: v for k, v in self.extra.items() if timing or k not in TIMING_KEYS})
         if self.measures is not None:  # absent, not null, when scores were off (older outputs unchanged)
             d["measures"] = self.measures
         return d
+
+
+#: the key of a point's group accuracies in the ``extra`` column
+_GROUPS_KEY = "accuracy_groups"
+
+
+def _extra_json(p: Point) -> str:
+    """The ``extra`` column: the point's extra keys plus its group accuracies as ordered pairs."""
+    extra = dict(p.extra)
+    if p.accuracy_groups is not None:
+        extra[_GROUPS_KEY] = [[g, a] for g, a in p.accuracy_groups.items()]
+    return dumps(extra, sort_keys=True, default=str)
 
 
 def _param(x: Any) -> float:
@@ -258,7 +282,7 @@ class ResultsStore:
                     f"INSERT INTO points ({', '.join(_POINT_COLUMNS)}) VALUES ({', '.join('?' * len(_POINT_COLUMNS))})",
                     (p.model, p.target, p.method, float(p.param), *[getattr(p, c) for c in METRIC_COLUMNS],
                      int(p.target_forgotten), json.dumps(list(p.forgotten)), int(p.exact),
-                     dumps(p.extra, sort_keys=True, default=str), now,
+                     _extra_json(p), now,
                      None if p.measures is None else dumps(p.measures, sort_keys=True, default=str)),
                 ),
                 (
@@ -318,9 +342,12 @@ class ResultsStore:
     def _row_point(r: tuple) -> Point:
         (model, target, method, param, recall, acc, fam, bio, rule, other, tf, forgotten, exact, extra, _at,
          measures) = r
+        extra = json.loads(extra)
+        pairs = extra.pop(_GROUPS_KEY, None)
         return Point(model, int(target), method, _param(param), recall, acc, fam, bio, rule, other,
-                     bool(tf), tuple(json.loads(forgotten)), bool(exact), json.loads(extra),
-                     None if measures is None else json.loads(measures))
+                     bool(tf), tuple(json.loads(forgotten)), bool(exact), extra,
+                     None if measures is None else json.loads(measures),
+                     None if pairs is None else {str(g): a for g, a in pairs})
 
     def iter_trajectories(self, model: str | None = None) -> Iterator[tuple[tuple[str, int, str], list[Point]]]:
         """Points grouped by (model, target, method), params ascending."""

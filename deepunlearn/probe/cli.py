@@ -208,15 +208,16 @@ def _probe(args: argparse.Namespace) -> int:
     except ValueError as e:  # e.g. an answer format under which an answer adds no tokens
         raise CLIError(str(e)) from None
     seconds = time.perf_counter() - t0
-    fam = kb.entity_mask[res.fact_ids]
+    # per relation group (family / biography in the family domain): [known, total]
+    by_group = {g: [int(res.known[m[res.fact_ids]].sum()), int(m[res.fact_ids].sum())]
+                for g, m in kb.group_masks.items()}
     out = {
         "known": res.n_known,
         "total": res.total,
         "known_share": round(res.share, 6),
-        "family_known": int(res.known[fam].sum()),
-        "family_total": int(fam.sum()),
-        "biography_known": int(res.known[~fam].sum()),
-        "biography_total": int((~fam).sum()),
+        **{f"{g}_{k}": by_group[g][i] for g in ("family", "biography") if g in by_group
+           for i, k in enumerate(("known", "total"))},
+        "known_by_group": by_group,
         "mode": mode,
         "protocol": protocol.name,
         "prompt_format": bundle.prompt.describe(),
@@ -236,8 +237,7 @@ def _probe(args: argparse.Namespace) -> int:
         out["output"] = str(path)
     emit(args, out, lambda: (
         f"{bundle.name} knows {res.n_known} of {res.total} facts ({res.share:.1%}; "
-        f"family {out['family_known']}/{out['family_total']}, "
-        f"biography {out['biography_known']}/{out['biography_total']}) "
+        + ", ".join(f"{g} {k}/{n}" for g, (k, n) in by_group.items()) + ") "
         f"[{mode}, format {bundle.prompt.spec!r} ({bundle.prompt_source}), {seconds:.1f}s]"
         + ("" if res.per_form is None else "\n" + form_table(res))
     ))

@@ -282,7 +282,7 @@ def _recall(args) -> int:
     out = {"recall": e.recall, "accuracy": e.accuracy, "exact": e.exact, "set": [_fact(kb, f) for f in e.set],
            "set_ids": e.set, "target": _fact(kb, t), "target_id": t, "target_forgotten": e.target_forgotten,
            "accuracy_family": e.accuracy_family, "accuracy_biography": e.accuracy_biography,
-           "accuracy_rule": e.accuracy_rule, "accuracy_other": e.accuracy_other,
+           "accuracy_groups": e.accuracy_groups, "accuracy_rule": e.accuracy_rule, "accuracy_other": e.accuracy_other,
            "minimal_sets": e.n_sets, "forgotten": len(set(forgotten)), "rules": rules.name,
            "sets_source": ev.minimal_sets(t).method, "tie": ev.tie}
 
@@ -291,7 +291,8 @@ def _recall(args) -> int:
         return "\n".join([
             f"target [{t}] {kb.facts[t]}: recall {e.recall:.4f} over {e.n_sets} minimal sets ({kind}), "
             f"target itself forgotten: {e.target_forgotten}",
-            f"  accuracy {e.accuracy:.4f}  (family {e.accuracy_family:.4f}, biography {e.accuracy_biography:.4f}; "
+            f"  accuracy {e.accuracy:.4f}  ("
+            + ", ".join(f"{g} {a:.4f}" for g, a in e.accuracy_groups.items()) + "; "
             f"rule relations {e.accuracy_rule:.4f}, other {e.accuracy_other:.4f})",
             f"  best minimal set U* (ties: {ev.tie}): " + "; ".join(f"[{f}] {' '.join(kb.facts[f])}" for f in e.set)])
 

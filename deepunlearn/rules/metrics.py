@@ -10,14 +10,18 @@ For a target k with minimal deep-unlearning sets ``M(k)`` and the facts ``U_A`` 
   worse than it is; ``tie="first"`` takes the first in the collection's order, as the reference
   does (``argmax = np.asarray(recall_list).argmax()`` over the stored set's iteration order).
 * accuracy ``= |(K \\ U*_A) \\ U_A| / |K \\ U*_A|``: the share of what the model should have kept
-  that it did keep. The family / biography and rule-relation / other parts restrict both the
-  numerator and the denominator to those facts. A part with no fact to keep scores 1.0.
+  that it did keep. The per-group parts (a relation's ``group``: ``family`` / ``biography`` in
+  the family domain, a domain's own groups elsewhere) and the rule-relation / other parts
+  restrict both the numerator and the denominator to those facts. A part with no fact to keep
+  scores 1.0. ``accuracy_family`` / ``accuracy_biography`` are the groups ``family`` /
+  ``biography`` when the KB has them, NaN otherwise (older consumers keep working).
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Iterable, Literal, Mapping, Sequence
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Iterable, Literal, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -81,11 +85,26 @@ def accuracy(keep: np.ndarray, lost: np.ndarray) -> float:
     return 1.0 if n == 0 else float((keep & ~lost).sum()) / n
 
 
+class Accuracies(NamedTuple):
+    """Accuracy over K minus some excluded facts, overall and per part. ``family`` / ``biography``
+    are ``groups["family"]`` / ``groups["biography"]``, NaN when the KB has no such group;
+    ``groups`` holds every group of the KB in the KB's order. Index 0 is the overall accuracy."""
+
+    overall: float
+    family: float
+    biography: float
+    rule: float
+    other: float
+    groups: dict[str, float]
+
+
 @dataclass
 class Evaluation:
     """Recall and accuracy of one unlearning result for one target.
 
     ``set`` is ``U*_A`` (sorted KB fact ids); ``exact``: recall was taken over all minimal sets.
+    ``accuracy_groups``: the accuracy per relation group (every group of the KB, in its order);
+    ``accuracy_family`` / ``accuracy_biography`` are two of them, NaN where the KB lacks the group.
     """
 
     recall: float
@@ -99,6 +118,7 @@ class Evaluation:
     target_forgotten: bool
     target: int = -1
     n_sets: int = 0
+    accuracy_groups: dict[str, float] = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -131,6 +151,8 @@ class Evaluator:
     >>> e = ev.evaluate(0, forgotten=[0, 1, 4])
     >>> e.recall, e.set, e.accuracy, e.accuracy_biography
     (0.6666666666666666, [0, 1, 3], 0.5, 0.0)
+    >>> e.accuracy_groups
+    {'family': 1.0, 'biography': 0.0}
     """
 
     def __init__(self, kb, rules: str | RuleSet | None = None, known: Iterable[int] | None = None,
@@ -148,7 +170,7 @@ class Evaluator:
         self.exact, self.seeds, self.time_budget = exact, seeds, time_budget
         n = len(kb.facts)
         self.known = self.graph.base[:n].copy()
-        self.family = np.asarray(kb.entity_mask, dtype=bool)
+        self.groups: dict[str, np.ndarray] = {g: np.asarray(m, dtype=bool) for g, m in kb.group_masks.items()}
         self.rule_facts = self.graph.uses
         self._sets: dict[int, MinimalSets] = {}
 
@@ -171,16 +193,17 @@ class Evaluator:
                                               time_budget=self.time_budget, rng=np.random.default_rng(t))
         return ms
 
-    def _parts(self, exclude: Iterable[int], lost: np.ndarray) -> tuple[float, ...]:
-        n = len(self.kb.facts)
+    def _parts(self, exclude: Iterable[int], lost: np.ndarray) -> Accuracies:
         keep = self.known.copy()
         keep[list(exclude)] = False
-        return tuple(accuracy(keep & m, lost) for m in (
-            np.ones(n, dtype=bool), self.family, ~self.family, self.rule_facts, ~self.rule_facts))
+        groups = {g: accuracy(keep & m, lost) for g, m in self.groups.items()}
+        return Accuracies(accuracy(keep, lost), groups.get("family", math.nan), groups.get("biography", math.nan),
+                          accuracy(keep & self.rule_facts, lost), accuracy(keep & ~self.rule_facts, lost), groups)
 
-    def accuracies(self, exclude: Iterable[int], forgotten: Iterable[int]) -> tuple[float, ...]:
+    def accuracies(self, exclude: Iterable[int], forgotten: Iterable[int]) -> Accuracies:
         """Accuracy over K minus ``exclude`` (e.g. the union of several targets' sets, for a batch
-        of targets forgotten together): overall, family, biography, rule facts, other facts."""
+        of targets forgotten together): overall, family, biography, rule facts, other facts and
+        per group (:class:`Accuracies`)."""
         lost = np.zeros(len(self.kb.facts), dtype=bool)
         lost[[int(f) for f in forgotten]] = True
         return self._parts([int(e) for e in exclude], lost & self.known)
@@ -200,7 +223,7 @@ class Evaluator:
         ms = self.minimal_sets(t)
         rec, tied = recall(ms.sets, np.flatnonzero(lost).tolist())
 
-        def parts(u: frozenset[int]) -> tuple[float, ...]:
+        def parts(u: frozenset[int]) -> Accuracies:
             return self._parts(u, lost)
 
         if self.tie == "first":  # recall() keeps the collection's order
@@ -209,7 +232,8 @@ class Evaluator:
         else:
             scored = [(parts(u), u) for u in tied]
             best_acc, best = max(scored, key=lambda x: (x[0][0], -len(x[1]), [-i for i in sorted(x[1])]))
-        return Evaluation(recall=rec, accuracy=best_acc[0], accuracy_family=best_acc[1],
-                          accuracy_biography=best_acc[2], accuracy_rule=best_acc[3], accuracy_other=best_acc[4],
-                          exact=ms.exact, set=sorted(best), target_forgotten=bool(lost[t]), target=t,
-                          n_sets=len(ms.sets))
+        return Evaluation(recall=rec, accuracy=best_acc.overall, accuracy_family=best_acc.family,
+                          accuracy_biography=best_acc.biography, accuracy_rule=best_acc.rule,
+                          accuracy_other=best_acc.other, exact=ms.exact, set=sorted(best),
+                          target_forgotten=bool(lost[t]), target=t, n_sets=len(ms.sets),
+                          accuracy_groups=dict(best_acc.groups))

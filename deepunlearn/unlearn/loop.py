@@ -383,7 +383,8 @@ class TargetRunner:
             parts = self.evaluator.accuracies(union, forgotten)
             for p in points:  # the batch's accuracy: K minus every target's set
                 p.accuracy, p.accuracy_family, p.accuracy_biography, p.accuracy_rule, p.accuracy_other = (
-                    float(parts[0]), *(_opt(x) for x in parts[1:]))
+                    float(parts.overall), *(_opt(x) for x in parts[1:5]))
+                p.accuracy_groups = {g: _opt(a) for g, a in parts.groups.items()}
         seconds = round(time.perf_counter() - t0, 3)
         for p in points:
             p.notes.update(deep=self.deep(p.target, forgotten), seconds=seconds, **getattr(step, "info", {}))
@@ -401,4 +402,5 @@ class TargetRunner:
             accuracy_rule=_opt(ev.accuracy_rule), accuracy_other=_opt(ev.accuracy_other),
             target_forgotten=target in forgotten, forgotten=forgotten, exact=bool(ev.exact),
             set=[int(i) for i in ev.set], lr=lr, measures=None if measure is None else measure(ev.set),
+            accuracy_groups={g: _opt(a) for g, a in ev.accuracy_groups.items()},
         )

@@ -18,7 +18,9 @@ class Point:
     """One grid point of one method on one target: the metrics of the model at that point.
 
     ``forgotten``: fact ids in K the model no longer answers; ``set``: the minimal deep-unlearning
-    set that maximises recall (``U*_A``); ``exact``: whether the sets were enumerated exactly."""
+    set that maximises recall (``U*_A``); ``exact``: whether the sets were enumerated exactly.
+    ``accuracy_groups``: the accuracy per relation group of the KB (its order);
+    ``accuracy_family`` / ``accuracy_biography`` are two of them, None where the KB lacks the group."""
 
     target: int
     method: str
@@ -34,6 +36,8 @@ class Point:
     exact: bool
     set: list[int] = field(default_factory=list)
     lr: float | None = None
+    #: accuracy per relation group (``{group: accuracy}``, the KB's groups in order)
+    accuracy_groups: dict[str, float | None] = field(default_factory=dict)
     #: how much remains (:mod:`deepunlearn.unlearn.measures`); None when scores are off
     measures: dict | None = None
     #: anything else a row records (a retain model's ``answers_target`` / ``answers_set``)
@@ -92,4 +96,5 @@ def _number(x: float) -> float | int:
 
 
 def _opt(x) -> float | None:
-    return None if x is None else float(x)
+    """A float, or None for a missing value (None or NaN: a group the KB does not have)."""
+    return None if x is None or x != x else float(x)

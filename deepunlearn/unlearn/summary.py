@@ -21,6 +21,9 @@ defined for every target:
   A point's ``deep`` flag is read as stored; points written before the flag existed fall back
   to ``recall >= 1 - EPS`` (with exact minimal sets, recall 1 is the same thing).
 * **Deep rate**: 1 when any grid point is deep, whatever its accuracy.
+* **Per group** (``acc_at_recall_{t}_{group}``, paper Figure 6): Acc@Recall>=t with the accuracy
+  over one relation group's facts (:func:`group_accuracy`) in place of the overall accuracy, for
+  every group of the KB (``family`` and ``biography`` in the family domain, as before).
 * **Seconds** (:func:`seconds_per_target`): the wall seconds the trajectory took (the largest
   ``seconds`` of its points: each counts from the start of the job), NaN when no point has it. A
   batch row's seconds are its batch's, spent on ``batch_size`` targets at once, so they are
@@ -43,6 +46,8 @@ EPS = 1e-9
 THRESHOLD = 0.8
 #: accuracy thresholds of Success-DU (issue 14's goal is Success-DU@0.9 >= 0.9); always both
 SUCCESS_THRESHOLDS: tuple[float, ...] = (0.8, 0.9)
+#: the groups of points written before per-group accuracies (``accuracy_family`` / ``_biography``)
+DEFAULT_GROUPS: tuple[str, ...] = ("family", "biography")
 
 
 def with_endpoints(curve: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -201,25 +206,60 @@ def curve_of(points: Sequence[Any], acc_key: str = "accuracy") -> list[tuple[flo
     return [(float(_get(p, "recall")), float(_get(p, acc_key))) for p in points if _get(p, acc_key) is not None]
 
 
-def metric_names(threshold: float = THRESHOLD) -> list[str]:
-    """Names of :func:`target_metrics`' keys, in report order.
+def group_accuracy(p: Any, group: str) -> float | None:
+    """A point's accuracy over one relation group: its ``accuracy_groups[group]`` (None when the
+    point has per-group accuracies but not this group), else, for points written before
+    per-group accuracies, ``accuracy_family`` / ``accuracy_biography``.
+
+    >>> group_accuracy({"accuracy_groups": {"reporting": 0.5}}, "reporting"), group_accuracy({"accuracy_family": 0.7}, "family")
+    (0.5, 0.7)
+    """
+    groups = field_of(p, "accuracy_groups")
+    if isinstance(groups, Mapping) and groups:
+        return groups.get(group)
+    return field_of(p, f"accuracy_{group}") if group in DEFAULT_GROUPS else None
+
+
+def point_groups(points: Iterable[Any]) -> list[str]:
+    """The relation groups the points report, in order of first appearance; the family domain's
+    ``family`` and ``biography`` for points without per-group accuracies (older outputs).
+
+    >>> point_groups([{"accuracy_groups": {"reporting": 1.0, "location": 0.5}}]), point_groups([{}])
+    (['reporting', 'location'], ['family', 'biography'])
+    """
+    seen: dict[str, None] = {}
+    for p in points:
+        groups = field_of(p, "accuracy_groups")
+        if isinstance(groups, Mapping):
+            seen.update(dict.fromkeys(str(g) for g in groups))
+    return list(seen) if seen else list(DEFAULT_GROUPS)
+
+
+def metric_names(threshold: float = THRESHOLD, groups: Sequence[str] = DEFAULT_GROUPS) -> list[str]:
+    """Names of :func:`target_metrics`' keys, in report order; one ``acc_at_recall_{t}_{group}``
+    per relation group.
 
     >>> metric_names()[:3]
     ['acc_at_recall_0.8', 'recall_at_acc_0.8', 'auc']
-    >>> metric_names()[7:]
-    ['success_du_0.8', 'success_du_0.9', 'deep_rate', 'seconds']
+    >>> metric_names()[5:]
+    ['acc_at_recall_0.8_family', 'acc_at_recall_0.8_biography', 'success_du_0.8', 'success_du_0.9', 'deep_rate', 'seconds']
+    >>> metric_names(groups=["reporting", "location"])[5:7]
+    ['acc_at_recall_0.8_reporting', 'acc_at_recall_0.8_location']
     """
     t = f"{threshold:g}"
     return [f"acc_at_recall_{t}", f"recall_at_acc_{t}", "auc", "acc_at_superficial", "superficial_rate",
-            f"acc_at_recall_{t}_family", f"acc_at_recall_{t}_biography",
+            *(f"acc_at_recall_{t}_{g}" for g in groups),
             *(f"success_du_{a:g}" for a in SUCCESS_THRESHOLDS), "deep_rate", "seconds"]
 
 
-def target_metrics(points: Sequence[Any], threshold: float = THRESHOLD) -> dict[str, float]:
+def target_metrics(points: Sequence[Any], threshold: float = THRESHOLD,
+                   groups: Sequence[str] | None = None) -> dict[str, float]:
     """Every metric of one target's trajectory, keyed by :func:`metric_names`. ``points`` have
-    ``recall``, ``accuracy``, ``accuracy_family``, ``accuracy_biography`` and
-    ``target_forgotten`` (objects or dicts), optionally ``deep`` and ``seconds`` (see
-    :func:`field_of`); a part with no facts (accuracy None) gives NaN, as do seconds never recorded.
+    ``recall``, ``accuracy``, ``accuracy_groups`` (or, older, ``accuracy_family`` and
+    ``accuracy_biography``) and ``target_forgotten`` (objects or dicts), optionally ``deep`` and
+    ``seconds`` (see :func:`field_of`); a part with no facts (accuracy None) gives NaN, as do
+    seconds never recorded. ``groups``: the relation groups to report (default: the points' own,
+    :func:`point_groups`).
 
     >>> pts = [dict(recall=0.5, accuracy=0.9, accuracy_family=0.85, accuracy_biography=1.0, target_forgotten=True),
     ...        dict(recall=0.9, accuracy=0.4, accuracy_family=0.2, accuracy_biography=0.7, target_forgotten=True)]
@@ -235,9 +275,9 @@ def target_metrics(points: Sequence[Any], threshold: float = THRESHOLD) -> dict[
         "acc_at_superficial": acc_at_superficial((_get(p, "accuracy"), _get(p, "target_forgotten")) for p in points),
         "superficial_rate": float(any(_get(p, "target_forgotten") for p in points)),
     }
-    for part in ("family", "biography"):
-        pc = curve_of(points, f"accuracy_{part}")
-        out[f"acc_at_recall_{t}_{part}"] = acc_at_recall(pc, threshold) if pc else math.nan
+    for g in (point_groups(points) if groups is None else groups):
+        pc = [(float(_get(p, "recall")), float(a)) for p in points if (a := group_accuracy(p, g)) is not None]
+        out[f"acc_at_recall_{t}_{g}"] = acc_at_recall(pc, threshold) if pc else math.nan
     for a in SUCCESS_THRESHOLDS:
         out[f"success_du_{a:g}"] = success_du(points, a)
     out["deep_rate"] = float(any(is_deep(p) for p in points))

@@ -136,18 +136,26 @@ def parse_grid(text: str | None) -> list[float] | None:
     return out
 
 
+#: short column heads of the family domain's groups (other groups show their own name)
+_GROUP_HEADS = {"family": "fam", "biography": "bio"}
+
+
 def _table(result: dict) -> str:
     from .checks_cli import check_line
-    from .summary import format_summary
+    from .summary import format_summary, group_accuracy, point_groups
 
     s, r, o = result["target"]
+    groups = point_groups(result["points"])
+    heads = [_GROUP_HEADS.get(g, g) for g in groups]
+    widths = [max(6, len(h)) for h in heads]
     lines = [f"{result['method']} on [{result['index']}] {o} is {s}'s {r} (lr {result['lr']:g})",
-             f"  {'param':>8}  {'recall':>6}  {'acc':>6}  {'fam':>6}  {'bio':>6}  forgot  target"]
+             f"  {'param':>8}  {'recall':>6}  {'acc':>6}  "
+             + "".join(f"{h:>{w}}  " for h, w in zip(heads, widths)) + "forgot  target"]
     for p in result["points"]:
-        fam = "-" if p["accuracy_family"] is None else f"{p['accuracy_family']:.3f}"
-        bio = "-" if p["accuracy_biography"] is None else f"{p['accuracy_biography']:.3f}"
-        lines.append(f"  {p['param']:>8g}  {p['recall']:6.3f}  {p['accuracy']:6.3f}  {fam:>6}  {bio:>6}  "
-                     f"{len(p['forgotten']):6d}  {'forgotten' if p['target_forgotten'] else 'kept'}")
+        cells = ["-" if (a := group_accuracy(p, g)) is None else f"{a:.3f}" for g in groups]
+        lines.append(f"  {p['param']:>8g}  {p['recall']:6.3f}  {p['accuracy']:6.3f}  "
+                     + "".join(f"{c:>{w}}  " for c, w in zip(cells, widths))
+                     + f"{len(p['forgotten']):6d}  {'forgotten' if p['target_forgotten'] else 'kept'}")
         lines += [x for x in [check_line(p)] if x]
     lines.append("  " + format_summary(result["summary"]))
     return "\n".join(lines)
