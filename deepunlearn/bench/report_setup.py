@@ -39,7 +39,7 @@ def setup_lines(config: Mapping[str, Any], manifest: Mapping[str, Any] | None, k
     proto = first.get("protocol", {})
     rules = config.get("rules") or (kb.metadata.get("rules", "family") if kb is not None else "family")
     md = ["", "## Setup", ""]
-    md += [f"- **KB**: `{config.get('kb')}`" + (f" ({len(kb)} facts, {len(kb.entities)} people)" if kb is not None else ""),
+    md += [f"- **KB**: `{config.get('kb')}`" + (f" ({len(kb)} facts, {len(kb.entities)} entities)" if kb is not None else ""),
            f"- **rules**: `{rules}`" + (f"; **K**: {proto.get('k_mode')} (probe mode "
                                        f"`{first.get('probe_mode', proto.get('probe_mode'))}`)"
                                        if proto and len(models) == 1 else ""),

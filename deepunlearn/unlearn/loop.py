@@ -395,12 +395,4 @@ class TargetRunner:
                   measure=None) -> Point:
         """A :class:`Point` from the facts of K lost; ``measure(set_ids)`` gives its measures."""
         ev = self.evaluator.evaluate(target, forgotten)
-        return Point(
-            target=target, method=method, param=param,
-            recall=float(ev.recall), accuracy=float(ev.accuracy),
-            accuracy_family=_opt(ev.accuracy_family), accuracy_biography=_opt(ev.accuracy_biography),
-            accuracy_rule=_opt(ev.accuracy_rule), accuracy_other=_opt(ev.accuracy_other),
-            target_forgotten=target in forgotten, forgotten=forgotten, exact=bool(ev.exact),
-            set=[int(i) for i in ev.set], lr=lr, measures=None if measure is None else measure(ev.set),
-            accuracy_groups={g: _opt(a) for g, a in ev.accuracy_groups.items()},
-        )
+        return Point.from_evaluation(ev, method, param, forgotten, lr, None if measure is None else measure(ev.set))

@@ -48,6 +48,19 @@ class Point:
         d.update(d.pop("notes"))
         return d
 
+    @classmethod
+    def from_evaluation(cls, ev, method: str, param, forgotten: list[int], lr: float | None,
+                        measures: dict | None = None) -> "Point":
+        """The point of a rules-layer :class:`~deepunlearn.rules.Evaluation` (NaN parts -> None)."""
+        return cls(
+            target=ev.target, method=method, param=param, recall=float(ev.recall), accuracy=float(ev.accuracy),
+            accuracy_family=_opt(ev.accuracy_family), accuracy_biography=_opt(ev.accuracy_biography),
+            accuracy_rule=_opt(ev.accuracy_rule), accuracy_other=_opt(ev.accuracy_other),
+            target_forgotten=ev.target in forgotten, forgotten=forgotten, exact=bool(ev.exact),
+            set=[int(i) for i in ev.set], lr=lr, measures=measures,
+            accuracy_groups={g: _opt(a) for g, a in ev.accuracy_groups.items()},
+        )
+
 
 def _mix(seed: int, targets: Sequence[int]) -> int:
     """A seed of its own for a run on ``targets`` (the retain draws differ between targets)."""
