@@ -80,13 +80,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json(p)
     p.set_defaults(handler=_export)
 
-    p = dsub.add_parser("draw", help="draw a family (or one person's neighbourhood) to PNG")
+    p = dsub.add_parser("draw", help="draw a family (or one person's neighbourhood) to PNG; another domain's KB: "
+                                     "the entity graph around one entity")
     p.add_argument("kb", help="KB file")
     p.add_argument("-o", "--output", required=True, metavar="FIG.png",
                    help="figure file; the suffix picks the format (.png, .svg, .pdf, ...; no suffix: .png is added)")
-    p.add_argument("--person", default=None, help="draw only this person's neighbourhood")
-    p.add_argument("--radius", type=nonneg_int, default=2,
-                   help="neighbourhood radius in family links (with --person; default 2)")
+    p.add_argument("--person", default=None, help="draw only this person's neighbourhood (another domain: the "
+                                                  "entity to centre on; default the first target's subject)")
+    p.add_argument("--radius", type=nonneg_int, default=None,
+                   help="neighbourhood radius in family links (with --person; default 2); another domain: in links "
+                        "of any entity relation (default 1)")
     add_json(p)
     p.set_defaults(handler=_draw)
 
@@ -104,7 +107,7 @@ def summary(kb) -> dict:
     forms = {"forms": forms_table(kb, explicit_only=True), "form_splits": dict(sorted(kb.form_splits.items()))}
     return {
         "name": kb.name,
-        "people": len(kb.entities),
+        "people": len(kb.entities),  # every entity (people for a family KB; an org KB counts its offices too)
         "facts": len(kb.facts),
         "groups": {g: int(m.sum()) for g, m in kb.group_masks.items()},
         "relations": kb.relation_counts(),
@@ -119,7 +122,7 @@ def _summary_text(kb, path: str) -> str:
     rel = ", ".join(f"{r} {n}" for r, n in s["relations"].items())
     lines = [
         f"{path}: {s['name']}",
-        f"  people  {s['people']}",
+        f"  entities {s['people']}",
         f"  facts   {s['facts']} (" + ", ".join(f"{n} {g}" for g, n in s["groups"].items()) + ")",
         f"  relations: {rel}",
         f"  targets {len(s['targets'])}:",
@@ -288,6 +291,11 @@ def _draw(args) -> int:
 
     figure_path(args.output, flag="-o")  # before loading anything: a folder or fig.txt is refused at once
     kb = load_kb(args.kb)
-    out = draw_family(kb, args.output, person=args.person, radius=args.radius)
+    if "family" in kb.groups:
+        out = draw_family(kb, args.output, person=args.person, radius=2 if args.radius is None else args.radius)
+    else:  # another domain: the entity graph around one entity
+        from .graph_draw import draw_graph
+
+        out = draw_graph(kb, args.output, person=args.person, radius=1 if args.radius is None else args.radius)
     emit(args, {"output": str(out)}, f"wrote {out}")
     return 0
