@@ -68,7 +68,7 @@ def prepare_kb(out: Path, kb_path: str | None, people: int, seed: int, progress:
     path = out / "kb.json"
     if not path.exists() or kb_fingerprint(load_kb(path)) != kb_fingerprint(kb):
         save_kb(kb, path)
-    _say(f"[1/4] generated a {domain} KB of {people} people: {len(kb)} facts ("
+    _say(f"[1/4] generated a KB of the {domain} domain, {people} people: {len(kb)} facts ("
          + ", ".join(f"{int(m.sum())} {g}" for g, m in kb.group_masks.items()) + ")", progress)
     return kb, str(path.resolve())
 
