@@ -9,6 +9,7 @@ import sqlite3
 
 import pytest
 import yaml
+from test_bench_measures import OLD_SCHEMA as PRE13_SCHEMA
 
 from deepunlearn.bench.metrics import summarize
 from deepunlearn.bench.report import write_report
@@ -82,16 +83,7 @@ def test_the_report_of_an_org_sweep_has_a_column_and_a_panel_per_group(tmp_path)
 
 
 #: the points table as it was before issue 16 (and 13): no groups, family / biography columns
-OLD_SCHEMA = """
-CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE points (
-    model TEXT NOT NULL, target INTEGER NOT NULL, method TEXT NOT NULL, param REAL NOT NULL,
-    recall REAL, accuracy REAL, accuracy_family REAL, accuracy_biography REAL,
-    accuracy_rule REAL, accuracy_other REAL,
-    target_forgotten INTEGER NOT NULL, forgotten TEXT NOT NULL, exact INTEGER NOT NULL,
-    extra TEXT NOT NULL DEFAULT '{}', written_at REAL NOT NULL,
-    PRIMARY KEY (model, target, method, param)
-);
+OLD_SCHEMA = PRE13_SCHEMA.split("INSERT INTO", 1)[0] + """
 INSERT INTO points VALUES ('tiny', 0, 'ga', 1.0, 0.9, 0.5, 0.4, 0.7, 1, 1, 1, '[0]', 1, '{}', 0.0);
 INSERT INTO points VALUES ('tiny', 0, 'ga', 2.0, 0.3, 0.9, 0.8, 1.0, 1, 1, 1, '[0]', 1, '{}', 0.0);
 """
