@@ -181,6 +181,7 @@ def _holdout(args) -> int:
     check_disjoint(kb, hold, args.output, flag="-o")  # by construction; checked before anything is written
     out = save_kb(hold, args.output)
     s = summary(hold)
+    s["people"] = hold.metadata["holdout"]["people"]  # new people (an org holdout also names the KB's offices)
     emit(args, {"output": str(out), "of": str(args.kb), "seed": args.seed,
                 **{k: s[k] for k in ("people", "facts", "relations")}},
          lambda: f"wrote {out}: {s['people']} people and {s['facts']} facts disjoint from {args.kb} "

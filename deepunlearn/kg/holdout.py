@@ -5,7 +5,9 @@ was trained on from facts of the same kind it never saw. :func:`make_holdout` ma
 kind: people and facts from the same generator (:func:`~deepunlearn.kg.domains.family.generate.generate_family`,
 with the KB's own generator parameters when it was generated, the defaults otherwise: the imported
 release records none) and the same relation templates as the KB, sharing no person and no fact
-with it (:func:`check_disjoint`).
+with it (:func:`check_disjoint`). A KB of another domain (the declarative generator's, e.g.
+``org``) gets new people sampled by its domain's own shapes, with facts of the sampled relations
+whose subject is a person, pointing at the KB's own offices, departments, ... (:func:`_domain_holdout`).
 
 Two choices keep the test about *facts*, not about unknown words (a word-level tiny tokenizer
 built on the KB would map a new word to ``<unk>``, and any model finds an unseen name less
@@ -29,6 +31,8 @@ import numpy as np
 
 from .kb import KBError, KnowledgeBase
 
+#: ``metadata["generator"]`` of a KB the declarative generator made (any domain but family).
+DOMAIN_GENERATOR = "deepunlearn.rules.generate.generate_domain"
 #: Mixed into the holdout's seed so that a holdout drawn with seed S never repeats the family
 #: network of a KB generated with the same seed S.
 _HOLDOUT_STREAM = 0x486F6C64  # "Hold"
@@ -49,14 +53,15 @@ def _params(kb: KnowledgeBase):
                       f"({' '.join(str(e).split())})", field="metadata.params") from None
 
 
-def _name_pools(kb: KnowledgeBase) -> tuple[dict[str, list[str]], list[str], list[str]]:
-    """First names by gender, all first names, and surnames the KB's people use (sorted)."""
+def _name_pools(kb: KnowledgeBase, people: set[str] | None = None) -> tuple[dict[str, list[str]], list[str], list[str]]:
+    """First names by gender, all first names, and surnames the KB's people use (sorted);
+    ``people``: which entities are people (default: all of them, as in a family KB)."""
     by_gender: dict[str, set[str]] = {}
     firsts: set[str] = set()
     lasts: set[str] = set()
     for name, attrs in kb.entities.items():
         words = name.split()
-        if len(words) < 2:
+        if len(words) < 2 or (people is not None and name not in people):
             continue
         firsts.add(words[0])
         lasts.add(words[-1])
@@ -66,9 +71,11 @@ def _name_pools(kb: KnowledgeBase) -> tuple[dict[str, list[str]], list[str], lis
     return {g: sorted(v) for g, v in by_gender.items()}, sorted(firsts), sorted(lasts)
 
 
-def _rename(gen: KnowledgeBase, kb: KnowledgeBase, rng: np.random.Generator) -> dict[str, str]:
-    """Generated name -> new name made of the KB's words, unique and not a KB name."""
-    by_gender, firsts, lasts = _name_pools(kb)
+def _rename(gen: KnowledgeBase, kb: KnowledgeBase, rng: np.random.Generator,
+            people: set[str] | None = None) -> dict[str, str]:
+    """Generated name -> new name made of the words of the KB's ``people`` (default: every entity),
+    unique and not a KB name."""
+    by_gender, firsts, lasts = _name_pools(kb, people)
     used = set(kb.entities)
     out: dict[str, str] = {}
     if not firsts:  # the KB's names are not "First Last": keep the generator's where they are new
@@ -124,6 +131,8 @@ def make_holdout(kb: KnowledgeBase, seed: int, people: int | None = None) -> Kno
 
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise KBError(f"holdout seed must be a non-negative integer (got {seed!r})")
+    if kb.metadata.get("generator") == DOMAIN_GENERATOR:
+        return _domain_holdout(kb, int(seed), people)
     n = len(kb.entities) if people is None else people
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise KBError(f"holdout people must be a positive integer (got {n!r})")
@@ -166,6 +175,72 @@ def make_holdout(kb: KnowledgeBase, seed: int, people: int | None = None) -> Kno
     return hold
 
 
+def _domain_holdout(kb: KnowledgeBase, seed: int, people: int | None) -> KnowledgeBase:
+    """The holdout of a KB the declarative generator made: ``people`` new entities of the
+    domain's first type (default: as many as the KB has), sampled by the domain's own shapes
+    (:func:`~deepunlearn.kg.sample.sample_domain`), renamed with the KB's words, and their facts
+    of the sampled relations whose subject is of that type (manager, department, office, ... for
+    org); objects of other types are the KB's own entities (its offices, departments), so only
+    the people are new. Relations the rules derive are left out: they would need the rules."""
+    from .domain import DomainError, load_domain
+    from .fingerprint import kb_fingerprint
+    from .sample import sample_domain
+
+    where = kb.metadata.get("domain_folder") or kb.metadata.get("domain")
+    try:
+        dom = load_domain(where)
+    except DomainError as e:
+        raise KBError(f"KB {kb.name!r}: its domain ({where}) cannot be read for a holdout: {e}",
+                      field="metadata.domain") from None
+    ptype = dom.people_type
+    kinds = {r for r, spec in dom.relations.items() if spec.shape and spec.subject == ptype and r in kb.relations}
+    n = people if people is not None else len({s for s, r, _ in kb.facts if r in dom.relations
+                                                and dom.relations[r].subject == ptype})
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise KBError(f"holdout people must be a positive integer (got {n!r})")
+    stored = set(kb.facts)
+    symmetric = {r for r in kinds if dom.relations[r].shape == "pairs"
+                 and any((o, r, s) in stored for s, rr, o in kb.facts if rr == r)}
+    rng = np.random.default_rng(np.random.SeedSequence([seed, _HOLDOUT_STREAM]))
+    sampled = sample_domain(dom, int(n), rng, symmetric)
+    persons = sampled.of_type(ptype)
+    kb_people = {s for s, r, _ in kb.facts if r in dom.relations and dom.relations[r].subject == ptype}
+    names = _rename(KnowledgeBase(entities={p: sampled.entities[p] for p in persons}, relations={}, facts=[]),
+                    kb, rng, kb_people)
+    # objects of another type: the KB's entity of that type in the same position of a seeded shuffle
+    theirs: dict[str, list[str]] = {}
+    for _, r, o in kb.facts:
+        spec = dom.relations.get(r)
+        if spec is not None and spec.object != ptype and o in kb.entities:
+            theirs.setdefault(spec.object, [])
+            if o not in theirs[spec.object]:
+                theirs[spec.object].append(o)
+    facts, objects = [], {}
+    for s, r, o in sampled.facts:
+        if r not in kinds:
+            continue
+        t = dom.relations[r].object
+        if t == ptype:
+            facts.append((names[s], r, names[o]))
+        elif theirs.get(t):
+            if o not in objects:
+                objects[o] = theirs[t][int(rng.integers(len(theirs[t])))]
+            facts.append((names[s], r, objects[o]))
+    facts = list(dict.fromkeys(facts))  # two sampled objects mapped to one KB entity
+    entities = {names[p]: dict(sampled.entities[p]) for p in persons}
+    entities.update({o: dict(kb.entities[o]) for _, _, o in facts if o not in entities})
+    hold = KnowledgeBase(
+        entities=entities, relations={r: kb.relations[r] for r in kb.relations if r in kinds}, facts=facts,
+        targets=[], name=f"{kb.name}-holdout-seed{seed}", background=kb.background,
+        metadata={"generator": "deepunlearn.kg.holdout.make_holdout",
+                  "holdout": {"of": kb.name, "kb_fingerprint": kb_fingerprint(kb), "seed": seed, "people": int(n)},
+                  **{k: kb.metadata[k] for k in ("domain", "domain_folder", "rules") if k in kb.metadata}},
+    )
+    hold.validate()
+    check_disjoint(kb, hold)
+    return hold
+
+
 def check_disjoint(kb: KnowledgeBase, holdout: KnowledgeBase, holdout_file: str | os.PathLike | None = None,
                    *, flag: str = "--holdout") -> None:
     """:class:`KBError` unless ``holdout`` shares no fact and no person with ``kb``; the error
@@ -186,7 +261,10 @@ a holdout must share no person and no fact with the KB
         if f in kb_facts:
             raise KBError(f"{where}: fact {list(f)} (facts[{i}]) is also in KB {kb.name!r}; {tail}",
                           file=holdout_file, field=f"facts[{i}]")
+    # an entity the holdout only points at (an org's office or department) may be the KB's own;
+    # one it says anything about (a person) may not
+    only_objects = {o for _, _, o in holdout.facts} - {s for s, _, _ in holdout.facts}
     for name in holdout.entities:
-        if name in kb.entities:
+        if name in kb.entities and name not in only_objects:
             raise KBError(f"{where}: person {name!r} is also in KB {kb.name!r} (entities of the holdout); {tail}",
                           file=holdout_file, field="entities")
