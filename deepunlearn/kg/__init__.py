@@ -1,4 +1,5 @@
-"""Knowledge-base layer: facts, entities, KB files, the family generator, QA probes, importers."""
+"""Knowledge-base layer: facts, entities, KB files (version 2), domain folders (``domains/family``
+with its generator, ``domains/org``) and their sampling, probe forms, importers."""
 
 from .kb import (
     BIOGRAPHY_ATTRIBUTES,
