@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_bench)
 
     p = sub.add_parser(
-        "demo", help="the whole evaluation on a generated family KB and a tiny local model (2-3 min)",
+        "demo", help="the whole evaluation on a generated KB (family, or --domain) and a tiny local model (2-5 min)",
         description=DEMO_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kb", default=None, metavar="FILE", help="use this KB file instead of generating one")
     p.add_argument("--domain", default=None, metavar="NAME|PATH",
@@ -62,12 +62,12 @@ progress bar counts points.
 
 DEMO_DESCRIPTION = """\
 The paper's whole evaluation, end to end, with nothing to download:
-  1. generate a 50-person family KB (or use --kb),
+  1. generate a 50-person family KB (--domain org, or a domain folder: that domain's; or use --kb),
   2. build and finetune a tiny model on its facts,
   3. sweep GA, NPO, TV and WHP (the paper's grids), GradDiff and du_loop over one target per relation,
   4. write the report (OUTPUT/report/report.md) and print Table 3.
 
-How long: 2-3 minutes on a 2-core CPU with --threads 1 (the default; measured 2:50). Running it again
+How long: 2-3 minutes on a 2-core CPU with --threads 1 (the default; measured 2:50; --domain org 4:30). Running it again
 reuses the model and the stored points.
 """
 
