@@ -150,6 +150,10 @@ def run_demo(output: str | Path, *, kb_path: str | None = None, domain: str = "f
              progress: bool = True) -> SweepOutcome:
     """Run the demo into ``output`` (see the module docstring) and return the sweep's outcome."""
     out = Path(output)
+    if kb_path is None:  # a wrong --domain is one line before the output folder is made
+        from ..kg.domain import load_domain
+
+        load_domain(domain)
     with SweepLock(out):  # a second demo on the folder stops here, before touching the model
         return _run_demo(out, kb_path, domain, people, seed, per_relation, methods, executor, ray_address, threads,
                          overwrite, progress)
