@@ -194,8 +194,8 @@ def _domain_holdout(kb: KnowledgeBase, seed: int, people: int | None) -> Knowled
                       field="metadata.domain") from None
     ptype = dom.people_type
     kinds = {r for r, spec in dom.relations.items() if spec.shape and spec.subject == ptype and r in kb.relations}
-    n = people if people is not None else len({s for s, r, _ in kb.facts if r in dom.relations
-                                                and dom.relations[r].subject == ptype})
+    kb_people = {s for s, r, _ in kb.facts if r in dom.relations and dom.relations[r].subject == ptype}
+    n = people if people is not None else len(kb_people)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise KBError(f"holdout people must be a positive integer (got {n!r})")
     stored = set(kb.facts)
@@ -204,7 +204,6 @@ def _domain_holdout(kb: KnowledgeBase, seed: int, people: int | None) -> Knowled
     rng = np.random.default_rng(np.random.SeedSequence([seed, _HOLDOUT_STREAM]))
     sampled = sample_domain(dom, int(n), rng, symmetric)
     persons = sampled.of_type(ptype)
-    kb_people = {s for s, r, _ in kb.facts if r in dom.relations and dom.relations[r].subject == ptype}
     names = _rename(KnowledgeBase(entities={p: sampled.entities[p] for p in persons}, relations={}, facts=[]),
                     kb, rng, kb_people)
     # objects of another type: the KB's entity of that type in the same position of a seeded shuffle

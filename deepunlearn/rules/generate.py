@@ -32,7 +32,7 @@ from ..kg.sample import pick_targets, sample_domain
 from .budget import DEFAULT_MAX_GROUNDINGS
 from .depths import deepest_chain, derivation_depths
 from .errors import RulesError
-from .graph import DerivationGraph, derivation_graph
+from .graph import derivation_graph
 from .language import RuleSet, Var
 from .load import load_rules
 
@@ -184,11 +184,3 @@ def generate_kb(domain: str | os.PathLike, people: int | None = None, seed: int 
 
         return generate_family(100 if people is None else people, seed=seed, **options)
     return generate_domain(domain, people, seed, **options)
-
-
-def deepest(kb: KnowledgeBase, rules: RuleSet | str | None = None,
-            max_groundings: int | None = DEFAULT_MAX_GROUNDINGS) -> tuple[DerivationGraph, list[str]]:
-    """The derivation graph of ``kb`` (under its own rules by default) and its deepest chain."""
-    g = derivation_graph(kb, rules if rules is not None else kb.metadata.get("rules", "family"),
-                         max_groundings=max_groundings)
-    return g, deepest_chain(g)

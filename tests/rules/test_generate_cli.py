@@ -5,24 +5,14 @@ someone else generate, and the rules commands find a generated KB's rules from t
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
 
 import pytest
 
-from deepunlearn.cli import main
 from deepunlearn.kg.domain import builtin_folder
 from deepunlearn.kg.domains.family.generate import FamilyParams, generate_family
 from deepunlearn.kg.io import dumps_kb, load_kb
-
-
-def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(list(argv))
-    except SystemExit as e:  # argparse usage errors
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.kg.kg_helpers import cli
 
 
 @pytest.mark.parametrize("domain", [None, "family", "FOLDER"])

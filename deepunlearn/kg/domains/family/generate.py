@@ -37,6 +37,7 @@ surnames.
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -139,7 +140,12 @@ def choose_stored(truth: list[IdFact], params: FamilyParams, rng: np.random.Gene
 def family_relations() -> dict[str, Relation]:
     """The family domain's relations (``kg/domains/family/domain.toml``): the 11 family relations
     (group ``family``) and the three biography attributes (group ``biography``), each with its
-    paraphrases and statements."""
+    paraphrases and statements. The file is read once per process (relations are frozen)."""
+    return dict(_family_relations())
+
+
+@lru_cache(maxsize=1)
+def _family_relations() -> dict[str, Relation]:
     from ...domain import load_domain
 
     rels = load_domain("family").kb_relations()
