@@ -21,12 +21,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def release_dir() -> Path:
-    """The EDU-RELAT release: ``$DEEPUNLEARN_EDU_RELAT`` or ``shared/edu-relat`` beside the checkout."""
+    """The EDU-RELAT release: ``$DEEPUNLEARN_EDU_RELAT``, else the copy shipped with deepunlearn."""
+    from deepunlearn.kg.edu_relat import SHIPPED_DIR
+
     env = os.environ.get("DEEPUNLEARN_EDU_RELAT")
-    for c in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "edu-relat", ROOT / "shared" / "edu-relat"]:
-        if (c / "family-200-graph.pt").exists():
-            return c
-    raise RuntimeError("EDU-RELAT release not found: ../shared/edu-relat or DEEPUNLEARN_EDU_RELAT")
+    return Path(env) if env else SHIPPED_DIR
 
 
 @pytest.fixture(scope="session")

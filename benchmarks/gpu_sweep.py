@@ -81,12 +81,7 @@ def load_kb_arg(spec: str):
     if spec == "release":
         from deepunlearn.kg.edu_relat import import_edu_relat
 
-        env = os.environ.get("DEEPUNLEARN_EDU_RELAT")
-        for c in ([Path(env)] if env else []) + [ROOT.parent / "shared" / "edu-relat", ROOT / "shared" / "edu-relat"]:
-            if (c / "family-200-graph.pt").exists():
-                return import_edu_relat(c)
-        raise SystemExit("gpu_sweep: the EDU-RELAT release is not in ../shared/edu-relat (set DEEPUNLEARN_EDU_RELAT "
-                         "or pass --kb generate:N)")
+        return import_edu_relat(os.environ.get("DEEPUNLEARN_EDU_RELAT"))  # None: the shipped copy
     if spec.startswith("generate:"):
         from deepunlearn.kg.domains.family.generate import generate_family
 

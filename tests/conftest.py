@@ -1,5 +1,5 @@
-"""Shared fixtures. The EDU-RELAT release sits in ``../shared/edu-relat`` beside the checkout
-(CI clones the project next to ``shared/``); ``DEEPUNLEARN_EDU_RELAT`` overrides the path."""
+"""Shared fixtures. The EDU-RELAT release is the copy shipped with deepunlearn (package data);
+``DEEPUNLEARN_EDU_RELAT=/path/to/edu-relat`` runs the suite on another copy."""
 
 from __future__ import annotations
 
@@ -20,16 +20,14 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 
 def edu_relat_dir() -> Path:
+    from deepunlearn.kg.edu_relat import SHIPPED_DIR
+
     env = os.environ.get("DEEPUNLEARN_EDU_RELAT")
-    candidates = [Path(env)] if env else []
-    candidates += [ROOT.parent / "shared" / "edu-relat", ROOT / "shared" / "edu-relat"]
-    for c in candidates:
-        if (c / "family-200-graph.pt").exists():
-            return c
-    raise RuntimeError(
-        "EDU-RELAT release not found: expected ../shared/edu-relat beside the checkout "
-        "or DEEPUNLEARN_EDU_RELAT=/path/to/edu-relat"
-    )
+    folder = Path(env) if env else SHIPPED_DIR
+    if not (folder / "family-200-graph.pt").exists():
+        raise RuntimeError(f"EDU-RELAT release not found in {folder}"
+                           + (" (DEEPUNLEARN_EDU_RELAT)" if env else " (the copy shipped with deepunlearn)"))
+    return folder
 
 
 @pytest.fixture(scope="session")

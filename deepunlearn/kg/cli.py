@@ -40,8 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json(p)
     p.set_defaults(handler=_holdout)
 
-    p = dsub.add_parser("import-edu-relat", help="convert the public EDU-RELAT release folder")
-    p.add_argument("folder", help="folder with the release's .pt files")
+    p = dsub.add_parser("import-edu-relat", help="convert the paper's public EDU-RELAT release (shipped with deepunlearn)")
+    p.add_argument("folder", nargs="?", default=None,
+                   help="a folder with the release's .pt files (default: the copy shipped with deepunlearn)")
     p.add_argument("-o", "--output", required=True, help="KB file to write (missing folders are created)")
     add_json(p)
     p.set_defaults(handler=_import)

@@ -17,6 +17,12 @@ from .safe_pickle import safe_load
 
 _BIO_QUESTION = re.compile(r"^What is the (?P<attr>[a-z]+) of (?P<who>.+)\?$")
 
+#: The release as shipped with deepunlearn (package data, MIT licence: ``LICENSE`` beside it).
+SHIPPED_DIR = Path(__file__).resolve().parent / "resources" / "edu-relat"
+#: What a KB imported from the shipped copy records as ``metadata["release_dir"]``: the copy's
+#: place depends on the installation, so the KB names it rather than its path.
+SHIPPED = "shipped"
+
 REQUIRED = ("family-200-graph.pt", "family_relationships.pt", "family_biographies.pt", "subsample.pt")
 
 
@@ -41,16 +47,29 @@ def _need(folder: Path, name: str) -> Path:
     return p
 
 
-def import_edu_relat(folder: str | Path) -> KnowledgeBase:
-    """Build the 700-fact KB of the release.
+def release_dir(where: str | Path | None = None) -> Path:
+    """The release folder ``where`` names: ``None`` or ``"shipped"`` is the copy shipped with
+    deepunlearn, anything else a folder path."""
+    return SHIPPED_DIR if where is None or str(where) == SHIPPED else Path(where)
 
-    ``metadata["release_dir"]`` records the release folder (absolute), so that the release's
-    stored minimal sets can be found again from the KB (``deepunlearn.rules.stored_sets``).
+
+def import_edu_relat(folder: str | Path | None = None) -> KnowledgeBase:
+    """Build the 700-fact KB of the release (``folder``: a copy of the release; by default the
+    one shipped with deepunlearn).
+
+    ``metadata["release_dir"]`` records the release folder (absolute; ``"shipped"`` for the
+    shipped copy), so that the release's stored minimal sets can be found again from the KB
+    (``deepunlearn.rules.stored_sets``).
+
+    >>> kb = import_edu_relat()
+    >>> len(kb.facts), len(kb.targets), kb.metadata["release_dir"]
+    (700, 55, 'shipped')
 
     Probes keep the release's own ``question4``/``answer4`` wording; where that equals the
     relation's template (everywhere in the official release) nothing extra is stored.
     """
-    folder = Path(folder)
+    shipped = folder is None or str(folder) == SHIPPED
+    folder = release_dir(folder)
     if not folder.is_dir():
         raise ReleaseError(f"{folder}: not a folder")
     for n in REQUIRED:
@@ -101,7 +120,7 @@ def import_edu_relat(folder: str | Path) -> KnowledgeBase:
             "source": "EDU-RELAT public release (wrh14/deep_unlearning, MIT licence)",
             "rules": "edu-relat",
             # where the release lies: `rules --sets release` reads its unlearn_minimal_set/ from here
-            "release_dir": str(folder.resolve()),
+            "release_dir": SHIPPED if shipped else str(folder.resolve()),
             # rules-vs-KB warnings the user is told once, at import (see release_notes)
             "acknowledged_relations": dict(RELEASE_RULE_QUIRKS),
         },

@@ -33,7 +33,8 @@ def stored_sets(kb, spec: str | Path) -> dict[int, list[frozenset[int]]]:
     ...
     deepunlearn.rules.errors.RulesError: --sets release: KB 'kb' records no release folder (metadata 'release_dir', written by 'deepunlearn data import-edu-relat'); pass the folder of the sets instead (--sets DIR)
     """
-    from ..kg.edu_relat import ReleaseError, load_release_minimal_sets, minimal_set_folder, release_relationship_facts
+    from ..kg.edu_relat import (ReleaseError, load_release_minimal_sets, minimal_set_folder, release_dir,
+                                release_relationship_facts)
     from ..kg.safe_pickle import UnsafePickleError
 
     if str(spec) == RELEASE:
@@ -42,6 +43,7 @@ def stored_sets(kb, spec: str | Path) -> dict[int, list[frozenset[int]]]:
             raise RulesError(f"--sets release: KB {kb.name!r} records no release folder (metadata 'release_dir', "
                              "written by 'deepunlearn data import-edu-relat'); pass the folder of the sets instead (--sets DIR)")
         label = "--sets release (the KB's metadata 'release_dir')"
+        where = release_dir(where)
     else:
         where, label = spec, "--sets"
     try:

@@ -223,3 +223,28 @@ def test_minimal_set_folder_errors(tmp_path):
         load_release_minimal_sets(tmp_path)
     (tmp_path / "3.pt").write_bytes(pickle.dumps({frozenset({3, 1}), frozenset({3, 2})}, protocol=4))
     assert sorted(map(sorted, load_release_minimal_sets(tmp_path)[3])) == [[1, 3], [2, 3]]
+
+
+def test_shipped_release_is_the_default(tmp_path, monkeypatch):
+    """The release ships with deepunlearn: `data import-edu-relat -o F` needs no folder, the KB
+    names the shipped copy (not a path of this installation), and `rules sets --sets release`
+    finds the release's stored minimal sets through it, from any working folder."""
+    from deepunlearn.kg.edu_relat import SHIPPED_DIR
+
+    assert (SHIPPED_DIR / "LICENSE").read_text().startswith("MIT License\n\nCopyright (c) 2024 Ruihan Wu")
+    assert len(list((SHIPPED_DIR / "unlearn_minimal_set").glob("*.pt"))) == 55
+    monkeypatch.chdir(tmp_path)
+    r = subprocess.run([sys.executable, "-m", "deepunlearn", "data", "import-edu-relat", "-o", "edu.json", "--json"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["facts"] == 700
+    kb = load_kb(tmp_path / "edu.json")
+    assert kb.metadata["release_dir"] == "shipped" and kb.targets == RELEASE_TARGETS
+    r = subprocess.run([sys.executable, "-m", "deepunlearn", "rules", "sets", "--kb", "edu.json", "--sets", "release",
+                        "--target", "272", "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    # target 272's stored sets, read straight from the shipped pickle
+    stored = safe_load(SHIPPED_DIR / "unlearn_minimal_set" / "272.pt")
+    got = json.loads(r.stdout)
+    assert got["method"] == "stored"
+    assert sorted(map(sorted, got["set_ids"])) == sorted(sorted(int(i) for i in s) for s in stored)

@@ -30,10 +30,10 @@ PEOPLE, START = 5, "Zoey Jenkins"
 
 
 def edu_dir(root: Path) -> Path:
-    for c in (root.parent / "shared" / "edu-relat", root / "shared" / "edu-relat", Path("/work/shared/edu-relat")):
-        if (c / "family-200-graph.pt").exists():
-            return c
-    raise SystemExit("EDU-RELAT release not found (../shared/edu-relat)")
+    """The release copy shipped with deepunlearn (the ``root`` argument is kept for callers)."""
+    from deepunlearn.kg.edu_relat import SHIPPED_DIR
+
+    return SHIPPED_DIR
 
 
 def old_points(work: Path, edu: Path) -> dict:
