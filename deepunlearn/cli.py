@@ -31,6 +31,7 @@ LAYER_CLIS = (
     "deepunlearn.probe.model_cli",
     "deepunlearn.unlearn.finetune_cli",
     "deepunlearn.unlearn.unlearn_cli",
+    "deepunlearn.unlearn.evaluate_cli",
     "deepunlearn.unlearn.plan_cli",
     "deepunlearn.unlearn.attack_cli",
     "deepunlearn.bench.cli",

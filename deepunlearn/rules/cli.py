@@ -96,8 +96,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = rsub.add_parser("recall", help="recall and accuracy of an unlearning result")
     common(p)
-    p.add_argument("--forgotten", required=True, metavar="F.json",
-                   help="JSON list of the facts the model lost, each [s, r, o] or a fact index")
+    lost = p.add_mutually_exclusive_group(required=True)
+    lost.add_argument("--forgotten", metavar="F.json",
+                      help="JSON list of the facts the model lost, each [s, r, o] or a fact index")
+    lost.add_argument("--known-after", metavar="KNOWN_B.json",
+                      help="what the model knows after unlearning ('deepunlearn probe -o' of it, or a JSON list of "
+                           "facts): the forgotten facts are K minus these")
     sets_options(p)
     p.add_argument("--tie", choices=("accuracy", "first"), default="accuracy",
                    help="among sets of maximal recall, U* is the one of best accuracy (default) or the first "
@@ -259,6 +263,8 @@ def _sets(args) -> int:
 
 
 def _recall(args) -> int:
+    import numpy as np
+
     from ..cli import CLIError, emit
     from ..errors import load_json
     from ..kg.refs import FactRefError, fact_list
@@ -267,8 +273,18 @@ def _recall(args) -> int:
     if args.target == "all":
         raise CLIError("rules recall: --target must be one fact (the one the forgotten facts were unlearned for)")
     t = _targets(args, kb)[0]
-    doc = load_json(args.forgotten, flag="--forgotten", error=FactRefError)
-    forgotten = fact_list(kb, doc, path=args.forgotten, flag="--forgotten", key="forgotten")
+    if args.known_after is not None:
+        from .recall_inputs import read_known_after
+
+        known_after = read_known_after(kb, args.known_after)
+        doc = None
+        forgotten = sorted(set(known if known is not None else range(len(kb.facts))) - set(known_after))
+    else:
+        from .recall_inputs import refuse_probe_output
+
+        doc = load_json(args.forgotten, flag="--forgotten", error=FactRefError)
+        refuse_probe_output(doc, args.forgotten)
+        forgotten = fact_list(kb, doc, path=args.forgotten, flag="--forgotten", key="forgotten")
     if known is None and isinstance(doc, dict) and isinstance(doc.get("forgotten"), list) \
             and isinstance(doc.get("fact_ids"), list):
         # `unlearn -o` records K (what the model knew before) beside the forgotten facts: the
@@ -279,22 +295,29 @@ def _recall(args) -> int:
                   "before unlearning (--known overrides)", file=sys.stderr)
     ev = _evaluator(args, kb, rules, known)
     e = ev.evaluate(t, forgotten)
+    from .recall_inputs import deep_after
+
+    # what the model still knows: K_B as probed, else K minus the forgotten facts
+    still = known_after if args.known_after is not None else sorted({int(i) for i in np.flatnonzero(ev.known)} - set(forgotten))
+    deep = deep_after(kb, rules, still, t, args.grounding_budget)
     out = {"recall": e.recall, "accuracy": e.accuracy, "exact": e.exact, "set": [_fact(kb, f) for f in e.set],
            "set_ids": e.set, "target": _fact(kb, t), "target_id": t, "target_forgotten": e.target_forgotten,
            "accuracy_family": e.accuracy_family, "accuracy_biography": e.accuracy_biography,
            "accuracy_groups": e.accuracy_groups, "accuracy_rule": e.accuracy_rule, "accuracy_other": e.accuracy_other,
            "minimal_sets": e.n_sets, "forgotten": len(set(forgotten)), "rules": rules.name,
-           "sets_source": ev.minimal_sets(t).method, "tie": ev.tie}
+           "sets_source": ev.minimal_sets(t).method, "tie": ev.tie, **deep}
 
     def text() -> str:
         kind = "exact" if e.exact else ("stored" if out["sets_source"] == "stored" else "approximate")
         return "\n".join([
             f"target [{t}] {kb.facts[t]}: recall {e.recall:.4f} over {e.n_sets} minimal sets ({kind}), "
-            f"target itself forgotten: {e.target_forgotten}",
+            f"target itself forgotten: {e.target_forgotten}, deep: {'yes' if deep['deep'] else 'no'}"
+            + (" (superficial: the rules still derive it)" if deep["superficial"] else ""),
             f"  accuracy {e.accuracy:.4f}  ("
             + ", ".join(f"{g} {a:.4f}" for g, a in e.accuracy_groups.items()) + "; "
             f"rule relations {e.accuracy_rule:.4f}, other {e.accuracy_other:.4f})",
-            f"  best minimal set U* (ties: {ev.tie}): " + "; ".join(f"[{f}] {' '.join(kb.facts[f])}" for f in e.set)])
+            f"  best minimal set U* (ties: {ev.tie}): " + "; ".join(f"[{f}] {' '.join(kb.facts[f])}" for f in e.set)]
+            + (["  surviving derivation:", deep["surviving_text"]] if deep["superficial"] else []))
 
     emit(args, out, text)
     return 0

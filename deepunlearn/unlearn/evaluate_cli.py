@@ -1,0 +1,105 @@
+"""``deepunlearn evaluate``: judge unlearned checkpoints against their original in one command.
+
+``deepunlearn evaluate --original A --unlearned B [B2 ...] --kb KB --target T [--rules R]
+[--mode M] [--forms SEL] [-o OUT.json] [--json]`` probes A once (through the probe cache) and
+each B in A's answer format, and prints per B: |K_A|, the forgotten facts K_A \\ K_B, recall and
+accuracy, whether the target is forgotten, whether it is forgotten deeply (not in the closure of
+K_B), and, for a superficial forgetting, the derivation that survives (:mod:`.evaluate`).
+
+``--manifest FILE`` (TOML ``[[row]]`` tables or CSV rows of ``checkpoint, target[, method,
+param]``) judges many B's, appending one JSON line per row to ``-o OUT.jsonl`` as it goes; rows
+already judged there are skipped, so an interrupted run picks up where it stopped
+(:mod:`.evaluate_manifest`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    from ..cli import add_json, add_threads, positive_int
+    from ..probe.cli import add_format_args
+    from ..probe.result import MODES
+
+    p = sub.add_parser(
+        "evaluate", help="judge unlearned checkpoints against their original: forgotten facts, recall, "
+                         "accuracy, deep or superficial",
+        description="Probe the original model A once and each unlearned model B, then report per B the facts "
+                    "it forgot, recall and accuracy against the target's minimal deep-unlearning sets, and "
+                    "whether the target is deeply forgotten (not derivable by the rules from what B still "
+                    "knows); a superficially forgotten target comes with the derivation that survives.")
+    p.add_argument("--original", required=True, metavar="A",
+                   help="the model before unlearning: checkpoint folder, hub name or GGUF file")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--unlearned", nargs="+", metavar="B",
+                     help="unlearned model(s): checkpoint folder, hub name, GGUF file or PEFT adapter folder on A")
+    src.add_argument("--manifest", metavar="FILE",
+                     help="TOML ([[row]] tables) or CSV file of rows checkpoint, target[, method, param]; one JSON "
+                          "line per row goes to -o (required), rows already there are skipped")
+    p.add_argument("--kb", required=True, help="KB file")
+    p.add_argument("--target", default=None,
+                   help="fact index or 'subject|relation|object' (with --manifest: for rows that name none)")
+    p.add_argument("--rules", default=None,
+                   help="rule set name or rule file (default: the KB's metadata 'rules', else family)")
+    p.add_argument("--mode", choices=MODES, default=None, help="probe mode, as 'deepunlearn probe --mode' "
+                                                                 "(default: the protocol's)")
+    p.add_argument("--forms", default=None, metavar="SEL", help="probe forms, as 'deepunlearn probe --forms'")
+    add_format_args(p)
+    p.add_argument("--batch-size", type=positive_int, default=64, metavar="N", help="questions per forward pass")
+    p.add_argument("--device", default=None, help="cuda, cuda:1, cpu, mps (default: cuda when present)")
+    p.add_argument("--dtype", default=None, help="bf16, fp16, fp32 (default: bf16 on CUDA, fp32 on CPU)")
+    p.add_argument("--cache-dir", default=None,
+                   help="probe cache for the original's probe (default: $DEEPUNLEARN_CACHE/probe or "
+                        "~/.cache/deepunlearn/probe)")
+    p.add_argument("-o", "--output", default=None, metavar="OUT",
+                   help="write the verdicts (JSON; with --manifest: JSON lines, appended, resumable)")
+    add_threads(p)
+    add_json(p)
+    p.set_defaults(handler=_evaluate)
+
+
+def _judge(args):
+    from ..probe.cli import resolve_format, resolve_protocol
+    from .evaluate import Judge
+
+    protocol = resolve_protocol(args)
+    fmt = resolve_format(args, protocol)  # checks --device and --answer-format before anything loads
+    return Judge(args.original, args.kb, rules=args.rules, mode=args.mode, forms=args.forms,
+                 protocol=protocol.name, device=args.device, dtype=args.dtype, prompt=fmt["prompt"],
+                 answer_format=fmt["answer_format"], trust_remote_code=fmt["trust_remote_code"],
+                 cache_dir=args.cache_dir, batch_size=args.batch_size, progress=not args.json)
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from ..cli import CLIError, apply_threads, emit
+    from ..errors import atomic_write_text, dumps
+
+    if args.manifest is not None:
+        if not args.output:
+            raise CLIError("--manifest writes one JSON line per row: give -o OUT.jsonl", field="-o")
+        from .evaluate_manifest import read_manifest, run_manifest
+
+        rows = read_manifest(args.manifest)  # a bad manifest is one line before any model loads
+        apply_threads(args)
+        return run_manifest(args, rows, _judge(args))
+    if args.target is None:
+        raise CLIError("--target is required (a fact index or 'subject|relation|object')", field="--target")
+    if args.output and Path(args.output).is_dir():
+        raise CLIError(f"-o {args.output}: is a folder, expected a file", file=args.output, field="-o")
+    apply_threads(args)
+    judge = _judge(args)
+    from tqdm import tqdm
+
+    verdicts = [judge.verdict(b, args.target)
+                for b in tqdm(args.unlearned, desc="unlearned models", unit=" model", file=sys.stderr,
+                              disable=args.json or len(args.unlearned) < 2, leave=False)]
+    dicts = [v.model_dump() for v in verdicts]
+    out = dicts[0] if len(dicts) == 1 else {"original": args.original, "verdicts": dicts}
+    if args.output:
+        atomic_write_text(args.output, dumps(out, ensure_ascii=False, indent=1) + "\n")
+    emit(args, out, lambda: "\n\n".join(v.text() for v in verdicts)
+         + (f"\nwritten to {args.output}" if args.output else ""))
+    return 0

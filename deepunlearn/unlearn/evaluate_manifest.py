@@ -1,0 +1,170 @@
+"""``deepunlearn evaluate --manifest FILE -o OUT.jsonl``: judge many unlearned checkpoints.
+
+A manifest is a TOML file of ``[[row]]`` tables or a CSV file (header optional) of rows
+``checkpoint, target[, method, param]``; a relative checkpoint is read from the manifest's
+folder when it is there. Each row gives one JSON line in the output, appended and flushed as
+soon as it is judged: the verdict with ``row`` (the row as written), or ``{"row", "error",
+"file", "field"}`` when the row cannot be judged (a missing checkpoint, another tokenizer, ...);
+the other rows are still judged. A rerun skips rows with a verdict in the output already and
+retries those that failed, so an interrupted sweep resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import UserError, describe, dumps, read_text
+
+COLUMNS = ("checkpoint", "target", "method", "param")
+
+
+class ManifestError(UserError, ValueError):
+    """A manifest that cannot be read."""
+
+
+def _row(raw: dict, where: str, path: Path) -> dict:
+    extra = sorted(set(raw) - set(COLUMNS))
+    if extra:
+        raise ManifestError(f"--manifest {path}: {where}: unknown field {extra[0]!r} (expected {', '.join(COLUMNS)})",
+                            file=path, field=extra[0])
+    ck = raw.get("checkpoint")
+    if not isinstance(ck, str) or not ck.strip():
+        raise ManifestError(f"--manifest {path}: {where}: field 'checkpoint' must be a non-empty string",
+                            file=path, field="checkpoint")
+    row = {"checkpoint": ck.strip()}
+    for k in ("target", "method", "param"):
+        v = raw.get(k)
+        if isinstance(v, str):
+            v = v.strip() or None
+        if v is not None and not isinstance(v, (str, int, float)) or isinstance(v, bool):
+            raise ManifestError(f"--manifest {path}: {where}: field {k!r} must be a string or a number",
+                                file=path, field=k)
+        if k == "param" and isinstance(v, str):
+            try:
+                v = float(v)
+            except ValueError:
+                pass  # a named point ("final") stays a string
+        row[k] = v
+    return row
+
+
+def read_manifest(path: str | os.PathLike) -> list[dict]:
+    """The rows of a manifest (see the module docstring); any problem is one ManifestError
+    naming the file, the row and the field."""
+    p = Path(path)
+    text = read_text(p, flag="--manifest", error=ManifestError)
+    if p.suffix.lower() == ".toml":
+        import tomllib
+
+        try:
+            doc = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as e:
+            raise ManifestError(f"--manifest {p}: not valid TOML ({e})", file=p) from None
+        raws = doc.get("row", doc.get("rows"))
+        if not isinstance(raws, list) or not all(isinstance(r, dict) for r in raws):
+            raise ManifestError(f"--manifest {p}: expected [[row]] tables (checkpoint, target, method, param)",
+                                file=p, field="row")
+        rows = [_row(r, f"row {i + 1}", p) for i, r in enumerate(raws)]
+    else:
+        lines = [r for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)
+                 and not r[0].lstrip().startswith("#")]
+        header = [c.strip().lower() for c in lines[0]] if lines else []
+        if header and header[0] == "checkpoint":
+            bad = [c for c in header if c not in COLUMNS]
+            if bad:
+                raise ManifestError(f"--manifest {p}: header: unknown column {bad[0]!r} (expected "
+                                    f"{', '.join(COLUMNS)})", file=p, field=bad[0])
+            lines = lines[1:]
+        else:
+            header = list(COLUMNS)
+        rows = []
+        for i, cells in enumerate(lines):
+            if len(cells) > len(header):
+                raise ManifestError(f"--manifest {p}: row {i + 1}: {len(cells)} cells, expected at most "
+                                    f"{len(header)} ({', '.join(header)})", file=p, field=f"row {i + 1}")
+            rows.append(_row(dict(zip(header, cells)), f"row {i + 1}", p))
+    if not rows:
+        raise ManifestError(f"--manifest {p}: no rows", file=p)
+    base = p.parent
+    for r in rows:  # a relative checkpoint is the manifest's neighbour, when it is there
+        r["path"] = str(base / r["checkpoint"]) if (base / r["checkpoint"]).exists() else r["checkpoint"]
+    return rows
+
+
+def row_key(row: dict) -> str:
+    return json.dumps([row.get(k) for k in COLUMNS], default=str)
+
+
+def done_rows(out: Path) -> set[str]:
+    """Keys of the rows that already have a verdict in the output (torn or foreign lines are
+    ignored: their rows are judged again)."""
+    if not out.is_file():
+        return set()
+    done = set()
+    for line in out.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and isinstance(obj.get("row"), dict) and "error" not in obj:
+            done.add(row_key(obj["row"]))
+    return done
+
+
+def _append(out: Path, obj: dict) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torn = out.is_file() and out.stat().st_size > 0 and not out.read_bytes().endswith(b"\n")
+    with open(out, "a", encoding="utf-8") as f:
+        f.write(("\n" if torn else "") + dumps(obj, ensure_ascii=False) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def run_manifest(args, rows: list[dict], judge) -> int:
+    """Judge every row not already in ``args.output``; exit status 1 when a row failed."""
+    from tqdm import tqdm
+
+    from ..cli import emit
+
+    out = Path(args.output)
+    if out.is_dir():
+        raise ManifestError(f"-o {out}: is a folder, expected a file", file=out, field="-o")
+    done = done_rows(out)
+    todo = [r for r in rows if row_key(r) not in done]
+    judged, failed, summary = 0, [], []
+    for i, r in enumerate(tqdm(rows, desc="manifest rows", unit=" row", file=sys.stderr, disable=args.json,
+                               leave=False)):
+        if r not in todo:
+            continue
+        row = {k: r[k] for k in COLUMNS}
+        target = r["target"] if r["target"] is not None else args.target
+        try:
+            if target is None:
+                raise ManifestError(f"--manifest {args.manifest}: row {i + 1}: no target (give one in the row "
+                                    "or --target)", file=args.manifest, field="target")
+            v = judge.verdict(r["path"], target, method=r["method"], param=r["param"])
+            obj: dict[str, Any] = {"row": row, **v.model_dump()}
+            summary.append({"row": i + 1, "checkpoint": r["checkpoint"], "deep": v.deep,
+                            "superficial": v.superficial, "recall": v.recall, "accuracy": v.accuracy})
+            judged += 1
+        except (UserError, OSError) as e:
+            obj = {"row": row, **describe(e)}
+            failed.append(i + 1)
+            print(f"deepunlearn evaluate: error: manifest row {i + 1} ({r['checkpoint']}): "
+                  + " ".join(str(e).split()), file=sys.stderr)
+        _append(out, obj)
+    result = {"rows": len(rows), "skipped": len(rows) - len(todo), "judged": judged, "failed": failed,
+              "output": str(out), "verdicts": summary}
+    emit(args, result, lambda: "\n".join(
+        [f"row {s['row']} {s['checkpoint']}: deep {'yes' if s['deep'] else 'no'}"
+         + (" (superficial)" if s["superficial"] else "") + f", recall {s['recall']:.4f}, accuracy {s['accuracy']:.4f}"
+         for s in summary]
+        + [f"{len(rows)} rows: {judged} judged, {len(rows) - len(todo)} already in {out}, {len(failed)} failed"
+           + (f" (rows {', '.join(map(str, failed))})" if failed else "")]))
+    return 1 if failed else 0
