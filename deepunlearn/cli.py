@@ -35,6 +35,7 @@ LAYER_CLIS = (
     "deepunlearn.unlearn.plan_cli",
     "deepunlearn.unlearn.attack_cli",
     "deepunlearn.bench.cli",
+    "deepunlearn.bench.verdict_store",
 )
 
 

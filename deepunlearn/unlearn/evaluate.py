@@ -15,7 +15,6 @@ format would then probe another question than A was asked). Models load through
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict

@@ -224,6 +224,17 @@ def test_manifest_rows_missing_checkpoint_and_resume(setup):
     assert summary["skipped"] == 3 and summary["judged"] == 0 and summary["failed"] == [3]
     assert len(out.read_text().splitlines()) == 5
 
+    # the verdicts as a results store and a sweep report
+    from deepunlearn.bench.store import ResultsStore
+    from deepunlearn.cli import main
+
+    assert main(["evaluate-report", str(out), "-o", str(tmp / "rep"), "--json"]) == 0
+    with ResultsStore(tmp / "rep", readonly=True) as store:
+        points = store.points()
+    assert sorted(p.param for p in points) == [1, 3, 10] and {p.method for p in points} == {"ga"}
+    assert all(p.extra["deep"] == x["deep"] for p, x in zip(sorted(points, key=lambda p: p.param), good))
+    assert (tmp / "rep" / "report" / "report.md").is_file()
+
 
 def test_manifest_toml_rows(setup, tmp_path):
     from deepunlearn.unlearn.evaluate_manifest import ManifestError, read_manifest
