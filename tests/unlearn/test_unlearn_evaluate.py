@@ -282,3 +282,25 @@ def test_import_deepunlearn_stays_torch_free():
     res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and res.stdout.strip() == "evaluate", res.stderr
+
+
+def test_a_target_the_original_does_not_know_is_refused(setup):
+    from deepunlearn.unlearn.evaluate import Judge
+    from deepunlearn.unlearn.evaluate_models import EvaluateError
+
+    unknown = [t for t in range(len(setup["kb"].facts)) if t not in setup["known_a"]]
+    if not unknown:
+        pytest.skip("the fixture model knows every fact")
+    judge = Judge(setup["a"], setup["kb"], device="cpu", cache_dir=setup["tmp"] / "cache", progress=False)
+    with pytest.raises(EvaluateError, match="does not know it"):
+        judge.verdict(setup["bs"][0], unknown[0])
+
+
+@pytest.mark.parametrize("cmd", ["evaluate", "evaluate-report"])
+def test_every_option_says_what_it_does(cmd):
+    import argparse
+
+    from deepunlearn.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert all(a.help for a in sub.choices[cmd]._actions)
