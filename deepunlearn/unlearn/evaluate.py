@@ -86,7 +86,7 @@ class Verdict(BaseModel):
                  f"  target forgotten: {'yes' if self.target_forgotten else 'no'}",
                  f"  deep: {verdict}"]
         if self.superficial:
-            lines.append("  surviving derivation (facts the model still knows, rule by rule):")
+            lines.append("  surviving derivation (K: facts the model still knows), rule by rule:")
             lines.append(self.surviving_text)
         return "\n".join(lines)
 

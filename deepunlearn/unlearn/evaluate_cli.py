@@ -9,7 +9,8 @@ K_B), and, for a superficial forgetting, the derivation that survives (:mod:`.ev
 ``--manifest FILE`` (TOML ``[[row]]`` tables or CSV rows of ``checkpoint, target[, method,
 param]``) judges many B's, appending one JSON line per row to ``-o OUT.jsonl`` as it goes; rows
 already judged there are skipped, so an interrupted run picks up where it stopped
-(:mod:`.evaluate_manifest`).
+(:mod:`.evaluate_manifest`); ``deepunlearn evaluate-report OUT.jsonl -o DIR`` turns those lines
+into a results store and the sweep report (:mod:`deepunlearn.bench.verdict_store`).
 """
 
 from __future__ import annotations
