@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import MAX_JSON_DEPTH, json_depth_ok, read_text
+from ..errors import MAX_JSON_DEPTH, json_depth_ok, read_text, surrogate_problem
+from . import names
 from .forms import FORM_KINDS, SPLITS, Form, FormError, name_problem
 from .kb import KBError, KnowledgeBase
 
@@ -62,7 +63,11 @@ def _line_json(line: str) -> Any:
         raise _NotJSON(f"not valid JSON ({name} is not JSON)")
 
     try:
-        return json.loads(line, object_pairs_hook=_pairs, parse_constant=_no_constant)
+        obj = json.loads(line, object_pairs_hook=_pairs, parse_constant=_no_constant)
+        bad = surrogate_problem(line, obj)
+        if bad is not None:
+            raise ValueError(bad)
+        return obj
     except json.JSONDecodeError as e:
         raise ValueError(f"not valid JSON ({e.msg} at column {e.colno})") from None
     except RecursionError:  # pragma: no cover - json_depth_ok refuses it first
@@ -128,7 +133,7 @@ def form_of_line(kb: KnowledgeBase, obj: Any, *, name: str, split: str | None) -
         answer = answer.lower()
     if "name" in obj:
         name = _string(obj, "name")
-    problem = name_problem(name)
+    problem = name_problem(name) or names.name_problem(name)
     if problem:
         raise ValueError(f"form name {name!r}{'' if 'name' in obj else ' (the file name, the default)'} {problem}; "
                          'give the line another "name"')

@@ -39,7 +39,7 @@ def _quiet(p: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     from ..cli import add_json, nonneg_int, positive_int
-    from .budget import DEFAULT_MAX_GROUNDINGS
+    from .budget import DEFAULT_CLOSURE_SECONDS, DEFAULT_MAX_GROUNDINGS
 
     rules = sub.add_parser("rules", help="rules: closure, minimal deep-unlearning sets, recall/accuracy, explanations")
     rsub = rules.add_subparsers(dest="rules_command", metavar="ACTION")
@@ -79,6 +79,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = rsub.add_parser("closure", help="deductive closure: how many facts the rules derive")
     common(p, target=False)
+    p.add_argument("--time-budget", type=_budget, default=DEFAULT_CLOSURE_SECONDS, metavar="S",
+                   help="stop evaluating the rules, with an error naming the rule file, after S seconds "
+                        f"(> 0; default {DEFAULT_CLOSURE_SECONDS:g})")
     p.add_argument("--engine", choices=("native", "pydatalog"), default="native",
                    help="closure engine (pydatalog: the independent cross-check; slower)")
     p.add_argument("-o", "--output", default=None, metavar="FILE.json",
@@ -196,7 +199,7 @@ def _closure(args) -> int:
     kb, rules, known, warnings = _load(args)
     t0 = time.perf_counter()
     c = closure(kb, rules, engine=args.engine, known=known, progress=len(kb.facts) > 200_000,
-                max_groundings=args.grounding_budget)
+                max_groundings=args.grounding_budget, time_budget=args.time_budget)
     out = {**c.to_dict(), "rules": rules.name, "kb_facts": len(kb.facts),
            "warnings": warnings, "seconds": round(time.perf_counter() - t0, 4)}
     if args.output:
