@@ -172,6 +172,8 @@ def json_path(parts: Any) -> str:
     for x in parts:
         if isinstance(x, int):
             out += f"[{x}]"
+        elif len(str(x)) > 60:  # a long key, shortened: the line is an error message
+            out += f"[{json.dumps(str(x)[:57])[:-1]}...\"]"
         elif _BARE_KEY.match(str(x)):
             out += f".{x}" if out else str(x)
         else:

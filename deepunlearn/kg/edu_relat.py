@@ -15,6 +15,7 @@ from typing import Literal
 import numpy as np
 
 from .kb import KBError, KnowledgeBase, Relation
+from .names import name_problem, shown
 from .safe_pickle import safe_load
 
 _BIO_QUESTION = re.compile(r"^What is the (?P<attr>[a-z]+) of (?P<who>.+)\?$")
@@ -100,6 +101,10 @@ def import_edu_relat(folder: str | Path | None = None) -> KnowledgeBase:
             raise ReleaseError(f"{gpath}: persons[{i}] has gender {str(gender)[:60]!r}")
         if not isinstance(name, (str, int, np.integer)):
             raise ReleaseError(f"{gpath}: names[{i}]: expected a name (a string), found {_kind(name)}", file=gpath)
+        problem = name_problem(str(name))
+        if problem:
+            raise ReleaseError(f"{gpath}: names[{i}]: entity name {shown(str(name))} {problem}", file=gpath,
+                               field=f"names[{i}]")
         entities[str(name)] = {"gender": gender}
 
     if len(edges) != len(rel["question4"]):
