@@ -230,7 +230,7 @@ class KnowledgeBase:
         :class:`KBError` naming the first problem."""
         from .names import check_kb_names
 
-        check_kb_names(self)
+        check_kb_names(self, KBError)
         for i, (s, r, o) in enumerate(self.facts):
             if s not in self.entities:
                 raise KBError(f"facts[{i}]: subject {s!r} is not a declared entity")

@@ -59,29 +59,26 @@ def name_problem(name: object, *, relation: bool = False) -> str | None:
     return None
 
 
-def check_name(name: object, at: str, *, what: str = "name", relation: bool = False, error: type | None = None
-               ) -> None:
-    """Raise ``error`` (default :class:`~.kb.KBError`) ``"AT: WHAT NAME PROBLEM"`` if ``name`` is
-    bad; ``at`` is its key path (``entities["Ann"]``, ``facts[3][0]``)."""
+def check_name(name: object, at: str, *, error: type, what: str = "name", relation: bool = False) -> None:
+    """Raise ``error`` ``"AT: WHAT NAME PROBLEM"`` if ``name`` is bad; ``at`` is its key path
+    (``entities["Ann"]``, ``facts[3][2]``)."""
     problem = name_problem(name, relation=relation)
     if problem is not None:
-        if error is None:
-            from .kb import KBError as error
         raise error(f"{at}: {what} {shown(name) if isinstance(name, str) else repr(name)[:80]} {problem}", field=at)
 
 
-def check_kb_names(kb) -> None:
-    """Every entity, relation and value name of a :class:`~.kb.KnowledgeBase`; the error names
+def check_kb_names(kb, error: type) -> None:
+    """Every entity, relation and value name of a :class:`~.kb.KnowledgeBase`; ``error`` names
     the key (``entities["Ann\\u202e"]``, ``facts[3][2]``)."""
     from ..errors import json_path
 
     for e in kb.entities:
-        check_name(e, json_path(("entities", e)), what="entity name")
+        check_name(e, json_path(("entities", e)), what="entity name", error=error)
     for r in kb.relations:
-        check_name(r, json_path(("relations", r)), what="relation name", relation=True)
+        check_name(r, json_path(("relations", r)), what="relation name", relation=True, error=error)
     values = {r for r, rel in kb.relations.items() if rel.kind == "value"}
     seen: set = set()
     for i, (_, r, o) in enumerate(kb.facts):
         if r in values and o not in seen:  # entity objects are checked as entities
-            check_name(o, json_path(("facts", i, 2)), what="value")
+            check_name(o, json_path(("facts", i, 2)), what="value", error=error)
             seen.add(o)
