@@ -60,34 +60,43 @@ INPUT_BYTES_ENV = "DEEPUNLEARN_MAX_INPUT_BYTES"
 MAX_SMALL_FILE_BYTES = 16 << 20
 
 
-def max_input_bytes() -> int:
-    """The cap on data files: ``$DEEPUNLEARN_MAX_INPUT_BYTES`` if set (a positive integer, or a
-    :class:`UserError` naming the variable), else :data:`MAX_INPUT_BYTES`."""
-    raw = os.environ.get(INPUT_BYTES_ENV)
+def env_limit(env: str, default: int, *, error: type[UserError] = UserError) -> int:
+    """``$env`` as a positive integer (``error`` naming the variable if it is not one), else
+    ``default``; read at each call, so a test or a session may set it."""
+    raw = os.environ.get(env)
     if raw is None or not raw.strip():
-        return MAX_INPUT_BYTES
+        return default
     try:
         v = int(raw.strip())
     except ValueError:
         v = 0
     if v < 1:
-        raise UserError(f"environment variable {INPUT_BYTES_ENV}: expected a positive number of bytes, got {raw!r}",
-                        field=INPUT_BYTES_ENV)
+        raise error(f"environment variable {env}: expected a positive integer, got {raw!r}", field=env)
     return v
 
 
-def _size(n: int) -> str:
+def max_input_bytes() -> int:
+    """The cap on data files: ``$DEEPUNLEARN_MAX_INPUT_BYTES`` if set, else :data:`MAX_INPUT_BYTES`."""
+    return env_limit(INPUT_BYTES_ENV, MAX_INPUT_BYTES)
+
+
+def _size(n: int, exact: bool = False) -> str:
+    """``1 GiB``, ``2.99 KiB``; ``exact``: a size that is not a whole number of a unit (a cap
+    someone set) in bytes, ``2,000 bytes``."""
     for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
         if n >= 1 << k:
+            if exact and n % (1 << k):
+                return f"{n:,} bytes"
             return f"{n / (1 << k):.3g} {unit}"
-    return f"{n} bytes"
+    return f"{n:,} bytes"
 
 
 def read_bytes(path: str | os.PathLike, *, flag: str | None = None, error: type[UserError] = UserError,
-               limit: int | None = None) -> bytes:
+               limit: int | None = None, env: str | None = None) -> bytes:
     """The bytes of a file the user named (by ``flag``), read in a bounded way, or ``error``
     saying what is wrong: missing, a folder, not a regular file (a FIFO would block, ``/dev/zero``
-    never ends), over ``limit`` bytes (default :func:`max_input_bytes`), unreadable."""
+    never ends), over ``limit`` bytes (default :func:`max_input_bytes`; ``env``: the variable
+    that set ``limit``, named in the message), unreadable."""
     p = Path(path)
     where = _where(path, flag)
     cap = max_input_bytes() if limit is None else limit
@@ -101,8 +110,8 @@ def read_bytes(path: str | os.PathLike, *, flag: str | None = None, error: type[
         raise error(f"{where}: is a folder, expected a file", file=p, field=flag)
     if not stat.S_ISREG(st.st_mode):
         raise error(f"{where}: not a regular file (a device, FIFO or socket), expected a file", file=p, field=flag)
-    too_big = f"{where}: file is over the size limit of {_size(cap)}"
-    hint = f" (set {INPUT_BYTES_ENV} to raise it)" if limit is None else ""
+    too_big = f"{where}: file is over the size limit of {_size(cap, exact=True)}"
+    hint = f" (set {env or INPUT_BYTES_ENV} to raise it)" if limit is None or env else ""
     if st.st_size > cap:
         raise error(f"{too_big} ({_size(st.st_size)}){hint}", file=p, field=flag)
     try:
@@ -122,13 +131,13 @@ def read_bytes(path: str | os.PathLike, *, flag: str | None = None, error: type[
 
 
 def read_text(path: str | os.PathLike, *, flag: str | None = None, error: type[UserError] = UserError,
-              limit: int | None = None) -> str:
+              limit: int | None = None, env: str | None = None) -> str:
     """Read a UTF-8 text file the user named (by ``flag``) with :func:`read_bytes` (``limit``:
-    its size cap), or raise ``error`` saying what is wrong: missing, a folder, not a regular
+    its size cap, ``env`` the variable that set it), or raise ``error`` saying what is wrong: missing, a folder, not a regular
     file, too big, unreadable, or not UTF-8 (with the byte offset)."""
     p = Path(path)
     where = _where(path, flag)
-    data = read_bytes(path, flag=flag, error=error, limit=limit)
+    data = read_bytes(path, flag=flag, error=error, limit=limit, env=env)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

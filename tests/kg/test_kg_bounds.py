@@ -90,12 +90,20 @@ def test_size_cap_from_the_environment(tmp_path, capsys, monkeypatch):
 
 
 def test_size_cap_on_a_forms_file(tmp_path, capsys, monkeypatch):
+    import deepunlearn.kg.forms_file as forms_file
+
     kb = save_kb(small_kb(), tmp_path / "small.json")
     forms = tmp_path / "extra.jsonl"
     forms.write_text(json.dumps({"fact": 0, "question": "Who is Bob to Ann?", "answer": "husband"}) + "\n" * 3000)
-    monkeypatch.setenv(INPUT_BYTES_ENV, str(kb.stat().st_size))  # the KB is read, the forms file is not
+    assert forms_file.MAX_FORMS_BYTES == 128 << 20
+    monkeypatch.setenv(forms_file.FORMS_BYTES_ENV, "2000")
     one_line_error(*cli(capsys, "data", "forms", "--kb", str(kb), "--add", str(forms))[::2], str(forms),
-                   "over the size limit")
+                   "over the size limit of 2,000 bytes", forms_file.FORMS_BYTES_ENV)
+    monkeypatch.delenv(forms_file.FORMS_BYTES_ENV)
+    monkeypatch.setattr(forms_file, "MAX_FORMS_BYTES", 2000)
+    assert cli(capsys, "data", "forms", "--kb", str(kb), "--add", str(forms))[0] == 1
+    monkeypatch.setattr(forms_file, "MAX_FORMS_BYTES", 4000)
+    assert cli(capsys, "data", "forms", "--kb", str(kb), "--add", str(forms))[0] == 0
 
 
 @pytest.mark.parametrize("value", ["0", "-5", "lots"])
@@ -134,7 +142,7 @@ def test_domain_toml_size_cap(tmp_path, capsys, monkeypatch):
     d = _domain_copy(tmp_path)
     monkeypatch.setattr(domain, "MAX_SMALL_FILE_BYTES", 1000)
     one_line_error(*cli(capsys, "data", "generate", "--domain", str(d), "-o", str(tmp_path / "o.json"))[::2],
-                   str(d / "domain.toml"), "over the size limit of 1000 bytes")
+                   str(d / "domain.toml"), "over the size limit of 1,000 bytes")
 
 
 # ------------------------------------------------------------------------------- names
