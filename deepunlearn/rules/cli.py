@@ -32,6 +32,17 @@ def _budget(text: str) -> float:
     return v
 
 
+def _seconds(text: str) -> float:
+    """argparse type of ``rules closure --time-budget``: finite seconds > 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text!r}")
+    return v
+
+
 def _quiet(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true",
                    help="do not print warnings about the rules on the KB to stderr (--json still lists them)")
@@ -79,7 +90,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = rsub.add_parser("closure", help="deductive closure: how many facts the rules derive")
     common(p, target=False)
-    p.add_argument("--time-budget", type=_budget, default=DEFAULT_CLOSURE_SECONDS, metavar="S",
+    p.add_argument("--time-budget", type=_seconds, default=DEFAULT_CLOSURE_SECONDS, metavar="S",
                    help="stop evaluating the rules, with an error naming the rule file, after S seconds "
                         f"(> 0; default {DEFAULT_CLOSURE_SECONDS:g})")
     p.add_argument("--engine", choices=("native", "pydatalog"), default="native",

@@ -130,4 +130,5 @@ def test_a_generous_time_budget_changes_nothing(edu_kb):
 @pytest.mark.parametrize("value", ["0", "-1", "nan", "inf", "soon"])
 def test_closure_time_budget_flag_is_strict(edu_json, capsys, value):
     code, _, err = cli(capsys, "closure", "--kb", str(edu_json), "--time-budget", value)
-    assert code == 2 and "argument --time-budget" in err
+    assert code == 2 and f"argument --time-budget: expected a finite number of seconds > 0, got '{value}'" in err
+    assert "--sets" not in err  # the hint of the sets commands' flag does not apply here
