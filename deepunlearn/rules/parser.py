@@ -25,10 +25,10 @@ Every error names the file, the line and the column.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 
+from ..errors import env_limit
 from .errors import RulesError, RuleSyntaxError
 from .language import Atom, Const, Neq, Rule, RuleSet, Term, Var, cartesian_warnings
 
@@ -63,16 +63,7 @@ RULES_ENV, BODY_ENV = "DEEPUNLEARN_MAX_RULES", "DEEPUNLEARN_MAX_BODY"
 def limit(env: str, default: int) -> int:
     """``$env`` as a positive integer (a :class:`RulesError` naming the variable if it is not
     one), else ``default``."""
-    raw = os.environ.get(env)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        v = int(raw.strip())
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise RulesError(f"environment variable {env}: expected a positive integer, got {raw!r}", field=env)
-    return v
+    return env_limit(env, default, error=RulesError)
 
 
 def _too_many_rules(src: str, line: int, col: int, cap: int) -> RuleSyntaxError:
