@@ -15,7 +15,9 @@ import contextlib
 import json
 import math
 import os
+import re
 import shutil
+import stat
 import tempfile
 import uuid
 from pathlib import Path
@@ -49,19 +51,93 @@ def _where(path: str | os.PathLike, flag: str | None) -> str:
     return f"{flag} {path}" if flag else str(path)
 
 
-def read_text(path: str | os.PathLike, *, flag: str | None = None, error: type[UserError] = UserError) -> str:
-    """Read a UTF-8 text file the user named (by ``flag``), or raise ``error`` saying what is wrong:
-    missing, a folder, unreadable, or not UTF-8 (with the byte offset)."""
+#: Default cap on the size of a data file the user hands us (a KB, a forms file, a fact list):
+#: 1 GiB, several times the largest KB the generators write. The environment variable
+#: ``DEEPUNLEARN_MAX_INPUT_BYTES`` changes it (read at each call, so a test or a session may set it).
+MAX_INPUT_BYTES = 1 << 30
+INPUT_BYTES_ENV = "DEEPUNLEARN_MAX_INPUT_BYTES"
+#: Cap on small hand-written files (``domain.toml``, rule files): 16 MiB.
+MAX_SMALL_FILE_BYTES = 16 << 20
+
+
+def env_limit(env: str, default: int, *, error: type[UserError] = UserError) -> int:
+    """``$env`` as a positive integer (``error`` naming the variable if it is not one), else
+    ``default``; read at each call, so a test or a session may set it."""
+    raw = os.environ.get(env)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        v = int(raw.strip())
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise error(f"environment variable {env}: expected a positive integer, got {raw!r}", field=env)
+    return v
+
+
+def max_input_bytes() -> int:
+    """The cap on data files: ``$DEEPUNLEARN_MAX_INPUT_BYTES`` if set, else :data:`MAX_INPUT_BYTES`."""
+    return env_limit(INPUT_BYTES_ENV, MAX_INPUT_BYTES)
+
+
+def _size(n: int, exact: bool = False) -> str:
+    """``1 GiB``, ``2.99 KiB``; ``exact``: a size that is not a whole number of a unit (a cap
+    someone set) in bytes, ``2,000 bytes``."""
+    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << k:
+            if exact and n % (1 << k):
+                return f"{n:,} bytes"
+            return f"{n / (1 << k):.3g} {unit}"
+    return f"{n:,} bytes"
+
+
+def read_bytes(path: str | os.PathLike, *, flag: str | None = None, error: type[UserError] = UserError,
+               limit: int | None = None, env: str | None = None) -> bytes:
+    """The bytes of a file the user named (by ``flag``), read in a bounded way, or ``error``
+    saying what is wrong: missing, a folder, not a regular file (a FIFO would block, ``/dev/zero``
+    never ends), over ``limit`` bytes (default :func:`max_input_bytes`; ``env``: the variable
+    that set ``limit``, named in the message), unreadable."""
     p = Path(path)
     where = _where(path, flag)
+    cap = max_input_bytes() if limit is None else limit
     try:
-        data = p.read_bytes()
+        st = os.stat(p)  # stat, not open: opening a FIFO blocks until a writer comes
     except FileNotFoundError:
         raise error(f"{where}: no such file", file=p, field=flag) from None
+    except OSError as e:
+        raise error(f"{where}: cannot read ({e.strerror or e})", file=p, field=flag) from None
+    if stat.S_ISDIR(st.st_mode):
+        raise error(f"{where}: is a folder, expected a file", file=p, field=flag)
+    if not stat.S_ISREG(st.st_mode):
+        raise error(f"{where}: not a regular file (a device, FIFO or socket), expected a file", file=p, field=flag)
+    too_big = f"{where}: file is over the size limit of {_size(cap, exact=True)}"
+    hint = f" (set {env or INPUT_BYTES_ENV} to raise it)" if limit is None or env else ""
+    if st.st_size > cap:
+        raise error(f"{too_big} ({_size(st.st_size)}){hint}", file=p, field=flag)
+    try:
+        # O_NONBLOCK: the path may have been swapped for a FIFO since the stat
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise error(f"{where}: not a regular file, expected a file", file=p, field=flag)
+            data = f.read(cap + 1)  # a file growing while read stops here
     except IsADirectoryError:
         raise error(f"{where}: is a folder, expected a file", file=p, field=flag) from None
     except OSError as e:
         raise error(f"{where}: cannot read ({e.strerror or e})", file=p, field=flag) from None
+    if len(data) > cap:
+        raise error(f"{too_big}{hint}", file=p, field=flag)
+    return data
+
+
+def read_text(path: str | os.PathLike, *, flag: str | None = None, error: type[UserError] = UserError,
+              limit: int | None = None, env: str | None = None) -> str:
+    """Read a UTF-8 text file the user named (by ``flag``) with :func:`read_bytes` (``limit``:
+    its size cap, ``env`` the variable that set it), or raise ``error`` saying what is wrong: missing, a folder, not a regular
+    file, too big, unreadable, or not UTF-8 (with the byte offset)."""
+    p = Path(path)
+    where = _where(path, flag)
+    data = read_bytes(path, flag=flag, error=error, limit=limit, env=env)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -91,10 +167,62 @@ def json_depth_ok(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
     return True
 
 
+#: A ``\\uD800``-``\\uDFFF`` escape: the only way a lone surrogate (text no UTF-8 writer can
+#: encode) gets into decoded JSON.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_BARE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def json_path(parts: Any) -> str:
+    """``facts[3][0]``, ``entities["Ann\\u202e"]``: a path into a JSON document, one line
+    (keys that are not plain words are written as JSON strings with escapes)."""
+    out = ""
+    for x in parts:
+        if isinstance(x, int):
+            out += f"[{x}]"
+        elif len(str(x)) > 60:  # a long key, shortened: the line is an error message
+            out += f"[{json.dumps(str(x)[:57])[:-1]}...\"]"
+        elif _BARE_KEY.match(str(x)):
+            out += f".{x}" if out else str(x)
+        else:
+            out += f"[{json.dumps(str(x))}]"
+    return out or "(top level)"
+
+
+def lone_surrogate(value: Any) -> str | None:
+    """The path (:func:`json_path`) of the first string of a decoded JSON value, keys included,
+    that holds a lone surrogate, or ``None``."""
+    stack: list[tuple[Any, tuple]] = [(value, ())]
+    while stack:
+        v, at = stack.pop()
+        if isinstance(v, str):
+            if _LONE_SURROGATE.search(v):
+                return json_path(at)
+        elif isinstance(v, dict):
+            for k in v:
+                if isinstance(k, str) and _LONE_SURROGATE.search(k):
+                    return json_path((*at, k)) + " (the key)"
+            stack.extend((x, (*at, k)) for k, x in reversed(v.items()))  # popped in document order
+        elif isinstance(v, list):
+            stack.extend((v[i], (*at, i)) for i in range(len(v) - 1, -1, -1))
+    return None
+
+
+def surrogate_problem(text: str, value: Any) -> str | None:
+    """``"PATH: ..."`` if the JSON ``text`` decoded to ``value`` holds a lone surrogate (checked
+    only when the text has a surrogate escape at all, so ordinary files cost one regex scan)."""
+    if not _SURROGATE_ESCAPE.search(text):
+        return None
+    at = lone_surrogate(value)
+    return None if at is None else f"{at}: holds a lone surrogate escape (\\ud800-\\udfff), not a Unicode character"
+
+
 def parse_json(text: str, *, source: str | os.PathLike = "<input>", flag: str | None = None,
                error: type[UserError] = UserError) -> Any:
-    """Decode JSON the user gave us; syntax errors, ``NaN``/``Infinity`` and nesting deeper than
-    :data:`MAX_JSON_DEPTH` are ``error`` naming the source (and line:column)."""
+    """Decode JSON the user gave us; syntax errors, ``NaN``/``Infinity``, nesting deeper than
+    :data:`MAX_JSON_DEPTH` and lone surrogates (``"\\ud800"``) are ``error`` naming the source
+    (and line:column, or the path of the string)."""
     where = _where(source, flag)
     if not json_depth_ok(text):
         raise error(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels", file=source, field=flag)
@@ -103,11 +231,15 @@ def parse_json(text: str, *, source: str | os.PathLike = "<input>", flag: str | 
         raise ValueError(f"{name} is not JSON")
 
     try:
-        return json.loads(text, parse_constant=_no_constant)
+        data = json.loads(text, parse_constant=_no_constant)
     except json.JSONDecodeError as e:
         raise error(f"{where}:{e.lineno}:{e.colno}: not valid JSON ({e.msg})", file=source, field=flag) from None
     except (ValueError, RecursionError) as e:
         raise error(f"{where}: not valid JSON ({e})", file=source, field=flag) from None
+    bad = surrogate_problem(text, data)
+    if bad is not None:
+        raise error(f"{where}: {bad}", file=source, field=flag)
+    return data
 
 
 def load_json(path: str | os.PathLike, *, flag: str | None = None, error: type[UserError] = UserError) -> Any:

@@ -30,8 +30,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..errors import read_text
+from ..errors import MAX_SMALL_FILE_BYTES, read_text
 from .kb import KBError, Relation, template_problem
+from .names import MAX_NAME_LENGTH, RELATION_NAME, name_problem, shown
 
 ENTRY_POINT_GROUP = "deepunlearn.domains"
 #: The built-in name generators an entity type's ``names`` may pick.
@@ -65,6 +66,8 @@ class EntityType(_Strict):
         if v is None or (isinstance(v, str) and v in NAME_GENERATORS):
             return v
         if isinstance(v, list) and v and all(isinstance(x, str) and x.strip() for x in v):
+            if len(set(v)) != len(v):  # a repeated name would make two entities one
+                raise ValueError(f"names must be distinct, {sorted({x for x in v if v.count(x) > 1})} repeat")
             return v
         raise ValueError(f"expected a built-in name generator ({', '.join(NAME_GENERATORS)}) or a non-empty list "
                          f"of names, got {v!r}")
@@ -145,7 +148,7 @@ class Domain:
                             tuple(r.questions[1:]), tuple(r.statements)) for n, r in self.relations.items()}
 
     def rules_text(self) -> str:
-        return read_text(self.rules_path, error=DomainError)
+        return read_text(self.rules_path, error=DomainError, limit=MAX_SMALL_FILE_BYTES)
 
     def rule_count(self) -> int:
         """Statements in ``rules.dl`` (text ending in ``.`` outside ``%``/``#`` comments), counted
@@ -185,6 +188,12 @@ def _check(d: DomainFile) -> tuple[str, str] | None:
     for t, e in d.entities.items():
         if not _IDENT.match(t):
             return f"entities.{t}", "an entity type is a name of letters, digits and '_'"
+        for key in ("values", "names"):
+            listed = getattr(e, key)
+            for k, n in enumerate(listed if isinstance(listed, list) else ()):
+                problem = name_problem(n)
+                if problem:
+                    return f"entities.{t}.{key}[{k}]", f"entity name {shown(n)} {problem}"
         if (e.count is None) == (e.values is None):
             return f"entities.{t}", "give either count (with names) or values"
         if e.values is not None and e.names is not None:
@@ -192,10 +201,15 @@ def _check(d: DomainFile) -> tuple[str, str] | None:
     for a, spec in d.attributes.items():
         if spec.of not in d.entities:
             return f"attributes.{a}.of", f"{spec.of!r} is not a declared entity type ({', '.join(d.entities)})"
+        for k, v in enumerate(spec.values):
+            problem = name_problem(v)
+            if problem:
+                return f"attributes.{a}.values[{k}]", f"value {shown(v)} {problem}"
     for r, spec in d.relations.items():
         where = f"relations.{r}"
-        if not _IDENT.match(r):
-            return where, "a relation is a name of letters, digits and '_' (rules.dl names it)"
+        if not RELATION_NAME.match(r) or len(r) > MAX_NAME_LENGTH:
+            return where, ("a relation is a name of a lower-case letter, then letters, digits and '_' "
+                           f"(rules.dl names it), at most {MAX_NAME_LENGTH} characters")
         if r in d.attributes:
             return where, f"{r!r} is also an attribute"
         if spec.subject not in d.entities:
@@ -239,7 +253,7 @@ def read_domain(folder: str | os.PathLike) -> Domain:
         raise DomainError(f"{folder}: domain folder not found (a domain is a folder with domain.toml and rules.dl)",
                           file=folder)
     toml_path = folder / "domain.toml"
-    text = read_text(toml_path, error=DomainError)
+    text = read_text(toml_path, error=DomainError, limit=MAX_SMALL_FILE_BYTES)
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:

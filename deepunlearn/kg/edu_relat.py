@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
+
 from .kb import KBError, KnowledgeBase, Relation
+from .names import name_problem, shown
 from .safe_pickle import safe_load
 
 _BIO_QUESTION = re.compile(r"^What is the (?P<attr>[a-z]+) of (?P<who>.+)\?$")
@@ -74,35 +77,52 @@ def import_edu_relat(folder: str | Path | None = None) -> KnowledgeBase:
         raise ReleaseError(f"{folder}: not a folder")
     for n in REQUIRED:
         _need(folder, n)
-    graph = safe_load(folder / "family-200-graph.pt")
-    try:
-        edges, edge_types, names, persons = graph
-    except (TypeError, ValueError):
-        raise ReleaseError(f"{folder / 'family-200-graph.pt'}: expected (edge_list, edge_type_list, names, persons)") from None
-    rel = safe_load(folder / "family_relationships.pt")
-    bio = safe_load(folder / "family_biographies.pt")
-    targets = [int(t) for t in safe_load(folder / "subsample.pt")]
+    gpath, rpath, bpath, spath = (folder / n for n in REQUIRED)
+    graph = safe_load(gpath)
+    if not (isinstance(graph, (tuple, list)) and len(graph) == 4 and all(isinstance(x, list) for x in graph)):
+        raise ReleaseError(f"{gpath}: expected (edge_list, edge_type_list, names, persons), four lists; "
+                           f"found {_kind(graph)}", file=gpath)
+    edges, edge_types, names, persons = graph
+    rel, bio = _rows(rpath), _rows(bpath)
+    subsample = safe_load(spath)
+    if isinstance(subsample, np.ndarray) and subsample.ndim == 1 and subsample.dtype.kind in "iu":
+        subsample = subsample.tolist()
+    if not (isinstance(subsample, (list, tuple)) and all(_is_int(t) for t in subsample)):
+        raise ReleaseError(f"{spath}: expected a list or integer array of row ids, found {_kind(subsample)}",
+                           file=spath)
+    targets = [int(t) for t in subsample]
 
     if len(names) != len(persons):
-        raise ReleaseError(f"{folder / 'family-200-graph.pt'}: {len(names)} names but {len(persons)} persons")
+        raise ReleaseError(f"{gpath}: {len(names)} names but {len(persons)} persons")
     entities: dict[str, dict[str, str]] = {}
     for i, (name, person) in enumerate(zip(names, persons)):
         gender = getattr(person, "gender", None)
         if gender not in ("male", "female"):
-            raise ReleaseError(f"{folder / 'family-200-graph.pt'}: persons[{i}] has gender {gender!r}")
+            raise ReleaseError(f"{gpath}: persons[{i}] has gender {str(gender)[:60]!r}")
+        if not isinstance(name, (str, int, np.integer)):
+            raise ReleaseError(f"{gpath}: names[{i}]: expected a name (a string), found {_kind(name)}", file=gpath)
+        problem = name_problem(str(name))
+        if problem:
+            raise ReleaseError(f"{gpath}: names[{i}]: entity name {shown(str(name))} {problem}", file=gpath,
+                               field=f"names[{i}]")
         entities[str(name)] = {"gender": gender}
 
     if len(edges) != len(rel["question4"]):
         raise ReleaseError(f"{folder}: {len(edges)} graph edges but {len(rel['question4'])} relationship rows")
     facts: list[tuple[str, str, str]] = []
     questions: list[tuple[str, str]] = []
-    for i, ((a, b), r) in enumerate(zip(edges, edge_types)):
-        facts.append((str(names[int(a)]), str(r), str(names[int(b)])))
+    for i, (edge, r) in enumerate(zip(edges, edge_types)):
+        try:
+            a, b = edge
+            facts.append((str(names[int(a)]), str(r), str(names[int(b)])))
+        except (TypeError, ValueError, IndexError):
+            raise ReleaseError(f"{gpath}: edge_list[{i}]: expected a pair of indexes into names, found "
+                               f"{_kind(edge)}", file=gpath) from None
         questions.append((rel["question4"][i], rel["answer4"][i]))
     for i, (q, a) in enumerate(zip(bio["question4"], bio["answer4"])):
-        m = _BIO_QUESTION.match(q)
+        m = _BIO_QUESTION.match(q) if isinstance(q, str) else None
         if not m or m["who"] not in entities:
-            raise ReleaseError(f"{folder / 'family_biographies.pt'}: row {i}: cannot read question {q!r}")
+            raise ReleaseError(f"{bpath}: row {i}: cannot read question {str(q)[:80]!r}")
         facts.append((m["who"], m["attr"], str(a)))
         questions.append((q, str(a)))
 
@@ -130,8 +150,40 @@ def import_edu_relat(folder: str | Path | None = None) -> KnowledgeBase:
         if (p.question, p.answer) != (q, a):
             kb.probe_overrides[i] = (q, a)
     kb.forms = release_forms(folder, rel, bio)
-    kb.validate()
+    try:
+        kb.validate()
+    except ReleaseError:
+        raise
+    except KBError as e:  # a name no KB may hold (a '|', a control character, ...)
+        raise ReleaseError(f"{folder}: {e}", file=folder, field=e.field) from None
     return kb
+
+
+def _kind(x: object) -> str:
+    """What a pickle held, in words (its type, and its length where it has one)."""
+    n = f" of {len(x)}" if isinstance(x, (list, tuple, dict, set, frozenset)) else ""
+    if isinstance(x, np.ndarray):
+        n = f" of dtype {x.dtype} and shape {x.shape}"
+    return f"{type(x).__name__}{n}"
+
+
+def _is_int(x: object) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, bool)
+
+
+def _rows(path: Path) -> dict:
+    """A release table (``family_relationships.pt``, ``family_biographies.pt``): a dict of
+    columns, each a list of strings of the same length as ``question4``."""
+    rows = safe_load(path)
+    if not isinstance(rows, dict) or not all(isinstance(rows.get(k), list) for k in ("question4", "answer4")):
+        raise ReleaseError(f"{path}: expected a dict of columns (lists) with question4 and answer4, found "
+                           f"{_kind(rows)}", file=path)
+    n = len(rows["question4"])
+    for k, col in rows.items():
+        if not isinstance(col, list) or len(col) != n or not all(isinstance(x, str) for x in col):
+            raise ReleaseError(f"{path}: column {str(k)[:40]!r}: expected a list of {n} strings, found {_kind(col)}",
+                               file=path)
+    return rows
 
 
 def release_forms(folder: Path, rel: dict, bio: dict) -> list:
@@ -157,7 +209,7 @@ def release_forms(folder: Path, rel: dict, bio: dict) -> list:
                     out.append(Form(i, "yesno", str(rows["question2"][k]), str(rows["answer2"][k]).lower(), "question2"))
                     out.append(Form(i, "yesno", str(rows["question3"][k]), str(rows["answer3"][k]).lower(), "question3"))
                 out.append(Form(i, "qa", str(rows["question4"][k]), str(rows["answer4"][k]), "question4"))
-            except (FormError, KeyError, IndexError) as e:
+            except (FormError, KeyError, IndexError, TypeError) as e:
                 raise ReleaseError(f"{folder / fname}: row {k}: {e}") from None
     return out
 
@@ -269,9 +321,12 @@ class ReleaseExample:
 
 def load_release_example(folder: str | Path, target: int = 272) -> ReleaseExample:
     d = Path(folder) / "example_for_evaluation"
-    rel = [bool(x) for x in safe_load(_need(d, "relationships_correct.pt"))]
-    bio = [bool(x) for x in safe_load(_need(d, "biographies_correct.pt"))]
-    rec, acc_rel, acc_bio, acc = (float(x) for x in safe_load(_need(d, "rec_acc.pt")))
+    try:
+        rel = [bool(x) for x in safe_load(_need(d, "relationships_correct.pt"))]
+        bio = [bool(x) for x in safe_load(_need(d, "biographies_correct.pt"))]
+        rec, acc_rel, acc_bio, acc = (float(x) for x in safe_load(_need(d, "rec_acc.pt")))
+    except (TypeError, ValueError) as e:
+        raise ReleaseError(f"{d}: expected lists of booleans and (recall, accuracies) numbers ({e})", file=d) from None
     return ReleaseExample(target, rel, bio, rec, acc_rel, acc_bio, acc)
 
 
@@ -292,4 +347,7 @@ def load_release_rules(folder: str | Path) -> list[tuple[list[tuple[int, str, in
 def load_population_distribution(path: str | Path) -> dict[str, int]:
     """The release's ``us_population_distribution``: {state: population}."""
     d = safe_load(path)
-    return {str(k): int(v) for k, v in d.items()}
+    try:
+        return {str(k): int(v) for k, v in d.items()}
+    except (AttributeError, TypeError, ValueError):
+        raise ReleaseError(f"{path}: expected a dict of state -> population, found {_kind(d)}", file=path) from None

@@ -34,11 +34,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import MAX_JSON_DEPTH, json_depth_ok, read_text
+from ..errors import MAX_JSON_DEPTH, env_limit, json_depth_ok, read_text, surrogate_problem
+from . import names
 from .forms import FORM_KINDS, SPLITS, Form, FormError, name_problem
 from .kb import KBError, KnowledgeBase
 
 KEYS = ("fact", "fact_id", "text", "question", "answer", "name", "kind", "split")
+
+#: Cap on a forms file: 128 MiB, so the probes export of the 100,000-person generated KB (98 MiB)
+#: reads back. Reading takes about 0.7 s per MiB (140,000 forms, 17 MiB: 12 s), so ``data forms
+#: --add`` stays under two minutes rather than the quarter hour of a 1 GiB file.
+#: ``DEEPUNLEARN_MAX_FORMS_BYTES`` changes it.
+MAX_FORMS_BYTES = 128 << 20
+FORMS_BYTES_ENV = "DEEPUNLEARN_MAX_FORMS_BYTES"
 
 
 class _NotJSON(ValueError):
@@ -62,7 +70,11 @@ def _line_json(line: str) -> Any:
         raise _NotJSON(f"not valid JSON ({name} is not JSON)")
 
     try:
-        return json.loads(line, object_pairs_hook=_pairs, parse_constant=_no_constant)
+        obj = json.loads(line, object_pairs_hook=_pairs, parse_constant=_no_constant)
+        bad = surrogate_problem(line, obj)
+        if bad is not None:
+            raise ValueError(bad)
+        return obj
     except json.JSONDecodeError as e:
         raise ValueError(f"not valid JSON ({e.msg} at column {e.colno})") from None
     except RecursionError:  # pragma: no cover - json_depth_ok refuses it first
@@ -128,7 +140,7 @@ def form_of_line(kb: KnowledgeBase, obj: Any, *, name: str, split: str | None) -
         answer = answer.lower()
     if "name" in obj:
         name = _string(obj, "name")
-    problem = name_problem(name)
+    problem = name_problem(name) or names.name_problem(name)
     if problem:
         raise ValueError(f"form name {name!r}{'' if 'name' in obj else ' (the file name, the default)'} {problem}; "
                          'give the line another "name"')
@@ -149,7 +161,8 @@ def read_forms_file(kb: KnowledgeBase, path: str | os.PathLike, *, split: str | 
     :class:`FormError` naming the flag, the file and the line number (module docstring)."""
     if split is not None and split not in SPLITS:
         raise FormError(f"--split: expected one of {', '.join(SPLITS)} or none, got {split!r}", field="--split")
-    text = read_text(path, flag=flag, error=FormError).removeprefix("\ufeff")
+    cap = env_limit(FORMS_BYTES_ENV, MAX_FORMS_BYTES, error=FormError)
+    text = read_text(path, flag=flag, error=FormError, limit=cap, env=FORMS_BYTES_ENV).removeprefix("\ufeff")
     default_name = Path(path).stem
     forms = []
     # split on "\n" only: a JSON string may hold U+2028 and the other breaks str.splitlines knows

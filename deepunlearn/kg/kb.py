@@ -226,7 +226,11 @@ class KnowledgeBase:
 
     def validate(self) -> None:
         """Check references: subjects are entities, objects of entity relations are entities, targets exist,
-        no fact appears twice. Raises :class:`KBError` naming the first problem."""
+        no fact appears twice, names are one printable line each (:mod:`.names`). Raises
+        :class:`KBError` naming the first problem."""
+        from .names import check_kb_names
+
+        check_kb_names(self, KBError)
         for i, (s, r, o) in enumerate(self.facts):
             if s not in self.entities:
                 raise KBError(f"facts[{i}]: subject {s!r} is not a declared entity")

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UserError
+from ..errors import INPUT_BYTES_ENV, UserError, max_input_bytes, read_bytes
 
 
 class UnsafePickleError(UserError, pickle.UnpicklingError):
@@ -94,7 +94,77 @@ class AllowListUnpickler(pickle.Unpickler):
         raise UnsafePickleError(f"{self.source}: refused a persistent object {pid!r} (tensor storage is not expected here)")
 
 
-def safe_load(path: str | os.PathLike) -> Any:
+#: Most elements a release pickle may expand to, counting an object once for every reference to
+#: it: a 72 KB pickle of ``x = [x, x]`` nested 64 times (memo reuse) expands to 2**64 elements,
+#: which any code that walks it (``str``, a loop over a flattened list) never finishes. The
+#: release's largest file expands to 3,619. Monkeypatch or pass ``max_elements`` to change it.
+MAX_ELEMENTS = 10_000_000
+
+
+def _children(x: Any) -> Any:
+    if isinstance(x, dict):
+        return [*x.keys(), *x.values()]
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return x
+    if isinstance(x, np.ndarray) and x.dtype == object:
+        return x.ravel().tolist()
+    return ()
+
+
+def expanded_size(obj: Any, limit: int) -> int:
+    """How many elements ``obj`` holds when every reference is followed (an object shared ``n``
+    times counts ``n`` times), stopping as soon as the count passes ``limit``. Linear in the
+    distinct objects: each one's size is computed once. A record's attributes are measured on
+    their own (a record counts 1 where it is referenced), as the release's Person records
+    reference each other in cycles; a reference back to an object being measured counts 1.
+
+    >>> x = []
+    >>> for _ in range(64):
+    ...     x = [x, x]
+    >>> expanded_size(x, 1000) > 1000
+    True
+    """
+    sizes: dict[int, int] = {}
+    keep: list[Any] = []  # ids stay valid while their objects live
+    pending: list[Any] = [obj]
+    total = 0
+    while pending:
+        root = pending.pop()
+        if id(root) in sizes:
+            continue
+        stack: list[tuple[Any, bool]] = [(root, False)]
+        open_: set[int] = set()
+        while stack:
+            x, done = stack.pop()
+            k = id(x)
+            if done:
+                n = 1 + sum(sizes.get(id(c), 1) for c in _children(x))
+                sizes[k] = min(n, limit + 1)
+                open_.discard(k)
+                continue
+            if k in sizes or k in open_:
+                continue
+            if isinstance(x, Record):
+                sizes[k] = 1
+                keep.append(x)
+                pending.extend(x.__dict__.values())
+                continue
+            kids = _children(x)
+            if not len(kids):
+                sizes[k] = 1
+                keep.append(x)
+                continue
+            open_.add(k)
+            keep.append(x)
+            stack.append((x, True))
+            stack.extend((c, False) for c in kids if id(c) not in sizes)
+        total += sizes[id(root)]
+        if total > limit:
+            return total
+    return total
+
+
+def safe_load(path: str | os.PathLike, max_elements: int | None = None) -> Any:
     """Load a torch zip pickle (or a raw pickle) with the allow-list unpickler.
 
     >>> import pickle, tempfile, os
@@ -109,20 +179,28 @@ def safe_load(path: str | os.PathLike) -> Any:
     deepunlearn.kg.safe_pickle.UnsafePickleError: ...refused to load posix.system...
     """
     p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"{p}: no such file")
-    data: bytes
-    if zipfile.is_zipfile(p):
-        with zipfile.ZipFile(p) as z:
-            names = [n for n in z.namelist() if n.endswith("data.pkl")]
-            if len(names) != 1:
-                raise UnsafePickleError(f"{p}: expected one data.pkl in the torch archive, found {len(names)}")
-            data = z.read(names[0])
-    else:
-        data = p.read_bytes()
+    cap = max_input_bytes()
+    data = read_bytes(p, error=UnsafePickleError, limit=cap)
+    if zipfile.is_zipfile(io.BytesIO(data)):
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as z:
+                infos = [i for i in z.infolist() if i.filename.endswith("data.pkl")]
+                if len(infos) != 1:
+                    raise UnsafePickleError(f"{p}: expected one data.pkl in the torch archive, found {len(infos)}")
+                if infos[0].file_size > cap:  # a small archive may inflate to gigabytes
+                    raise UnsafePickleError(f"{p}: data.pkl would inflate to {infos[0].file_size:,} bytes, over the "
+                                            f"limit of {cap:,} (set {INPUT_BYTES_ENV} to raise it)")
+                data = z.read(infos[0])
+        except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as e:
+            raise UnsafePickleError(f"{p}: cannot read the torch archive ({e})") from None
     try:
-        return AllowListUnpickler(io.BytesIO(data), str(p)).load()
+        obj = AllowListUnpickler(io.BytesIO(data), str(p)).load()
     except UnsafePickleError:
         raise
     except Exception as e:  # truncated or corrupt file
         raise UnsafePickleError(f"{p}: cannot unpickle: {type(e).__name__}: {e}") from None
+    limit = MAX_ELEMENTS if max_elements is None else max_elements
+    if expanded_size(obj, limit) > limit:
+        raise UnsafePickleError(f"{p}: refused: its shared references expand to over {limit:,} elements "
+                                "(the release's files hold far fewer)")
+    return obj

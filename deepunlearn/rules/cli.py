@@ -32,6 +32,17 @@ def _budget(text: str) -> float:
     return v
 
 
+def _seconds(text: str) -> float:
+    """argparse type of ``rules closure --time-budget``: finite seconds > 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v) or v <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds > 0, got {text!r}")
+    return v
+
+
 def _quiet(p: argparse.ArgumentParser) -> None:
     p.add_argument("-q", "--quiet", action="store_true",
                    help="do not print warnings about the rules on the KB to stderr (--json still lists them)")
@@ -39,7 +50,7 @@ def _quiet(p: argparse.ArgumentParser) -> None:
 
 def register(sub: argparse._SubParsersAction) -> None:
     from ..cli import add_json, nonneg_int, positive_int
-    from .budget import DEFAULT_MAX_GROUNDINGS
+    from .budget import DEFAULT_CLOSURE_SECONDS, DEFAULT_MAX_GROUNDINGS
 
     rules = sub.add_parser("rules", help="rules: closure, minimal deep-unlearning sets, recall/accuracy, explanations")
     rsub = rules.add_subparsers(dest="rules_command", metavar="ACTION")
@@ -79,6 +90,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = rsub.add_parser("closure", help="deductive closure: how many facts the rules derive")
     common(p, target=False)
+    p.add_argument("--time-budget", type=_seconds, default=DEFAULT_CLOSURE_SECONDS, metavar="S",
+                   help="stop evaluating the rules, with an error naming the rule file, after S seconds "
+                        f"(> 0; default {DEFAULT_CLOSURE_SECONDS:g})")
     p.add_argument("--engine", choices=("native", "pydatalog"), default="native",
                    help="closure engine (pydatalog: the independent cross-check; slower)")
     p.add_argument("-o", "--output", default=None, metavar="FILE.json",
@@ -200,7 +214,7 @@ def _closure(args) -> int:
     kb, rules, known, warnings = _load(args)
     t0 = time.perf_counter()
     c = closure(kb, rules, engine=args.engine, known=known, progress=len(kb.facts) > 200_000,
-                max_groundings=args.grounding_budget)
+                max_groundings=args.grounding_budget, time_budget=args.time_budget)
     out = {**c.to_dict(), "rules": rules.name, "kb_facts": len(kb.facts),
            "warnings": warnings, "seconds": round(time.perf_counter() - t0, 4)}
     if args.output:

@@ -76,13 +76,16 @@ def closure_of_graph(g: DerivationGraph) -> Closure:
 
 
 def closure(kb, rules: str | RuleSet = "family", engine: str = "native", known: Iterable[int] | None = None,
-            progress: bool = False, max_groundings: int | None = DEFAULT_MAX_GROUNDINGS) -> Closure:
+            progress: bool = False, max_groundings: int | None = DEFAULT_MAX_GROUNDINGS,
+            time_budget: float | None = None) -> Closure:
     """``Ω(K, R)`` with the native engine (default) or pyDatalog. ``K`` is the KB, or only the
     facts with ids in ``known``.
 
     ``max_groundings`` bounds the groundings held at once (:mod:`.budget`; ``None``: no bound);
     past it :class:`~.budget.RuleBudgetError` names the rule, before the memory is taken. With
     pyDatalog (which has no such bound of its own) the native engine checks the budget first.
+    ``time_budget`` bounds the seconds the native engine evaluates (``None``: no bound); past it
+    :class:`~.budget.RuleTimeError` names the rule file.
 
     >>> from deepunlearn.kg.kb import KnowledgeBase
     >>> kb = KnowledgeBase.build({"Ann": {"gender": "female"}, "Bob": {"gender": "male"}},
@@ -96,13 +99,14 @@ def closure(kb, rules: str | RuleSet = "family", engine: str = "native", known: 
     rs = load_rules(rules)
     known = None if known is None else list(known)
     if engine == "native":
-        return closure_of_graph(derivation_graph(kb, rs, known=known, progress=progress, max_groundings=max_groundings))
+        return closure_of_graph(derivation_graph(kb, rs, known=known, progress=progress, max_groundings=max_groundings,
+                                                 time_budget=time_budget))
     if engine != "pydatalog":
         raise RulesError(f"unknown closure engine {engine!r}: expected one of {', '.join(ENGINES)}")
     from .pydatalog_engine import pydatalog_closure
 
-    if max_groundings is not None:  # the same bound as the native engine, before pyDatalog starts
-        forward_chain(kb, rs, known, max_groundings=max_groundings)
+    if max_groundings is not None or time_budget is not None:  # the native engine's bounds, before pyDatalog starts
+        forward_chain(kb, rs, known, max_groundings=max_groundings, time_budget=time_budget)
 
     n = len(kb.facts)
     k = np.ones(n, dtype=bool) if known is None else np.isin(np.arange(n), np.fromiter(known, dtype=np.int64))

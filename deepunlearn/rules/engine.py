@@ -150,14 +150,16 @@ def _intern(kb, rules: RuleSet, relations: list[str]) -> tuple[dict[str, int], n
 
 
 def forward_chain(kb, rules: RuleSet, known: Iterable[int] | None = None, progress: bool = False,
-                  max_groundings: int | None = DEFAULT_MAX_GROUNDINGS) -> Grounded:
+                  max_groundings: int | None = DEFAULT_MAX_GROUNDINGS, time_budget: float | None = None) -> Grounded:
     """Compute ``Ω(K, R)`` and every rule grounding inside it.
 
     ``K`` is the whole KB, or only the facts whose ids are in ``known``. ``max_groundings``
     bounds the groundings held at once (:mod:`.budget`; ``None``: no bound): past it,
     :class:`~.budget.RuleBudgetError` is raised before the join that would pass it allocates.
+    ``time_budget`` (seconds; ``None``: no bound) stops evaluation with
+    :class:`~.budget.RuleTimeError` naming the rule file.
     """
-    guard = Guard(rules, check_budget(max_groundings))
+    guard = Guard(rules, check_budget(max_groundings), time_budget)
     n_kb = len(kb.facts)
     base = np.ones(n_kb, dtype=bool)
     if known is not None:
@@ -203,7 +205,9 @@ def forward_chain(kb, rules: RuleSet, known: Iterable[int] | None = None, progre
         delta_by_rel = [delta[d_order][bounds[r]:bounds[r + 1]] for r in range(len(relations))]
 
         round_blocks: list[tuple[int, np.ndarray, np.ndarray]] = []
+        guard.round = t
         for cr in crules:
+            guard.clock(cr.index)
             for i in range(len(cr.atoms)):
                 if t == 1 and i > 0:
                     continue  # positions before i need facts older than the first delta: none

@@ -121,10 +121,13 @@ class DerivationGraph:
 
 
 def derivation_graph(kb, rules: str | RuleSet = "family", known: Iterable[int] | None = None,
-                     progress: bool = False, max_groundings: int | None = DEFAULT_MAX_GROUNDINGS) -> DerivationGraph:
+                     progress: bool = False, max_groundings: int | None = DEFAULT_MAX_GROUNDINGS,
+                     time_budget: float | None = None) -> DerivationGraph:
     """Ground ``rules`` over ``Ω(K, R)``. ``K`` is the whole KB or, with ``known``, only those fact
     ids (the model's estimated KB). ``max_groundings`` bounds the groundings held at once
     (:mod:`.budget`; ``None``: no bound); past it :class:`~.budget.RuleBudgetError` names the rule.
+    ``time_budget``: seconds of evaluation (``None``: no bound), past which
+    :class:`~.budget.RuleTimeError` names the rule file.
 
     >>> from deepunlearn.kg.kb import KnowledgeBase
     >>> kb = KnowledgeBase.build({"Ann": {"gender": "female"}, "Bob": {"gender": "male"}, "Cy": {"gender": "male"}},
@@ -139,7 +142,8 @@ def derivation_graph(kb, rules: str | RuleSet = "family", known: Iterable[int] |
     """
     rs = load_rules(rules)
     return DerivationGraph.from_grounded(kb, rs, forward_chain(kb, rs, known, progress=progress,
-                                                               max_groundings=max_groundings))
+                                                               max_groundings=max_groundings,
+                                                               time_budget=time_budget))
 
 
 # ---------------------------------------------------------------------------------------- cones

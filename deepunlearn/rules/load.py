@@ -9,6 +9,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
+from ..errors import MAX_SMALL_FILE_BYTES, read_text
 from .errors import RulesError
 from .language import RuleSet
 from .parser import parse_datalog, parse_raw
@@ -101,14 +102,12 @@ def load_rules(name_or_path: str | Path | RuleSet) -> RuleSet:
         rs = parse_datalog(text, name=name_or_path, source=f"{name_or_path}.dl")
         return RuleSet(rs.name, rs.rules, rs.source, _description(text), rs.warnings)
     path = Path(name_or_path)
-    if not path.is_file():
+    if not path.exists():
         if path.suffix or "/" in str(name_or_path):
             raise RulesError(f"{path}: rule file not found")
         raise RulesError(f"unknown rule set {str(name_or_path)!r}: expected one of {', '.join(builtin_names())} or a path to a rule file")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise RulesError(f"{path}: cannot read rule file ({e})") from None
+    # a regular file of at most 16 MiB: a FIFO or /dev/zero is refused before it is opened
+    text = read_text(path, error=RulesError, limit=MAX_SMALL_FILE_BYTES)
     description = _description(text)
     if path.suffix != ".dl" and _is_raw(text):
         rs = parse_raw(text, name=path.stem, source=str(path))

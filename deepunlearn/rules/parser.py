@@ -28,7 +28,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .errors import RuleSyntaxError
+from ..errors import env_limit
+from .errors import RulesError, RuleSyntaxError
 from .language import Atom, Const, Neq, Rule, RuleSet, Term, Var, cartesian_warnings
 
 _TOKEN = re.compile(
@@ -48,6 +49,30 @@ _TOKEN = re.compile(
     """,
     re.VERBOSE,
 )
+
+
+#: Most rules a rule file may hold, and most literals (atoms and ``!=``) in one rule's body; the
+#: shipped rule sets have 48 rules of at most 5. Evaluation time grows with both (10,000 chained
+#: rules, or one rule of 2,000 atoms, run for minutes), so a file past them is refused as it is
+#: read. ``DEEPUNLEARN_MAX_RULES`` and ``DEEPUNLEARN_MAX_BODY`` change them.
+MAX_RULES = 1000
+MAX_BODY = 32
+RULES_ENV, BODY_ENV = "DEEPUNLEARN_MAX_RULES", "DEEPUNLEARN_MAX_BODY"
+
+
+def limit(env: str, default: int) -> int:
+    """``$env`` as a positive integer (a :class:`RulesError` naming the variable if it is not
+    one), else ``default``."""
+    return env_limit(env, default, error=RulesError)
+
+
+def _too_many_rules(src: str, line: int, col: int, cap: int) -> RuleSyntaxError:
+    return RuleSyntaxError(src, line, col, f"more than {cap:,} rules in the file; set {RULES_ENV} to allow more")
+
+
+def _too_long(src: str, line: int, col: int, cap: int) -> RuleSyntaxError:
+    return RuleSyntaxError(src, line, col, f"rule body of more than {cap} atoms and conditions; "
+                                           f"set {BODY_ENV} to allow more")
 
 
 @dataclass(frozen=True)
@@ -90,6 +115,7 @@ class _Parser:
         self.toks = _tokens(text, source)
         self.i = 0
         self.anon = 0
+        self.max_rules, self.max_body = limit(RULES_ENV, MAX_RULES), limit(BODY_ENV, MAX_BODY)
 
     def peek(self, k: int = 0) -> _Tok:
         return self.toks[min(self.i + k, len(self.toks) - 1)]
@@ -153,6 +179,9 @@ class _Parser:
         body: list[tuple[Atom | Neq, _Tok]] = [self.literal()]
         while self.peek().kind == "comma":
             self.i += 1
+            if len(body) == self.max_body:
+                tok = self.peek()
+                raise _too_long(self.source, tok.line, tok.col, self.max_body)
             body.append(self.literal())
         self.expect("dot", "',' or '.' at the end of the rule")
         atoms = [(a, t) for a, t in body if isinstance(a, Atom)]
@@ -175,6 +204,9 @@ class _Parser:
     def program(self) -> list[Rule]:
         rules = []
         while self.peek().kind != "eof":
+            if len(rules) == self.max_rules:
+                tok = self.peek()
+                raise _too_many_rules(self.source, tok.line, tok.col, self.max_rules)
             rules.append(self.rule(len(rules) + 1))
         return rules
 
@@ -254,10 +286,15 @@ def parse_raw(text: str, name: str = "rules", source: str | None = None, literal
     """
     src = source or f"<{name}>"
     rules = []
+    max_rules, max_body = limit(RULES_ENV, MAX_RULES), limit(BODY_ENV, MAX_BODY)
     for lineno, line in enumerate(text.splitlines(), start=1):
         stripped = line.split("%", 1)[0].split("#", 1)[0]
         if not stripped.strip():
             continue
+        if len(rules) == max_rules:
+            raise _too_many_rules(src, lineno, 1, max_rules)
+        if stripped.count("(") > max_body + 1:  # body tuples and the head
+            raise _too_long(src, lineno, 1, max_body)
         if stripped.count(">") != 1:
             raise RuleSyntaxError(src, lineno, 1, "expected exactly one '>' between the body tuples and the head tuple")
         split = stripped.index(">")
