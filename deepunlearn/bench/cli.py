@@ -174,6 +174,10 @@ def _bench(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from .demo import DEFAULT_PEOPLE, DEMO_THREADS, run_demo
 
+    from ..limits import MAX_GENERATE_PEOPLE, check_at_most
+
+    if args.people is not None:
+        check_at_most(args.people, MAX_GENERATE_PEOPLE, where=f"--people {args.people}", unit="people", field="--people")
     methods = [m.strip().lower() for m in args.methods.split(",")] if args.methods else None
     if args.kb and args.domain:
         args._usage_error("argument --domain: not allowed with --kb (the KB file already has its domain)")
