@@ -84,6 +84,11 @@ def check_gguf(file: str | Path):
         raise ModelLoadError(f"{f}: truncated GGUF file ({size:,} bytes; its tensors need {end:,})", file=f)
     if not reader.tensors:
         raise ModelLoadError(f"{f}: a GGUF file without tensors (no model weights)", file=f)
+    arch = _field(reader, "general.architecture")
+    if isinstance(arch, str):  # dimensions its tensors cannot back: refused before anything is built
+        from .model_bounds import check_gguf_plan
+
+        check_gguf_plan(f, reader, arch)
     return reader
 
 

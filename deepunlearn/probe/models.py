@@ -26,7 +26,8 @@ from ..errors import atomic_write_text, load_json
 from .gguf import find_gguf, gguf_architecture, quiet_gguf, strip_quantization
 from .chat import chat_format
 from .prompts import PromptFormat
-from .sources import ModelLoadError, check_fits, check_folder, diagnose_weights, first_line, looks_local, resolve_hub
+from .model_bounds import check_fits
+from .sources import ModelLoadError, check_folder, diagnose_weights, first_line, looks_local, resolve_hub
 
 #: Values of ``load_model(answer_format=...)`` (the field ``Protocol.answer_format``).
 ANSWER_FORMATS = ("recorded", "family")
