@@ -253,7 +253,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
     fp = cfg.fingerprint(_sweep_kb_key(kb, kb_fp))
     models = {m.name: m.path for m in cfg.models}
 
-    with SweepLock(out), ResultsStore(out) as store:
+    with SweepLock(out), ResultsStore(out, discard_damaged=overwrite) as store:
         if store.meta("fingerprint") == fp and check_models(store, models, overwrite=overwrite):
             store.clear()
         resumed = store.bind(fp, cfg.model_dump(mode="json"), overwrite=overwrite)
