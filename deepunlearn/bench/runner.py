@@ -34,6 +34,7 @@ from ..errors import atomic_write_text, dumps
 from ..kg.io import load_kb, to_dict
 from ..kg.refs import resolve_item
 from ..kg.kb import KBError, KnowledgeBase
+from ..probe.cache import CacheDirError, check_cache_dir
 from ..probe.fingerprint import kb_fingerprint
 from ..probe.protocol import get_protocol
 from .config import SET_NAMES, ConfigError, SweepConfig, TargetSpec
@@ -246,6 +247,10 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
     check_config(cfg)
     check_forms(cfg, kb)
     holdout = _holdout(cfg, kb)  # checked before anything is written
+    try:
+        check_cache_dir(cfg.cache_path, where="cache_dir")
+    except CacheDirError as e:
+        raise cfg.error("cache_dir", str(e).removeprefix("cache_dir ")) from None
     cfg = cfg.model_copy(update={"rules": resolved_rules(cfg, kb)})
     executor = executor or make_executor(cfg.executor, cfg.ray_address)
     out = cfg.output_dir

@@ -79,10 +79,15 @@ def read_safetensors_header(f: Path) -> dict:
             if len(raw) < 8:
                 raise ModelLoadError(f"{f}: not a safetensors file ({size:,} bytes, no header)", file=f)
             (n,) = struct.unpack("<Q", raw)
-            if n > min(MAX_SAFETENSORS_HEADER, size - 8):
-                raise ModelLoadError(f"{f}: safetensors header of {n:,} bytes; refused (the file has {size:,}, "
-                                     f"the bound is {MAX_SAFETENSORS_HEADER:,})", file=f)
+            if n > MAX_SAFETENSORS_HEADER:
+                raise ModelLoadError(f"{f}: safetensors header of {n:,} bytes; refused (more than "
+                                     f"{MAX_SAFETENSORS_HEADER:,})", file=f)
+            if n > size - 8:
+                raise ModelLoadError(f"{f}: truncated safetensors file (its header needs {n:,} bytes, the file has "
+                                     f"{size:,})", file=f)
             header = json.loads(h.read(n))
+    except ModelLoadError:  # an OSError too
+        raise
     except OSError as e:
         raise ModelLoadError(f"{f}: cannot read ({e.strerror or e})", file=f) from None
     except (ValueError, RecursionError) as e:
