@@ -40,7 +40,8 @@ def too_large(value: float, bound: int) -> bool:
 
 def bound_message(where: str, value: float, bound: int, unit: str) -> str:
     """``--grid: 1e+21 steps is more than the bound of 100,000 steps; ...`` (one line)."""
-    shown = f"{value:,}" if isinstance(value, int) else f"{value:g}"
+    whole = isinstance(value, int) or (float(value).is_integer() and abs(value) < 1e16)  # exact as a float
+    shown = f"{int(value):,}" if whole else f"{value:g}"
     return (f"{where}: {shown} {unit} is more than the bound of {bound:,} {unit} (it would run for days or "
             f"exhaust memory); set {ALLOW_LARGE_ENV}=1 to lift it")
 
