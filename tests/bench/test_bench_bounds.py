@@ -130,3 +130,13 @@ def test_demo_people_past_the_bound_is_refused_before_anything_is_written(tmp_pa
     line = _one_line(capsys.readouterr().err)
     assert "--people 100000000: 100,000,000 people is more than the bound of 2,000,000 people" in line
     assert not out.exists()
+
+
+def test_a_cache_dir_that_is_a_file_is_one_line_naming_the_field(sweep_files, tmp_path, monkeypatch, capsys):
+    (tmp_path / "small.json").write_text("{}")
+    p = sweep_files(extra='cache_dir = "small.json"')
+    monkeypatch.setattr(runner, "make_executor", lambda *a, **k: FakeExecutor())
+    assert main(["bench", "--config", str(p), "--quiet"]) == 1
+    assert _one_line(capsys.readouterr().err).endswith(
+        f"{p}: field cache_dir: {tmp_path / 'small.json'}: is a file, expected a folder")
+    assert not (tmp_path / "out" / STORE_NAME).exists()  # refused before the store is made
