@@ -78,7 +78,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor", choices=("local", "ray"), default=None, help="where jobs run (default local)")
     p.add_argument("--ray-address", default=None,
                    help="existing Ray cluster ('auto', 'ray://head:10001'); default: start a local one")
-    p.add_argument("--overwrite", action="store_true", help="discard results of a different sweep in the output folder")
+    p.add_argument("--overwrite", action="store_true", help="discard results of a different sweep, or a damaged results store, in the output folder")
     p.add_argument("--threads", type=positive_int, default=None, metavar="N",
                    help="torch threads per worker (bench default: the config's, else torch's choice; demo default: 1, "
                         "the fastest for the tiny model on a small machine)")

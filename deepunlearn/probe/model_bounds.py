@@ -69,6 +69,25 @@ def check_gguf_plan(file: Path, reader, arch: str) -> None:
             file=file, field=f"{arch}.block_count")
 
 
+def check_gguf_merges(file: Path, reader) -> None:
+    """Refuse BPE merges the tokenizer library cannot build: a merge ``"x y"`` whose parts or
+    result ``xy`` are not tokens makes it panic (a Rust panic, which no ``except Exception``
+    catches, with a backtrace on stderr) instead of raising."""
+    merges, tokens = reader.fields.get("tokenizer.ggml.merges"), reader.fields.get("tokenizer.ggml.tokens")
+    if merges is None or tokens is None:
+        return
+    try:
+        vocab, pairs = set(tokens.contents()), merges.contents()
+    except Exception:  # noqa: BLE001 - an odd field type: the tokenizer's own error names it
+        return
+    for i, m in enumerate(pairs if isinstance(pairs, list) else []):
+        parts = m.split(" ") if isinstance(m, str) else []
+        if len(parts) == 2 and all(p in vocab for p in parts) and "".join(parts) not in vocab:
+            raise ModelLoadError(f"{file}: tokenizer.ggml.merges[{i}] = {m!r} makes {''.join(parts)!r}, which is not "
+                                 "in tokenizer.ggml.tokens; refused (a damaged tokenizer)", file=file,
+                                 field="tokenizer.ggml.merges")
+
+
 def read_safetensors_header(f: Path) -> dict:
     """The JSON header of a safetensors file, bounded and checked: every tensor's data lies inside
     the file. A ModelLoadError naming the file otherwise."""

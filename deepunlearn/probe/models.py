@@ -260,12 +260,13 @@ def load_model(
             check_fits(folder, config)
         try:
             tokenizer = AutoTokenizer.from_pretrained(where, **extra)
-        except Exception as e:  # noqa: BLE001 - whatever the folder's files make transformers raise
-            raise _load_error("the tokenizer of", source, e) from e
+        except BaseException as e:  # noqa: BLE001 - whatever the folder's files make transformers raise
+            raise _load_error("the tokenizer of", source, _not_interrupt(e)) from e
         _check_pad(tokenizer, source)  # before the (long) model load
         try:
             model, info = _from_pretrained(AutoModelForCausalLM, where, kwargs)
-        except Exception as e:  # noqa: BLE001
+        except BaseException as e:  # noqa: BLE001
+            _not_interrupt(e)
             bad = diagnose_weights(folder) if folder is not None and gguf is None else None
             raise (bad or _load_error("model", source, e)) from e
     _check_loading_info(info, source)
@@ -313,6 +314,14 @@ def _check_loading_info(info: dict, source: str) -> None:
         what += [f"{len(mismatched)} of another shape (e.g. {mismatched[0]})"] if mismatched else []
         raise ModelLoadError(f"{source}: the weights do not fit config.json ({', '.join(what)}): a corrupt "
                              "checkpoint, or a config.json from another model", file=source)
+
+
+def _not_interrupt(e: BaseException) -> BaseException:
+    """``e`` unless it is Ctrl-C or an exit (re-raised): a Rust panic in the tokenizers library
+    (pyo3's PanicException, a BaseException) is the files' fault like any other error."""
+    if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+        raise e
+    return e
 
 
 def _load_error(what: str, source: str, e: BaseException) -> ModelLoadError:

@@ -128,3 +128,26 @@ def test_deepunlearn_cache_that_is_a_file_is_one_line_naming_it(mini_kb_file, tm
     monkeypatch.setenv("DEEPUNLEARN_CACHE", str(f))
     assert main(["probe", "--model", "tiny", "--kb", str(mini_kb_file)]) == 1
     assert _one_line(capsys.readouterr().err).endswith(f"DEEPUNLEARN_CACHE {f}: is a file, expected a folder")
+
+
+def test_a_bpe_merge_outside_the_vocabulary_is_one_line_not_a_rust_panic(tmp_path, capfd):
+    # the tokenizers library panics on it (a BaseException with a Rust backtrace on stderr)
+    from gguf import GGUFWriter
+
+    f = tmp_path / "merges.gguf"
+    w = GGUFWriter(str(f), "llama")
+    for add, value in ((w.add_block_count, 1), (w.add_embedding_length, 16), (w.add_head_count, 2),
+                       (w.add_context_length, 128), (w.add_tokenizer_model, "gpt2"), (w.add_eos_token_id, 0)):
+        add(value)
+    w.add_token_list(["a", "b", "c"])
+    w.add_token_merges(["a b"])
+    w.add_tensor("token_embd.weight", np.zeros((3, 16), dtype=np.float32))
+    w.add_tensor("blk.0.attn_q.weight", np.zeros((16, 16), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    assert main(["model", "import", str(f), "-o", str(tmp_path / "out")]) == 1
+    assert _one_line(capfd.readouterr().err).endswith(
+        f"{f}: tokenizer.ggml.merges[0] = 'a b' makes 'ab', which is not in tokenizer.ggml.tokens; refused "
+        "(a damaged tokenizer)")
