@@ -89,7 +89,7 @@ def check_gguf(file: str | Path):
     if isinstance(arch, str):  # dimensions its tensors cannot back: refused before anything is built
         from .model_bounds import check_gguf_merges, check_gguf_plan
 
-        check_gguf_plan(f, reader, arch)
+        check_gguf_plan(f, reader, arch, gguf_model_type(arch))
         check_gguf_merges(f, reader)
     return reader
 

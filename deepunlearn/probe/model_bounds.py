@@ -45,28 +45,47 @@ def plan_elements(layers: int, width: int, vocab: int) -> int:
     return layers * width * width + vocab * width
 
 
-def check_gguf_plan(file: Path, reader, arch: str) -> None:
+def _config_default(model_type: str, attr: str) -> int | None:
+    """transformers' default ``attr`` of ``model_type``'s config (what a key left out becomes)."""
+    try:
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+        return _count(getattr(CONFIG_MAPPING[model_type](), attr, None))
+    except Exception:  # noqa: BLE001 - an architecture without such a default: nothing to plan
+        return None
+
+
+def check_gguf_plan(file: Path, reader, arch: str, model_type: str) -> None:
     """Refuse a GGUF file whose header declares dimensions its tensors cannot back (see the
-    module docstring), naming the file and the keys."""
-    def field(key: str) -> int | None:
+    module docstring), naming the file and the keys. A key left out counts as the default of
+    transformers' ``model_type`` config, which is what the load would build (Llama: 32 layers
+    4,096 wide)."""
+    def raw(key: str) -> int | None:
         f = reader.fields.get(key)
         try:
             return _count(f.contents()) if f is not None else None
         except Exception:  # noqa: BLE001 - an odd field type is as good as none
             return None
 
-    layers, width = field(f"{arch}.block_count"), field(f"{arch}.embedding_length")
+    def field(key: str, attr: str) -> tuple[int | None, str]:
+        v = raw(key)
+        if v is not None:
+            return v, f"{key} = {v:,}"
+        v = _config_default(model_type, attr)
+        return v, f"{key} (absent: {v:,} by default)"
+
+    (layers, says_layers), (width, says_width) = (field(f"{arch}.block_count", "num_hidden_layers"),
+                                                  field(f"{arch}.embedding_length", "hidden_size"))
     if layers is None or width is None:
         return
     tokens = reader.fields.get("tokenizer.ggml.tokens")
-    vocab = field(f"{arch}.vocab_size") or (len(tokens.data) if tokens is not None else 0)
+    vocab = raw(f"{arch}.vocab_size") or (len(tokens.data) if tokens is not None else 0)
     need = plan_elements(layers, width, vocab)
     held = sum(int(t.n_elements) for t in reader.tensors)
     if need > held:
-        raise ModelLoadError(
-            f"{file}: {arch}.block_count = {layers:,} and {arch}.embedding_length = {width:,} plan at least "
-            f"{need:,} parameters but its tensors hold {held:,}; refused (a damaged or forged GGUF header)",
-            file=file, field=f"{arch}.block_count")
+        raise ModelLoadError(f"{file}: {says_layers} and {says_width} plan at least {need:,} parameters but its "
+                             f"tensors hold {held:,}; refused (a damaged or forged GGUF header)",
+                             file=file, field=f"{arch}.block_count")
 
 
 def check_gguf_merges(file: Path, reader) -> None:

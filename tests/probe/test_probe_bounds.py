@@ -151,3 +151,23 @@ def test_a_bpe_merge_outside_the_vocabulary_is_one_line_not_a_rust_panic(tmp_pat
     assert _one_line(capfd.readouterr().err).endswith(
         f"{f}: tokenizer.ggml.merges[0] = 'a b' makes 'ab', which is not in tokenizer.ggml.tokens; refused "
         "(a damaged tokenizer)")
+
+
+def test_a_dimension_left_out_of_the_gguf_header_counts_as_transformers_default(tmp_path):
+    from gguf import GGUFWriter
+
+    from deepunlearn.probe.gguf import check_gguf
+
+    f = tmp_path / "noemb.gguf"
+    w = GGUFWriter(str(f), "llama")
+    w.add_block_count(4096)  # 4,096 layers of Llama's default 4,096 width: 68.7 billion parameters
+    w.add_tensor("token_embd.weight", np.zeros((3, 16), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(ModelLoadError) as e:
+        check_gguf(f)
+    assert str(e.value) == (f"{f}: llama.block_count = 4,096 and llama.embedding_length (absent: 4,096 by default) "
+                            "plan at least 68,719,476,736 parameters but its tensors hold 48; refused (a damaged or "
+                            "forged GGUF header)")
