@@ -13,7 +13,10 @@ safetensors headers), so a plan of the declared dimensions must fit in them:
 * :func:`safetensors_elements`: the elements a folder's safetensors headers declare, each
   header bounded (:data:`MAX_SAFETENSORS_HEADER`, as the safetensors library) and each tensor's
   data inside its file;
-* :func:`check_config_plan`: the same lower bound for a ``config.json``, against those headers.
+* :func:`check_config_plan`: the same lower bound for a ``config.json``, against those headers;
+* :func:`check_fits`: then the parameters of the model built on the ``meta`` device, against
+  the headers and the weights files' sizes;
+* :func:`check_gguf_merges`: BPE merges the tokenizers library would panic on.
 
 Every refusal is a ModelLoadError naming the file and the key.
 """
@@ -212,6 +215,15 @@ def check_fits(path: Path, config: dict) -> None:
         raise ModelLoadError(f"{path / 'config.json'}: not a causal-LM config transformers can build "
                              f"({first_line(e)})", file=path / "config.json") from None
     n = sum(p.numel() for p in skeleton.parameters())
+    weights = [f for f in path.iterdir() if f.is_file() and f.suffix in WEIGHT_SUFFIXES]
+    try:  # file sizes alone would pass a small header padded to a large file
+        held = safetensors_elements(path) if all(f.suffix == ".safetensors" for f in weights) else None
+    except ModelLoadError:  # a damaged file: the load names it (diagnose_weights)
+        held = None
+    if held is not None and n > 2 * held + (1 << 20):
+        raise ModelLoadError(
+            f"{path}: config.json describes a model of {n:,} parameters but its safetensors headers declare "
+            f"{held:,}; refused (it would be built with random weights)", file=path / "config.json")
     if n / 2 > weight_bytes + (1 << 20):
         raise ModelLoadError(
             f"{path}: config.json describes a model of {n:,} parameters but its weights files hold "

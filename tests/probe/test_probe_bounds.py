@@ -171,3 +171,20 @@ def test_a_dimension_left_out_of_the_gguf_header_counts_as_transformers_default(
     assert str(e.value) == (f"{f}: llama.block_count = 4,096 and llama.embedding_length (absent: 4,096 by default) "
                             "plan at least 68,719,476,736 parameters but its tensors hold 48; refused (a damaged or "
                             "forged GGUF header)")
+
+
+def test_a_small_safetensors_header_padded_to_a_large_file_does_not_pass_for_weights(mini_copy):
+    # its size would pass the file-size check; its header declares 4 elements
+    for f in mini_copy.glob("*.safetensors"):
+        f.unlink()
+    header = json.dumps({"w": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}).encode()
+    with open(mini_copy / "model.safetensors", "wb") as h:
+        h.write(struct.pack("<Q", len(header)) + header + b"\0" * 16)
+        h.truncate(64 << 20)  # sparse: 64 MiB on paper
+    cfg = json.loads((mini_copy / "config.json").read_text())
+    (mini_copy / "config.json").write_text(json.dumps({**cfg, "hidden_size": 256, "intermediate_size": 2048,
+                                                       "num_attention_heads": 4, "num_key_value_heads": 4,
+                                                       "head_dim": 64, "num_hidden_layers": 4}))
+    with pytest.raises(ModelLoadError, match=r"config\.json describes a model of [\d,]+ parameters but its safetensors "
+                                             r"headers declare 4; refused"):
+        load_model(mini_copy, device="cpu")
