@@ -215,6 +215,10 @@ def check_fits(path: Path, config: dict) -> None:
         raise ModelLoadError(f"{path / 'config.json'}: not a causal-LM config transformers can build "
                              f"({first_line(e)})", file=path / "config.json") from None
     n = sum(p.numel() for p in skeleton.parameters())
+    if n / 2 > weight_bytes + (1 << 20):
+        raise ModelLoadError(
+            f"{path}: config.json describes a model of {n:,} parameters but its weights files hold "
+            f"{weight_bytes:,} bytes; refused (it would be built with random weights)", file=path / "config.json")
     weights = [f for f in path.iterdir() if f.is_file() and f.suffix in WEIGHT_SUFFIXES]
     try:  # file sizes alone would pass a small header padded to a large file
         held = safetensors_elements(path) if all(f.suffix == ".safetensors" for f in weights) else None
@@ -224,7 +228,3 @@ def check_fits(path: Path, config: dict) -> None:
         raise ModelLoadError(
             f"{path}: config.json describes a model of {n:,} parameters but its safetensors headers declare "
             f"{held:,}; refused (it would be built with random weights)", file=path / "config.json")
-    if n / 2 > weight_bytes + (1 << 20):
-        raise ModelLoadError(
-            f"{path}: config.json describes a model of {n:,} parameters but its weights files hold "
-            f"{weight_bytes:,} bytes; refused (it would be built with random weights)", file=path / "config.json")
