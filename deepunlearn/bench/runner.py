@@ -247,10 +247,11 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
     check_config(cfg)
     check_forms(cfg, kb)
     holdout = _holdout(cfg, kb)  # checked before anything is written
-    try:
-        check_cache_dir(cfg.cache_path, where="cache_dir")
-    except CacheDirError as e:
-        raise cfg.error("cache_dir", str(e).removeprefix("cache_dir ")) from None
+    for key, folder in (("output", cfg.output_dir), ("cache_dir", cfg.cache_path)):  # folders, not files
+        try:
+            check_cache_dir(folder, where=key)
+        except CacheDirError as e:
+            raise cfg.error(key, str(e).removeprefix(f"{key} ")) from None
     cfg = cfg.model_copy(update={"rules": resolved_rules(cfg, kb)})
     executor = executor or make_executor(cfg.executor, cfg.ray_address)
     out = cfg.output_dir

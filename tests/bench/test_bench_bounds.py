@@ -140,3 +140,12 @@ def test_a_cache_dir_that_is_a_file_is_one_line_naming_the_field(sweep_files, tm
     assert _one_line(capsys.readouterr().err).endswith(
         f"{p}: field cache_dir: {tmp_path / 'small.json'}: is a file, expected a folder")
     assert not (tmp_path / "out" / STORE_NAME).exists()  # refused before the store is made
+
+
+def test_an_output_that_is_a_file_is_one_line_naming_the_field(sweep_files, tmp_path, monkeypatch, capsys):
+    p = sweep_files()
+    p.write_text(p.read_text().replace('output = "out"', 'output = "kb.json"'))
+    monkeypatch.setattr(runner, "make_executor", lambda *a, **k: FakeExecutor())
+    assert main(["bench", "--config", str(p), "--quiet"]) == 1
+    assert _one_line(capsys.readouterr().err).endswith(
+        f"{p}: field output: {tmp_path / 'kb.json'}: is a file, expected a folder")
