@@ -78,7 +78,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor", choices=("local", "ray"), default=None, help="where jobs run (default local)")
     p.add_argument("--ray-address", default=None,
                    help="existing Ray cluster ('auto', 'ray://head:10001'); default: start a local one")
-    p.add_argument("--overwrite", action="store_true", help="discard results of a different sweep in the output folder")
+    p.add_argument("--overwrite", action="store_true", help="discard results of a different sweep, or a damaged results store, in the output folder")
     p.add_argument("--threads", type=positive_int, default=None, metavar="N",
                    help="torch threads per worker (bench default: the config's, else torch's choice; demo default: 1, "
                         "the fastest for the tiny model on a small machine)")
@@ -174,6 +174,10 @@ def _bench(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from .demo import DEFAULT_PEOPLE, DEMO_THREADS, run_demo
 
+    from ..limits import MAX_GENERATE_PEOPLE, check_at_most
+
+    if args.people is not None:
+        check_at_most(args.people, MAX_GENERATE_PEOPLE, where=f"--people {args.people}", unit="people", field="--people")
     methods = [m.strip().lower() for m in args.methods.split(",")] if args.methods else None
     if args.kb and args.domain:
         args._usage_error("argument --domain: not allowed with --kb (the KB file already has its domain)")

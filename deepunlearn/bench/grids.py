@@ -24,6 +24,8 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..limits import MAX_STEPS, bound_message, too_large
+
 #: The paper's grids (appendix D; the reference's Phi/Llama settings). Used where a method's
 #: grid is left empty and no preset applies.
 PAPER_GRIDS: dict[str, tuple[float, ...]] = {
@@ -157,8 +159,10 @@ the model reinforced on the target), as the ``unlearn`` command checks them; a N
             raise ValueError(f"method {name!r}: grid value {x!r} is not a number")
         if not math.isfinite(x):
             raise ValueError(f"method {name!r}: grid value {x} is not a finite number")
-        if key in STEP_METHODS and (x < 1 or float(x) != int(x)):
+        if key in STEP_METHODS and (x < 1 or not (isinstance(x, int) or float(x).is_integer())):
             raise ValueError(f"method {name!r}: grid value {x} is not a positive whole number of steps")
+        if key in STEP_METHODS and too_large(x, MAX_STEPS):  # 1e21 steps would run for ever
+            raise ValueError(bound_message(f"method {name!r}: grid value", x, MAX_STEPS, "steps"))
         if key in STRENGTH_METHODS and x < 0:
             raise ValueError(f"method {name!r}: grid value {x:g} is negative (alpha is a strength, >= 0)")
     if len(set(grid)) != len(grid):

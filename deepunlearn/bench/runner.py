@@ -34,6 +34,7 @@ from ..errors import atomic_write_text, dumps
 from ..kg.io import load_kb, to_dict
 from ..kg.refs import resolve_item
 from ..kg.kb import KBError, KnowledgeBase
+from ..probe.cache import CacheDirError, check_cache_dir
 from ..probe.fingerprint import kb_fingerprint
 from ..probe.protocol import get_protocol
 from .config import SET_NAMES, ConfigError, SweepConfig, TargetSpec
@@ -246,6 +247,11 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
     check_config(cfg)
     check_forms(cfg, kb)
     holdout = _holdout(cfg, kb)  # checked before anything is written
+    for key, folder in (("output", cfg.output_dir), ("cache_dir", cfg.cache_path)):  # folders, not files
+        try:
+            check_cache_dir(folder, where=key)
+        except CacheDirError as e:
+            raise cfg.error(key, str(e).removeprefix(f"{key} ")) from None
     cfg = cfg.model_copy(update={"rules": resolved_rules(cfg, kb)})
     executor = executor or make_executor(cfg.executor, cfg.ray_address)
     out = cfg.output_dir
@@ -253,7 +259,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
     fp = cfg.fingerprint(_sweep_kb_key(kb, kb_fp))
     models = {m.name: m.path for m in cfg.models}
 
-    with SweepLock(out), ResultsStore(out) as store:
+    with SweepLock(out), ResultsStore(out, discard_damaged=overwrite) as store:
         if store.meta("fingerprint") == fp and check_models(store, models, overwrite=overwrite):
             store.clear()
         resumed = store.bind(fp, cfg.model_dump(mode="json"), overwrite=overwrite)

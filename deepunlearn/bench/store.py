@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
 from ..errors import UserError, dumps
+from .store_guard import discard, guard, is_corrupt
 
 SCHEMA_VERSION = 1
 STORE_NAME = "results.sqlite"
@@ -186,7 +187,7 @@ class ResultsStore:
     ([(3, 7)], {1}, 'done')
     """
 
-    def __init__(self, folder: str | os.PathLike, *, readonly: bool = False):
+    def __init__(self, folder: str | os.PathLike, *, readonly: bool = False, discard_damaged: bool = False):
         self.folder = Path(folder)
         self.path = self.folder / STORE_NAME
         if readonly:
@@ -195,14 +196,28 @@ class ResultsStore:
             self._db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=60)
         else:
             self.folder.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
-            self._db.executescript(_SCHEMA)
-            if not self._has_measures_column():  # a store written before issue 13
-                self._db.execute("ALTER TABLE points ADD COLUMN measures TEXT")
+            try:
+                self._open()
+            except sqlite3.DatabaseError as e:
+                if not (discard_damaged and is_corrupt(e)):  # --overwrite starts a damaged store over
+                    raise
+                self._db.close()
+                discard(self.path)
+                self._open()
         self._measures = self._has_measures_column()
         self._pid = os.getpid()
+
+    def _open(self) -> None:
+        self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=FULL")
+        # a truncated store fails here, before a sweep runs for hours and fails on its first read
+        check = self._db.execute("PRAGMA quick_check").fetchone()[0]
+        if check != "ok":
+            raise sqlite3.DatabaseError(f"database disk image is malformed ({check})")
+        self._db.executescript(_SCHEMA)
+        if not self._has_measures_column():  # a store written before issue 13
+            self._db.execute("ALTER TABLE points ADD COLUMN measures TEXT")
 
     def _has_measures_column(self) -> bool:
         return any(r[1] == "measures" for r in self._db.execute("PRAGMA table_info(points)"))
@@ -225,7 +240,10 @@ class ResultsStore:
             for sql, args in statements:
                 cur.execute(sql, args)
         except BaseException:
-            cur.execute("ROLLBACK")
+            try:
+                cur.execute("ROLLBACK")
+            except sqlite3.Error:  # a full disk may have ended the transaction: the first error says why
+                pass
             raise
         cur.execute("COMMIT")
 
@@ -361,3 +379,8 @@ class ResultsStore:
             cur.append(p)
         if cur:
             yield cur_key, cur
+
+
+# every sqlite3 error of these (a damaged file, a full disk, a read-only folder) is one StoreError naming the file
+guard(ResultsStore, StoreError, ("__init__", "_tx", "meta", "bind", "set_meta", "drop_points", "job_status", "jobs",
+                                 "done_params", "count_points", "points", "evaluations"))

@@ -175,8 +175,11 @@ def _domains(args) -> int:
 def _holdout(args) -> int:
     from ..cli import emit
     from .holdout import check_disjoint, make_holdout
+    from ..limits import MAX_HOLDOUT_PEOPLE, check_at_most
     from .io import load_kb, save_kb
 
+    if args.people is not None:  # checked before the KB is read: 10^8 people would fill memory
+        check_at_most(args.people, MAX_HOLDOUT_PEOPLE, where=f"--people {args.people}", unit="people", field="--people")
     kb = load_kb(args.kb, flag="--kb")
     hold = make_holdout(kb, args.seed, people=args.people)
     check_disjoint(kb, hold, args.output, flag="-o")  # by construction; checked before anything is written

@@ -25,10 +25,28 @@ from .probing import Mode, ProbeResult, probe
 CACHE_FORMAT = "deepunlearn-probe-cache"
 
 
+class CacheDirError(UserError):
+    """A cache folder that is a file (or lies under one)."""
+
+
+def check_cache_dir(path: str | Path, *, where: str) -> Path:
+    """``path`` as a folder to cache in, or a CacheDirError naming ``where`` (the flag, field or
+    environment variable) when it, or the nearest part of it that exists, is a file: caching
+    under it would fail later, after the model has loaded, with "Not a directory"."""
+    p = Path(path).expanduser()
+    for q in (p, *p.parents):
+        if q.exists():
+            if not q.is_dir():
+                what = "is a file" if q == p else f"lies under {q}, a file"
+                raise CacheDirError(f"{where} {p}: {what}, expected a folder", file=q, field=where)
+            break
+    return p
+
+
 def default_cache_dir() -> Path:
     """``$DEEPUNLEARN_CACHE/probe``, else ``~/.cache/deepunlearn/probe``."""
     root = os.environ.get("DEEPUNLEARN_CACHE")
-    base = Path(root).expanduser() if root else Path.home() / ".cache" / "deepunlearn"
+    base = check_cache_dir(root, where="DEEPUNLEARN_CACHE") if root else Path.home() / ".cache" / "deepunlearn"
     return base / "probe"
 
 

@@ -172,6 +172,10 @@ def _probe(args: argparse.Namespace) -> int:
     from ..kg.io import load_kb
     from .fingerprint import check_trained_on
 
+    if args.cache_dir:
+        from .cache import check_cache_dir
+
+        check_cache_dir(args.cache_dir, where="--cache-dir")
     protocol = resolve_protocol(args)
     fmt = resolve_format(args, protocol)  # checks --device before anything loads
     mode = args.mode or protocol.probe_mode

@@ -10,7 +10,8 @@ module gives the checks that come first and their one-line :class:`ModelLoadErro
   one in a folder that has no ``config.json``; several: an error listing them);
 * :func:`check_gguf`: the 4-byte magic ``GGUF`` (checked by us first: "not a GGUF file"), then
   the header read with the ``gguf`` package's :class:`GGUFReader` (errors: "not a readable GGUF
-  file"), then that every tensor's data lies inside the file ("truncated");
+  file"), then that every tensor's data lies inside the file ("truncated") and that the header's
+  dimensions fit its tensors (:func:`~deepunlearn.probe.model_bounds.check_gguf_plan`);
 * :func:`gguf_summary`: what ``deepunlearn model info`` prints for a GGUF file, from the header
   and tensor infos alone (nothing is dequantised: about 3 s for SmolLM2-135M, against ~15-20 s
   to load it);
@@ -84,6 +85,12 @@ def check_gguf(file: str | Path):
         raise ModelLoadError(f"{f}: truncated GGUF file ({size:,} bytes; its tensors need {end:,})", file=f)
     if not reader.tensors:
         raise ModelLoadError(f"{f}: a GGUF file without tensors (no model weights)", file=f)
+    arch = _field(reader, "general.architecture")
+    if isinstance(arch, str):  # dimensions its tensors cannot back: refused before anything is built
+        from .model_bounds import check_gguf_merges, check_gguf_plan
+
+        check_gguf_plan(f, reader, arch, gguf_model_type(arch))
+        check_gguf_merges(f, reader)
     return reader
 
 

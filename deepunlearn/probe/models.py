@@ -26,7 +26,8 @@ from ..errors import atomic_write_text, load_json
 from .gguf import find_gguf, gguf_architecture, quiet_gguf, strip_quantization
 from .chat import chat_format
 from .prompts import PromptFormat
-from .sources import ModelLoadError, check_fits, check_folder, diagnose_weights, first_line, looks_local, resolve_hub
+from .model_bounds import check_fits
+from .sources import ModelLoadError, check_folder, diagnose_weights, first_line, looks_local, resolve_hub
 
 #: Values of ``load_model(answer_format=...)`` (the field ``Protocol.answer_format``).
 ANSWER_FORMATS = ("recorded", "family")
@@ -259,12 +260,13 @@ def load_model(
             check_fits(folder, config)
         try:
             tokenizer = AutoTokenizer.from_pretrained(where, **extra)
-        except Exception as e:  # noqa: BLE001 - whatever the folder's files make transformers raise
-            raise _load_error("the tokenizer of", source, e) from e
+        except BaseException as e:  # noqa: BLE001 - whatever the folder's files make transformers raise
+            raise _load_error("the tokenizer of", source, _not_interrupt(e)) from e
         _check_pad(tokenizer, source)  # before the (long) model load
         try:
             model, info = _from_pretrained(AutoModelForCausalLM, where, kwargs)
-        except Exception as e:  # noqa: BLE001
+        except BaseException as e:  # noqa: BLE001
+            _not_interrupt(e)
             bad = diagnose_weights(folder) if folder is not None and gguf is None else None
             raise (bad or _load_error("model", source, e)) from e
     _check_loading_info(info, source)
@@ -312,6 +314,14 @@ def _check_loading_info(info: dict, source: str) -> None:
         what += [f"{len(mismatched)} of another shape (e.g. {mismatched[0]})"] if mismatched else []
         raise ModelLoadError(f"{source}: the weights do not fit config.json ({', '.join(what)}): a corrupt "
                              "checkpoint, or a config.json from another model", file=source)
+
+
+def _not_interrupt(e: BaseException) -> BaseException:
+    """``e`` unless it is Ctrl-C or an exit (re-raised): a Rust panic in the tokenizers library
+    (pyo3's PanicException, a BaseException) is the files' fault like any other error."""
+    if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
+        raise e
+    return e
 
 
 def _load_error(what: str, source: str, e: BaseException) -> ModelLoadError:

@@ -156,14 +156,19 @@ def check_folder(path: Path, *, trust_remote_code: bool = False) -> dict:
         check_model_type(path / "config.json", docs["config.json"])
     if not trust_remote_code:
         for fname in ("config.json", "tokenizer_config.json"):
-            auto = docs.get(fname, {}).get("auto_map")
-            if auto:
-                refs = ", ".join(sorted({str(v) for v in (auto.values() if isinstance(auto, dict) else [auto])}))
-                raise ModelLoadError(
-                    f"{path}: {fname} asks to run the folder's own code (auto_map {refs}); refused; "
-                    "pass --trust-remote-code (trust_remote_code=True) to allow it",
-                    file=path / fname, field="auto_map")
+            refuse_remote_code(docs.get(fname, {}), path, fname)
     return docs["config.json"]
+
+
+def refuse_remote_code(doc: dict, path: Path, fname: str, *, error: type[UserError] = ModelLoadError,
+                       hint: str = "pass --trust-remote-code (trust_remote_code=True) to allow it") -> None:
+    """Raise ``error`` naming ``path / fname`` when the JSON document ``doc`` asks to run the
+    folder's own code (``auto_map``); what loading, planning and describing a model all refuse."""
+    auto = doc.get("auto_map")
+    if auto:
+        refs = ", ".join(sorted({str(v) for v in (auto.values() if isinstance(auto, dict) else [auto])}))
+        raise error(f"{path}: {fname} asks to run the folder's own code (auto_map {refs}); refused; {hint}",
+                    file=path / fname, field="auto_map")
 
 
 #: Architectures named in an "unknown architecture" error (when none is close to the bad one).
@@ -230,37 +235,3 @@ def diagnose_weights(path: Path) -> ModelLoadError | None:
             kind = "safetensors" if f.suffix == ".safetensors" else "PyTorch"
             return ModelLoadError(f"{f}: not a readable {kind} weights file ({first_line(e)})", file=f)
     return None
-
-
-#: Layers a config may ask for before it is refused unbuilt (the largest public LLMs have < 200).
-MAX_LAYERS = 4096
-
-
-def check_fits(path: Path, config: dict) -> None:
-    """Refuse, before anything is allocated, a ``config.json`` describing a model far larger than
-    the folder's weights files: transformers would build it and fill the missing weights with
-    random values (``{"model_type": "llama"}`` alone is Llama-2-7B's default size, 27 GB in fp32,
-    which the fuzz test's random configs once used to exhaust a 24 GB machine). The model is
-    built on the ``meta`` device (no memory for values) to count its parameters, and it needs at
-    least half a byte per parameter (4-bit weights) in its weights files."""
-    for key in ("num_hidden_layers", "n_layer", "num_layers"):
-        v = config.get(key)
-        if isinstance(v, int) and not isinstance(v, bool) and v > MAX_LAYERS:
-            raise ModelLoadError(f"{path / 'config.json'}: {key} = {v:,} layers; refused (more than {MAX_LAYERS})",
-                                 file=path / "config.json", field=key)
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
-    weight_bytes = sum(f.stat().st_size for f in path.iterdir() if f.is_file() and f.suffix in WEIGHT_SUFFIXES)
-    try:
-        cfg = AutoConfig.from_pretrained(str(path), trust_remote_code=False)
-        with torch.device("meta"):
-            skeleton = AutoModelForCausalLM.from_config(cfg)
-    except Exception as e:  # noqa: BLE001 - a config transformers cannot build is the file's fault
-        raise ModelLoadError(f"{path / 'config.json'}: not a causal-LM config transformers can build "
-                             f"({first_line(e)})", file=path / "config.json") from None
-    n = sum(p.numel() for p in skeleton.parameters())
-    if n / 2 > weight_bytes + (1 << 20):
-        raise ModelLoadError(
-            f"{path}: config.json describes a model of {n:,} parameters but its weights files hold "
-            f"{weight_bytes:,} bytes; refused (it would be built with random weights)", file=path / "config.json")

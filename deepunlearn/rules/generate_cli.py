@@ -87,8 +87,15 @@ def _generate(args) -> int:
     from ..kg.cli import _summary_text, summary
     from ..kg.io import save_kb
 
+    from ..limits import MAX_GENERATE_PEOPLE, MAX_REPEAT, check_at_most
     from .generate import is_family
 
+    # a billion people or repeats would fill memory long before any file is written
+    for flag, value, bound, unit in (("--people", args.people, MAX_GENERATE_PEOPLE, "people"),
+                                     ("--canaries", args.canaries, MAX_GENERATE_PEOPLE, "canaries"),
+                                     ("--repeat", args.repeat, MAX_REPEAT, "repeats")):
+        if value is not None:
+            check_at_most(value, bound, where=f"{flag} {value}", unit=unit, field=flag)
     family = is_family(args.domain)
     for flag, value, only in (("--stored-share", args.stored_share, True), ("--canaries", args.canaries, True),
                               ("--repeat", args.repeat, True), ("--stored-derived", args.stored_derived, False)):

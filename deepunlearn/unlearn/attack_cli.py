@@ -184,6 +184,7 @@ def _attack(args) -> int:
     from ..kg.io import load_kb
     from ..kg.refs import resolve_target
     from ..probe import get_protocol
+    from ..probe.cache import check_cache_dir
     from ..probe.cli import resolve_format
     from ..probe.fingerprint import check_trained_on
     from .attacks import check_quantize, quantize_attack, relearn_attack, relearn_sample
@@ -191,6 +192,8 @@ def _attack(args) -> int:
     from .methods import UnlearnError
 
     t0 = time.perf_counter()
+    if args.cache_dir is not None:  # before the model loads, not when the probe is cached
+        check_cache_dir(args.cache_dir, where="--cache-dir")
     apply_threads(args)
     kb = load_kb(args.kb)
     (target,) = resolve_target(kb, args.target, kb_file=args.kb, allow_all=False)

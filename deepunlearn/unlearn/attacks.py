@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from ..limits import MAX_STEPS, bound_message, too_large
 from .methods import UnlearnError
 
 #: what ``quantize`` may be
@@ -63,6 +64,8 @@ class AttackParams(BaseModel):
             raise ValueError(f"relearning step counts must be >= 1, got {bad[0]}")
         if v != sorted(set(v)):
             raise ValueError(f"the relearning grid must be sorted and distinct, got {v} (e.g. [1, 2, 4, 8])")
+        if v and too_large(v[-1], MAX_STEPS):  # a billion relearning steps would run for ever
+            raise ValueError(bound_message("relearning step count", v[-1], MAX_STEPS, "steps"))
         return v
 
     def enabled(self) -> bool:
@@ -79,6 +82,8 @@ def check_steps(steps: Sequence[int]) -> list[int]:
         out.append(int(n))
     if any(n < 1 for n in out) or out != sorted(set(out)):
         raise UnlearnError(f"relearning steps must be sorted, distinct and >= 1, got {out}", field="relearn")
+    if out and too_large(out[-1], MAX_STEPS):
+        raise UnlearnError(bound_message("relearning step count", out[-1], MAX_STEPS, "steps"), field="relearn")
     return out
 
 

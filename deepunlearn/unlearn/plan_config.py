@@ -23,7 +23,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                      "num_key_value_heads": 3, "intermediate_size": 1536, "vocab_size": 49152,
                      "tie_word_embeddings": True, "max_position_embeddings": 8192},
 }
-#: layers a config may ask for (as probe.sources.check_fits)
+#: layers a config may ask for (as probe.model_bounds.check_fits)
 MAX_LAYERS = 4096
 
 
@@ -44,7 +44,9 @@ def load_config(spec: Any, *, flag: str = "--model") -> tuple[str, Any]:
     path = Path(name).expanduser()
     if path.is_dir():
         if (path / "config.json").is_file():
-            return name, config_from_dict(_read_json(path / "config.json", flag), source=str(path / "config.json"))
+            data = _read_json(path / "config.json", flag)
+            _refuse_remote_code(data, path, "config.json")
+            return name, config_from_dict(data, source=str(path / "config.json"))
         ggufs = sorted(path.glob("*.gguf"))
         if len(ggufs) == 1:
             return name, _gguf_config(ggufs[0], flag)
@@ -54,7 +56,9 @@ def load_config(spec: Any, *, flag: str = "--model") -> tuple[str, Any]:
     if path.is_file():
         if path.suffix.lower() == ".gguf":
             return name, _gguf_config(path, flag)
-        return name, config_from_dict(_read_json(path, flag), source=name)
+        data = _read_json(path, flag)
+        _refuse_remote_code(data, path.parent, path.name)
+        return name, config_from_dict(data, source=name)
     if name.lower() in PRESETS:
         return name.lower(), config_from_dict(PRESETS[name.lower()], source=f"preset {name.lower()}")
     from ..probe.sources import looks_local, resolve_hub
@@ -71,6 +75,15 @@ def load_config(spec: Any, *, flag: str = "--model") -> tuple[str, Any]:
         from ..probe.sources import first_line
 
         raise PlanError(f"{flag} {name}: cannot read its config ({first_line(e)})", field=flag) from None
+
+
+def _refuse_remote_code(data: dict, folder: Path, fname: str) -> None:
+    """Refuse a config that asks for its own code (``auto_map``) as loading the model does: the
+    plan would describe a model that is not the one the folder's code builds."""
+    from ..probe.sources import refuse_remote_code
+
+    refuse_remote_code(data, folder, fname, error=PlanError,
+                       hint="the plan covers architectures transformers knows, without a folder's own code")
 
 
 def _read_json(path: Path, flag: str) -> dict:

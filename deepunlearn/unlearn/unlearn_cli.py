@@ -207,7 +207,10 @@ def _unlearn(args) -> int:
     from ..cli import CLIError, apply_threads, emit
     from ..kg.io import load_kb
     from ..kg.refs import resolve_target
+    from ..probe.cache import check_cache_dir
 
+    if args.cache_dir is not None:  # before the model loads, not when the baseline is cached
+        check_cache_dir(args.cache_dir, where="--cache-dir")
     apply_threads(args)
     kb = load_kb(args.kb)
     grid = parse_grid(args.grid)

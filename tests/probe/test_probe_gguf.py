@@ -21,6 +21,7 @@ def write_gguf(path, arch="llama", n=4096):
 
     w = GGUFWriter(str(path), arch)
     w.add_block_count(1)
+    w.add_embedding_length(16)  # left out, transformers' default (4,096) is more than the tensor backs
     w.add_tensor("token_embd.weight", np.arange(n, dtype=np.float32).reshape(-1, 16))
     w.write_header_to_file()
     w.write_kv_data_to_file()

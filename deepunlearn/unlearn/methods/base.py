@@ -24,6 +24,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ...errors import UserError
+from ...limits import MAX_STEPS, bound_message, too_large
 from ..snapshot import LoraAdapter, WeightSnapshot
 from .retain import RetainSampler, retain_term
 
@@ -354,6 +355,8 @@ class GradientUnlearner(Unlearner):
         if bad:
             raise UnlearnError(f"{self.name}: grid values are step counts (positive integers), got {_show(bad)}",
                                field="grid")
+        if any(too_large(g, MAX_STEPS) for g in grid):  # 1e12 steps would run for ever
+            raise UnlearnError(bound_message(f"{self.name}: grid value", max(grid), MAX_STEPS, "steps"), field="grid")
         return sorted({int(g) for g in grid})
 
     def prepare(self, session: Session) -> None:
