@@ -52,16 +52,13 @@ def import_gguf(file: str | Path, out_dir: str | Path, *, dtype: str = "fp32", f
     if gguf is None:
         raise ModelLoadError(f"{src}: no GGUF file in this folder", file=src)
     check_gguf(gguf)  # magic and header before anything else (a non-.gguf name included)
+    from ..outputs import check_output, model_dir
+
     out = Path(out_dir).expanduser()
-    if out.exists():
-        if not out.is_dir():
-            raise CLIError(f"-o {out}: exists and is not a folder", file=out, field="-o")
-        if gguf.resolve().is_relative_to(out.resolve()):
-            raise CLIError(f"-o {out}: holds the GGUF file being imported; choose another folder", file=out,
-                           field="-o")
-        if any(out.iterdir()) and not (out / "config.json").is_file() and not force:
-            raise CLIError(f"-o {out}: a non-empty folder that is not a model folder (no config.json); refusing to "
-                           "replace it (pass --force to replace it)", file=out, field="-o")
+    if out.is_dir() and not out.is_symlink() and gguf.resolve().is_relative_to(out.resolve()):
+        raise CLIError(f"-o {out}: holds the GGUF file being imported; choose another folder", file=out,
+                       field="-o")
+    check_output(out, force=force, folder=True, ours=model_dir, what="a model folder (no config.json)")
     t0 = time.perf_counter()
     sha = file_sha256(gguf)
     with atomic_dir(out) as tmp:
