@@ -258,6 +258,18 @@ def _make_parent(p: Path) -> None:
     p.parent.mkdir(parents=True, exist_ok=True)
 
 
+def _create_tmp(p: Path) -> tuple[Path, int]:
+    """A new temporary sibling file of ``p``: ``O_EXCL | O_NOFOLLOW``, so whatever already has the
+    name (a link planted there included) is never opened; the mode is the umask's."""
+    for _ in range(16):
+        tmp = tmp_sibling(p, "tmp")
+        try:
+            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        except FileExistsError:
+            continue
+    raise OutputError(f"{p}: cannot create a temporary file beside it (every name tried exists)", file=p)
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
     """Write ``data`` to ``path`` through a temporary sibling renamed into place, so ``path`` is
     either its old content or the whole new one; missing parent folders are created. A link at
@@ -269,8 +281,7 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
         _make_parent(p)
         _refuse_special(p, folder=False)
         clean_stale(p)
-        tmp = tmp_sibling(p, "tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        tmp, fd = _create_tmp(p)
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
