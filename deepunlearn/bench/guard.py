@@ -124,8 +124,9 @@ def _describe_holder(text: str) -> str:
 
 # --------------------------------------------------------------------------------------------- output folder
 
-#: what a sweep writes into its results folder (a folder holding any of them but no store is another's)
-SWEEP_NAMES = ("results.sqlite", "config.yaml", "manifest.json", "report", "cache", LOCK_NAME)
+#: what a sweep writes into its results folder (a folder holding any of them but no store is another's; the
+#: lock is not among them: it holds nothing, and SweepLock refuses a link or a special file there)
+SWEEP_NAMES = ("results.sqlite", "config.yaml", "manifest.json", "report", "cache")
 
 
 def results_folder(names: tuple[str, ...] = SWEEP_NAMES, markers: tuple[str, ...] = ("results.sqlite",)):
