@@ -3,7 +3,8 @@
 Both print, with ``--json``, ``{"methods": {name: {"acc_at_recall_0.8": ..., "recall_at_acc_0.8": ...,
 ...}}, "report": PATH, ...}`` (DESIGN section 7); ``methods`` is the first model's, ``models``
 holds every model's. Progress goes to stderr. Running either again on the same output folder
-resumes the sweep; a folder holding another sweep's results is refused unless ``--overwrite``.
+resumes the sweep; a folder holding another sweep's results is refused unless ``--overwrite``, and
+a folder of other files the run would replace (``config.yaml``, ``report/``, ...) unless ``--force``.
 """
 
 from __future__ import annotations

@@ -193,13 +193,39 @@ def check_models(store: Any, models: dict[str, str], *, overwrite: bool) -> bool
         return False
     for name, path in models.items():
         have = store.meta(f"model_identity:{name}")
-        if have is not None and have != identity_digest(model_identity(path)):
+        if have is not None and have != identity_digest(model_identity(path)) and have != _legacy_digest(path):
             if overwrite:
                 return True
             raise StoreError(
-                f"model {name!r} at {path} changed since this sweep started (weights differ); use --overwrite "
-                f"to start over, or a new --output (results in {store.folder})", file=path, field=f"models.{name}")
+                f"model {name!r} at {path} changed since this sweep started (its weights, config, tokenizer or "
+                f"answer format differ); use --overwrite to start over, or a new --output (results in "
+                f"{store.folder})", file=path, field=f"models.{name}")
     return False
+
+
+#: the files the identity of stores written by earlier versions hashed (weights: size and mtime)
+_LEGACY_HASHED = ("config.json", "model.safetensors.index.json", "pytorch_model.bin.index.json", "adapter_config.json")
+
+
+def _legacy_digest(path: str) -> str | None:
+    """The digest a store written by an earlier version recorded (fewer files hashed), so that
+    its sweep still resumes; :func:`record_models` then records the full identity."""
+    p = Path(path).expanduser()
+    folder = p if p.is_dir() else _hub_snapshot(path)
+    if folder is None:
+        return None
+    files: dict[str, Any] = {}
+    for f in sorted(folder.rglob("*")):
+        if not f.is_file():
+            continue
+        rel = str(f.relative_to(folder))
+        if f.name in _LEGACY_HASHED:
+            files[rel] = {"sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
+        elif f.name.endswith(WEIGHT_SUFFIXES):
+            st = f.stat()
+            files[rel] = {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+    ident = {"folder": str(p.resolve())} if p.is_dir() else {"hub": path, "snapshot": folder.name}
+    return identity_digest({**ident, "files": files})
 
 
 def record_models(store: Any, models: dict[str, str]) -> dict[str, dict[str, Any]]:

@@ -10,7 +10,8 @@ model not finetuned here). Later loads of DIR take about a second. DIR is writte
 :func:`deepunlearn.errors.atomic_dir`: on any failure nothing of it is left and an existing DIR
 is untouched. An existing DIR is replaced only when it is a model folder (it holds
 ``config.json``) or empty; any other non-empty folder is refused unless ``--force`` (so a typo
-cannot wipe a folder of other files), and a DIR holding the GGUF file itself always is.
+cannot wipe a folder of other files; a symbolic link likewise), and a DIR holding the GGUF file
+itself always is (:func:`deepunlearn.outputs.check_output`).
 Prints ``{"output", "architecture", "parameters", "dtype", "seconds"}``.
 
 ``deepunlearn model info NAME|DIR|FILE.gguf [--json]`` prints architecture (``model_type`` and
@@ -180,7 +181,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("--dtype", choices=IMPORT_DTYPES, default="fp32",
                      help="dtype of the stored, dequantised weights (default: fp32)")
     imp.add_argument("--force", action="store_true",
-                     help="replace DIR even when it is a non-empty folder that is not a model folder")
+                     help="replace DIR even when it is a non-empty folder that is not a model folder, or a symbolic "
+                          "link (the link itself is replaced)")
     add_threads(imp)
     add_json(imp)
     imp.set_defaults(handler=_import)

@@ -121,6 +121,22 @@ def test_an_unchanged_or_hidden_file_still_resumes(sweep_files, fake_model):
     assert again.resumed and again.computed == 0
 
 
+def test_a_store_of_an_earlier_version_still_resumes_and_then_records_the_full_identity(sweep_files, fake_model):
+    from deepunlearn.bench.guard import _legacy_digest, identity_digest, model_identity
+
+    (fake_model / "deepunlearn.json").write_text("{}")
+    cfg = load_config(sweep_files())
+    run_sweep(cfg, executor=FakeExecutor(), progress=False)
+    with ResultsStore(cfg.output) as s:  # as an earlier version recorded it: weights and config.json only
+        s.set_meta({"model_identity:tiny": _legacy_digest(str(fake_model))})
+        s._tx([("DELETE FROM points WHERE method = 'tv' AND target = 2", ()),
+               ("DELETE FROM jobs WHERE method = 'tv' AND target = 2", ())])
+    again = run_sweep(cfg, executor=FakeExecutor(), progress=False)
+    assert again.resumed and again.computed == 2
+    with ResultsStore(cfg.output) as s:
+        assert s.meta("model_identity:tiny") == identity_digest(model_identity(str(fake_model)))
+
+
 # ------------------------------------------------------------------------------------ the demo
 
 
