@@ -179,8 +179,8 @@ def _domains(args) -> int:
 
 def _holdout(args) -> int:
     from ..cli import emit
-    from .holdout import check_disjoint, make_holdout
     from ..outputs import check_output, kb_file
+    from .holdout import check_disjoint, make_holdout
     from .io import load_kb, save_kb
 
     check_output(args.output, force=args.force, ours=kb_file, what="a KB file")
@@ -199,8 +199,8 @@ def _holdout(args) -> int:
 
 def _import(args) -> int:
     from ..cli import emit
-    from .edu_relat import import_edu_relat, release_notes
     from ..outputs import check_output, kb_file
+    from .edu_relat import import_edu_relat, release_notes
     from .io import save_kb
 
     check_output(args.output, force=args.force, ours=kb_file, what="a KB file")

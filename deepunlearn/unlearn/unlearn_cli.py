@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from pathlib import Path
 
 from .summary import point_json  # noqa: F401  (the JSON of one point; it lived here)
 
