@@ -82,7 +82,8 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--overwrite", action="store_true", help="discard results of a different sweep in the output folder")
     p.add_argument("--force", action="store_true",
                    help="write into an output folder that is not a results folder although it holds files the run "
-                        "writes (config.yaml, report/, ...), replacing them; a symbolic link is replaced itself")
+                        "writes (config.yaml, report/, ...), replacing them, or that is a symbolic link (the run "
+                        "writes into the folder it points to)")
     p.add_argument("--threads", type=positive_int, default=None, metavar="N",
                    help="torch threads per worker (bench default: the config's, else torch's choice; demo default: 1, "
                         "the fastest for the tiny model on a small machine)")
