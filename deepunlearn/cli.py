@@ -118,6 +118,15 @@ positive_float = number_in(0, lo_open=True)
 fraction = number_in(0, 1)
 
 
+def add_force(p: argparse.ArgumentParser, what: str = "the output") -> None:
+    """``--force``: replace an existing output this command did not write (see
+    :func:`deepunlearn.outputs.check_output`)."""
+    p.add_argument("--force", action="store_true",
+                   help=f"replace {what} even when it exists and is not one this command writes (another file or "
+                        "a non-empty folder of other files, or a symbolic link: the link itself is replaced); a "
+                        "device, FIFO or socket is never replaced")
+
+
 def add_json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print exactly one JSON object on stdout")
 
@@ -163,6 +172,14 @@ def _user_errors() -> tuple[type[BaseException], ...]:
     return (UserError, FileNotFoundError, NotADirectoryError, IsADirectoryError, PermissionError)
 
 
+def _environment_fault(e: BaseException) -> bool:
+    """A disk full, read-only or forbidden folder met outside the atomic writers: the
+    environment's fault (exit code 1, the file named), not a bug."""
+    from .outputs import is_write_fault
+
+    return is_write_fault(e)
+
+
 def _report(args: argparse.Namespace | None, command: str, e: BaseException, *, internal: bool) -> None:
     if internal:
         line = (f"deepunlearn {command}: internal error: {type(e).__name__}: {e} "
@@ -198,6 +215,13 @@ def main(argv: list[str] | None = None) -> int:
         _report(args, args.command, e, internal=False)
         return 1
     except Exception as e:  # noqa: BLE001 - the last line of defence: one line, not a traceback
+        if _environment_fault(e) and not debug:
+            from .outputs import OutputError, why
+
+            reason = why(e) if isinstance(e, OSError) else " ".join(str(e).split())
+            _report(args, args.command, OutputError(f"cannot write: {reason}", file=getattr(e, "filename", None)),
+                    internal=False)
+            return 1
         if debug:
             raise
         _report(args, args.command, e, internal=True)

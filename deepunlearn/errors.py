@@ -6,38 +6,28 @@ field, and the problem; nothing already written is lost. Every layer's error cla
 :class:`UserError`, so the CLI reports it as such (exit code 1) and, with ``--json``, prints
 ``{"error": ..., "file": ..., "field": ...}``. Anything else reaching the CLI is a bug.
 
-This module imports nothing from the layers (all of them may import it).
+This module imports nothing from the layers (all of them may import it); the atomic writers and
+the output policy are :mod:`deepunlearn.outputs`, re-exported here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
 import re
-import shutil
 import stat
-import tempfile
-import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
+
+from .user_error import UserError
+# the atomic writers live with the output policy they carry out (re-exported: every layer imports them here)
+from .outputs import (OutputError, atomic_dir, atomic_write_bytes, atomic_write_text,  # noqa: F401
+                      check_output)
 
 #: JSON documents nested deeper than this are refused (a KB is 3 levels deep, a sweep config 5):
 #: well under Python's recursion limit, so neither ``json`` nor pydantic ever overflows the stack.
 MAX_JSON_DEPTH = 64
-
-
-class UserError(Exception):
-    """Bad input from the user. ``file`` and ``field`` (the flag, the JSON field, the line) are
-    kept apart from the message for ``--json`` error objects; ``str(e)`` is the one-line message.
-    """
-
-    def __init__(self, message: str = "", *args: Any, file: str | os.PathLike | None = None,
-                 field: str | None = None):
-        super().__init__(message, *args)
-        self.file = None if file is None else str(file)
-        self.field = field
 
 
 def describe(e: BaseException) -> dict[str, Any]:
@@ -262,64 +252,3 @@ def finite(value: Any) -> Any:
 def dumps(obj: Any, **kw: Any) -> str:
     """``json.dumps`` that never writes ``NaN``/``Infinity`` (they become ``null``)."""
     return json.dumps(finite(obj), allow_nan=False, **kw)
-
-
-def _tmp_sibling(path: Path, kind: str) -> Path:
-    return path.with_name(f".{path.name}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
-
-
-def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary sibling renamed into place, so ``path`` is
-    either its old content or the whole new one; missing parent folders are created."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    return p
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """:func:`atomic_write_bytes` of UTF-8 text."""
-    return atomic_write_bytes(path, text.encode("utf-8"))
-
-
-@contextlib.contextmanager
-def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a fresh temporary sibling folder of ``path``; when the block completes, it replaces
-    ``path`` (an existing folder is removed only after the new one is in place); when the block
-    raises, it is removed and ``path`` is untouched.
-
-    >>> import tempfile, pathlib
-    >>> d = pathlib.Path(tempfile.mkdtemp()) / "ckpt"
-    >>> with atomic_dir(d) as tmp:
-    ...     _ = (tmp / "w.txt").write_text("new")
-    >>> (d / "w.txt").read_text()
-    'new'
-    """
-    p = Path(path)
-    if p.exists() and not p.is_dir():
-        raise UserError(f"{p}: exists and is not a folder", file=p)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp_sibling(p, "tmp")
-    tmp.mkdir()
-    try:
-        yield tmp
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    old = None
-    if p.exists():
-        old = _tmp_sibling(p, "old")
-        os.replace(p, old)
-    os.replace(tmp, p)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)

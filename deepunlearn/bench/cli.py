@@ -3,7 +3,8 @@
 Both print, with ``--json``, ``{"methods": {name: {"acc_at_recall_0.8": ..., "recall_at_acc_0.8": ...,
 ...}}, "report": PATH, ...}`` (DESIGN section 7); ``methods`` is the first model's, ``models``
 holds every model's. Progress goes to stderr. Running either again on the same output folder
-resumes the sweep; a folder holding another sweep's results is refused unless ``--overwrite``.
+resumes the sweep; a folder holding another sweep's results is refused unless ``--overwrite``, and
+a folder of other files the run would replace (``config.yaml``, ``report/``, ...) unless ``--force``.
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray-address", default=None,
                    help="existing Ray cluster ('auto', 'ray://head:10001'); default: start a local one")
     p.add_argument("--overwrite", action="store_true", help="discard results of a different sweep, or a damaged results store, in the output folder")
+    p.add_argument("--force", action="store_true",
+                   help="write into an output folder that is not a results folder although it holds files the run "
+                        "writes (config.yaml, report/, ...), replacing them, or that is a symbolic link (the run "
+                        "writes into the folder it points to)")
     p.add_argument("--threads", type=positive_int, default=None, metavar="N",
                    help="torch threads per worker (bench default: the config's, else torch's choice; demo default: 1, "
                         "the fastest for the tiny model on a small machine)")
@@ -166,6 +171,12 @@ def _bench(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config, output=args.output, executor=args.executor, ray_address=args.ray_address,
                       threads=args.threads)
+    from ..outputs import check_output
+    from .guard import results_folder
+
+    # before any work: a file, a device, a link or a folder of other files is refused
+    check_output(cfg.output_dir, flag="-o" if args.output else f"--config {args.config}: output", force=args.force,
+                 folder=True, ours=results_folder(), what="a results folder (no results.sqlite)")
     outcome = run_sweep(cfg, overwrite=args.overwrite, progress=not args.quiet)
     return _finish(args, outcome, list(cfg.methods), cfg)
 
@@ -186,6 +197,6 @@ def _demo(args: argparse.Namespace) -> int:
         seed=args.seed,
         per_relation=args.per_relation, methods=methods, executor=args.executor or "local",
         ray_address=args.ray_address, threads=args.threads or DEMO_THREADS, overwrite=args.overwrite,
-        progress=not args.quiet,
+        force=args.force, progress=not args.quiet,
     )
     return _finish(args, outcome, methods, outcome.config)

@@ -10,7 +10,9 @@
 4. the report and the Table 3 summary.
 
 Every stage is kept in the output folder and reused when the demo runs again with the same KB
-and seed, so an interrupted demo resumes (the sweep from its last stored point).
+and seed, so an interrupted demo resumes (the sweep from its last stored point). A folder holding
+the results of another demo (another KB or seed) is refused before any work unless
+``--overwrite``; a folder of other files is refused unless ``--force``.
 """
 
 from __future__ import annotations
@@ -28,7 +30,8 @@ from ..probe.fingerprint import kb_fingerprint
 from .config import ModelSpec, SweepConfig, TargetSpec
 from .grids import DEFAULT_GRIDS
 from .jobs import safe_name, torch_threads
-from .guard import SweepLock
+from .guard import SWEEP_NAMES, SweepLock, results_folder
+from .store import STORE_NAME, StoreError
 from .runner import SweepOutcome, run_sweep, select_targets
 
 #: people in the generated family: big enough for every relation to have targets and for the
@@ -55,16 +58,46 @@ def _say(msg: str, progress: bool) -> None:
         print(msg, file=sys.stderr, flush=True)
 
 
+def _want(kb, seed: int) -> dict:
+    """What the demo's model (and so its results) depend on: the stamp ``demo.json`` records it."""
+    return {"kb_fingerprint": kb_fingerprint(kb), "seed": seed, "hidden": DEMO_HIDDEN}
+
+
+def _read_stamp(out: Path) -> dict:
+    try:
+        stamp = json.loads((out / DEMO_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return stamp if isinstance(stamp, dict) else {}
+
+
+def check_demo_folder(out: Path, kb, seed: int, overwrite: bool) -> None:
+    """Refuse, before anything is written or trained, a folder holding the results of another
+    demo (another KB, seed or model width) or of a sweep that is no demo, unless ``overwrite``."""
+    if overwrite or not (out / STORE_NAME).is_file():
+        return
+    stamp, want = _read_stamp(out), _want(kb, seed)
+    if {k: stamp.get(k) for k in want} == want:
+        return
+    what = (f"of a demo with another KB or seed (seed {stamp.get('seed')}, KB fingerprint "
+            f"{str(stamp.get('kb_fingerprint'))[:12]})" if stamp else "of a sweep that is not this demo")
+    raise StoreError(f"-o {out}: holds results {what}; choose another output folder or pass --overwrite to "
+                     "discard them", file=out, field="-o")
+
+
 def prepare_kb(out: Path, kb_path: str | None, people: int, seed: int, progress: bool = True,
-               domain: str = "family"):
-    """The demo's KB: the given file, or one generated from ``domain`` saved as ``OUT/kb.json``."""
+               domain: str = "family", overwrite: bool = True):
+    """The demo's KB: the given file, or one generated from ``domain`` saved as ``OUT/kb.json``;
+    the folder is checked (:func:`check_demo_folder`) before the KB is saved."""
     if kb_path:
         kb = load_kb(kb_path)
+        check_demo_folder(out, kb, seed, overwrite)
         _say(f"[1/4] KB {kb_path}: {len(kb.entities)} entities, {len(kb)} facts", progress)
         return kb, str(Path(kb_path).resolve())
     from ..rules.generate import generate_kb
 
     kb = generate_kb(domain, people, seed=seed)
+    check_demo_folder(out, kb, seed, overwrite)
     path = out / "kb.json"
     if not path.exists() or kb_fingerprint(load_kb(path)) != kb_fingerprint(kb):
         save_kb(kb, path)
@@ -77,13 +110,10 @@ def prepare_model(out: Path, kb, seed: int, progress: bool = True) -> Path:
     """Build and finetune the tiny model, or reuse the one a previous run left for this KB and seed."""
     model_dir = out / "model"
     stamp_path = out / DEMO_FILE
-    want = {"kb_fingerprint": kb_fingerprint(kb), "seed": seed, "hidden": DEMO_HIDDEN}
+    want = _want(kb, seed)
     if stamp_path.exists() and model_dir.is_dir():
-        try:
-            stamp = json.loads(stamp_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            stamp = {}
-        if isinstance(stamp, dict) and {k: stamp.get(k) for k in want} == want:
+        stamp = _read_stamp(out)
+        if {k: stamp.get(k) for k in want} == want:
             ft = stamp.get("finetune", {})
             _say(f"[2/4] reusing the finetuned tiny model in {model_dir} "
                  f"({ft.get('known')} of {ft.get('total')} facts known)", progress)
@@ -147,13 +177,16 @@ def run_demo(output: str | Path, *, kb_path: str | None = None, domain: str = "f
              seed: int = 0,
              per_relation: int = 1, methods: Sequence[str] | None = None, executor: str = "local",
              ray_address: str | None = None, threads: int | None = DEMO_THREADS, overwrite: bool = False,
-             progress: bool = True) -> SweepOutcome:
+             force: bool = False, progress: bool = True) -> SweepOutcome:
     """Run the demo into ``output`` (see the module docstring) and return the sweep's outcome."""
-    out = Path(output)
+    from ..outputs import check_output
+
     if kb_path is None:  # a wrong --domain is one line before the output folder is made
         from ..kg.domain import load_domain
 
         load_domain(domain)
+    out = check_output(output, force=force, folder=True, what="a demo folder (no demo.json or results.sqlite)",
+                       ours=results_folder(SWEEP_NAMES + ("kb.json", "model", DEMO_FILE), (DEMO_FILE, STORE_NAME)))
     with SweepLock(out):  # a second demo on the folder stops here, before touching the model
         return _run_demo(out, kb_path, domain, people, seed, per_relation, methods, executor, ray_address, threads,
                          overwrite, progress)
@@ -162,7 +195,7 @@ def run_demo(output: str | Path, *, kb_path: str | None = None, domain: str = "f
 def _run_demo(out: Path, kb_path: str | None, domain: str, people: int, seed: int, per_relation: int,
               methods: Sequence[str] | None, executor: str, ray_address: str | None, threads: int | None,
               overwrite: bool, progress: bool) -> SweepOutcome:
-    kb, kb_file = prepare_kb(out, kb_path, people, seed, progress, domain=domain)
+    kb, kb_file = prepare_kb(out, kb_path, people, seed, progress, domain=domain, overwrite=overwrite)
     with torch_threads(threads):
         model_dir = prepare_model(out, kb, seed, progress)
         known = known_before(out, kb, model_dir)

@@ -9,9 +9,10 @@ models (issue 11, items 5 and 6).
   it when the process ends, however it ends (``kill -9`` included), so a stale lock file never
   blocks anyone; the file only says who held it last (pid, host, start time). Re-entrant within
   one process (the demo holds it around its whole run, the sweep takes it again).
-* :func:`model_identity` is cheap: per weight file its name, size and ``mtime_ns``, plus the
-  sha256 of ``config.json`` and of the safetensors index. Re-saving a checkpoint changes it;
-  reading one does not. A hub name is identified by its snapshot in the local HF cache, when
+* :func:`model_identity` is cheap: per weight file (adapter weights included) its name, size and
+  ``mtime_ns``; every other file (config, tokenizer files, ``deepunlearn.json`` with the answer
+  format, generation config, adapter config, indexes) by the sha256 of its content, as any of
+  them changes what the model answers. Re-saving a checkpoint changes it; reading one does not. A hub name is identified by its snapshot in the local HF cache, when
   there is one, else by its name.
 * :func:`check_fit` refuses, before a model is loaded onto a GPU, a sweep whose memory plan
   (:mod:`deepunlearn.unlearn.plan`) does not fit the GPU's free memory (issue 12, item 5).
@@ -24,6 +25,7 @@ import hashlib
 import json
 import os
 import socket
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +41,9 @@ LOCK_NAME = ".lock"
 
 #: suffixes of files that hold weights (anything a loader may read tensors from)
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".gguf", ".npz")
-#: small files hashed whole: they decide which tensors are read and how
-HASHED_FILES = ("config.json", "model.safetensors.index.json", "pytorch_model.bin.index.json", "adapter_config.json")
+#: a non-weight file larger than this is identified by size and mtime, not hashed (reading it at
+#: every resume would cost more than the check is worth; tokenizer files are a few MB)
+HASH_LIMIT = 64 << 20
 
 _HELD: dict[str, list[Any]] = {}  # resolved lock path -> [open file, depth] of this process
 
@@ -66,7 +69,7 @@ class SweepLock:
             _HELD[key][1] += 1
             return
         self.folder.mkdir(parents=True, exist_ok=True)
-        f = open(self.path, "a+", encoding="utf-8")
+        f = _open_lock(self.path, self.folder)
         if fcntl is not None:
             try:
                 fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -95,6 +98,22 @@ class SweepLock:
             held[0].close()  # closing the last descriptor releases the flock
 
 
+def _open_lock(path: Path, folder: Path):
+    """The lock file, opened without following a link: a ``.lock`` link to another file must not
+    make the sweep write (or truncate) that file."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    except OSError as e:
+        what = "is a symbolic link" if os.path.islink(path) else f"cannot be opened ({e.strerror or e})"
+        raise StoreError(f"{path}: the results folder's lock file {what}; remove it, or choose another --output",
+                         file=path, field="output") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise StoreError(f"{path}: the results folder's lock file is not a regular file; remove it, or choose "
+                         "another --output", file=path, field="output")
+    return os.fdopen(fd, "a+", encoding="utf-8")
+
+
 def _describe_holder(text: str) -> str:
     try:
         info = json.loads(text)
@@ -103,20 +122,36 @@ def _describe_holder(text: str) -> str:
         return "another process"
 
 
+# --------------------------------------------------------------------------------------------- output folder
+
+#: what a sweep writes into its results folder (a folder holding any of them but no store is another's; the
+#: lock is not among them: it holds nothing, and SweepLock refuses a link or a special file there)
+SWEEP_NAMES = ("results.sqlite", "config.yaml", "manifest.json", "report", "cache")
+
+
+def results_folder(names: tuple[str, ...] = SWEEP_NAMES, markers: tuple[str, ...] = ("results.sqlite",)):
+    """The ``ours`` test of :func:`deepunlearn.outputs.check_output` for a results folder: it holds
+    a marker (a sweep's store), or none of the names a sweep writes (nothing of another's would be
+    replaced)."""
+    def ours(p: Path) -> bool:
+        return any((p / m).exists() for m in markers) or not any(os.path.lexists(p / n) for n in names)
+    return ours
+
+
 # --------------------------------------------------------------------------------------------- model identity
 
 
 def _folder_identity(folder: Path) -> dict[str, Any]:
     files: dict[str, Any] = {}
     for f in sorted(folder.rglob("*")):
-        if not f.is_file():
-            continue
         rel = str(f.relative_to(folder))
-        if f.name in HASHED_FILES:
-            files[rel] = {"sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
-        elif f.name.endswith(WEIGHT_SUFFIXES):
-            st = f.stat()  # through symlinks: the HF cache links snapshot files to blobs
+        if not f.is_file() or any(part.startswith(".") for part in Path(rel).parts):
+            continue  # hidden files (a download's .cache/) do not change what the model answers
+        st = f.stat()  # through symlinks: the HF cache links snapshot files to blobs
+        if f.name.endswith(WEIGHT_SUFFIXES) or st.st_size > HASH_LIMIT:
             files[rel] = {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+        else:
+            files[rel] = {"sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
     return files
 
 
@@ -158,13 +193,39 @@ def check_models(store: Any, models: dict[str, str], *, overwrite: bool) -> bool
         return False
     for name, path in models.items():
         have = store.meta(f"model_identity:{name}")
-        if have is not None and have != identity_digest(model_identity(path)):
+        if have is not None and have != identity_digest(model_identity(path)) and have != _legacy_digest(path):
             if overwrite:
                 return True
             raise StoreError(
-                f"model {name!r} at {path} changed since this sweep started (weights differ); use --overwrite "
-                f"to start over, or a new --output (results in {store.folder})", file=path, field=f"models.{name}")
+                f"model {name!r} at {path} changed since this sweep started (its weights, config, tokenizer or "
+                f"answer format differ); use --overwrite to start over, or a new --output (results in "
+                f"{store.folder})", file=path, field=f"models.{name}")
     return False
+
+
+#: the files the identity of stores written by earlier versions hashed (weights: size and mtime)
+_LEGACY_HASHED = ("config.json", "model.safetensors.index.json", "pytorch_model.bin.index.json", "adapter_config.json")
+
+
+def _legacy_digest(path: str) -> str | None:
+    """The digest a store written by an earlier version recorded (fewer files hashed), so that
+    its sweep still resumes; :func:`record_models` then records the full identity."""
+    p = Path(path).expanduser()
+    folder = p if p.is_dir() else _hub_snapshot(path)
+    if folder is None:
+        return None
+    files: dict[str, Any] = {}
+    for f in sorted(folder.rglob("*")):
+        if not f.is_file():
+            continue
+        rel = str(f.relative_to(folder))
+        if f.name in _LEGACY_HASHED:
+            files[rel] = {"sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
+        elif f.name.endswith(WEIGHT_SUFFIXES):
+            st = f.stat()
+            files[rel] = {"bytes": st.st_size, "mtime_ns": st.st_mtime_ns}
+    ident = {"folder": str(p.resolve())} if p.is_dir() else {"hub": path, "snapshot": folder.name}
+    return identity_digest({**ident, "files": files})
 
 
 def record_models(store: Any, models: dict[str, str]) -> dict[str, dict[str, Any]]:

@@ -12,7 +12,6 @@ import datetime as _dt
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -82,9 +81,13 @@ def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods
     Everything is written into a temporary sibling folder first and each file then moved into
     ``out_dir`` (``os.replace``, report.md last): a report that fails half-way leaves the previous
     one whole, and no reader ever sees a half-written file."""
+    from ..outputs import clean_stale, dir_mode, tmp_sibling
+
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
+    clean_stale(out)  # the temporary folders of reports that were killed half-way
+    tmp = tmp_sibling(out, "tmp")
+    tmp.mkdir(mode=dir_mode())
     try:
         _build_into(tmp, points, kb=kb, methods=methods, models=models, config=config, skipped=skipped,
                     threshold=threshold, title=title, manifest=manifest)

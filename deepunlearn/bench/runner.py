@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import atomic_write_text, dumps
+from ..errors import atomic_write_text, check_output, dumps
 from ..kg.io import load_kb, to_dict
 from ..kg.refs import resolve_item
 from ..kg.kb import KBError, KnowledgeBase
@@ -259,6 +259,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
     fp = cfg.fingerprint(_sweep_kb_key(kb, kb_fp))
     models = {m.name: m.path for m in cfg.models}
 
+    check_output(out, flag="output", force=True, folder=True)  # a file or device there is one line, not a crash
     with SweepLock(out), ResultsStore(out, discard_damaged=overwrite) as store:
         if store.meta("fingerprint") == fp and check_models(store, models, overwrite=overwrite):
             store.clear()

@@ -14,7 +14,7 @@ import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json, nonneg_int, positive_int
+    from ..cli import add_force, add_json, nonneg_int, positive_int
 
     data = sub.add_parser("data", help="knowledge bases: generate, import, show, export, draw")
     dsub = data.add_subparsers(dest="data_command", metavar="ACTION")
@@ -37,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="holdout people (default: as many as the KB has)")
     p.add_argument("-o", "--output", required=True, metavar="HOLD.json",
                    help="holdout KB file to write (missing folders are created)")
+    add_force(p)
     add_json(p)
     p.set_defaults(handler=_holdout)
 
@@ -44,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("folder", nargs="?", default=None,
                    help="a folder with the release's .pt files (default: the copy shipped with deepunlearn)")
     p.add_argument("-o", "--output", required=True, help="KB file to write (missing folders are created)")
+    add_force(p)
     add_json(p)
     p.set_defaults(handler=_import)
 
@@ -70,6 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", default=None, metavar="OUT.json",
                    help="write the KB with the changes here (atomically; may be --kb itself); without it "
                         "nothing is written")
+    add_force(p)
     add_json(p)
     p.set_defaults(handler=_forms, _usage_error=p.error)
 
@@ -78,6 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", required=True,
                    help="output file: .jsonl writes the probes as JSON lines, anything else GraphML")
     p.add_argument("--biography", action="store_true", help="include biography values as nodes (GraphML)")
+    add_force(p)
     add_json(p)
     p.set_defaults(handler=_export)
 
@@ -91,6 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--radius", type=nonneg_int, default=None,
                    help="neighbourhood radius in family links (with --person; default 2); another domain: in links "
                         "of any entity relation (default 1)")
+    add_force(p)
     add_json(p)
     p.set_defaults(handler=_draw)
 
@@ -174,12 +179,14 @@ def _domains(args) -> int:
 
 def _holdout(args) -> int:
     from ..cli import emit
+    from ..outputs import check_output, kb_file
     from .holdout import check_disjoint, make_holdout
     from ..limits import MAX_HOLDOUT_PEOPLE, check_at_most
     from .io import load_kb, save_kb
 
     if args.people is not None:  # checked before the KB is read: 10^8 people would fill memory
         check_at_most(args.people, MAX_HOLDOUT_PEOPLE, where=f"--people {args.people}", unit="people", field="--people")
+    check_output(args.output, force=args.force, ours=kb_file, what="a KB file")
     kb = load_kb(args.kb, flag="--kb")
     hold = make_holdout(kb, args.seed, people=args.people)
     check_disjoint(kb, hold, args.output, flag="-o")  # by construction; checked before anything is written
@@ -195,9 +202,11 @@ def _holdout(args) -> int:
 
 def _import(args) -> int:
     from ..cli import emit
+    from ..outputs import check_output, kb_file
     from .edu_relat import import_edu_relat, release_notes
     from .io import save_kb
 
+    check_output(args.output, force=args.force, ours=kb_file, what="a KB file")
     kb = import_edu_relat(args.folder)
     out = save_kb(kb, args.output)
     notes = release_notes(kb)
@@ -231,6 +240,10 @@ def _forms(args) -> int:
         args._usage_error("argument --split: only with --add or --label")
     if args.output is not None and not changes:
         args._usage_error("argument -o/--output: nothing to write without --add or --label")
+    if args.output is not None:
+        from ..outputs import check_output, kb_file
+
+        check_output(args.output, force=args.force, ours=kb_file, what="a KB file")
     kb = load_kb(args.kb, flag="--kb")
     split = None if args.split in (None, "none") else args.split
     added = skipped = 0
@@ -272,9 +285,13 @@ def _export(args) -> int:
     from ..errors import atomic_write_text
     from .io import load_kb
 
+    from ..outputs import check_output, graphml_file, json_file
+
+    jsonl = Path(args.output).suffix == ".jsonl"
+    out = check_output(args.output, force=args.force, ours=json_file if jsonl else graphml_file,
+                       what="a JSON-lines file" if jsonl else "a GraphML file")
     kb = load_kb(args.kb)
-    out = Path(args.output)
-    if out.suffix == ".jsonl":
+    if jsonl:
         atomic_write_text(out, "".join(
             json.dumps({"fact_id": p.fact_id, "fact": list(kb.facts[p.fact_id]), "question": p.question,
                         "answer": p.answer}, ensure_ascii=False) + "\n" for p in kb.probes()))
@@ -294,7 +311,10 @@ def _draw(args) -> int:
     from .graph import draw_family
     from .io import load_kb
 
-    figure_path(args.output, flag="-o")  # before loading anything: a folder or fig.txt is refused at once
+    from ..outputs import check_output, figure_file
+
+    # before loading anything: a folder, fig.txt or another file is refused at once
+    check_output(figure_path(args.output, flag="-o")[0], force=args.force, ours=figure_file, what="an image")
     kb = load_kb(args.kb)
     if "family" in kb.groups:
         out = draw_family(kb, args.output, person=args.person, radius=2 if args.radius is None else args.radius)

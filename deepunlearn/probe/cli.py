@@ -91,13 +91,14 @@ def resolve_format(args: argparse.Namespace, protocol=None) -> dict[str, Any]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json, add_threads, positive_int
+    from ..cli import add_force, add_json, add_threads, positive_int
 
     p = sub.add_parser("probe", help="probe a causal LM on a KB's questions: which facts does it know?")
     p.add_argument("--model", required=True,
                    help="checkpoint folder, hub name, or 'tiny' (an untrained tiny model for the KB)")
     p.add_argument("--kb", required=True, help="KB file")
     p.add_argument("-o", "--output", default=None, help="write the known fact ids and facts to this JSON file")
+    add_force(p)
     add_format_args(p)
     from .result import MODES
 
@@ -176,6 +177,10 @@ def _probe(args: argparse.Namespace) -> int:
         from .cache import check_cache_dir
 
         check_cache_dir(args.cache_dir, where="--cache-dir")
+    if args.output is not None:  # before anything loads: an output that is not ours is refused at once
+        from ..outputs import check_output, json_file
+
+        check_output(args.output, force=args.force, ours=json_file, what="a JSON file")
     protocol = resolve_protocol(args)
     fmt = resolve_format(args, protocol)  # checks --device before anything loads
     mode = args.mode or protocol.probe_mode
@@ -235,9 +240,9 @@ def _probe(args: argparse.Namespace) -> int:
     if args.output:
         ids = sorted(res.known_ids())
         doc = {**out, "fact_ids": ids, "facts": [list(kb.facts[i]) for i in ids]}
-        path = Path(args.output)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(doc, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+        from ..errors import atomic_write_text
+
+        path = atomic_write_text(args.output, json.dumps(doc, ensure_ascii=False, indent=1) + "\n")
         out["output"] = str(path)
     emit(args, out, lambda: (
         f"{bundle.name} knows {res.n_known} of {res.total} facts ({res.share:.1%}; "

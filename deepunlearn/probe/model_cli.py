@@ -10,7 +10,8 @@ model not finetuned here). Later loads of DIR take about a second. DIR is writte
 :func:`deepunlearn.errors.atomic_dir`: on any failure nothing of it is left and an existing DIR
 is untouched. An existing DIR is replaced only when it is a model folder (it holds
 ``config.json``) or empty; any other non-empty folder is refused unless ``--force`` (so a typo
-cannot wipe a folder of other files), and a DIR holding the GGUF file itself always is.
+cannot wipe a folder of other files; a symbolic link likewise), and a DIR holding the GGUF file
+itself always is (:func:`deepunlearn.outputs.check_output`).
 Prints ``{"output", "architecture", "parameters", "dtype", "seconds"}``.
 
 ``deepunlearn model info NAME|DIR|FILE.gguf [--json]`` prints architecture (``model_type`` and
@@ -52,16 +53,13 @@ def import_gguf(file: str | Path, out_dir: str | Path, *, dtype: str = "fp32", f
     if gguf is None:
         raise ModelLoadError(f"{src}: no GGUF file in this folder", file=src)
     check_gguf(gguf)  # magic and header before anything else (a non-.gguf name included)
+    from ..outputs import check_output, model_dir
+
     out = Path(out_dir).expanduser()
-    if out.exists():
-        if not out.is_dir():
-            raise CLIError(f"-o {out}: exists and is not a folder", file=out, field="-o")
-        if gguf.resolve().is_relative_to(out.resolve()):
-            raise CLIError(f"-o {out}: holds the GGUF file being imported; choose another folder", file=out,
-                           field="-o")
-        if any(out.iterdir()) and not (out / "config.json").is_file() and not force:
-            raise CLIError(f"-o {out}: a non-empty folder that is not a model folder (no config.json); refusing to "
-                           "replace it (pass --force to replace it)", file=out, field="-o")
+    if out.is_dir() and not out.is_symlink() and gguf.resolve().is_relative_to(out.resolve()):
+        raise CLIError(f"-o {out}: holds the GGUF file being imported; choose another folder", file=out,
+                       field="-o")
+    check_output(out, force=force, folder=True, ours=model_dir, what="a model folder (no config.json)")
     t0 = time.perf_counter()
     sha = file_sha256(gguf)
     with atomic_dir(out) as tmp:
@@ -183,7 +181,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     imp.add_argument("--dtype", choices=IMPORT_DTYPES, default="fp32",
                      help="dtype of the stored, dequantised weights (default: fp32)")
     imp.add_argument("--force", action="store_true",
-                     help="replace DIR even when it is a non-empty folder that is not a model folder")
+                     help="replace DIR even when it is a non-empty folder that is not a model folder, or a symbolic "
+                          "link (the link itself is replaced)")
     add_threads(imp)
     add_json(imp)
     imp.set_defaults(handler=_import)

@@ -49,7 +49,7 @@ def _quiet(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json, nonneg_int, positive_int
+    from ..cli import add_force, add_json, nonneg_int, positive_int
     from .budget import DEFAULT_CLOSURE_SECONDS, DEFAULT_MAX_GROUNDINGS
 
     rules = sub.add_parser("rules", help="rules: closure, minimal deep-unlearning sets, recall/accuracy, explanations")
@@ -97,6 +97,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="closure engine (pydatalog: the independent cross-check; slower)")
     p.add_argument("-o", "--output", default=None, metavar="FILE.json",
                    help="also write the closure's facts as a JSON list of [s, r, o] (missing folders are created)")
+    add_force(p)
     add_json(p)
     _quiet(p)
     p.set_defaults(handler=_closure)
@@ -133,6 +134,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--depth", type=nonneg_int, default=2, help="levels of derivations to expand (default 2)")
     p.add_argument("--max-groundings", type=positive_int, default=12, help="groundings shown per fact (default 12)")
     p.add_argument("--max-sets", type=positive_int, default=4, help="minimal sets drawn in the figure (default 4)")
+    add_force(p)
     add_json(p)
     _quiet(p)
     p.set_defaults(handler=_explain)
@@ -211,6 +213,10 @@ def _closure(args) -> int:
     from ..cli import emit
     from .closure import closure
 
+    if args.output:
+        from ..outputs import check_output, json_file
+
+        check_output(args.output, force=args.force, ours=json_file, what="a JSON file")
     kb, rules, known, warnings = _load(args)
     t0 = time.perf_counter()
     c = closure(kb, rules, engine=args.engine, known=known, progress=len(kb.facts) > 200_000,
@@ -342,8 +348,10 @@ def _explain(args) -> int:
     from ..kg.figures import figure_path
     from .explain import draw_explanation, explain, explain_text
 
-    if args.output:
-        figure_path(args.output, flag="-o")  # a folder or FIG.txt is refused before any work
+    if args.output:  # a folder, FIG.txt or another file is refused before any work
+        from ..outputs import check_output, figure_file
+
+        check_output(figure_path(args.output, flag="-o")[0], force=args.force, ours=figure_file, what="an image")
     kb, rules, known, warnings = _load(args)
     if args.target == "all":
         raise CLIError("rules explain: --target must be one fact")

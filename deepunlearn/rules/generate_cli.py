@@ -13,7 +13,7 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json, int_at_least, nonneg_int, number_in, positive_int
+    from ..cli import add_force, add_json, int_at_least, nonneg_int, number_in, positive_int
     from ..kg.cli import data_subcommands
 
     dsub = data_subcommands(sub)
@@ -50,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --canaries: how many times finetuning shows each canary per epoch (default 1; the "
                         "issue compares 1 and 10)")
     p.add_argument("-o", "--output", required=True, help="KB file to write (missing folders are created)")
+    add_force(p)
     add_json(p)
     p.set_defaults(handler=_generate, _usage_error=p.error)
 
@@ -96,6 +97,9 @@ def _generate(args) -> int:
                                      ("--repeat", args.repeat, MAX_REPEAT, "repeats")):
         if value is not None:
             check_at_most(value, bound, where=f"{flag} {value}", unit=unit, field=flag)
+    from ..outputs import check_output, kb_file
+
+    check_output(args.output, force=args.force, ours=kb_file, what="a KB file")
     family = is_family(args.domain)
     for flag, value, only in (("--stored-share", args.stored_share, True), ("--canaries", args.canaries, True),
                               ("--repeat", args.repeat, True), ("--stored-derived", args.stored_derived, False)):

@@ -44,7 +44,7 @@ def nonneg_float(text: str) -> float:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json, add_threads, nonneg_int, positive_float, positive_int
+    from ..cli import add_force, add_json, add_threads, nonneg_int, positive_float, positive_int
 
     p = sub.add_parser("finetune", help="finetune a causal LM on a KB's question/answer pairs",
                        description="Train a model on every fact of a KB (answer-only loss) until it knows "
@@ -53,7 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kb", required=True, help="KB file")
     p.add_argument("--model", required=True, help="hub name, checkpoint folder, or 'tiny' (built locally for the KB)")
     p.add_argument("-o", "--output", required=True,
-                   help="folder to save the finetuned checkpoint in (replaced only once training has finished)")
+                   help="folder to save the finetuned checkpoint in (replaced only once training has finished; a "
+                        "non-empty folder that is not a model folder is refused without --force)")
     p.add_argument("--exclude", default=None, metavar="F.json",
                    help="train on every fact of the KB but these (a JSON list of fact indices or [s, r, o], or an "
                         "object with an 'exclude' list): a retain model that never saw them")
@@ -109,6 +110,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     # the older spelling, kept working but no longer listed
     g.add_argument("--tiny-arch", dest="arch", choices=TINY_ARCHS, default=None, help=argparse.SUPPRESS)
     add_threads(p)
+    add_force(p, "-o")
     add_json(p)
     p.set_defaults(handler=_finetune, _usage_error=p.error)
 
@@ -216,9 +218,10 @@ def _finetune(args: argparse.Namespace) -> int:
         args._usage_error(f"argument --arch: only with --model tiny (it picks the architecture of the tiny model "
                           f"built for the KB; {args.model!r} has its own)")  # exits 2, --json error object too
     apply_threads(args)
-    out_dir = Path(args.output)
-    if out_dir.exists() and not out_dir.is_dir():
-        raise CLIError(f"-o {out_dir}: exists and is not a folder", file=out_dir, field="-o")
+    from ..outputs import check_output, model_dir
+
+    out_dir = check_output(args.output, force=args.force, folder=True, ours=model_dir,
+                           what="a model folder (no config.json)")
     if args.model == "tiny" and args.tiny_hidden % args.tiny_heads:
         raise CLIError(f"--tiny-hidden {args.tiny_hidden} is not a multiple of --tiny-heads {args.tiny_heads}",
                        field="--tiny-hidden")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from pathlib import Path
 
 from .summary import point_json  # noqa: F401  (the JSON of one point; it lived here)
 
@@ -29,7 +28,7 @@ PROTOCOLS = ("default", "reference")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json, add_threads, nonneg_int, positive_float, positive_int
+    from ..cli import add_force, add_json, add_threads, nonneg_int, positive_float, positive_int
 
     p = sub.add_parser(
         "unlearn",
@@ -106,6 +105,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     add_request_args(p)
     add_threads(p)
+    add_force(p, "-o and --save-model")
     add_json(p)
     p.set_defaults(handler=_unlearn)
 
@@ -174,9 +174,13 @@ def _check_outputs(args, grid, method, single: bool) -> float | None:
     """Check -o, --point and --save-model before anything is loaded; the wanted point or None."""
     from ..cli import CLIError
 
-    for flag, path, folder in (("-o", args.output, False), ("--save-model", args.save_model, True)):
-        if path is not None and Path(path).exists() and Path(path).is_dir() != folder:
-            raise CLIError(f"{flag} {path}: exists and is {'not ' if folder else ''}a folder", file=path, field=flag)
+    from ..outputs import check_output, json_file, model_dir
+
+    if args.output is not None:
+        check_output(args.output, force=args.force, ours=json_file, what="a JSON file")
+    if args.save_model is not None:
+        check_output(args.save_model, flag="--save-model", force=args.force, folder=True, ours=model_dir,
+                     what="a model folder (no config.json)")
     values = method.check_grid(method.params.grid)
     if args.point is None:
         return None

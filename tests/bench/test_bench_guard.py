@@ -50,8 +50,9 @@ def test_resume_against_replaced_checkpoint_is_refused(sweep_files, fake_model):
     ex = FakeExecutor()
     with pytest.raises(StoreError) as e:
         run_sweep(cfg, executor=ex, progress=False)
-    assert str(e.value) == (f"model 'tiny' at {fake_model} changed since this sweep started (weights differ); "
-                            f"use --overwrite to start over, or a new --output (results in {cfg.output})")
+    assert str(e.value) == (f"model 'tiny' at {fake_model} changed since this sweep started (its weights, "
+                            f"config, tokenizer or answer format differ); use --overwrite to start over, or a new "
+                            f"--output (results in {cfg.output})")
     assert e.value.file == str(fake_model) and ex.calls == 0
     again = run_sweep(cfg, executor=FakeExecutor(), progress=False, overwrite=True)
     assert again.computed == 8 and not again.resumed and len(again.points) == 8
@@ -84,7 +85,8 @@ def test_replaced_checkpoint_via_cli_is_one_error_line(sweep_files, fake_model, 
     out, err = capsys.readouterr()
     assert err.count("\n") == 1 and err.startswith("deepunlearn bench: error: model 'tiny' at ")
     obj = _strict_json(out)
-    assert obj["file"] == str(fake_model) and obj["field"] == "models.tiny" and "weights differ" in obj["error"]
+    assert obj["file"] == str(fake_model) and obj["field"] == "models.tiny"
+    assert "weights, config, tokenizer or answer format differ" in obj["error"]
     assert main(["bench", "--config", path, "--quiet", "--json", "--overwrite"]) == 0
     assert _strict_json(capsys.readouterr().out)["computed"] == 8
 

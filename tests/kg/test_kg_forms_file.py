@@ -181,7 +181,8 @@ def test_data_forms_without_output_writes_nothing_and_lists(tmp_path, capsys):
 def test_data_forms_error_writes_nothing(tmp_path, capsys):
     kb_path, para = _setup(tmp_path)
     out = tmp_path / "out.json"
-    out.write_text("old", encoding="utf-8")
+    old = kb_path.read_text(encoding="utf-8")  # a KB this command may replace: refused only for the bad input
+    out.write_text(old, encoding="utf-8")
     bad = _write(tmp_path / "bad.jsonl", OK_QA, {"fact": ["A", "sister", "C"], "question": "Q?", "answer": "x"})
     code, stdout, err = cli(capsys, "data", "forms", "--kb", str(kb_path), "--add", str(para), "--add", str(bad),
                             "-o", str(out), "--json")
@@ -192,7 +193,7 @@ def test_data_forms_error_writes_nothing(tmp_path, capsys):
     code, _, err = cli(capsys, "data", "forms", "--kb", str(kb_path), "--label", "nope", "--split", "test",
                        "-o", str(out))
     assert code == 1 and "--label: 'nope' is not a form of this KB" in err
-    assert out.read_text(encoding="utf-8") == "old"
+    assert out.read_text(encoding="utf-8") == old
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "kb.json", "out.json", "para.jsonl"]
 
 
