@@ -148,4 +148,4 @@ def test_an_output_that_is_a_file_is_one_line_naming_the_field(sweep_files, tmp_
     monkeypatch.setattr(runner, "make_executor", lambda *a, **k: FakeExecutor())
     assert main(["bench", "--config", str(p), "--quiet"]) == 1
     assert _one_line(capsys.readouterr().err).endswith(
-        f"{p}: field output: {tmp_path / 'kb.json'}: is a file, expected a folder")
+        f"--config {p}: output {tmp_path / 'kb.json'}: exists and is not a folder")
