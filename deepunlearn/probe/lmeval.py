@@ -174,21 +174,23 @@ def export_tasks(kb: KnowledgeBase, out: str | Path, prompt: PromptFormat, *, pr
     for f in set(stale) - set(files):
         (out / f).unlink(missing_ok=True)
     notes = [WHITESPACE_NOTE] if trailing_whitespace(prompt) else []
+    # the plain hf model agrees with the exact probe only where the question part ends in no whitespace
+    runner = "python -m deepunlearn.probe.lmeval_model --model deepunlearn-hf" if notes else "lm_eval --model hf"
     answer = {"output": str(out), "format": "lm-eval", "group": prefix, "tasks": tasks, "facts": len(kb.facts),
               "prompt_format": prompt.describe(), "format_source": prompt_source, "kb": kb_file, "notes": notes,
-              "run": f"lm_eval --model hf --model_args pretrained=MODEL --include_path {out} --tasks {prefix} "
+              "run": f"{runner} --model_args pretrained=MODEL,dtype=float32 --include_path {out} --tasks {prefix} "
                      "--log_samples --output_path OUT"}
     atomic_write_text(out / MARKER, json.dumps({**answer, "files": files}, indent=1, ensure_ascii=False) + "\n")
     return answer
 
 
-def _sample_verdict(obj: Any, where: str) -> tuple[int, bool]:
+def _sample_verdict(obj: Any, where: str, path: Any) -> tuple[int, bool]:
     if not isinstance(obj, dict) or not isinstance(obj.get("doc"), dict):
-        raise LmEvalError(f"{where}: not an lm-eval sample (an object with a 'doc')", field="doc")
+        raise LmEvalError(f"{where}: not an lm-eval sample (an object with a 'doc')", file=path, field="doc")
     fid = obj["doc"].get("fact_id")
     if not isinstance(fid, int) or isinstance(fid, bool) or fid < 0:
         raise LmEvalError(f"{where}: doc has no fact_id (was the task exported by 'data export --format lm-eval'?)",
-                          field="doc.fact_id")
+                          file=path, field="doc.fact_id")
     acc = obj.get("acc")
     if acc is None:  # fall back on the raw (loglikelihood, is_greedy) response
         resp = obj.get("filtered_resps") or obj.get("resps")
@@ -202,7 +204,7 @@ def _sample_verdict(obj: Any, where: str) -> tuple[int, bool]:
         acc = acc.strip().lower() == "true"
     if not isinstance(acc, (int, float, bool)) or float(acc) not in (0.0, 1.0):
         raise LmEvalError(f"{where}: field 'acc' must be 0 or 1 (an lm-eval loglikelihood task's is_greedy), "
-                          f"got {acc!r}", field="acc")
+                          f"got {acc!r}", file=path, field="acc")
     return fid, bool(acc)
 
 
@@ -216,7 +218,12 @@ def read_samples(kb: KnowledgeBase, paths: Iterable[str | Path], *, flag: str = 
             if not line.strip():
                 continue
             where = f"{path}:{n}"
-            fid, known = _sample_verdict(parse_json(line, source=where, error=LmEvalError), where)
+            try:
+                obj = json.loads(line)
+            except ValueError as e:
+                raise LmEvalError(f"{where}: not a JSON line of an lm-eval samples file ({e})", file=path,
+                                  field=flag) from None
+            fid, known = _sample_verdict(obj, where, path)
             if fid >= len(kb.facts):
                 raise LmEvalError(f"{where}: fact_id {fid} is not in the KB ({len(kb.facts)} facts; was the task "
                                   "exported from another KB?)", file=path, field="doc.fact_id")
@@ -234,7 +241,7 @@ def known_from_samples(kb: KnowledgeBase, paths: list[str], *, kb_file: str | No
     formats = set()
     for path in paths:  # the answer format the task was exported in (every document records it)
         for line in read_text(path, error=LmEvalError).splitlines()[:1]:
-            spec = json.loads(line).get("doc", {}).get("prompt_format") if line.strip() else None
+            spec = json.loads(line)["doc"].get("prompt_format") if line.strip() else None
             if isinstance(spec, str):
                 formats.add(spec)
     probed = sorted(verdicts)
