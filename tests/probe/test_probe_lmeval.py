@@ -131,3 +131,13 @@ def test_a_line_that_is_not_a_sample_names_file_and_line(mini_kb_file, tmp_path,
                      str(tmp_path / "k.json"), "--json"]) == 1
         err = json.loads(capsys.readouterr().out)
         assert needle in err["error"] and f"{f}:1" in err["error"]
+
+
+def test_every_lm_eval_flag_has_help():
+    from deepunlearn.cli import build_parser
+
+    data = build_parser()._subparsers._group_actions[0].choices["data"]
+    dsub = next(a for a in data._actions if a.__class__.__name__ == "_SubParsersAction")
+    for action in ("export", "import-lm-eval-samples"):
+        missing = [a.option_strings or a.dest for a in dsub.choices[action]._actions if not a.help]
+        assert missing == [], f"data {action}: flags without help {missing}"
