@@ -235,6 +235,23 @@ def read_samples(kb: KnowledgeBase, paths: Iterable[str | Path], *, flag: str = 
     return verdicts
 
 
+def _model_of(paths: list[str]) -> str | None:
+    """The model lm-eval ran (``pretrained=`` of its model_args), from a ``results_*.json`` beside
+    the samples files; ``None`` when there is none or it says nothing readable."""
+    for folder in dict.fromkeys(Path(p).parent for p in paths):
+        for f in sorted(folder.glob("results_*.json")):
+            try:
+                cfg = json.loads(f.read_text(encoding="utf-8")).get("config", {})
+                args = cfg.get("model_args")
+                if isinstance(args, str):
+                    args = dict(kv.split("=", 1) for kv in args.split(",") if "=" in kv)
+                if isinstance(args, dict) and args.get("pretrained"):
+                    return str(args["pretrained"])
+            except (ValueError, OSError, AttributeError):
+                continue
+    return None
+
+
 def known_from_samples(kb: KnowledgeBase, paths: list[str], *, kb_file: str | None = None) -> dict[str, Any]:
     """The ``probe -o`` document of the verdicts in lm-eval sample files (module docstring)."""
     verdicts = read_samples(kb, paths)
@@ -255,5 +272,6 @@ def known_from_samples(kb: KnowledgeBase, paths: list[str], *, kb_file: str | No
            **{f"{g}_{k}": by_group[g][i] for g in ("family", "biography") if g in by_group
               for i, k in enumerate(("known", "total"))},
            "known_by_group": by_group, "mode": "exact", "protocol": "lm-eval", "prompt_format": prompt,
-           "format_source": "lm-eval samples", "model": None, "kb": kb_file, "samples": [str(p) for p in paths]}
+           "format_source": "lm-eval samples", "model": _model_of(paths), "kb": kb_file,
+           "samples": [str(p) for p in paths]}
     return {**out, "fact_ids": ids, "facts": [list(kb.facts[i]) for i in ids]}

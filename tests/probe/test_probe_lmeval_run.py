@@ -56,7 +56,7 @@ def _agree(kb, kb_file, model_dir, model, tmp_path, capsys):
     assert main(["data", "import-lm-eval-samples", "--kb", str(kb_file), *map(str, files), "-o", str(known)]) == 0
     lm = json.loads(known.read_text())
     exact = probe(load_model(model_dir, device="cpu"), kb, mode="exact", progress=False)
-    assert lm["total"] == len(kb.facts)
+    assert lm["total"] == len(kb.facts) and lm["model"] == str(model_dir)  # read from results_*.json
     assert lm["fact_ids"] == sorted(exact.known_ids())  # fact for fact
     return lm
 
