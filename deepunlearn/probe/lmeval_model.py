@@ -23,8 +23,14 @@ Needs the ``lmeval`` extra (``pip install 'deepunlearn[lmeval]'``).
 
 from __future__ import annotations
 
-from lm_eval.api.registry import register_model
-from lm_eval.models.huggingface import HFLM
+try:
+    from lm_eval.api.registry import register_model
+    from lm_eval.models.huggingface import HFLM
+except ModuleNotFoundError as e:  # run as a command without the extra: one line, not a traceback
+    if __name__ == "__main__" and (e.name or "").split(".")[0] == "lm_eval":
+        raise SystemExit("python -m deepunlearn.probe.lmeval_model: lm-eval is not installed "
+                         "(pip install 'deepunlearn[lmeval]')") from None
+    raise
 
 MODEL_NAME = "deepunlearn-hf"
 

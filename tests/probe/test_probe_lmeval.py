@@ -141,3 +141,17 @@ def test_every_lm_eval_flag_has_help():
     for action in ("export", "import-lm-eval-samples"):
         missing = [a.option_strings or a.dest for a in dsub.choices[action]._actions if not a.help]
         assert missing == [], f"data {action}: flags without help {missing}"
+
+
+def test_deepunlearn_hf_without_lm_eval_is_one_line():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    code = ("import sys, runpy; sys.modules['lm_eval'] = None; "
+            "runpy.run_module('deepunlearn.probe.lmeval_model', run_name='__main__')")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 1 and done.stderr.strip().count("\n") == 0 and "lm-eval is not installed" in done.stderr
