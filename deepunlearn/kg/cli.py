@@ -84,7 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "default: from the suffix of -o")
     p.add_argument("--biography", action="store_true", help="include biography values as nodes (GraphML)")
     add_json(p)
-    p.set_defaults(handler=_export, export_formats={}, _usage_error=p.error)
+    p.set_defaults(handler=_export, export_formats={}, export_format_flags={}, _usage_error=p.error)
 
     p = dsub.add_parser("draw", help="draw a family (or one person's neighbourhood) to PNG; another domain's KB: "
                                      "the entity graph around one entity")
@@ -283,6 +283,9 @@ def _export(args) -> int:
         args._usage_error(f"argument --format: invalid choice: {fmt!r} (choose from {', '.join(known)})")
     if fmt in args.export_formats:  # formats other layers add (lm-eval: the probe layer)
         return args.export_formats[fmt](args, kb_file)
+    for flag, (dest, of) in args.export_format_flags.items():  # their options, given without their format
+        if getattr(args, dest, None) not in (None, False):
+            args._usage_error(f"argument {flag}: only with --format {of}")
     kb = load_kb(kb_file, flag="--kb" if args.kb_flag is not None else None)
     out = Path(args.output)
     if fmt == "probes-jsonl" or (fmt is None and out.suffix == ".jsonl"):

@@ -29,11 +29,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "format")
     g.add_argument("--prompt-format", default=None, metavar="NAME|TEMPLATE",
                    help="answer format instead of --model's: llama, phi, gpt2, bare, or 'START{question}END[|TAG]'")
-    g.add_argument("--task-prefix", default="deepunlearn", metavar="NAME",
+    g.add_argument("--task-prefix", default=None, metavar="NAME",
                    help="group task name; the tasks are NAME_<group> (default: deepunlearn)")
     g.add_argument("--force", action="store_true",
                    help="write into a non-empty folder that an earlier lm-eval export did not write")
-    p.set_defaults(export_formats={**p.get_default("export_formats"), "lm-eval": _export})
+    p.set_defaults(export_formats={**p.get_default("export_formats"), "lm-eval": _export},
+                   export_format_flags={**p.get_default("export_format_flags"),
+                                        **{f: (f.lstrip("-").replace("-", "_"), "lm-eval")
+                                           for f in ("--model", "--prompt-format", "--task-prefix", "--force")}})
 
     q = dsub.add_parser("import-lm-eval-samples", help="lm-eval --log_samples output -> the known facts 'probe -o' "
                                                        "writes",
@@ -55,8 +58,8 @@ def _export(args: argparse.Namespace, kb_file: str) -> int:
 
     prompt, source = resolve_prompt(args.model, args.prompt_format)
     kb = load_kb(kb_file, flag="--kb" if args.kb_flag is not None else None)
-    res = export_tasks(kb, args.output, prompt, prefix=args.task_prefix, force=args.force, kb_file=kb_file,
-                       prompt_source=source)
+    res = export_tasks(kb, args.output, prompt, prefix=args.task_prefix or "deepunlearn", force=args.force,
+                       kb_file=kb_file, prompt_source=source)
     if not args.json:
         for n in res["notes"]:
             print(f"note: {n}; run the tasks with python -m deepunlearn.probe.lmeval_model --model deepunlearn-hf "

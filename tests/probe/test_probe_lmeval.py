@@ -155,3 +155,14 @@ def test_deepunlearn_hf_without_lm_eval_is_one_line():
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root)] + [p for p in [os.environ.get("PYTHONPATH")] if p])}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 1 and done.stderr.strip().count("\n") == 0 and "lm-eval is not installed" in done.stderr
+
+
+def test_lm_eval_options_without_the_format_are_usage_errors(mini_kb_file, tmp_path, capsys):
+    for extra in (["--model", "m"], ["--force"], ["--task-prefix", "x"], ["--prompt-format", "gpt2"]):
+        with pytest.raises(SystemExit) as e:
+            main(["data", "export", str(mini_kb_file), "-o", str(tmp_path / "g.graphml"), *extra])
+        assert e.value.code == 2 and "only with --format lm-eval" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        main(["data", "export", str(mini_kb_file), "--kb", str(mini_kb_file), "-o", str(tmp_path / "g.graphml")])
+    assert e.value.code == 2 and "give the KB file once" in capsys.readouterr().err
+    assert not (tmp_path / "g.graphml").exists()
