@@ -29,6 +29,7 @@ LAYER_CLIS = (
     "deepunlearn.rules.cli",
     "deepunlearn.probe.cli",
     "deepunlearn.probe.model_cli",
+    "deepunlearn.probe.lmeval_cli",  # data export --format lm-eval, data import-lm-eval-samples
     "deepunlearn.unlearn.finetune_cli",
     "deepunlearn.unlearn.unlearn_cli",
     "deepunlearn.unlearn.evaluate_cli",

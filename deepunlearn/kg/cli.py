@@ -76,14 +76,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json(p)
     p.set_defaults(handler=_forms, _usage_error=p.error)
 
-    p = dsub.add_parser("export", help="export a KB as GraphML (or its probes as JSON lines)")
-    p.add_argument("kb", help="KB file")
+    p = dsub.add_parser("export", help="export a KB as GraphML, its probes as JSON lines, or an lm-eval task folder")
+    p.add_argument("kb", nargs="?", default=None, help="KB file (or --kb)")
+    p.add_argument("--kb", dest="kb_flag", default=None, metavar="KB", help="KB file (instead of the positional)")
     p.add_argument("-o", "--output", required=True,
-                   help="output file: .jsonl writes the probes as JSON lines, anything else GraphML")
+                   help="output file: .jsonl writes the probes as JSON lines, anything else GraphML; a folder "
+                        "with --format lm-eval")
+    p.add_argument("--format", default=None, metavar="FORMAT",
+                   help="graphml, probes-jsonl, or lm-eval (an lm-eval task folder; see its options below); "
+                        "default: from the suffix of -o")
     p.add_argument("--biography", action="store_true", help="include biography values as nodes (GraphML)")
     add_force(p)
     add_json(p)
-    p.set_defaults(handler=_export)
+    p.set_defaults(handler=_export, export_formats={}, export_format_flags={}, _usage_error=p.error)
 
     p = dsub.add_parser("draw", help="draw a family (or one person's neighbourhood) to PNG; another domain's KB: "
                                      "the entity graph around one entity")
@@ -285,12 +290,24 @@ def _export(args) -> int:
     from ..errors import atomic_write_text
     from .io import load_kb
 
+    if (args.kb is None) == (args.kb_flag is None):
+        args._usage_error("give the KB file once: as the positional KB or as --kb")
+    kb_file = args.kb if args.kb is not None else args.kb_flag
+    fmt = args.format
+    known = ("graphml", "probes-jsonl", *args.export_formats)
+    if fmt is not None and fmt not in known:
+        args._usage_error(f"argument --format: invalid choice: {fmt!r} (choose from {', '.join(known)})")
+    if fmt in args.export_formats:  # formats other layers add (lm-eval: the probe layer)
+        return args.export_formats[fmt](args, kb_file)
+    for flag, (dest, of) in args.export_format_flags.items():  # their options, given without their format
+        if getattr(args, dest, None) not in (None, False):
+            args._usage_error(f"argument {flag}: only with --format {of}")
     from ..outputs import check_output, graphml_file, json_file
 
-    jsonl = Path(args.output).suffix == ".jsonl"
+    jsonl = fmt == "probes-jsonl" or (fmt is None and Path(args.output).suffix == ".jsonl")
     out = check_output(args.output, force=args.force, ours=json_file if jsonl else graphml_file,
                        what="a JSON-lines file" if jsonl else "a GraphML file")
-    kb = load_kb(args.kb)
+    kb = load_kb(kb_file, flag="--kb" if args.kb_flag is not None else None)
     if jsonl:
         atomic_write_text(out, "".join(
             json.dumps({"fact_id": p.fact_id, "fact": list(kb.facts[p.fact_id]), "question": p.question,
