@@ -203,10 +203,13 @@ def snapshot(root: Path, *extra: Path) -> dict[str, str]:
     return out
 
 
-def changed(before: dict[str, str], after: dict[str, str]) -> list[str]:
-    """Pre-existing entries that changed or vanished (folders may gain entries; new files are fine)."""
+def changed(before: dict[str, str], after: dict[str, str], allow: tuple = ()) -> list[str]:
+    """Pre-existing entries that changed or vanished (folders may gain entries; new files are
+    fine), except those at or under an ``allow`` path (what the example itself wrote)."""
+    ok = tuple(str(a) for a in allow)
     return [f"{p} changed ({before[p][:20]} -> {after.get(p, 'missing')[:20]})"
-            for p in sorted(before) if after.get(p, "missing") != before[p]]
+            for p in sorted(before) if after.get(p, "missing") != before[p]
+            and not any(p == a or p.startswith(a + os.sep) for a in ok)]
 
 
 def _log(record: dict) -> None:
@@ -240,8 +243,7 @@ class Fuzzer:
         o = run_cli(argv, cwd, mode=mode, timeout=timeout)
         bad = problems(o, TIME_BOUND if timeout is None else timeout)
         if protect:
-            after = snapshot(protect, *extra)
-            bad += [c for c in changed(before, after) if not any(c.startswith(str(a) + " ") for a in allow_change)]
+            bad += changed(before, snapshot(protect, *extra), allow_change)
         self.tried += 1
         _log({"format": self.fmt, "code": "timeout" if o.code is None else o.code, "seconds": round(o.seconds, 3),
               "ok": not bad, "problem": "; ".join(bad)[:300] or None, "note": note[:120],
