@@ -10,7 +10,7 @@ The oracle: exit code 0, 1 or 2 (never 70, never killed); no traceback on stderr
 usage); done within the time bound and the memory bound; no pre-existing file's bytes changed.
 
 Settings come from the environment: ``DEEPUNLEARN_FUZZ_EXAMPLES`` (examples per test, default
-12), ``DEEPUNLEARN_FUZZ_TIMEOUT`` (seconds, default 20), ``DEEPUNLEARN_FUZZ_MEMORY_MB`` (default
+10), ``DEEPUNLEARN_FUZZ_TIMEOUT`` (seconds, default 20), ``DEEPUNLEARN_FUZZ_MEMORY_MB`` (default
 2048), ``DEEPUNLEARN_FUZZ_MAX_FAILURES`` (a test stops running examples after this many, default
 3), ``DEEPUNLEARN_FUZZ_LOG`` (append one JSON line per example; ``summarize.py`` reads it).
 """
@@ -34,7 +34,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, Phase, settings
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = int(os.environ.get("DEEPUNLEARN_FUZZ_EXAMPLES", "12"))
+EXAMPLES = int(os.environ.get("DEEPUNLEARN_FUZZ_EXAMPLES", "10"))
 TIME_BOUND = float(os.environ.get("DEEPUNLEARN_FUZZ_TIMEOUT", "20"))
 MEMORY_BOUND = int(os.environ.get("DEEPUNLEARN_FUZZ_MEMORY_MB", "2048")) << 20
 MODE = os.environ.get("DEEPUNLEARN_FUZZ_MODE", "fork")
@@ -72,7 +72,7 @@ def _limit_memory(extra: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (vm + extra, vm + extra))
 
 
-def _child(argv: list[str], cwd: Path, out_fd: int, err_fd: int) -> None:
+def _child(argv: list[str], cwd: Path, out_fd: int, err_fd: int, memory: int) -> None:
     code = 99
     try:
         os.chdir(cwd)
@@ -85,7 +85,7 @@ def _child(argv: list[str], cwd: Path, out_fd: int, err_fd: int) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         if "torch" in sys.modules:
             sys.modules["torch"].set_num_threads(1)
-        _limit_memory(MEMORY_BOUND)
+        _limit_memory(memory)
         from deepunlearn.cli import main
 
         try:
@@ -109,14 +109,14 @@ def _child(argv: list[str], cwd: Path, out_fd: int, err_fd: int) -> None:
         os._exit(code if isinstance(code, int) and 0 <= code < 256 else 97)
 
 
-def _run_fork(argv: list[str], cwd: Path, timeout: float) -> Outcome:
+def _run_fork(argv: list[str], cwd: Path, timeout: float, memory: int) -> Outcome:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         sys.stdout.flush()
         sys.stderr.flush()
         t0 = time.perf_counter()
         pid = os.fork()
         if pid == 0:
-            _child(argv, cwd, out.fileno(), err.fileno())
+            _child(argv, cwd, out.fileno(), err.fileno(), memory)
         code: int | None = None
         pause = 0.002
         while True:
@@ -137,14 +137,14 @@ def _run_fork(argv: list[str], cwd: Path, timeout: float) -> Outcome:
                        seconds)
 
 
-def _run_subprocess(argv: list[str], cwd: Path, timeout: float) -> Outcome:
+def _run_subprocess(argv: list[str], cwd: Path, timeout: float, memory: int) -> Outcome:
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONPATH=str(ROOT),
                PYTHONIOENCODING="utf-8")
     t0 = time.perf_counter()
     try:
         p = subprocess.run([sys.executable, "-m", "deepunlearn", *argv], cwd=cwd, env=env, capture_output=True,
                            timeout=timeout, stdin=subprocess.DEVNULL,
-                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (MEMORY_BOUND, MEMORY_BOUND)))
+                           preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (memory, memory)))
         code, out, err = p.returncode, p.stdout, p.stderr
     except subprocess.TimeoutExpired as e:
         code, out, err = None, e.stdout or b"", e.stderr or b""
@@ -152,9 +152,13 @@ def _run_subprocess(argv: list[str], cwd: Path, timeout: float) -> Outcome:
                    time.perf_counter() - t0)
 
 
-def run_cli(argv: list[str], cwd: Path, *, mode: str | None = None, timeout: float | None = None) -> Outcome:
+def run_cli(argv: list[str], cwd: Path, *, mode: str | None = None, timeout: float | None = None,
+            memory: int | None = None) -> Outcome:
+    """Run ``deepunlearn ARGV`` in ``cwd`` under the time bound and the memory bound (bytes; in a
+    fresh interpreter the whole address space, in a forked child what it maps beyond the parent)."""
     run = _run_subprocess if (mode or MODE) == "subprocess" else _run_fork
-    return run([str(a) for a in argv], Path(cwd), TIME_BOUND if timeout is None else timeout)
+    return run([str(a) for a in argv], Path(cwd), TIME_BOUND if timeout is None else timeout,
+               MEMORY_BOUND if memory is None else memory)
 
 
 def problems(o: Outcome, timeout: float = TIME_BOUND) -> list[str]:
@@ -234,13 +238,14 @@ class Fuzzer:
         return len(self.failures) >= self.max_failures
 
     def check(self, argv: list, cwd: Path, *, protect: Path | None = None, extra: tuple = (), mode: str | None = None,
-              timeout: float | None = None, note: str = "", allow_change: tuple = ()) -> Outcome | None:
+              timeout: float | None = None, memory: int | None = None, note: str = "",
+              allow_change: tuple = ()) -> Outcome | None:
         """Run one example unless enough failures were found already; ``protect``: a folder
         whose pre-existing entries (and ``extra`` paths) must not change, except ``allow_change``."""
         if self.stopped:
             return None
         before = snapshot(protect, *extra) if protect else {}
-        o = run_cli(argv, cwd, mode=mode, timeout=timeout)
+        o = run_cli(argv, cwd, mode=mode, timeout=timeout, memory=memory)
         bad = problems(o, TIME_BOUND if timeout is None else timeout)
         if protect:
             bad += changed(before, snapshot(protect, *extra), allow_change)
