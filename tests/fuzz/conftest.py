@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from fuzz_harness import run_cli
+from fuzz_seeds import write_gguf
 
 # Examples run in forked children of this process: what is imported here once is not imported
 # again by every example (model info drops from ~3.5 s to ~0.2 s).
@@ -40,34 +41,6 @@ ga = [1, 2]
 [targets]
 stratified = 1
 """
-
-
-def write_gguf(path: Path, *, arch: str = "llama", blocks: int = 1, width: int = 16, heads: int = 2,
-               rows: int = 16, ctx: int = 64, dtype=None, tokenizer: bool = True) -> Path:
-    """A small GGUF file: an architecture's header fields, a 16-token tokenizer and one embedding tensor."""
-    import numpy as np
-    from gguf import GGUFWriter
-
-    w = GGUFWriter(str(path), arch)
-    w.add_block_count(blocks)
-    w.add_context_length(ctx)
-    w.add_embedding_length(width)
-    w.add_feed_forward_length(width * 2)
-    w.add_head_count(heads)
-    if tokenizer:
-        tokens = ["<unk>", "<s>", "</s>"] + [chr(97 + i) for i in range(13)]
-        w.add_tokenizer_model("llama")
-        w.add_token_list(tokens)
-        w.add_token_scores([0.0] * len(tokens))
-        w.add_token_types([2, 3, 3] + [1] * 13)
-        w.add_bos_token_id(1)
-        w.add_eos_token_id(2)
-    w.add_tensor("token_embd.weight", np.ones((rows, 16), dtype=dtype or np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
-    return path
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,10 @@
 """Runs one fuzz example through the CLI and judges it.
 
 Every example is one command line. It runs in a forked copy of the test process (the default:
-the imports are already done, so an example costs milliseconds, yet the child has its own
-memory limit and is killed at the time bound) or, with ``DEEPUNLEARN_FUZZ_MODE=subprocess``
-and for the special-file cases, as ``python -m deepunlearn`` in a fresh interpreter.
+the imports are already done, so an example costs a tenth of a second, not the 2-4 s of a
+fresh interpreter importing torch, yet the child has its own memory limit and is killed at the
+time bound) or, with ``DEEPUNLEARN_FUZZ_MODE=subprocess``, as ``python -m deepunlearn`` in a
+fresh interpreter (test_fuzz_special.py checks that both give the same answer).
 
 The oracle: exit code 0, 1 or 2 (never 70, never killed); no traceback on stderr; on exit 1 or
 2 exactly one error line (the lines starting with ``deepunlearn``; exit 2 may add argparse's
@@ -13,6 +14,10 @@ Settings come from the environment: ``DEEPUNLEARN_FUZZ_EXAMPLES`` (examples per 
 10), ``DEEPUNLEARN_FUZZ_TIMEOUT`` (seconds, default 20), ``DEEPUNLEARN_FUZZ_MEMORY_MB`` (default
 2048), ``DEEPUNLEARN_FUZZ_MAX_FAILURES`` (a test stops running examples after this many, default
 3), ``DEEPUNLEARN_FUZZ_LOG`` (append one JSON line per example; ``summarize.py`` reads it).
+
+    python -m pytest -p no:cacheprovider tests/fuzz/                     # the small default budget
+    DEEPUNLEARN_FUZZ_EXAMPLES=200 DEEPUNLEARN_FUZZ_MAX_FAILURES=30 DEEPUNLEARN_FUZZ_LOG=fuzz.jsonl \
+        python -m pytest -p no:cacheprovider tests/fuzz/ && python tests/fuzz/summarize.py fuzz.jsonl
 """
 
 from __future__ import annotations

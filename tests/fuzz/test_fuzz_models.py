@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from conftest import write_gguf
 from fuzz_harness import Fuzzer, fuzz_settings
 from fuzz_mutations import byte_mutations, json_mutations
+from fuzz_seeds import write_gguf
 
 
 @pytest.mark.parametrize("fname", ["config.json", "deepunlearn.json"])
@@ -67,9 +67,10 @@ def _header_mutations(seed: bytes):
 
 
 def _gguf_test(tmp_path, fz: Fuzzer, fields: dict, scale: float, timeout: float | None = None) -> None:
+    cmds = [["model", "info", "f.gguf", "--json"], ["model", "import", "f.gguf", "-o", "imp", "--json"]]
+
     @fuzz_settings(scale)
-    @given(st.fixed_dictionaries(fields), st.sampled_from([True, False, False]), st.data(),
-           st.sampled_from([["model", "info", "f.gguf", "--json"], ["model", "import", "f.gguf", "-o", "imp", "--json"]]))
+    @given(st.fixed_dictionaries(fields), st.sampled_from([True, False, False]), st.data(), st.sampled_from(cmds))
     def run(kw, mutate, data, cmd):
         p = write_gguf(tmp_path / "f.gguf", **kw)
         what = ", ".join(f"{k}={getattr(v, '__name__', v)}" for k, v in kw.items())
