@@ -161,7 +161,10 @@ def run_cli(argv: list[str], cwd: Path, *, mode: str | None = None, timeout: flo
             memory: int | None = None) -> Outcome:
     """Run ``deepunlearn ARGV`` in ``cwd`` under the time bound and the memory bound (bytes; in a
     fresh interpreter the whole address space, in a forked child what it maps beyond the parent)."""
-    run = _run_subprocess if (mode or MODE) == "subprocess" else _run_fork
+    torch = sys.modules.get("torch")
+    # a forked child cannot use CUDA once this process has initialised it: a fresh interpreter can
+    cuda = torch is not None and torch.cuda.is_initialized()
+    run = _run_subprocess if (mode or MODE) == "subprocess" or cuda else _run_fork
     return run([str(a) for a in argv], Path(cwd), TIME_BOUND if timeout is None else timeout,
                MEMORY_BOUND if memory is None else memory)
 

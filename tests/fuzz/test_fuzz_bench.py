@@ -86,20 +86,24 @@ TABLES = {"meta": ["key", "value"], "points": ["model", "target", "method", "par
 
 
 def _sql_edit(path, how: str, table: str, column: str, value) -> None:
+    text = "?"
+    if isinstance(value, str) and any(0xD800 <= ord(c) <= 0xDFFF for c in value):
+        # sqlite3 cannot bind a lone surrogate: store its bytes as TEXT (invalid UTF-8 in the file)
+        value, text = value.encode("utf-8", "surrogatepass"), "CAST(? AS TEXT)"
     con = sqlite3.connect(path)
     try:
         if how == "drop":
             con.execute(f"DROP TABLE {table}")
         elif how == "update":
-            con.execute(f"UPDATE {table} SET {column} = ?", (value,))
+            con.execute(f"UPDATE {table} SET {column} = {text}", (value,))
         elif how == "insert":
             cols = TABLES[table]
             row = {"model": "tiny", "target": 0, "method": "ga", "param": 1.0, "recall": 0.5, "accuracy": 0.5,
                    "target_forgotten": 1, "forgotten": "[]", "exact": 1, "extra": "{}", "written_at": 0.0,
                    "measures": None, "status": "done", "reason": None, "finished_at": 0.0, "key": "x", "value": "y"}
             row[column] = value
-            con.execute(f"INSERT OR REPLACE INTO {table} ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                        [row[c] for c in cols])
+            marks = ", ".join(text if c == column else "?" for c in cols)
+            con.execute(f"INSERT OR REPLACE INTO {table} ({', '.join(cols)}) VALUES ({marks})", [row[c] for c in cols])
         con.commit()
     except sqlite3.Error:
         pass  # the schema refused the edit (a NOT NULL column, a CHECK): the store stays as it was
