@@ -216,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
         _report(args, args.command, e, internal=False)
         return 1
     except Exception as e:  # noqa: BLE001 - the last line of defence: one line, not a traceback
+        if isinstance(e, RuntimeError) and str(e).startswith("Symlink loop from") and not debug:
+            # pathlib's resolve() on a loop of links (an OSError from Python 3.13 on): the user's file system
+            _report(args, args.command, UserError(f"{str(e).split(' from ', 1)[1]}: a loop of symbolic links"),
+                    internal=False)
+            return 1
         if _environment_fault(e) and not debug:
             from .outputs import OutputError, why
 

@@ -307,23 +307,30 @@ def _resolve_paths(cfg: SweepConfig, base: Path) -> SweepConfig:
     """Paths in a config file are relative to that file; model paths only where such a folder
     exists (otherwise they are hub names)."""
 
-    def rel(p: str | None) -> str | None:
+    def resolve(p: Path, field: str) -> str:
+        try:
+            return str(p.resolve())
+        except (RuntimeError, OSError):  # a symbolic link loop (RuntimeError before Python 3.13)
+            raise cfg.error(field, f"{p}: a loop of symbolic links") from None
+
+    def rel(p: str | None, field: str) -> str | None:
         if p is None or Path(p).is_absolute():
             return p
-        return str((base / p).resolve()) if p else p
+        return resolve(base / p, field) if p else p
 
     models = []
     for m in cfg.models:
         cand = base / m.path
-        models.append(m.model_copy(update={"path": str(cand.resolve())}) if not Path(m.path).is_absolute() and cand.exists() else m)
+        models.append(m.model_copy(update={"path": resolve(cand, "models")}) if not Path(m.path).is_absolute() and cand.exists() else m)
     rules = cfg.rules
     if rules and ((base / rules).is_file() or rules.endswith((".dl", ".pl", ".txt"))):
-        rules = rel(rules)
-    sets = cfg.sets if cfg.sets is None or cfg.sets in SET_NAMES else rel(cfg.sets)
+        rules = rel(rules, "rules")
+    sets = cfg.sets if cfg.sets is None or cfg.sets in SET_NAMES else rel(cfg.sets, "sets")
     if sets is not None and sets not in SET_NAMES and not Path(sets).is_dir():
         raise cfg.error("sets", f"no folder {sets} (expected 'exact', 'mdus', 'release' or a folder of minimal sets)")
     return cfg.model_copy(update={
-        "kb": rel(cfg.kb), "holdout": rel(cfg.holdout), "output": rel(cfg.output), "cache_dir": rel(cfg.cache_dir), "models": models, "rules": rules,
+        "kb": rel(cfg.kb, "kb"), "holdout": rel(cfg.holdout, "holdout"), "output": rel(cfg.output, "output"),
+        "cache_dir": rel(cfg.cache_dir, "cache_dir"), "models": models, "rules": rules,
         "sets": sets,
     })
 

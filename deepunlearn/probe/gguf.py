@@ -61,8 +61,12 @@ def check_gguf(file: str | Path):
     """Check a GGUF file and return its :class:`gguf.GGUFReader` (header and tensor infos read,
     tensor data memory-mapped, nothing dequantised). ModelLoadError naming the file: not a file,
     no ``GGUF`` magic, a header the reader cannot parse, tensor data running past the end."""
+    import stat
+
     f = Path(file)
     try:
+        if not stat.S_ISREG(f.stat().st_mode) and not f.is_dir():  # opening a FIFO would block
+            raise ModelLoadError(f"{f}: not a regular file (a device, FIFO or socket), expected a GGUF file", file=f)
         with open(f, "rb") as h:
             magic = h.read(4)
     except IsADirectoryError:

@@ -11,7 +11,6 @@ import shutil
 import sqlite3
 import tomllib
 
-import pytest
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -146,8 +145,6 @@ def test_results_store_sql_edits(seeds, work):
     _store_test(seeds, work, Fuzzer("results-sqlite-sql"), sql.map(lambda e: ("sql", e)))
 
 
-@pytest.mark.xfail(strict=True, reason="known: a corrupt results.sqlite is an internal error (exit 70) that does "
-                                       "not name the file (being fixed on another branch)")
 def test_results_store_bytes(seeds, work):
     seed = seeds["store"].read_bytes()
     pages = st.tuples(st.integers(0, len(seed) // 4096 - 1), st.sampled_from([b"\x00", b"\xff"])).map(

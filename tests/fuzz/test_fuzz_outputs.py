@@ -65,22 +65,6 @@ def _target(work: Path, kind: str) -> tuple[str, tuple[Path, ...]]:
     raise ValueError(kind)
 
 
-#: (command, target) pairs that fail now for a reason being fixed on another branch
-_UNDER = "-o file.txt/x.json is an internal error (as data generate's; the shared writer)"
-_EMPTY = '-o "" is an internal error (as data generate\'s)'
-_FIFO = "-o onto a FIFO replaces it (or blocks on it)"
-KNOWN = {
-    **{(c, "under a file"): _UNDER for c in COMMANDS if c != "bench"},
-    **{(c, "empty string"): _EMPTY for c in ("data generate", "data import-edu-relat", "data forms", "data export",
-                                             "finetune")},
-    **{(c, "fifo"): _FIFO for c in ("data generate", "data import-edu-relat", "data forms", "data export",
-                                    "rules closure", "probe")},
-    ("bench", "user file"): "bench -o onto a regular file",
-    ("bench", "symlink to user file"): "bench -o onto a regular file (here a symlink to one)",
-    ("bench", "fifo"): "bench -o onto a regular file (here a FIFO)",
-    ("finetune", "user folder"): "finetune -o onto a folder that is not a model deletes the user's files",
-    ("bench", "lock symlink"): "the results folder's .lock symlink is followed",
-}
 
 
 def _cases():
@@ -88,21 +72,17 @@ def _cases():
         for kind in TARGETS:
             if kind == "lock symlink" and cmd != "bench":
                 continue
-            reason = KNOWN.get((cmd, kind))
-            marks = [pytest.mark.xfail(strict=True, reason=f"known: {reason} (being fixed on another branch)")] \
-                if reason else []
-            yield pytest.param(cmd, kind, marks=marks, id=f"{cmd}-{kind}".replace(" ", "_"))
+            yield pytest.param(cmd, kind, id=f"{cmd}-{kind}".replace(" ", "_"))
 
 
 @pytest.mark.parametrize(("cmd", "kind"), list(_cases()))
 def test_output_target(work, cmd, kind):
     fz = Fuzzer(f"-o {kind}")
-    known = (cmd, kind) in KNOWN
     out, extra = _target(work, kind)
     argv = [out if a == "{out}" else a for a in COMMANDS[cmd]]
     # the sweep's own results folder is the tool's; a symlink the user named may be replaced by
     # the output (as a rename does), but its target is the user's file and must stay as it was
     allowed = (work / "out",) + ((work / "link.json",) if kind == "symlink to user file" else ())
     fz.check(argv, work, protect=work, extra=extra, note=f"{cmd} -o {kind}", allow_change=allowed,
-             timeout=2 if known else 30)
+             timeout=30)
     fz.finish()
