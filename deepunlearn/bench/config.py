@@ -165,9 +165,10 @@ class SweepConfig(_Strict):
         for name, grid in v.items():
             key = name.lower()
             if not grid:
-                if key not in DEFAULT_GRIDS:
+                default = family_default(key, False)
+                if default is None:
                     raise ValueError(f"method {name!r} has no default grid: give its parameters")
-                grid = list(DEFAULT_GRIDS[key])
+                grid = list(default)
             out[key] = check_grid(name, grid)
         return out
 
