@@ -254,11 +254,13 @@ def _plan(name, config, sk: Skeleton, method: str, *, lora: bool, lora_r: int, d
             parts["method_copy"] = n_all * d
         else:
             host += n_all * d
+    if memory and memory.step_copies:  # e.g. SAM's perturbation and first gradient
+        parts["method_step"] = memory.step_copies * n * td
     p = parts
     resident = p["weights"] + p["snapshot"]
     optimizer = p["master_weights"] + p["adamw_states"]
     phases = {
-        "train": resident + optimizer + p["gradients"] + p["activations"] + p["logits"],
+        "train": resident + optimizer + p["gradients"] + p["activations"] + p["logits"] + p.get("method_step", 0),
         "step": resident + optimizer + (p["master_gradients"] or p["gradients"]) + p["adamw_step_temp"],
     }
     if not finetune:

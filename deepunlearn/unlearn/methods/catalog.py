@@ -55,11 +55,14 @@ class MemoryProfile:
     ``optimizer_while_probing``: the optimiser state and the last step's gradients are alive
     while a grid point is probed (a gradient method probing inside its trajectory);
     ``model_copy``: one of :data:`MODEL_COPIES`; ``mixed_forward``: probing runs two forwards
-    per batch and mixes their distributions (WHP)."""
+    per batch and mixes their distributions (WHP); ``step_copies``: tensors the size of the
+    trained weights an optimiser step holds besides the loop's gradients (SAM: the perturbation
+    and the first gradient, 2)."""
 
     optimizer_while_probing: bool = True
     model_copy: str = "none"
     mixed_forward: bool = False
+    step_copies: int = 0
 
 
 #: the profile of a gradient method (GA, NPO and every method of the shared optimiser loop)
@@ -141,9 +144,10 @@ def check_spec(spec: Any, where: str) -> MethodSpec:
         raise CatalogError(f"{where}: the MethodSpec lacks {', '.join(missing)}", field=missing[0])
     if spec.kind not in KINDS:
         raise CatalogError(f"{where}: kind {spec.kind!r} is not one of {', '.join(KINDS)}", field="kind")
-    if not isinstance(spec.memory, MemoryProfile) or spec.memory.model_copy not in MODEL_COPIES:
-        raise CatalogError(f"{where}: memory must be a MemoryProfile with model_copy one of {', '.join(MODEL_COPIES)}",
-                           field="memory")
+    if not isinstance(spec.memory, MemoryProfile) or spec.memory.model_copy not in MODEL_COPIES \
+            or not isinstance(spec.memory.step_copies, int) or spec.memory.step_copies < 0:
+        raise CatalogError(f"{where}: memory must be a MemoryProfile with model_copy one of {', '.join(MODEL_COPIES)} "
+                           "and step_copies a whole number >= 0", field="memory")
     bad = [g for g in spec.grid if isinstance(g, bool) or not isinstance(g, (int, float))]
     if bad or (spec.kind == "steps" and any(g < 1 or float(g) != int(g) for g in spec.grid)):
         raise CatalogError(f"{where}: grid {list(spec.grid)} is not a list of {spec.kind} values", field="grid")
