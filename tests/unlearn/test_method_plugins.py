@@ -30,15 +30,21 @@ def fake_install(site: Path, dist: str, entry_points: dict[str, str]) -> None:
 
 
 @pytest.fixture
-def plugin(tmp_path, monkeypatch) -> str:
-    """The example plug-in, installed for this process; returns the PYTHONPATH of a subprocess."""
+def plugin(tmp_path, monkeypatch):
+    """The example plug-in, installed for this process (and forgotten after the test: the
+    registry and sys.modules lose it); yields the PYTHONPATH of a subprocess."""
+    from deepunlearn.unlearn.methods import METHODS
+
     project = tomllib.loads((PLUGIN / "pyproject.toml").read_text())
     eps = project["project"]["entry-points"][catalog.ENTRY_POINT_GROUP]
     site = tmp_path / "site"
     fake_install(site, "deepunlearn_sam", eps)
     monkeypatch.syspath_prepend(str(PLUGIN))
     monkeypatch.syspath_prepend(str(site))
-    return os.pathsep.join([str(ROOT), str(PLUGIN), str(site)])
+    yield os.pathsep.join([str(ROOT), str(PLUGIN), str(site)])
+    METHODS.pop("npo_sam", None)
+    for name in [m for m in sys.modules if m == "deepunlearn_sam" or m.startswith("deepunlearn_sam.")]:
+        del sys.modules[name]
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ path is refused with one line naming the entry point and the field.
 >>> get_spec("nope")
 Traceback (most recent call last):
 ...
-deepunlearn.unlearn.methods.catalog.CatalogError: unknown unlearning method 'nope'; expected one of ga, npo, tv, whp, graddiff, npo_gdr, idk, simnpo, rmu, du_oracle, du_loop
+deepunlearn.unlearn.methods.catalog.CatalogError: unknown unlearning method 'nope'; expected one of du_loop, du_oracle, ga, graddiff, idk, npo, npo_gdr, rmu, simnpo, tv, whp
 """
 
 from __future__ import annotations
@@ -204,7 +204,8 @@ def get_spec(name: str) -> MethodSpec:
     eps = _entry_points()
     if key in eps:
         return _plugin(key, eps[key])
-    raise CatalogError(f"unknown unlearning method {name!r}; expected one of {', '.join(names())}", field="method")
+    raise CatalogError(f"unknown unlearning method {name!r}; expected one of {', '.join(sorted(names()))}",
+                       field="method")
 
 
 def find(name: str) -> MethodSpec | None:
