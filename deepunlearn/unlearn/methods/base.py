@@ -71,21 +71,18 @@ def register_method(cls: type["Unlearner"]) -> type["Unlearner"]:
 
 
 def get_method(name: str) -> type["Unlearner"]:
-    """The class of a method the catalogue (:mod:`.catalog`) knows, built in or a plug-in's;
-    its module is imported (and the class registered) on first use."""
+    """A method's class by name, built in or a plug-in's (:mod:`.catalog`; imported on first use)."""
     from . import catalog
 
-    key = name.lower()
-    if key in METHODS:
-        return METHODS[key]
-    try:
-        spec = catalog.get_spec(key)
-        cls = catalog.load_class(spec)
-    except catalog.CatalogError as e:
-        raise UnlearnError(str(e), field=e.field) from None
-    if not (isinstance(cls, type) and issubclass(cls, Unlearner)):
-        raise UnlearnError(f"method {key!r}: cls {spec.cls!r} is not an Unlearner subclass", field="cls")
-    return register_method(cls)
+    if name.lower() not in METHODS:
+        try:
+            cls = catalog.load_class(catalog.get_spec(name))
+        except catalog.CatalogError as e:
+            raise UnlearnError(str(e), field=e.field) from None
+        if not (isinstance(cls, type) and issubclass(cls, Unlearner)):
+            raise UnlearnError(f"method {name.lower()!r}: {cls!r} is not an Unlearner subclass", field="cls")
+        register_method(cls)
+    return METHODS[name.lower()]
 
 
 @dataclass
