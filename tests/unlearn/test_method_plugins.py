@@ -117,3 +117,17 @@ def test_the_plugin_runs_in_a_sweep(plugin, five_people_model_dir, five_people_k
     assert "npo_sam" in outcome.summary["tiny"]
     report = (tmp_path / "out" / "report" / "report.md")
     assert not report.exists() or "NPO-SAM" in report.read_text()
+
+
+def test_sam_with_a_vanishing_radius_follows_npo(plugin, five_people_runner, known_target):
+    """The SAM step's surrogate loss carries the gradient taken at w + eps: with eps ~ 0 that is
+    NPO's gradient, so the trajectory is NPO's (a real radius is run by the tests above)."""
+    from deepunlearn.unlearn.methods import get_method
+
+    runs = {}
+    for name, extra in (("npo", {}), ("npo_sam", {"rho": 1e-12})):
+        method = get_method(name)(grid=[1, 2, 4], lr=1e-3, **extra)
+        runs[name] = [(p.param, p.recall, p.accuracy, p.forgotten) for p in
+                      five_people_runner.run(known_target, method, seed=0)]
+    assert runs["npo_sam"] == runs["npo"]
+    assert runs["npo"][-1][3], "the trajectory forgot nothing: the comparison would be empty"
