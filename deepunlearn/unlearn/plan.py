@@ -20,7 +20,11 @@ adamw_states        ``8 n`` exp_avg and exp_avg_sq, float32 (``2 n`` with 8-bit 
 adamw_step_temp     ``4 n`` torch's foreach AdamW on CUDA takes ``sqrt(exp_avg_sq)`` of every
                     tensor at once
 method_copy         WHP: a deepcopy of the reinforced model (``N d``, GPU) while probing; TV:
-                    the reinforced weights on the snapshot's device; none in LoRA mode
+                    the reinforced weights on the snapshot's device; RMU: the frozen original
+                    model, also while training; none in LoRA mode (the method catalogue's
+                    memory profile says which)
+method_step         (only when not 0) what a gradient method's step holds besides gradients:
+                    its model copy, a profile's ``step_copies`` weights-sized tensors (SAM)
 snapshot            the original weights (full mode) on the GPU when ``snapshot_device="same"``;
                     on CPU (the default) it is host memory: ``host_gib``
 activations         saved for backward: ``batch x seq x layers x per-layer``, per layer and token
@@ -256,6 +260,8 @@ def _plan(name, config, sk: Skeleton, method: str, *, lora: bool, lora_r: int, d
             host += n_all * d
     if memory and memory.step_copies:  # e.g. SAM's perturbation and first gradient
         parts["method_step"] = memory.step_copies * n * td
+    if memory and memory.optimizer_while_probing and parts["method_copy"]:  # e.g. RMU's frozen original
+        parts["method_step"] = parts.get("method_step", 0) + parts["method_copy"]
     p = parts
     resident = p["weights"] + p["snapshot"]
     optimizer = p["master_weights"] + p["adamw_states"]

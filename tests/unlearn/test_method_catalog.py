@@ -45,6 +45,8 @@ def test_every_method_is_planned_and_guarded(five_people_model_dir):
 
     peaks = {m: plan_memory(five_people_model_dir, m, fix_for=None).peak for m in catalog.names()}
     assert peaks["whp"] > peaks["tv"] > 0 and peaks["ga"] == peaks["graddiff"]
+    rmu = plan_memory(five_people_model_dir, "rmu", fix_for=None)
+    assert rmu.parts["method_copy"] > 0 and rmu.phases["train"] > plan_memory(five_people_model_dir, "ga").phases["train"]
     fit = check_fit("tiny", str(five_people_model_dir), methods=catalog.names(), lora=False, device="cuda",
                     free_bytes=1 << 40)
     assert fit["method"] in catalog.names()

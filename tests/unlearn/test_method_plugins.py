@@ -62,6 +62,10 @@ def test_the_plugin_is_in_the_catalogue(plugin):
     from deepunlearn.bench.grids import check_grid, family_default
 
     assert family_default("npo_sam", True) == (1, 2, 4, 8, 16)
+    from deepunlearn.unlearn.plan import plan_memory
+
+    sam, npo = plan_memory("smollm2-135m", "npo_sam"), plan_memory("smollm2-135m", "npo")
+    assert sam.phases["train"] - npo.phases["train"] == sam.parts["method_step"] > 0
     with pytest.raises(ValueError, match="positive whole number of steps"):
         check_grid("npo_sam", [1.5])
 

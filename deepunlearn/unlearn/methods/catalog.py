@@ -54,7 +54,8 @@ class MemoryProfile:
 
     ``optimizer_while_probing``: the optimiser state and the last step's gradients are alive
     while a grid point is probed (a gradient method probing inside its trajectory);
-    ``model_copy``: one of :data:`MODEL_COPIES`; ``mixed_forward``: probing runs two forwards
+    ``model_copy``: one of :data:`MODEL_COPIES` (a gradient method holds it while it trains
+    too, e.g. RMU's frozen original model); ``mixed_forward``: probing runs two forwards
     per batch and mixes their distributions (WHP); ``step_copies``: tensors the size of the
     trained weights an optimiser step holds besides the loop's gradients (SAM: the perturbation
     and the first gradient, 2)."""
@@ -121,8 +122,8 @@ BUILTIN: tuple[MethodSpec, ...] = (
     MethodSpec("idk", "steps", _STEPS, GRADIENT, _M + "idk:IDK", description="train towards a refusal"),
     MethodSpec("simnpo", "steps", _STEPS, GRADIENT, _M + "simnpo:SimNPO", base=True,
                description="reference-free NPO"),
-    MethodSpec("rmu", "steps", _STEPS, GRADIENT, _M + "rmu:RMU", base=True,
-               description="representation misdirection"),
+    MethodSpec("rmu", "steps", _STEPS, MemoryProfile(True, "weights"), _M + "rmu:RMU", base=True,
+               description="representation misdirection (a frozen copy of the original model in full mode)"),
     MethodSpec("du_oracle", "steps", _STEPS, GRADIENT, _M + "du:DUOracle", needs_rules=True,
                description="rule-aware: forget one minimal set chosen before training"),
     MethodSpec("du_loop", "steps", (4, 8, 16, 32), GRADIENT, _M + "du:DULoop", needs_rules=True, demo=True,
