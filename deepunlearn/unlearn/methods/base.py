@@ -63,7 +63,8 @@ METHODS: dict[str, type["Unlearner"]] = {}
 
 
 def register_method(cls: type["Unlearner"]) -> type["Unlearner"]:
-    """Class decorator: make a method available by its ``name`` (CLI ``--method``, sweeps)."""
+    """Class decorator: register a method's class by its ``name``; its :class:`~.catalog.MethodSpec`
+    (grid, memory profile, class path) makes it known to the CLI, sweeps and plans."""
     if cls.name in METHODS and METHODS[cls.name] is not cls:
         raise ValueError(f"unlearning method {cls.name!r} is registered twice")
     METHODS[cls.name] = cls
