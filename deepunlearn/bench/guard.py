@@ -198,7 +198,8 @@ def check_fit(name: str, path: str, *, methods: Any, lora: bool, dtype: str | No
               device: str | None = None, batch_size: Any = 64, free_bytes: int | None = None) -> dict[str, Any] | None:
     """Refuse a model that cannot fit the GPU it is about to be loaded on.
 
-    For every method of the sweep (each has a memory profile in the method catalogue), plan the run from the model's config (no weights are read) with the sweep's
+    For every method of the sweep (each has a memory profile in the method catalogue), plan
+    the run from the model's config (no weights are read) with the sweep's
     ``lora`` setting and probe batch (one row when it is sized to memory), and compare the largest
     peak with the GPU's free memory (``torch.cuda.mem_get_info``; ``free_bytes`` injects it). Too
     large: :class:`ModelFitError` naming the model, planned and available GiB and the fix.

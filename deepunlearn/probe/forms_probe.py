@@ -60,10 +60,8 @@ from ..kg.forms import FORM_KINDS, Form, select_forms
 from ..kg.kb import KnowledgeBase
 from .form_encoding import encode_forms, form_prompt_ids, rank_texts
 
-from .modes import ANY_MODES, check_mode  # noqa: E402  (the modes ``any`` combines, in run order)
+from .modes import ANY_MODES, DEFAULT_SELECTION, check_mode  # noqa: E402,F401  (re-exported)
 
-#: The selection each mode uses when ``forms`` is ``None``.
-DEFAULT_SELECTION = {"exact": "default", "generate": "default", "rank": "default", "yesno": "all", "any": "all"}
 YES, NO = ("yes", "Yes"), ("no", "No")
 
 

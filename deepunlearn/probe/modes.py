@@ -28,6 +28,8 @@ Mode = Literal[MODES]  # type: ignore[valid-type]
 #: the modes ``any`` combines, in the order it runs them (cheapest first)
 ANY_MODES: tuple[str, ...] = ("exact", "yesno", "rank", "generate")
 AnyMode = Literal[ANY_MODES]  # type: ignore[valid-type]
+#: the form selection each mode probes when none is given (``deepunlearn.kg.forms``)
+DEFAULT_SELECTION = {"exact": "default", "generate": "default", "rank": "default", "yesno": "all", "any": "all"}
 #: the modes a protocol may name (the others probe over forms)
 PROTOCOL_MODES: tuple[str, ...] = ("exact", "generate")
 
