@@ -41,7 +41,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="people in the generated KB (default 50; the domain's first entity type)")
     p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the KB, the model and the target draw (default 0)")
     p.add_argument("--per-relation", type=positive_int, default=1, help="targets per relation (default 1)")
-    p.add_argument("--methods", default=None, help="comma-separated methods (default ga,npo,tv,whp,graddiff,du_loop; any registered method)")
+    from ..unlearn.methods import catalog
+
+    p.add_argument("--methods", default=None, help=f"comma-separated methods (default {','.join(catalog.demo_methods())}; "
+                                                   f"any of {catalog.help_names()})")
     _common(p)
     add_json(p)
     p.set_defaults(handler=_demo, _usage_error=p.error)

@@ -52,6 +52,7 @@ from pydantic import (
 
 from ..errors import UserError
 from ..probe.protocol import PROTOCOL_NAMES, Protocol, get_protocol
+from ..probe.modes import AnyMode
 from .config_files import describe_validation as _describe
 from .config_files import read_config_data
 from .config_probe import (
@@ -96,7 +97,7 @@ class SweepConfig(_Strict):
     forms: str | None = Field(default=None, description=FORMS_HELP)
     unlearn_forms: str | None = Field(default=None, description=UNLEARN_FORMS_HELP)
     adversarial: bool = Field(default=False, strict=True, description=ADVERSARIAL_HELP)
-    adversarial_modes: list[Literal["exact", "yesno", "rank", "generate"]] | None = Field(
+    adversarial_modes: list[AnyMode] | None = Field(  # type: ignore[valid-type]
         default=None, min_length=1, description="the modes of the adversarial aggregate (default: all four)")
     attacks: AttackOptions | None = Field(default=None, description=ATTACKS_HELP)
     k_mode: Literal["probed", "dataset"] | None = Field(default=None, description="override; None: the protocol's")
@@ -165,9 +166,10 @@ class SweepConfig(_Strict):
         for name, grid in v.items():
             key = name.lower()
             if not grid:
-                if key not in DEFAULT_GRIDS:
+                default = family_default(key, False)
+                if default is None:
                     raise ValueError(f"method {name!r} has no default grid: give its parameters")
-                grid = list(DEFAULT_GRIDS[key])
+                grid = list(default)
             out[key] = check_grid(name, grid)
         return out
 

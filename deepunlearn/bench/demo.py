@@ -28,7 +28,8 @@ from ..errors import atomic_dir, atomic_write_text, dumps
 from ..kg.io import load_kb, save_kb
 from ..probe.fingerprint import kb_fingerprint
 from .config import ModelSpec, SweepConfig, TargetSpec
-from .grids import DEFAULT_GRIDS
+from ..unlearn.methods import catalog
+from .grids import family_default
 from .jobs import safe_name, torch_threads
 from .guard import SWEEP_NAMES, SweepLock, results_folder
 from .store import STORE_NAME, StoreError
@@ -44,9 +45,9 @@ DEMO_HIDDEN = 256
 #: pay, and on a busy 2-core machine OpenMP's spin-waiting made 2 threads ~3x slower than 1
 #: (measured: the whole demo in 2:50 with 1 thread, 9:04 with 2, same results).
 DEMO_THREADS = 1
-#: the demo's methods: the paper's four, one retain-regularised and one rule-aware method (the
-#: others run in sweeps: ``deepunlearn bench``)
-DEMO_METHODS = ("ga", "npo", "tv", "whp", "graddiff", "du_loop")
+#: the demo's methods (the catalogue's ``demo`` ones): the paper's four, one retain-regularised and
+#: one rule-aware method (the others run in sweeps: ``deepunlearn bench``)
+DEMO_METHODS = catalog.demo_methods()
 DEMO_FILE = "demo.json"
 #: the demo's protocol (deepunlearn.probe.protocol): the tiny model's targets are drawn among the
 #: facts it knows when probed the default protocol's way
@@ -157,16 +158,16 @@ def demo_config(out: Path, kb_file: str, model_dir: Path, targets: Sequence[int]
     """The demo's sweep: its methods on their default grids (the paper's for GA, NPO, TV, WHP)
     over the given targets, under the ``default`` protocol."""
     methods = list(methods or DEMO_METHODS)
-    unknown = [m for m in methods if m not in DEFAULT_GRIDS]
+    unknown = [m for m in methods if m not in catalog.names()]
     if unknown:
         from .config import ConfigError
 
-        raise ConfigError(f"--methods: unknown method {', '.join(unknown)}; known: {', '.join(DEFAULT_GRIDS)}",
+        raise ConfigError(f"--methods: unknown method {', '.join(unknown)}; known: {catalog.help_names()}",
                           field="--methods")
     return SweepConfig(
         kb=kb_file, rules=None,  # the KB's own rule set (family for a generated one)
         models=[ModelSpec(name=MODEL_NAME, path=str(model_dir.resolve()))],
-        methods={m: list(DEFAULT_GRIDS[m]) for m in methods},
+        methods={m: list(family_default(m, False)) for m in methods},
         targets=TargetSpec(refs=list(targets)), protocol=DEMO_PROTOCOL,
         output=str(out.resolve()), cache_dir=str((out / "cache").resolve()),
         executor=executor, ray_address=ray_address, threads=threads,

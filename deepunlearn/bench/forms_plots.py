@@ -11,6 +11,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..unlearn.methods import catalog
 from .plots import _plt
 
 #: colours of the bar kinds (primary, adversarial, quantised; relearning bars share a blue ramp)
@@ -61,7 +62,7 @@ def plot_adversarial(table: Mapping[str, Mapping[str, Mapping[str, Mapping[str, 
                 labelled.add(label)
                 ax.text(x, y + 0.015, f"{y:.2f}", ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(shown)))
-        ax.set_xticklabels([m.upper() for m in shown], rotation=30 if len(shown) > 6 else 0,
+        ax.set_xticklabels([catalog.title(m) for m in shown], rotation=30 if len(shown) > 6 else 0,
                            ha="right" if len(shown) > 6 else "center")
         ax.set_ylim(0, 1.32)
         ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])

@@ -25,40 +25,24 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ..limits import MAX_STEPS, bound_message, too_large
+from ..unlearn.methods import catalog
 
 #: The paper's grids (appendix D; the reference's Phi/Llama settings). Used where a method's
 #: grid is left empty and no preset applies.
-PAPER_GRIDS: dict[str, tuple[float, ...]] = {
-    "ga": (1, 2, 4, 8, 16),
-    "npo": (1, 2, 4, 8, 16),
-    "tv": (0.2, 0.5, 1, 5, 10),
-    "whp": (10, 1e3, 1e5, 1e7, 1e8),
-}
+PAPER_GRIDS: dict[str, tuple[float, ...]] = catalog.paper_grids("paper")
 
-#: The default grids of the methods beyond the paper's four (issue 14): step counts as GA's for the
-#: retain-regularised and rule-aware methods; ``du_loop``'s grid is its step budget.
-METHOD_GRIDS: dict[str, tuple[float, ...]] = {
-    "graddiff": (1, 2, 4, 8, 16),
-    "npo_gdr": (1, 2, 4, 8, 16),
-    "idk": (1, 2, 4, 8, 16),
-    "simnpo": (1, 2, 4, 8, 16),
-    "rmu": (1, 2, 4, 8, 16),
-    "du_oracle": (1, 2, 4, 8, 16),
-    "du_loop": (4, 8, 16, 32),
-}
+#: The default grids of the built-in methods beyond the paper's four (the catalogue's); a plug-in's
+#: default grid is read from its spec (:func:`family_default`).
+METHOD_GRIDS: dict[str, tuple[float, ...]] = {s.name: tuple(s.grid) for s in catalog.BUILTIN
+                                              if s.name not in PAPER_GRIDS}
 
-#: every method's grid when none is given: the paper's, else the method's own default
+#: every built-in method's grid when none is given: the paper's, else the method's own default
 DEFAULT_GRIDS: dict[str, tuple[float, ...]] = {**METHOD_GRIDS, **PAPER_GRIDS}
 
 #: GPT2-XL's grids in the reference. TV: the paper's appendix also lists alpha 0.5, but the
 #: reference's code never ran it (model_config.yaml's tv_alpha_list and the notebook's
 #: alpha_list for gpt2-xl both lack it), so neither does this preset.
-GPT2_XL_GRIDS: dict[str, tuple[float, ...]] = {
-    "ga": (1, 2, 4, 8, 16, 32),
-    "npo": (1, 2, 4, 8, 16, 32),
-    "tv": (0.2, 1, 5, 10, 30, 60, 80),
-    "whp": PAPER_GRIDS["whp"],
-}
+GPT2_XL_GRIDS: dict[str, tuple[float, ...]] = catalog.paper_grids("gpt2-xl")
 
 #: Per-model presets, named as in the reference's ``config/model_config.yaml``; a model's
 #: ``grids = "NAME"`` in a sweep config picks one.
@@ -94,9 +78,12 @@ def is_gpt2_family(path: str) -> bool:
 def family_default(method: str, gpt2: bool) -> tuple[float, ...] | None:
     """The grid a method gets when none is given: GPT2-XL's for a GPT-2 model (when the
     protocol's ``family_grids`` is on; the caller decides), else the paper's; None if neither has one."""
-    if gpt2 and method in GPT2_XL_GRIDS:
-        return GPT2_XL_GRIDS[method]
-    return DEFAULT_GRIDS.get(method)
+    spec = catalog.find(method)
+    if spec is None:
+        return None
+    if gpt2 and "gpt2-xl" in spec.paper_grids:
+        return tuple(spec.paper_grids["gpt2-xl"])
+    return tuple(spec.grid)
 
 
 def resolve_grids(methods: Mapping[str, list[int | float]], unset: frozenset[str] | set[str],
@@ -127,7 +114,7 @@ def resolve_grids(methods: Mapping[str, list[int | float]], unset: frozenset[str
             default = family_default(method, gpt2)
             if default is None:
                 raise ValueError(f"method {method!r} has no default grid: give its parameters")
-            src = ("auto gpt2-xl" if gpt2 and default != DEFAULT_GRIDS.get(method)
+            src = ("auto gpt2-xl" if gpt2 and default != catalog.default_grid(method)
                    else "paper" if method in PAPER_GRIDS else "default")
             out[method] = ([num(x) for x in default], src)
         else:
@@ -135,14 +122,16 @@ def resolve_grids(methods: Mapping[str, list[int | float]], unset: frozenset[str
     return out
 
 
-#: methods whose grid values are step counts (positive integers) and those whose are strengths (> 0)
-STEP_METHODS = ("ga", "npo")
-STRENGTH_METHODS = ("tv", "whp")
+#: built-in methods whose grid values are step counts (positive integers) and those whose are
+#: strengths (>= 0); :func:`check_grid` reads any method's kind from the catalogue
+STEP_METHODS = tuple(s.name for s in catalog.BUILTIN if s.kind == "steps")
+STRENGTH_METHODS = tuple(s.name for s in catalog.BUILTIN if s.kind == "strength")
 
 
 def check_grid(name: str, grid: list[int | float]) -> list[int | float]:
     """A grid of finite values without repeats, integral values kept integral (GA steps read
-    better as 1, 2, 4). GA/NPO values are step counts (positive integers), TV/WHP's are
+    better as 1, 2, 4). A steps method's values (the catalogue's kind: GA, NPO, ...) are step counts
+    (positive integers), a strength method's (TV, WHP) are
     strengths alpha >= 0 (0 is the unchanged model, a control; a negative alpha would move towards
 the model reinforced on the target), as the ``unlearn`` command checks them; a NaN grid value once reached a results file as ``"param": NaN``.
 
@@ -154,20 +143,21 @@ the model reinforced on the target), as the ``unlearn`` command checks them; a N
     ValueError: method 'tv': grid value -1 is negative (alpha is a strength, >= 0)
     """
     key = name.lower()
+    kind = catalog.kind_of(key)
     for x in grid:
         if isinstance(x, bool) or not isinstance(x, (int, float)):
             raise ValueError(f"method {name!r}: grid value {x!r} is not a number")
         if not math.isfinite(x):
             raise ValueError(f"method {name!r}: grid value {x} is not a finite number")
-        if key in STEP_METHODS and (x < 1 or not (isinstance(x, int) or float(x).is_integer())):
+        if kind == "steps" and (x < 1 or not (isinstance(x, int) or float(x).is_integer())):
             raise ValueError(f"method {name!r}: grid value {x} is not a positive whole number of steps")
-        if key in STEP_METHODS and too_large(x, MAX_STEPS):  # 1e21 steps would run for ever
+        if kind == "steps" and too_large(x, MAX_STEPS):  # 1e21 steps would run for ever
             raise ValueError(bound_message(f"method {name!r}: grid value", x, MAX_STEPS, "steps"))
-        if key in STRENGTH_METHODS and x < 0:
+        if kind == "strength" and x < 0:
             raise ValueError(f"method {name!r}: grid value {x:g} is negative (alpha is a strength, >= 0)")
     if len(set(grid)) != len(grid):
         raise ValueError(f"method {name!r}: grid {grid} repeats a value")
-    return [int(x) if key in STEP_METHODS else num(x) for x in grid]
+    return [int(x) if kind == "steps" else num(x) for x in grid]
 
 
 def refuse_bools(grids: object) -> None:
@@ -217,7 +207,7 @@ def folder_digest(folder: str | Path) -> str:
 
 def grids_text(grids: Mapping[str, list[float] | tuple[float, ...]]) -> str:
     """``GA [1, 2, 4]; TV [0.2, 1e5]`` (for reports)."""
-    return "; ".join(f"{m.upper()} [{', '.join(param_label(x) for x in g)}]" for m, g in grids.items())
+    return "; ".join(f"{catalog.title(m)} [{', '.join(param_label(x) for x in g)}]" for m, g in grids.items())
 
 
 def param_label(x: float) -> str:

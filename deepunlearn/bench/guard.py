@@ -259,8 +259,8 @@ def check_fit(name: str, path: str, *, methods: Any, lora: bool, dtype: str | No
               device: str | None = None, batch_size: Any = 64, free_bytes: int | None = None) -> dict[str, Any] | None:
     """Refuse a model that cannot fit the GPU it is about to be loaded on.
 
-    For every method of the sweep that :func:`~deepunlearn.unlearn.plan.plan_memory` knows (ga,
-    npo, tv, whp), plan the run from the model's config (no weights are read) with the sweep's
+    For every method of the sweep (each has a memory profile in the method catalogue), plan
+    the run from the model's config (no weights are read) with the sweep's
     ``lora`` setting and probe batch (one row when it is sized to memory), and compare the largest
     peak with the GPU's free memory (``torch.cuda.mem_get_info``; ``free_bytes`` injects it). Too
     large: :class:`ModelFitError` naming the model, planned and available GiB and the fix.
@@ -269,7 +269,7 @@ def check_fit(name: str, path: str, *, methods: Any, lora: bool, dtype: str | No
     On CPU (``device`` cpu, or None on a machine without CUDA) there is no check and CUDA is
     never touched: host memory is not planned.
     """
-    from ..unlearn.plan import GiB, PLAN_METHODS, PlanError, load_config, plan_memory, suggest_fix
+    from ..unlearn.plan import GiB, PlanError, load_config, plan_memory, suggest_fix
 
     import torch
 
@@ -279,7 +279,7 @@ def check_fit(name: str, path: str, *, methods: Any, lora: bool, dtype: str | No
         device = "cuda" if torch.cuda.is_available() else "cpu"
     if device is None or not str(device).startswith("cuda"):
         return None
-    todo = [m for m in methods if m in PLAN_METHODS and m != "finetune"]
+    todo = [m for m in methods if m != "finetune"]
     if not todo:
         return None
     try:  # the dtype the model will load in (any spelling load_model takes), named as the plan names it

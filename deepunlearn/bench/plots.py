@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..unlearn.methods import catalog
 from .grids import param_label as _param_label
 from .metrics import mean_curve
 
@@ -17,9 +18,9 @@ def _get(p: Any, key: str) -> Any:
     return p[key] if isinstance(p, Mapping) else getattr(p, key)
 
 
-#: Stable colours per method (the paper's four first); any other name, e.g. ``graddiff``, ``du_loop``
-#: or a batch label ``ga@b5``, takes the next colour of :data:`_CYCLE` in the order of ``methods``.
-_COLORS = {"ga": "#1f77b4", "npo": "#ff7f0e", "tv": "#2ca02c", "whp": "#d62728"}
+#: Stable colours per method: the catalogue's (the paper's four have one); any other name, e.g.
+#: ``graddiff``, ``du_loop`` or a batch label ``ga@b5``, takes the next colour of :data:`_CYCLE` in
+#: the order of ``methods``.
 _CYCLE = ["#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31",
           "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354"]
 _LABELS = {"acc_at_recall_0.8": "Acc@Recall≥0.8", "recall_at_acc_0.8": "Recall@Acc≥0.8", "auc": "AUC",
@@ -27,9 +28,9 @@ _LABELS = {"acc_at_recall_0.8": "Acc@Recall≥0.8", "recall_at_acc_0.8": "Recall
 
 
 def _color(method: str, methods: Sequence[str]) -> str:
-    if method in _COLORS:
-        return _COLORS[method]
-    others = [m for m in methods if m not in _COLORS]
+    if catalog.colour(method):
+        return catalog.colour(method)
+    others = [m for m in methods if not catalog.colour(m)]
     return _CYCLE[others.index(method) % len(_CYCLE)] if method in others else "#333333"
 
 
@@ -92,7 +93,7 @@ def plot_curves(points: Sequence[Any], path: Path, methods: Sequence[str], thres
                 continue
             color = _color(method, methods)
             xs, ys = [p["recall"] for p in c], [p["accuracy"] for p in c]
-            ax.plot(xs, ys, "-o", color=color, label=method.upper(), ms=5, lw=1.6)
+            ax.plot(xs, ys, "-o", color=color, label=catalog.title(method), ms=5, lw=1.6)
             # one label per cluster of (nearly) coincident points, each method to its own side
             dx, dy = _LABEL_OFFSETS[k % len(_LABEL_OFFSETS)]
             for group in _clusters(c):
@@ -135,7 +136,7 @@ def _bars(ax, summary: Mapping, models: Sequence[str], methods: Sequence[str], k
         # std bars are clipped to the metric's range [0, 1]
         yerr = [[min(e, y) for y, e in zip(ys, es)], [min(e, 1.0 - y) for y, e in zip(ys, es)]] if err else None
         ax.bar(xs, ys, width * 0.92, yerr=yerr, capsize=3, color=_color(method, methods),
-               label=method.upper(), error_kw={"lw": 1, "ecolor": "#333333"})
+               label=catalog.title(method), error_kw={"lw": 1, "ecolor": "#333333"})
         for x, y in zip(xs, ys):
             inside = y >= 0.15
             ax.text(x, y - 0.015 if inside else y + 0.015, f"{y:.2f}", ha="center", va="top" if inside else "bottom",
@@ -153,7 +154,7 @@ def _bars(ax, summary: Mapping, models: Sequence[str], methods: Sequence[str], k
 def _legend_below(fig, methods: Sequence[str]) -> None:
     from matplotlib.patches import Patch
 
-    handles = [Patch(color=_color(m, methods), label=m.upper()) for m in methods]
+    handles = [Patch(color=_color(m, methods), label=catalog.title(m)) for m in methods]
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.legend(handles=handles, loc="lower center", ncol=max(1, len(methods)), frameon=False)
 
@@ -226,7 +227,7 @@ def plot_by_relation(by_rel: Mapping, path: Path, methods: Sequence[str], relati
                         ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=7,
                                 color="white" if grid[i, j] < 0.6 else "black")
             ax.set_yticks(range(len(methods)))
-            ax.set_yticklabels([m.upper() for m in methods])
+            ax.set_yticklabels([catalog.title(m) for m in methods])
             ax.set_xticks(range(len(relations)))
             ax.set_xticklabels(relations, rotation=45, ha="right")
             ax.set_title(f"{model}: {label} by target relation")
@@ -263,7 +264,7 @@ def plot_trajectories(points: Sequence[Any], path: Path, methods: Sequence[str],
         ax.axhline(threshold, color="grey", lw=0.8, ls="--")
         ax.set_xlim(-0.02, 1.02)
         ax.set_ylim(-0.02, 1.02)
-        ax.set_title(f"{method.upper()}")
+        ax.set_title(f"{catalog.title(method)}")
         ax.set_xlabel("recall")
         ax.grid(alpha=0.25)
     for row in axes:

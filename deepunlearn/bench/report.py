@@ -26,6 +26,7 @@ from .plots import (
     plot_trajectories,
 )
 from ..errors import dumps
+from ..unlearn.methods import catalog
 from .du_report import du_section
 from .forms_report import forgetting_section
 from .jobs import safe_name
@@ -183,7 +184,7 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
             s = per.get(m)
             if not s:
                 continue
-            rows.append([model, m.upper(), str(s["n_targets"]), _pm(s, f"recall_at_acc_{t}"), _pm(s, f"acc_at_recall_{t}"),
+            rows.append([model, catalog.title(m), str(s["n_targets"]), _pm(s, f"recall_at_acc_{t}"), _pm(s, f"acc_at_recall_{t}"),
                          _pm(s, "auc"), _pm(s, "acc_at_superficial"), _num3(s.get("superficial_rate"), 2),
                          *(_pm(s, f"acc_at_recall_{t}_{g}") for g in groups)])
     md += ["All metrics are means over targets ± sample standard deviation.", "", _md_table(header, rows), ""]
@@ -214,7 +215,7 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
             for rel in relations:
                 s = per.get(m, {}).get(rel)
                 if s:
-                    rows.append([model, m.upper(), rel, str(s["n_targets"]), _pm(s, f"recall_at_acc_{t}"),
+                    rows.append([model, catalog.title(m), rel, str(s["n_targets"]), _pm(s, f"recall_at_acc_{t}"),
                                  _pm(s, f"acc_at_recall_{t}"), _pm(s, "auc")])
     md += [_md_table(["model", "method", "relation", "targets", f"Recall@Acc≥{t}", f"Acc@Recall≥{t}", "AUC"], rows), ""]
 
@@ -224,7 +225,7 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
     for (model, m, tg), s in sorted(pt.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][2],
                                                                  methods.index(kv[0][1]) if kv[0][1] in methods else 99)):
         fact = f"{kb.facts[tg][2]} is {kb.facts[tg][0]}'s {kb.facts[tg][1]}" if kb is not None else ""
-        rows.append([model, str(tg), fact, m.upper(), _num3(s.get(f"recall_at_acc_{t}")),
+        rows.append([model, str(tg), fact, catalog.title(m), _num3(s.get(f"recall_at_acc_{t}")),
                      _num3(s.get(f"acc_at_recall_{t}")), _num3(s.get("auc")), _num3(s.get("acc_at_superficial"))])
     md += [_md_table(["model", "target", "fact", "method", f"Recall@Acc≥{t}", f"Acc@Recall≥{t}", "AUC", "Acc@Superficial"], rows), ""]
 

@@ -163,11 +163,15 @@ def resolved_rules(cfg: SweepConfig, kb: KnowledgeBase) -> str:
 def check_config(cfg: SweepConfig) -> None:
     """What the schema cannot check: method names against the registry, every model's grids
     against each method's own validation, local model folders and a sets folder that do not exist."""
-    from ..unlearn import METHODS
+    from ..unlearn import METHODS, get_method
+    from ..unlearn.methods import catalog
 
     for name in cfg.methods:
-        if name not in METHODS:
-            raise cfg.error(f"methods.{name}", f"unknown method; known: {', '.join(sorted(METHODS))}")
+        try:
+            get_method(name)  # a plug-in's class is imported and registered here
+        except ValueError as e:
+            known = f"unknown method; known: {catalog.help_names()}" if name not in catalog.names() else str(e)
+            raise cfg.error(f"methods.{name}", known) from None
     for i, m in enumerate(cfg.models):
         looks_local = m.path.startswith((".", "/", "~")) or os.sep in m.path and not _hub_like(m.path)
         if looks_local and not Path(m.path).expanduser().is_dir():
@@ -184,7 +188,7 @@ def check_config(cfg: SweepConfig) -> None:
                 raise cfg.error(field, f"{sources[name]} grid {grid}: {e}") from None
     for name, values in cfg.params.items():
         try:
-            METHODS[name](None, **values)
+            get_method(name)(None, **values)
         except ValueError as e:
             field = getattr(e, "field", None)
             raise cfg.error(f"params.{name}" + (f".{field}" if field else ""), str(e)) from None

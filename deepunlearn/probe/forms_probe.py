@@ -60,10 +60,8 @@ from ..kg.forms import FORM_KINDS, Form, select_forms
 from ..kg.kb import KnowledgeBase
 from .form_encoding import encode_forms, form_prompt_ids, rank_texts
 
-#: The modes ``any`` combines, in the order it runs them (cheapest first).
-ANY_MODES = ("exact", "yesno", "rank", "generate")
-#: The selection each mode uses when ``forms`` is ``None``.
-DEFAULT_SELECTION = {"exact": "default", "generate": "default", "rank": "default", "yesno": "all", "any": "all"}
+from .modes import ANY_MODES, DEFAULT_SELECTION, check_mode  # noqa: E402,F401  (re-exported)
+
 YES, NO = ("yes", "Yes"), ("no", "No")
 
 
@@ -209,7 +207,7 @@ def probe_forms(bundle, kb: KnowledgeBase, ids: np.ndarray, *, mode: str, forms:
     from .passes import _model_device
     from .result import MAX_NEW_TOKENS, ProbeResult
 
-    modes = check_any_modes(any_modes) if mode == "any" else (mode,)
+    modes = check_any_modes(any_modes) if check_mode(mode) == "any" else (mode,)
     spec = DEFAULT_SELECTION[mode] if forms is None else forms
     kinds = FORM_KINDS if mode == "any" else ("yesno",) if mode == "yesno" else ("qa", "statement")
     uniq = list(dict.fromkeys(int(i) for i in ids))
@@ -270,7 +268,7 @@ def probe_forms(bundle, kb: KnowledgeBase, ids: np.ndarray, *, mode: str, forms:
                     count(fs, m, hit)
                     for f, h in zip(fs, hit):
                         known[f.fact_id] |= bool(h)
-                else:
+                elif m == "generate":
                     fs = [f for i in todo for f in text[i]]
                     outs, hit = run.generate(fs) if fs else ([], np.zeros(0, dtype=bool))
                     count(fs, m, hit)
@@ -278,6 +276,8 @@ def probe_forms(bundle, kb: KnowledgeBase, ids: np.ndarray, *, mode: str, forms:
                         known[f.fact_id] |= bool(h)
                         if outputs is not None and text[f.fact_id][0] is f:
                             outputs[f.fact_id] = o
+                else:  # the entries check the mode (modes.check_mode): reaching here is a bug
+                    raise ValueError(f"probe_forms: no dispatch for probe mode {m!r}")
                 bar.update(1)
     finally:
         bar.close()

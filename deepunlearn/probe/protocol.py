@@ -27,6 +27,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from .modes import PROTOCOL_MODES
+
 PROTOCOL_NAMES = ("default", "reference")
 
 
@@ -38,7 +40,7 @@ class Protocol(BaseModel):
     name: str = "default"
 
     # ---------------------------------------------------------------- probing (probe layer)
-    probe_mode: Literal["exact", "generate"] = Field(
+    probe_mode: Literal[PROTOCOL_MODES] = Field(  # type: ignore[valid-type]
         "exact", description="exact: the teacher-forced greedy continuation is the gold answer; "
         "generate: the reference's rule (greedy, 10 new tokens, answer.lower() in output.lower())")
     answer_format: Literal["recorded", "family"] = Field(

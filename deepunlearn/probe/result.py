@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
 from ..errors import UserError, parse_json
 
-Mode = Literal["exact", "generate", "yesno", "rank", "any"]
-#: The probe modes (:mod:`deepunlearn.probe.probing`, :mod:`deepunlearn.probe.forms_probe`).
-MODES = ("exact", "generate", "yesno", "rank", "any")
+#: The probe modes (:mod:`deepunlearn.probe.modes`).
+from .modes import MODES, Mode  # noqa: E402,F401  (re-exported)
 #: New tokens decoded in ``generate`` mode (the reference release's setting).
 MAX_NEW_TOKENS = 10
 

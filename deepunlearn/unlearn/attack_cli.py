@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .attacks import AttackParams
 
 #: probe modes offered (the probe layer checks them; deepunlearn.probe.probing.MODES)
-ATTACK_MODES = ("exact", "generate", "yesno", "rank", "any")
+from ..probe.modes import MODES as ATTACK_MODES  # noqa: E402
 #: the relearning lr when neither --relearn-lr nor the checkpoint gives one (the paper's finetuning lr)
 DEFAULT_RELEARN_LR = 2e-5
 

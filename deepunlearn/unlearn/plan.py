@@ -20,7 +20,11 @@ adamw_states        ``8 n`` exp_avg and exp_avg_sq, float32 (``2 n`` with 8-bit 
 adamw_step_temp     ``4 n`` torch's foreach AdamW on CUDA takes ``sqrt(exp_avg_sq)`` of every
                     tensor at once
 method_copy         WHP: a deepcopy of the reinforced model (``N d``, GPU) while probing; TV:
-                    the reinforced weights on the snapshot's device; none in LoRA mode
+                    the reinforced weights on the snapshot's device; RMU: the frozen original
+                    model, also while training; none in LoRA mode (the method catalogue's
+                    memory profile says which)
+method_step         (only when not 0) what a gradient method's step holds besides gradients:
+                    its model copy, a profile's ``step_copies`` weights-sized tensors (SAM)
 snapshot            the original weights (full mode) on the GPU when ``snapshot_device="same"``;
                     on CPU (the default) it is host memory: ``host_gib``
 activations         saved for backward: ``batch x seq x layers x per-layer``, per layer and token
@@ -48,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..probe.batching import config_dims, probe_row_bytes
+from .methods import catalog
 from .plan_config import PRESETS, PlanError, config_from_dict, load_config  # noqa: F401 - the public API
 
 GiB = 1 << 30
@@ -55,7 +60,8 @@ GiB = 1 << 30
 CARDS = (24, 40, 80, 141)
 #: the CUDA context and library workspaces: memory the GPU loses that torch does not report
 CUDA_CONTEXT = GiB // 2
-PLAN_METHODS = ("ga", "npo", "tv", "whp", "finetune")
+#: the built-in methods a plan knows, and finetuning; :func:`plan_methods` adds the plug-ins
+PLAN_METHODS = tuple(s.name for s in catalog.BUILTIN) + ("finetune",)
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 #: training batch per method when not given: one target's question/answer, or the paper's
 #: finetuning batch
@@ -178,16 +184,26 @@ def bitsandbytes_installed() -> bool:
     return importlib.util.find_spec("bitsandbytes") is not None
 
 
+def plan_methods() -> tuple[str, ...]:
+    """Every method :func:`plan_memory` plans: the catalogue's (plug-ins included) and finetune."""
+    return tuple(catalog.names()) + ("finetune",)
+
+
 def plan_memory(model: Any, method: str, *, lora: bool = False, lora_r: int = 8, dtype: str = "bf16",
                 batch: int | None = None, seq: int = DEFAULT_SEQ, probe_batch: int = DEFAULT_PROBE_BATCH,
                 probe_mode: str = "exact", snapshot_device: str = "cpu", adam8bit: bool = False,
                 fix_for: float | None = 80, flag: str = "--model") -> MemoryPlan:
-    """The memory plan of ``method`` (:data:`PLAN_METHODS`) on ``model`` (anything
+    """The memory plan of ``method`` (:func:`plan_methods`) on ``model`` (anything
     :func:`load_config` takes). ``fix_for``: GiB the run should fit; when it does not, ``fix``
     names what makes it fit (LoRA, 8-bit AdamW when bitsandbytes is installed, a smaller batch)."""
     method = method.lower()
-    if method not in PLAN_METHODS:
-        raise PlanError(f"unknown method {method!r}; expected one of {', '.join(PLAN_METHODS)}", field="--method")
+    if method not in plan_methods():
+        raise PlanError(f"unknown method {method!r}; expected one of {', '.join(plan_methods())}", field="--method")
+    if method != "finetune":
+        try:
+            catalog.get_spec(method)  # a plug-in's spec is checked before it is planned
+        except catalog.CatalogError as e:
+            raise PlanError(str(e), field="--method") from None
     if dtype not in DTYPE_BYTES:
         raise PlanError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPE_BYTES)}", field="--dtype")
     if lora and method == "finetune":
@@ -205,6 +221,7 @@ def _plan(name, config, sk: Skeleton, method: str, *, lora: bool, lora_r: int, d
     d = DTYPE_BYTES[dtype]
     n_all, n = sk.params, (sk.lora if lora else sk.params)
     finetune = method == "finetune"
+    memory = None if finetune else catalog.get_spec(method).memory
     weights = n_all * (4 if finetune else d) + sk.buffer_bytes  # finetune: model.float(), autocast
     # trainable tensors: float32 when finetuning (model.float()) and for LoRA adapters (peft keeps
     # half-precision adapters in float32), else the model's dtype with float32 master copies
@@ -223,7 +240,7 @@ def _plan(name, config, sk: Skeleton, method: str, *, lora: bool, lora_r: int, d
         "activations": activation_bytes(dims, batch=batch, seq=seq, dtype_bytes=d, gated=sk.gated),
         "logits": batch * seq * dims["vocab"] * (d + 12),
         "probe": probe_batch * probe_row_bytes(config, dtype_bytes=d, seq=seq, mode=probe_mode,
-                                               model_fn=method == "whp"),  # WHP mixes two distributions
+                                               model_fn=bool(memory and memory.mixed_forward)),  # e.g. WHP
         "cuda_context": CUDA_CONTEXT,
     }
     snap = 0 if (lora or finetune) else n_all * d + sk.buffer_bytes
@@ -233,24 +250,29 @@ def _plan(name, config, sk: Skeleton, method: str, *, lora: bool, lora_r: int, d
             parts["snapshot"] = snap
         else:
             host += snap
-    if not lora and method == "whp":
+    copy = memory.model_copy if memory else "none"
+    if not lora and copy == "weights":  # a second model (WHP's reinforced copy)
         parts["method_copy"] = weights
-    elif not lora and method == "tv":
+    elif not lora and copy == "delta":  # a weights-sized delta (TV's task vector)
         if snapshot_device == "same":
             parts["method_copy"] = n_all * d
         else:
             host += n_all * d
+    if memory and memory.step_copies:  # e.g. SAM's perturbation and first gradient
+        parts["method_step"] = memory.step_copies * n * td
+    if memory and memory.optimizer_while_probing and parts["method_copy"]:  # e.g. RMU's frozen original
+        parts["method_step"] = parts.get("method_step", 0) + parts["method_copy"]
     p = parts
     resident = p["weights"] + p["snapshot"]
     optimizer = p["master_weights"] + p["adamw_states"]
     phases = {
-        "train": resident + optimizer + p["gradients"] + p["activations"] + p["logits"],
+        "train": resident + optimizer + p["gradients"] + p["activations"] + p["logits"] + p.get("method_step", 0),
         "step": resident + optimizer + (p["master_gradients"] or p["gradients"]) + p["adamw_step_temp"],
     }
     if not finetune:
         # GA/NPO probe inside the trajectory: the optimizer and the last step's float32 gradients
         # are still alive; TV/WHP probe after their reinforcing run has dropped them.
-        kept = optimizer + (p["master_gradients"] or p["gradients"]) if method in ("ga", "npo") else 0
+        kept = optimizer + (p["master_gradients"] or p["gradients"]) if memory.optimizer_while_probing else 0
         phases["probe"] = resident + kept + p["method_copy"] + p["probe"]
     plan = MemoryPlan(model=name, model_type=str(config.model_type), method=method, dtype=dtype, lora=lora,
                       params=n_all, trainable=n, batch=batch, seq=seq, probe_batch=probe_batch, parts=parts,

@@ -25,13 +25,13 @@ llama-1.3b, llama-2-7b, llama-3-8b, smollm2-135m.
 
 def register(sub: argparse._SubParsersAction) -> None:
     from ..cli import add_json, positive_int
-    from .plan import DEFAULT_PROBE_BATCH, DEFAULT_SEQ, DTYPE_BYTES, PLAN_METHODS
+    from .plan import DEFAULT_PROBE_BATCH, DEFAULT_SEQ, DTYPE_BYTES, plan_methods
 
     p = sub.add_parser("plan", help="estimate the peak GPU memory of a run from the model's config",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", required=True, metavar="MODEL",
                    help="config.json, checkpoint folder, .gguf file, hub name or preset name")
-    p.add_argument("--method", required=True, choices=PLAN_METHODS, type=str.lower,
+    p.add_argument("--method", required=True, choices=plan_methods(), type=str.lower,
                    help="the run to plan: an unlearning method, or finetune (full AdamW)")
     p.add_argument("--lora", action="store_true", help="train a LoRA adapter instead of the full weights")
     p.add_argument("--lora-r", type=positive_int, default=8, metavar="R", help="LoRA rank (default 8)")

@@ -11,16 +11,21 @@ from typing import Any
 
 def add_request_args(p: argparse.ArgumentParser) -> None:
     from ..cli import positive_float
+    from .methods import catalog
 
     p.add_argument("--retain", choices=("none", "nll", "kl"), default=None,
                    help="retain term added to a gradient method's loss: nll (gradient difference), kl (KL to the "
                         "original model) or none (default: the method's own: none for ga/npo, nll for graddiff, "
                         "npo_gdr, idk, du_oracle, du_loop)")
     p.add_argument("--retain-weight", type=positive_float, default=None, help="lambda of the retain term (default 1)")
-    p.add_argument("--base", choices=("ga", "npo", "simnpo", "rmu"), default=None,
+    p.add_argument("--base", choices=catalog.bases(), default=None,
                    help="du_oracle / du_loop: the base forget loss (default npo)")
     p.add_argument("--choice", choices=("fewest", "mincut"), default=None,
                    help="du_oracle / du_loop: which minimal set to forget (default fewest)")
+    p.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                   help="set one of the method's parameters (repeatable), e.g. --param max_grad_norm=1 "
+                        "--param weight_decay=0; VALUE is read as JSON (1e-5, true, null, [1, 2]), else as text; "
+                        "the method's parameters are listed when a key is unknown")
     p.add_argument("--sequential", action="store_true",
                    help="with --target A,B,C: serve the targets one after another without restoring the weights, "
                         "recording after each request the recall and deep flag of every earlier target")
@@ -32,12 +37,40 @@ def method_overrides(args) -> dict[str, Any]:
     return {k: v for k, v in pairs.items() if v is not None}
 
 
+def parse_params(method_cls, items: list[str] | None, taken: dict[str, Any]) -> dict[str, Any]:
+    """``--param KEY=VALUE`` items as the method's parameter values (VALUE read as JSON, else as
+    text); an item without ``=``, a key the method's Params lacks or one set twice is one
+    :class:`~deepunlearn.cli.CLIError` naming the flag, the key and the allowed keys."""
+    import json
+
+    from ..cli import CLIError
+
+    allowed = ", ".join(method_cls.Params.model_fields)
+    out: dict[str, Any] = {}
+    for item in items or ():
+        key, eq, text = item.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise CLIError(f"--param {item!r}: expected KEY=VALUE; {method_cls.name}'s keys: {allowed}", field="--param")
+        if key not in method_cls.Params.model_fields:
+            raise CLIError(f"--param {key}: {method_cls.name} has no parameter {key!r}; allowed keys: {allowed}",
+                           field="--param")
+        if key in out or key in taken:
+            raise CLIError(f"--param {key}: set twice (by --param or its own flag)", field="--param")
+        try:
+            out[key] = json.loads(text)
+        except ValueError:
+            out[key] = text.strip()
+    return out
+
+
 def build_method(method_cls, grid, args):
     """The method with ``--grid`` and the overrides, or one CLI error naming the flag."""
     from ..cli import CLIError
     from .methods import UnlearnError
 
     overrides = method_overrides(args)
+    params = parse_params(method_cls, getattr(args, "param", None), overrides)
     fields = set(method_cls.Params.model_fields)
     for key in overrides:
         if key not in fields:
@@ -45,9 +78,15 @@ def build_method(method_cls, grid, args):
             raise CLIError(f"{flag}: {method_cls.name} has no {key} (it is an option of "
                            f"{'du_oracle and du_loop' if key in ('base', 'choice') else 'gradient methods'})",
                            field=flag)
+    if "grid" in params and grid is not None:
+        raise CLIError("--param grid: set twice (by --param and --grid)", field="--param")
     try:
-        return method_cls(**({"grid": grid} if grid is not None else {}), **overrides)
+        return method_cls(**({"grid": grid} if grid is not None else {}), **overrides, **params)
     except UnlearnError as e:
+        if e.field in params:
+            allowed = ", ".join(method_cls.Params.model_fields)
+            raise CLIError(f"--param {e.field}={params[e.field]!r}: {e}; allowed keys: {allowed}",
+                           field="--param") from None
         flag = "--grid" if e.field in (None, "grid") else "--" + str(e.field).replace("_", "-")
         raise CLIError(f"{flag}{' ' + args.grid if flag == '--grid' and args.grid else ''}: {e}", field=flag) from None
 

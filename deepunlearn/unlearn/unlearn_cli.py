@@ -9,8 +9,8 @@ strongest one), and ``fact_ids``: K, the facts the model knew before, so that
 recall and accuracy (it takes K from the file unless ``--known`` is given). ``--save-model DIR`` saves the unlearned weights of
 one grid point. Every argument is checked before the model is loaded.
 
-Only argparse is imported at import time; torch, transformers and the method classes are
-imported inside the handler.
+Only argparse and the torch-free method catalogue are imported at import time; torch,
+transformers and the method classes are imported inside the handler.
 """
 
 from __future__ import annotations
@@ -19,10 +19,9 @@ import argparse
 import math
 import sys
 
+from .methods import catalog
 from .summary import point_json  # noqa: F401  (the JSON of one point; it lived here)
 
-#: the methods shipped; the handler checks the name against the registry (which needs torch)
-SHIPPED_METHODS = ("ga", "npo", "tv", "whp")
 #: protocol presets (deepunlearn.probe.protocol.PROTOCOL_NAMES, repeated so --help needs no import)
 PROTOCOLS = ("default", "reference")
 
@@ -30,12 +29,15 @@ PROTOCOLS = ("default", "reference")
 def register(sub: argparse._SubParsersAction) -> None:
     from ..cli import add_force, add_json, add_threads, nonneg_int, positive_float, positive_int
 
+    kinds = {k: ", ".join(s.name for s in catalog.BUILTIN if s.kind == k) for k in catalog.KINDS}
     p = sub.add_parser(
         "unlearn",
-        help="unlearn a target fact with GA, NPO, TV or WHP and measure recall and accuracy along the grid",
+        help="unlearn a target fact with one method (GA, NPO, TV, WHP, ... or a plug-in's) and measure recall "
+             "and accuracy along the grid",
         description=(
             "Probe the model once (cached), unlearn the target with the method at every grid point "
-            "(GA/NPO: optimiser steps along one trajectory; TV/WHP: alpha after reinforcing the target), "
+            "(a steps method such as GA or NPO: optimiser steps along one trajectory; a strength method such as "
+            "TV or WHP: alpha after reinforcing the target), "
             "probe again and compute recall and accuracy against the target's minimal deep-unlearning sets, "
             "then the target's Acc@Recall>=0.8, Recall@Acc>=0.8 and AUC. The original weights are restored "
             "in memory after each target; nothing is written to disk unless -o or --save-model is given."
@@ -43,15 +45,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--model", required=True, help="checkpoint folder (or hub name) of the model that knows the KB")
     p.add_argument("--kb", required=True, help="KB file")
-    p.add_argument("--method", required=True, help=f"unlearning method: {', '.join(SHIPPED_METHODS)}")
+    p.add_argument("--method", required=True, help=f"unlearning method: {catalog.help_names()} (other packages add "
+                                                    f"theirs under the entry-point group {catalog.ENTRY_POINT_GROUP})")
     p.add_argument("--target", required=True,
                    help="fact index, 'subject|relation|object', 'all' (every target the KB lists, one at a time) "
                         "or a comma-separated list A,B,C (forgotten together in one run; see --sequential)")
     p.add_argument("--rules", default=None,
                    help="rule set: family, edu-relat, or a rule file (default: the KB's own, else family)")
     p.add_argument("--grid", default=None,
-                   help="comma-separated grid values: step counts for ga/npo (positive integers), alpha for "
-                        "tv/whp (finite, >= 0; 0 is the unchanged model); default: the paper's")
+                   help=f"comma-separated grid values: step counts for {kinds['steps']} (positive integers), alpha "
+                        f"for {kinds['strength']} (finite, >= 0; 0 is the unchanged model); default: the method's "
+                        "(the paper's for ga, npo, tv, whp)")
     p.add_argument("--lr", type=positive_float, default=None,
                    help="peak learning rate; default: the paper's ratio to the training lr the checkpoint records "
                         "(GA/TV/WHP 1x, NPO 2x; a tenth of that for models trained from scratch), else the paper's "
@@ -70,7 +74,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "10x the full-finetuning one (deepunlearn.unlearn.lr.LORA_LR_FACTOR); --lr overrides it")
     p.add_argument("--k-mode", choices=("probed", "dataset"), default=None,
                    help="K = facts the model answers before unlearning or the whole KB (default: the protocol's)")
-    p.add_argument("--probe-mode", choices=("exact", "generate", "yesno", "rank", "any"), default=None,
+    from ..probe.modes import MODES
+
+    p.add_argument("--probe-mode", choices=MODES, default=None,
                    help="known = greedy answer is exact, or the answer appears in 10 generated tokens, or yes/no "
                         "forms answered right, or the answer ranks first among its type, or any of them "
                         "(default: the protocol's)")

@@ -3,31 +3,43 @@
 Adding a method: subclass :class:`GradientUnlearner` (state the loss) or
 :class:`ReinforcedUnlearner` / :class:`Unlearner` (state the arithmetic), give it a pydantic
 ``Params`` whose defaults are the paper's grid, decorate it with :func:`register_method`, and
-import its module here.
+declare its :class:`~.catalog.MethodSpec` in :mod:`.catalog` (built in) or under the entry-point
+group ``deepunlearn.methods`` (another package).
+
+Nothing here imports torch until a name below is used (``from deepunlearn.unlearn.methods.catalog
+import ...`` stays torch-free); the first use imports every built-in method, which registers it.
 """
 
-from .base import (
-    METHODS,
-    GradientUnlearner,
-    MethodParams,
-    Session,
-    Step,
-    Unlearner,
-    UnlearnError,
-    get_method,
-    register_method,
-)
-from .reinforced import ReinforcedParams, ReinforcedUnlearner
-from .retain import RETAIN_KINDS, RetainPoolError, RetainSampler, retain_pool
-from .ga import GAParams, GradientAscent
-from .npo import NPO, NPOParams
-from .du import BASES, DULoop, DULoopParams, DUOracle, DUParams
-from .graddiff import GradDiff, GradDiffParams, NPOGDR, NPOGDRParams
-from .idk import IDK, IDKParams, REFUSALS, refusal_for
-from .simnpo import SimNPO, SimNPOParams
-from .rmu import RMU, RMUParams, decoder_layers
-from .tv import TaskVector, TVParams, negate_task_vector
-from .whp import WHPForward, WHPParams, WhoIsHarryPotter, whp_distribution, whp_logprobs
+from __future__ import annotations
+
+import importlib
+
+#: the names this package exports, by the module that defines them
+_EXPORTS = {
+    "base": ("METHODS", "GradientUnlearner", "MethodParams", "Session", "Step", "Unlearner", "UnlearnError",
+             "get_method", "register_method"),
+    "reinforced": ("ReinforcedParams", "ReinforcedUnlearner"),
+    "retain": ("RETAIN_KINDS", "RetainPoolError", "RetainSampler", "retain_pool"),
+    "ga": ("GAParams", "GradientAscent"),
+    "npo": ("NPO", "NPOParams"),
+    "du": ("BASES", "DULoop", "DULoopParams", "DUOracle", "DUParams"),
+    "graddiff": ("GradDiff", "GradDiffParams", "NPOGDR", "NPOGDRParams"),
+    "idk": ("IDK", "IDKParams", "REFUSALS", "refusal_for"),
+    "simnpo": ("SimNPO", "SimNPOParams"),
+    "rmu": ("RMU", "RMUParams", "decoder_layers"),
+    "tv": ("TaskVector", "TVParams", "negate_task_vector"),
+    "whp": ("WHPForward", "WHPParams", "WhoIsHarryPotter", "whp_distribution", "whp_logprobs"),
+}
+
+
+def __getattr__(name: str):
+    if not any(name in names for names in _EXPORTS.values()):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    for module, names in _EXPORTS.items():  # every built-in method, so METHODS is complete
+        mod = importlib.import_module(f".{module}", __name__)
+        globals().update({n: getattr(mod, n) for n in names})
+    return globals()[name]
+
 
 __all__ = [
     "METHODS", "GradientUnlearner", "MethodParams", "ReinforcedParams", "ReinforcedUnlearner", "Session", "Step",

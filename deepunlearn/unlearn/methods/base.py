@@ -64,7 +64,8 @@ METHODS: dict[str, type["Unlearner"]] = {}
 
 
 def register_method(cls: type["Unlearner"]) -> type["Unlearner"]:
-    """Class decorator: make a method available by its ``name`` (CLI ``--method``, sweeps)."""
+    """Class decorator: register a method's class by its ``name``; its :class:`~.catalog.MethodSpec`
+    (grid, memory profile, class path) makes it known to the CLI, sweeps and plans."""
     if cls.name in METHODS and METHODS[cls.name] is not cls:
         raise ValueError(f"unlearning method {cls.name!r} is registered twice")
     METHODS[cls.name] = cls
@@ -72,10 +73,18 @@ def register_method(cls: type["Unlearner"]) -> type["Unlearner"]:
 
 
 def get_method(name: str) -> type["Unlearner"]:
-    try:
-        return METHODS[name.lower()]
-    except KeyError:
-        raise UnlearnError(f"unknown unlearning method {name!r}; expected one of {', '.join(sorted(METHODS))}") from None
+    """A method's class by name, built in or a plug-in's (:mod:`.catalog`; imported on first use)."""
+    from . import catalog
+
+    if name.lower() not in METHODS:
+        try:
+            cls = catalog.load_class(catalog.get_spec(name))
+        except catalog.CatalogError as e:
+            raise UnlearnError(str(e), field=e.field) from None
+        if not (isinstance(cls, type) and issubclass(cls, Unlearner)):
+            raise UnlearnError(f"method {name.lower()!r}: {cls!r} is not an Unlearner subclass", field="cls")
+        register_method(cls)
+    return METHODS[name.lower()]
 
 
 @dataclass

@@ -28,15 +28,16 @@ from typing import Iterator, Literal, Sequence
 import torch
 from pydantic import Field
 
+from . import catalog
 from .base import GradientUnlearner, MethodParams, Session, Step, UnlearnError, get_method, register_method
 
-#: base losses a rule-aware method can use
-BASES = ("ga", "npo", "simnpo", "rmu")
+#: base losses a rule-aware method can use (the catalogue's ``base`` methods)
+BASES = catalog.bases()
 
 
 class DUParams(MethodParams):
     grid: list[float] = Field(default_factory=lambda: [1, 2, 4, 8, 16])
-    base: Literal["ga", "npo", "simnpo", "rmu"] = Field("npo", description="the base forget loss")
+    base: Literal[BASES] = Field("npo", description="the base forget loss")  # type: ignore[valid-type]
     choice: Literal["fewest", "mincut"] = Field("fewest", description="which minimal set to forget")
 
 

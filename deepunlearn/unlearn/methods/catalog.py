@@ -1,0 +1,283 @@
+"""The catalogue of unlearning methods: one :class:`MethodSpec` per method, torch-free.
+
+Every command-line choice, sweep grid, demo list, memory plan, GPU guard, report label and
+colour reads the method's spec here; the method's class (which needs torch) is imported only
+when a run needs it, from the spec's ``cls`` (``"module:Class"``).
+
+The built-in methods are declared in :data:`BUILTIN`. Another package adds its own under the
+entry-point group ``deepunlearn.methods``: the entry point's name is the method's name and its
+object a :class:`MethodSpec`, e.g. in the package's ``pyproject.toml``::
+
+    [project.entry-points."deepunlearn.methods"]
+    ga_clip = "my_methods.spec:SPEC"
+
+A spec is checked when it is read (:func:`check_spec`): a missing grid, memory profile or class
+path is refused with one line naming the entry point and the field.
+
+>>> names()[:4]
+['ga', 'npo', 'tv', 'whp']
+>>> get_spec("tv").kind, get_spec("du_loop").needs_rules
+('strength', True)
+>>> get_spec("nope")
+Traceback (most recent call last):
+...
+deepunlearn.unlearn.methods.catalog.CatalogError: unknown unlearning method 'nope'; expected one of du_loop, du_oracle, ga, graddiff, idk, npo, npo_gdr, rmu, simnpo, tv, whp
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import importlib.util
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from ...errors import UserError
+
+ENTRY_POINT_GROUP = "deepunlearn.methods"
+#: what a grid value is: an optimiser step count (positive integer) or a strength alpha (>= 0)
+KINDS = ("steps", "strength")
+#: what a method holds besides the model and the snapshot: nothing, a second model (WHP's
+#: reinforced copy) or a weights-sized delta (TV's task vector)
+MODEL_COPIES = ("none", "weights", "delta")
+
+
+class CatalogError(UserError, ValueError):
+    """A method name the catalogue does not know, or a plug-in's spec that is incomplete."""
+
+
+@dataclass(frozen=True)
+class MemoryProfile:
+    """What a method keeps on the GPU besides the model, for the memory plan and the sweep's
+    GPU guard (``deepunlearn.unlearn.plan``).
+
+    ``optimizer_while_probing``: the optimiser state and the last step's gradients are alive
+    while a grid point is probed (a gradient method probing inside its trajectory);
+    ``model_copy``: one of :data:`MODEL_COPIES` (a gradient method holds it while it trains
+    too, e.g. RMU's frozen original model); ``mixed_forward``: probing runs two forwards
+    per batch and mixes their distributions (WHP); ``step_copies``: tensors the size of the
+    trained weights an optimiser step holds besides the loop's gradients (SAM: the perturbation
+    and the first gradient, 2)."""
+
+    optimizer_while_probing: bool = True
+    model_copy: str = "none"
+    mixed_forward: bool = False
+    step_copies: int = 0
+
+
+#: the profile of a gradient method (GA, NPO and every method of the shared optimiser loop)
+GRADIENT = MemoryProfile()
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One unlearning method. Required: ``name``, ``kind`` (:data:`KINDS`), ``grid`` (the
+    default grid), ``memory`` (:class:`MemoryProfile`) and ``cls`` (``"module:Class"``, the
+    :class:`~deepunlearn.unlearn.methods.Unlearner` subclass, imported when a run needs it).
+
+    ``paper_grids``: grids per preset family (``"paper"``: the paper's appendix D, used by the
+    phi/llama presets; ``"gpt2-xl"``: the reference's GPT2-XL grids); ``needs_rules``: the
+    method asks the rules layer while it unlearns; ``label``/``colour``: in reports and plots;
+    ``base``: a rule-aware method may use it as its base forget loss; ``demo``: the demo runs it."""
+
+    name: str | None = None
+    kind: str | None = None
+    grid: tuple[float, ...] | None = None
+    memory: MemoryProfile | None = None
+    cls: str | None = None
+    paper_grids: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    needs_rules: bool = False
+    label: str | None = None
+    colour: str | None = None
+    base: bool = False
+    demo: bool = False
+    description: str = ""
+
+    @property
+    def title(self) -> str:
+        """The name reports and plots show."""
+        return self.label or str(self.name).upper()
+
+
+_STEPS = (1, 2, 4, 8, 16)
+_M = "deepunlearn.unlearn.methods."
+
+#: the built-in methods, in the order lists show them (the paper's four first)
+BUILTIN: tuple[MethodSpec, ...] = (
+    MethodSpec("ga", "steps", _STEPS, GRADIENT, _M + "ga:GradientAscent", {"paper": _STEPS,
+               "gpt2-xl": (1, 2, 4, 8, 16, 32)}, colour="#1f77b4", base=True, demo=True,
+               description="gradient ascent on the target"),
+    MethodSpec("npo", "steps", _STEPS, GRADIENT, _M + "npo:NPO", {"paper": _STEPS, "gpt2-xl": (1, 2, 4, 8, 16, 32)},
+               colour="#ff7f0e", base=True, demo=True, description="negative preference optimisation"),
+    MethodSpec("tv", "strength", (0.2, 0.5, 1, 5, 10), MemoryProfile(False, "delta"), _M + "tv:TaskVector",
+               {"paper": (0.2, 0.5, 1, 5, 10), "gpt2-xl": (0.2, 1, 5, 10, 30, 60, 80)}, colour="#2ca02c",
+               demo=True, description="task vector: subtract alpha times the reinforced delta"),
+    MethodSpec("whp", "strength", (10, 1e3, 1e5, 1e7, 1e8), MemoryProfile(False, "weights", True),
+               _M + "whp:WhoIsHarryPotter", {"paper": (10, 1e3, 1e5, 1e7, 1e8), "gpt2-xl": (10, 1e3, 1e5, 1e7, 1e8)},
+               colour="#d62728", demo=True, description="who-is-harry-potter: mix with the reinforced model"),
+    MethodSpec("graddiff", "steps", _STEPS, GRADIENT, _M + "graddiff:GradDiff", demo=True,
+               description="gradient ascent plus a retain NLL term"),
+    MethodSpec("npo_gdr", "steps", _STEPS, GRADIENT, _M + "graddiff:NPOGDR", description="NPO plus a retain NLL term"),
+    MethodSpec("idk", "steps", _STEPS, GRADIENT, _M + "idk:IDK", description="train towards a refusal"),
+    MethodSpec("simnpo", "steps", _STEPS, GRADIENT, _M + "simnpo:SimNPO", base=True,
+               description="reference-free NPO"),
+    MethodSpec("rmu", "steps", _STEPS, MemoryProfile(True, "weights"), _M + "rmu:RMU", base=True,
+               description="representation misdirection (a frozen copy of the original model in full mode)"),
+    MethodSpec("du_oracle", "steps", _STEPS, GRADIENT, _M + "du:DUOracle", needs_rules=True,
+               description="rule-aware: forget one minimal set chosen before training"),
+    MethodSpec("du_loop", "steps", (4, 8, 16, 32), GRADIENT, _M + "du:DULoop", needs_rules=True, demo=True,
+               description="rule-aware closed loop; the grid is its step budget"),
+)
+
+_BUILTIN = {s.name: s for s in BUILTIN}
+_REQUIRED = ("name", "kind", "grid", "memory", "cls")
+
+
+def check_spec(spec: Any, where: str) -> MethodSpec:
+    """``spec`` if it is a complete :class:`MethodSpec`, else :class:`CatalogError` naming
+    ``where`` and the missing or bad field. The class path is checked without importing the
+    class (its module must be findable)."""
+    if not isinstance(spec, MethodSpec):
+        raise CatalogError(f"{where}: expected a deepunlearn MethodSpec, got {type(spec).__name__}")
+    missing = [f for f in _REQUIRED if getattr(spec, f) in (None, "", ())]
+    if missing:
+        raise CatalogError(f"{where}: the MethodSpec lacks {', '.join(missing)}", field=missing[0])
+    if spec.kind not in KINDS:
+        raise CatalogError(f"{where}: kind {spec.kind!r} is not one of {', '.join(KINDS)}", field="kind")
+    if not isinstance(spec.memory, MemoryProfile) or spec.memory.model_copy not in MODEL_COPIES \
+            or not isinstance(spec.memory.step_copies, int) or spec.memory.step_copies < 0:
+        raise CatalogError(f"{where}: memory must be a MemoryProfile with model_copy one of {', '.join(MODEL_COPIES)} "
+                           "and step_copies a whole number >= 0", field="memory")
+    bad = [g for g in spec.grid if isinstance(g, bool) or not isinstance(g, (int, float))]
+    if bad or (spec.kind == "steps" and any(g < 1 or float(g) != int(g) for g in spec.grid)):
+        raise CatalogError(f"{where}: grid {list(spec.grid)} is not a list of {spec.kind} values", field="grid")
+    module, _, attr = spec.cls.partition(":")
+    if not module or not attr:
+        raise CatalogError(f"{where}: cls {spec.cls!r} is not 'module:Class'", field="cls")
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        raise CatalogError(f"{where}: cls {spec.cls!r}: module {module!r} cannot be found", field="cls")
+    return spec
+
+
+def _entry_points() -> dict[str, Any]:
+    return {ep.name: ep for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def _where(ep: Any) -> str:
+    return f"method {ep.name!r} (entry point {ep.value!r} in group {ENTRY_POINT_GROUP})"
+
+
+#: specs read from entry points, per sys.path (a folder added to sys.path is seen at once)
+_LOADED: dict[tuple[str, ...], dict[str, MethodSpec]] = {}
+
+
+def _plugin(name: str, ep: Any) -> MethodSpec:
+    key = tuple(sys.path)
+    cache = _LOADED.setdefault(key, {})
+    if name not in cache:
+        try:
+            obj = ep.load()
+        except Exception as e:  # an installed plug-in that does not import is the user's setup, not our bug
+            raise CatalogError(f"{_where(ep)}: cannot load it ({type(e).__name__}: {e})") from None
+        spec = check_spec(obj, _where(ep))
+        if spec.name != name:
+            raise CatalogError(f"{_where(ep)}: the MethodSpec's name is {spec.name!r}, not the entry point's {name!r}",
+                               field="name")
+        cache[name] = spec
+    return cache[name]
+
+
+def names() -> list[str]:
+    """Every method name: the built-in ones, then the plug-ins' (their specs are not loaded)."""
+    return list(_BUILTIN) + sorted(n for n in _entry_points() if n not in _BUILTIN)
+
+
+def get_spec(name: str) -> MethodSpec:
+    """The spec of a method (case-insensitive); :class:`CatalogError` for an unknown name."""
+    key = str(name).lower()
+    if key in _BUILTIN:
+        return _BUILTIN[key]
+    eps = _entry_points()
+    if key in eps:
+        return _plugin(key, eps[key])
+    raise CatalogError(f"unknown unlearning method {name!r}; expected one of {', '.join(sorted(names()))}",
+                       field="method")
+
+
+def find(name: str) -> MethodSpec | None:
+    """The spec of a method, or None for a name that is not one (a batch label ``ga@b5``)."""
+    try:
+        return get_spec(name)
+    except CatalogError as e:
+        if str(e).startswith("unknown unlearning method"):
+            return None
+        raise
+
+
+def specs() -> dict[str, MethodSpec]:
+    """Every method's spec, by name (plug-ins loaded and checked)."""
+    return {n: get_spec(n) for n in names()}
+
+
+def kind_of(name: str) -> str | None:
+    spec = find(name)
+    return spec.kind if spec else None
+
+
+def default_grid(name: str) -> tuple[float, ...] | None:
+    spec = find(name)
+    return tuple(spec.grid) if spec else None
+
+
+def title(name: str) -> str:
+    """A method's label in reports (its spec's, else the name in capitals, e.g. ``GA@B5``)."""
+    spec = find(name)
+    return spec.title if spec else str(name).upper()
+
+
+def colour(name: str) -> str | None:
+    spec = find(name)
+    return spec.colour if spec else None
+
+
+def bases() -> tuple[str, ...]:
+    """The built-in methods a rule-aware method may take as its base forget loss."""
+    return tuple(s.name for s in BUILTIN if s.base)
+
+
+def demo_methods() -> tuple[str, ...]:
+    return tuple(s.name for s in BUILTIN if s.demo)
+
+
+def paper_grids(preset: str = "paper") -> dict[str, tuple[float, ...]]:
+    """The built-in methods' grids of one preset family (``"paper"`` or ``"gpt2-xl"``)."""
+    return {s.name: tuple(s.paper_grids[preset]) for s in BUILTIN if preset in s.paper_grids}
+
+
+def load_class(spec: MethodSpec) -> type:
+    """The method's class (imports its module, and torch with it)."""
+    module, _, attr = str(spec.cls).partition(":")
+    where = f"method {spec.name!r}: cls {spec.cls!r}"
+    try:
+        cls = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise CatalogError(f"{where}: cannot import it ({type(e).__name__}: {e})", field="cls") from None
+    if getattr(cls, "name", None) != spec.name:
+        raise CatalogError(f"{where}: the class's name is {getattr(cls, 'name', None)!r}, not {spec.name!r}",
+                           field="cls")
+    return cls
+
+
+def help_names() -> str:
+    """``ga, npo, tv, ...`` for help texts."""
+    return ", ".join(names())
+
+
+__all__ = ["BUILTIN", "CatalogError", "ENTRY_POINT_GROUP", "GRADIENT", "KINDS", "MODEL_COPIES", "MemoryProfile",
+           "MethodSpec", "bases", "check_spec", "colour", "default_grid", "demo_methods", "find", "get_spec",
+           "help_names", "kind_of", "load_class", "names", "paper_grids", "specs", "title"]

@@ -1,0 +1,121 @@
+"""The method catalogue: torch-free, equal to the registry, read by plan and guard; ``--param``;
+the probe modes' single list and the forms dispatch's refusal of an unknown mode."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from deepunlearn.unlearn.methods import catalog
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_catalog_and_modes_import_without_torch():
+    code = ("import sys, deepunlearn.unlearn.methods.catalog, deepunlearn.probe.modes, deepunlearn.bench.grids; "
+            "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": ""},
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_catalog_equals_the_method_registry():
+    from deepunlearn.unlearn.methods import METHODS, GradientUnlearner, ReinforcedUnlearner
+
+    builtin = {n: c for n, c in METHODS.items() if c.__module__.startswith("deepunlearn.")}
+    assert set(builtin) == {s.name for s in catalog.BUILTIN}
+    for spec in catalog.BUILTIN:
+        cls = builtin[spec.name]
+        assert catalog.load_class(spec) is cls
+        assert spec.kind == ("steps" if issubclass(cls, GradientUnlearner) else "strength")
+        assert issubclass(cls, (GradientUnlearner, ReinforcedUnlearner))
+        assert spec.needs_rules == cls.needs_rules
+        assert tuple(cls.Params().grid) == tuple(spec.grid), spec.name
+        assert catalog.check_spec(spec, spec.name) is spec
+
+
+def test_every_method_is_planned_and_guarded(five_people_model_dir):
+    from deepunlearn.bench.guard import check_fit
+    from deepunlearn.unlearn.plan import plan_memory
+
+    peaks = {m: plan_memory(five_people_model_dir, m, fix_for=None).peak for m in catalog.names()}
+    assert peaks["whp"] > peaks["tv"] > 0 and peaks["ga"] == peaks["graddiff"]
+    rmu = plan_memory(five_people_model_dir, "rmu", fix_for=None)
+    assert rmu.parts["method_copy"] > 0 and rmu.phases["train"] > plan_memory(five_people_model_dir, "ga").phases["train"]
+    fit = check_fit("tiny", str(five_people_model_dir), methods=catalog.names(), lora=False, device="cuda",
+                    free_bytes=1 << 40)
+    assert fit["method"] in catalog.names()
+
+
+def _args(*params: str, **kw) -> argparse.Namespace:
+    base = dict(retain=None, retain_weight=None, base=None, choice=None, grid=None, param=list(params))
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_param_sets_any_field_of_the_method_params():
+    from deepunlearn.unlearn.methods import get_method
+    from deepunlearn.unlearn.requests_cli import build_method
+
+    m = build_method(get_method("npo"), None, _args("max_grad_norm=1", "beta=0.5", "schedule=constant",
+                                                     "warmup_steps=null"))
+    assert (m.params.max_grad_norm, m.params.beta, m.params.schedule, m.params.warmup_steps) == (1, 0.5, "constant",
+                                                                                                  None)
+
+
+@pytest.mark.parametrize("item, words", [
+    ("gamma=1", ["--param gamma", "allowed keys", "beta", "max_grad_norm"]),
+    ("beta=-1", ["--param beta=-1", "allowed keys"]),
+    ("beta", ["--param 'beta'", "KEY=VALUE"]),
+    ("schedule=cosine", ["--param schedule", "allowed keys"]),
+])
+def test_param_errors_name_the_flag_the_key_and_the_allowed_keys(item, words):
+    from deepunlearn.cli import CLIError
+    from deepunlearn.unlearn.methods import get_method
+    from deepunlearn.unlearn.requests_cli import build_method
+
+    with pytest.raises(CLIError) as e:
+        build_method(get_method("npo"), None, _args(item))
+    assert "\n" not in str(e.value) and e.value.field == "--param"
+    for w in words:
+        assert w in str(e.value)
+
+
+def test_param_refuses_a_key_its_own_flag_sets():
+    from deepunlearn.cli import CLIError
+    from deepunlearn.unlearn.methods import get_method
+    from deepunlearn.unlearn.requests_cli import build_method
+
+    with pytest.raises(CLIError, match="--param retain: set twice"):
+        build_method(get_method("ga"), None, _args("retain=kl", retain="nll"))
+
+
+def test_probe_modes_are_read_from_one_list():
+    from deepunlearn.bench.config_probe import PROBE_MODES
+    from deepunlearn.probe.modes import ANY_MODES, DEFAULT_SELECTION, MODES
+    from deepunlearn.probe.result import MODES as RESULT_MODES
+    from deepunlearn.unlearn.attack_cli import ATTACK_MODES
+
+    assert PROBE_MODES == RESULT_MODES == ATTACK_MODES == MODES and set(ANY_MODES) == set(MODES) - {"any"}
+    assert set(DEFAULT_SELECTION) == set(MODES)
+
+
+def test_forms_dispatch_refuses_an_unknown_mode():
+    import numpy as np
+
+    from deepunlearn.probe.forms_probe import probe_forms
+
+    with pytest.raises(ValueError, match="unknown probe mode 'guess'"):
+        probe_forms(None, None, np.array([0]), mode="guess", forms=None, any_modes=None, batch_size=1,
+                    model_fn=None, progress=False)
+
+
+def test_unlearn_help_lists_every_method():
+    out = subprocess.run([sys.executable, "-m", "deepunlearn", "unlearn", "--help"], cwd=ROOT,
+                         env={"PYTHONPATH": str(ROOT), "PATH": ""}, capture_output=True, text=True, timeout=120)
+    text = " ".join(out.stdout.split())
+    assert catalog.help_names() in text and "--param KEY=VALUE" in text
