@@ -211,7 +211,7 @@ def _probe(args: argparse.Namespace) -> int:
     if mode in ("any", "any_raw"):
         print(f"deepunlearn probe: note: --mode {mode} is uncalibrated: chance guesses count as known "
               "(calibrate with --calibrate HOLD.json, apply with --calibration FILE)", file=sys.stderr)
-        mode = "any"
+    label, mode = mode, ("any" if mode == "any_raw" else mode)
     bundle = load_for_cli(args.model, kb, args.device, args.dtype, **fmt)
     warning = check_trained_on(bundle, kb, kb_file=args.kb)
     if warning:
@@ -239,7 +239,7 @@ def _probe(args: argparse.Namespace) -> int:
         **{f"{g}_{k}": by_group[g][i] for g in ("family", "biography") if g in by_group
            for i, k in enumerate(("known", "total"))},
         "known_by_group": by_group,
-        "mode": mode,
+        "mode": label,
         "protocol": protocol.name,
         "prompt_format": bundle.prompt.describe(),
         "format_source": bundle.prompt_source,
@@ -259,7 +259,7 @@ def _probe(args: argparse.Namespace) -> int:
     emit(args, out, lambda: (
         f"{bundle.name} knows {res.n_known} of {res.total} facts ({res.share:.1%}; "
         + ", ".join(f"{g} {k}/{n}" for g, (k, n) in by_group.items()) + ") "
-        f"[{mode}, format {bundle.prompt.spec!r} ({bundle.prompt_source}), {seconds:.1f}s]"
+        f"[{label}, format {bundle.prompt.spec!r} ({bundle.prompt_source}), {seconds:.1f}s]"
         + ("" if res.per_form is None else "\n" + form_table(res))
     ))
     return 0
