@@ -287,4 +287,7 @@ def table(cal: Calibration, raw: Mapping[str, Mapping[str, tuple[float, float]]]
                          f"{f'{e.tpr:.1%} ({e.tp}/{e.n_pos})':>14}"
                          + (f"  {rr[0]:.1%} / {rr[1]:.1%}" if rr else "")
                          + ("  informative" if e.informative else f"  uninformative: {e.reason}"))
+    small = sorted({(g, e.n_neg) for by in cal.entries.values() for g, e in by.items() if e.n_neg * cal.fpr < 1})
+    lines += [f"note: group {g} has {n} never-seen facts, fewer than 1/FPR = {math.ceil(1 / cal.fpr)}: its "
+              "thresholds are the largest never-seen score (measured FPR 0, TPR pessimistic); give more" for g, n in small]
     return "\n".join(lines)

@@ -118,3 +118,13 @@ def test_bad_calibration_input_names_the_field():
     with pytest.raises(CalibrationError) as e:
         cal.known("rank", np.zeros(1), ["geo"])
     assert "geo" in str(e.value)
+
+
+def test_small_groups_are_flagged_in_the_table():
+    rng = np.random.default_rng(5)
+    neg = {"rank": guesser(30, rng)}
+    pos = {"rank": guesser(30, rng, skill=3.0)}
+    cal = calibrate(neg, ["family"] * 25 + ["biography"] * 5, pos, ["family"] * 15 + ["biography"] * 15)
+    assert cal.entry("rank", "biography").threshold == max(neg["rank"][25:])
+    text = table(cal)
+    assert "group biography has 5 never-seen facts" in text and "group family" not in text
