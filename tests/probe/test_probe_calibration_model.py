@@ -75,3 +75,22 @@ def test_probe_calibrate_then_calibration(capsys, tiny_model_dir, small_kb, hold
     assert main([*base, "--calibration", str(out), "--calibrate", str(hold)]) == 1
     err = capsys.readouterr().err
     assert "--calibration" in err and len(err.strip().splitlines()) == 1
+
+
+def test_probe_calibrates_on_excluded_facts(capsys, tiny_model_dir, small_kb, tmp_path):
+    """--exclude: the never-seen facts are KB facts a retain model was finetuned without (here
+    the fixture model stands in for it: the mechanics, not the rates)."""
+    from deepunlearn.kg.io import save_kb
+
+    kb, excl = tmp_path / "kb.json", tmp_path / "excl.json"
+    save_kb(small_kb, kb)
+    ids = [i for i in range(len(small_kb.facts)) if i % 6 == 0]
+    excl.write_text(json.dumps({"exclude": ids}))
+    assert main(["probe", "--model", str(tiny_model_dir), "--kb", str(kb), "--device", "cpu", "--exclude", str(excl),
+                 "--retain", str(tiny_model_dir), "--fpr", "0.1", "--mode", "exact", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    meta = d["calibration"]["meta"]
+    assert d["total"] == len(small_kb.facts) - len(ids) and meta["negatives"] == "excluded"
+    assert meta["negatives_n"] == len(ids) and d["calibration"]["fpr"] == 0.1
+    assert main(["probe", "--model", str(tiny_model_dir), "--kb", str(kb), "--fpr", "0.1"]) == 1
+    assert "--fpr: is for --calibrate or --exclude" in capsys.readouterr().err

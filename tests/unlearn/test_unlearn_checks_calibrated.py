@@ -87,3 +87,25 @@ def test_calibration_needs_the_adversarial_aggregate(five_people_model_dir, five
     with pytest.raises(UnlearnError, match="adversarial_calibration"):
         TargetRunner(load_model(five_people_model_dir, device="cpu"), five_people_kb, cache_dir=tmp_path,
                      progress=False, adversarial_calibration=calibration)
+
+
+def test_unlearn_cli_records_calibrated_and_raw(five_people_model_dir, five_people_kb, calibration, tmp_path, capsys):
+    import json
+
+    from deepunlearn.cli import main
+    from deepunlearn.kg.io import save_kb
+
+    kb_file, cal_file = tmp_path / "kb.json", tmp_path / "cal.json"
+    save_kb(five_people_kb, kb_file)
+    cal_file.write_text(json.dumps(calibration.to_json()))
+    base = ["unlearn", "--model", str(five_people_model_dir), "--kb", str(kb_file), "--method", "ga", "--grid", "8",
+            "--cache-dir", str(tmp_path / "cache"), "--lr", "3e-3", "--target", str(next(iter(five_people_kb.targets)))]
+    assert main(base + ["--adversarial", "--adversarial-calibration", str(cal_file), "--json"]) == 0
+    (p,) = json.loads(capsys.readouterr().out)["points"]
+    assert p["adv_fpr"] == 0.05 and "superficial_raw" in p and p["recall_adv"] >= p["recall_adv_raw"] - 1e-12
+    assert main(base + ["--adversarial-calibration", str(cal_file), "--json"]) == 1
+    captured = capsys.readouterr()
+    err = json.loads(captured.out)
+    assert err["field"] == "--adversarial-calibration" and "give --adversarial" in err["error"]
+    assert main(base + ["--adversarial", "--adversarial-calibration", str(kb_file), "--json"]) == 1
+    assert "not a calibration file" in json.loads(capsys.readouterr().out)["error"]
