@@ -197,7 +197,12 @@ def _probe(args: argparse.Namespace) -> int:
         if args.scores or args.mia:
             raise CLIError("--forms is for the known/total probe, not --scores or --mia", field="--forms")
     if args.scores or args.mia or args.holdout or args.facts:
+        from .calibrate_cli import wanted
         from .scores_cli import run
+
+        if wanted(args):
+            raise CLIError("--calibrate, --exclude and --calibration are for the known/total probe, not --scores "
+                           "or --mia", field="--calibration")
 
         if args.holdout and not args.mia:
             raise CLIError("--holdout is for --mia", field="--holdout")
