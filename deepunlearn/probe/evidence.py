@@ -81,8 +81,7 @@ def mode_evidence(bundle, kb: KnowledgeBase, ids: Sequence[int] | None = None, m
                 low = np.full(len(uniq), math.inf)
                 for f, v in zip(yn, margins):
                     low[pos[f.fact_id]] = min(low[pos[f.fact_id]], v)
-                ev["yesno"] = np.where(np.isfinite(low) & (low > 0), low, NEG)
-                ev["yesno"][low == math.inf] = NEG
+                ev["yesno"] = np.where(np.isfinite(low) & (low > 0), low, NEG)  # no yes/no form: not known
     finally:
         if was_training:
             model.train()
