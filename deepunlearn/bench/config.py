@@ -99,6 +99,9 @@ class SweepConfig(_Strict):
     adversarial: bool = Field(default=False, strict=True, description=ADVERSARIAL_HELP)
     adversarial_modes: list[AnyMode] | None = Field(  # type: ignore[valid-type]
         default=None, min_length=1, description="the modes of the adversarial aggregate (default: all four)")
+    adversarial_calibration: str | None = Field(
+        default=None, description="calibration file (probe --calibrate -o FILE) of the adversarial aggregate: a mode "
+        "counts only above thresholds set on never-seen facts; None: the raw rule, uncalibrated")
     attacks: AttackOptions | None = Field(default=None, description=ATTACKS_HELP)
     k_mode: Literal["probed", "dataset"] | None = Field(default=None, description="override; None: the protocol's")
     exact: bool | None = Field(default=None, description="override, older spelling: true = sets 'exact', "
@@ -200,6 +203,9 @@ class SweepConfig(_Strict):
             if method not in self.methods:
                 raise ValueError(f"field params.{method}: method {method!r} is not in [methods] "
                                  f"({', '.join(self.methods)}); add it there to run it")
+        if self.adversarial_calibration is not None and not self.adversarial:
+            raise ValueError("field adversarial_calibration: calibrates the adversarial aggregate: set adversarial = "
+                             "true too")
         if self.adversarial_modes is not None and not self.adversarial:
             raise ValueError("field adversarial_modes: the modes of the adversarial aggregate: set adversarial = true too")
         if self.holdout is not None and not (self.scores or self.reference != "none"):
@@ -333,6 +339,7 @@ def _resolve_paths(cfg: SweepConfig, base: Path) -> SweepConfig:
     return cfg.model_copy(update={
         "kb": rel(cfg.kb, "kb"), "holdout": rel(cfg.holdout, "holdout"), "output": rel(cfg.output, "output"),
         "cache_dir": rel(cfg.cache_dir, "cache_dir"), "models": models, "rules": rules,
+        "adversarial_calibration": rel(cfg.adversarial_calibration, "adversarial_calibration"),
         "sets": sets,
     })
 

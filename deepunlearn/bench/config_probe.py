@@ -129,6 +129,12 @@ def runner_probe_options(cfg: Any) -> dict[str, Any]:
         out["adversarial"] = True
     if cfg.adversarial_modes is not None:
         out["adversarial_modes"] = list(cfg.adversarial_modes)
+    if getattr(cfg, "adversarial_calibration", None) is not None:
+        from ..probe.calibration import load_calibration
+
+        # the thresholds themselves travel with the work (and key the results): a changed file re-runs
+        out["adversarial_calibration"] = load_calibration(cfg.adversarial_calibration,
+                                                          flag="adversarial_calibration").to_json()
     if cfg.attacks is not None:
         out["attacks"] = cfg.attacks.model_dump()
     return out

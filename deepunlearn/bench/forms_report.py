@@ -101,6 +101,8 @@ def scope_stats(points: Sequence[Any]) -> dict[str, Any]:
         "superficial_n": [sup, forgotten],
         "superficial_mean": _mean(field_of(p, "superficial") for p in points),
     }
+    if any(_num(field_of(p, "recall_adv_raw")) is not None for p in points):
+        out.update(_calibrated_stats(points))
     steps = _steps(points, "recall_relearn")
     if steps:
         out["n_relearn"] = sum(1 for p in points if field_of(p, "recall_relearn"))
@@ -111,6 +113,19 @@ def scope_stats(points: Sequence[Any]) -> dict[str, Any]:
         out["recall_quant"] = _mean(field_of(p, "recall_quant") for p in points)
         out["accuracy_quant"] = _mean(field_of(p, "accuracy_quant") for p in points)
     return out
+
+
+def _calibrated_stats(points: Sequence[Any]) -> dict[str, Any]:
+    """A calibrated aggregate's raw values beside its calibrated ones, and its floor (the
+    calibrated any's FPR on never-seen facts)."""
+    sup, forgotten = 0, 0
+    for p in points:
+        n = field_of(p, "superficial_raw_n")
+        if isinstance(n, (list, tuple)) and len(n) == 2 and all(_num(x) is not None for x in n):
+            sup, forgotten = sup + int(n[0]), forgotten + int(n[1])
+    return {"recall_adv_raw": _mean(field_of(p, "recall_adv_raw") for p in points),
+            "superficial_raw": sup / forgotten if forgotten else None, "superficial_raw_n": [sup, forgotten],
+            "adv_floor": _mean(field_of(p, "adv_floor") for p in points)}
 
 
 def forgetting_table(points: Iterable[Any]) -> dict[str, dict[str, dict[str, dict[str, Any]]]]:
@@ -145,6 +160,9 @@ def _table(table: Mapping, methods: Sequence[str], scope: str) -> list[str]:
     header = ["model", "method", "targets", "points", "recall", "recall_adv", "accuracy", "accuracy_adv",
               "superficial (pooled)", "superficial (mean)", *[f"relearn@{n}" for n in steps],
               *(["quantised"] if quant else [])]
+    cal = any("recall_adv_raw" in s for *_, s in stats)
+    if cal:
+        header[6:6] = ["recall_adv raw", "superficial raw (pooled)", "floor (FPR)"]
     rows = []
     for model, m, s in stats:
         pooled = _f(s["superficial"]) + (f" ({s['superficial_n'][0]}/{s['superficial_n'][1]})"
@@ -153,6 +171,11 @@ def _table(table: Mapping, methods: Sequence[str], scope: str) -> list[str]:
                      _f(s["accuracy"]), _f(s["accuracy_adv"]), pooled, _f(s["superficial_mean"]),
                      *[_f(s.get("recall_relearn", {}).get(n)) for n in steps],
                      *([_f(s.get("recall_quant"))] if quant else [])])
+        if cal:
+            n = s.get("superficial_raw_n") or [0, 0]
+            rows[-1][6:6] = [_f(s.get("recall_adv_raw")),
+                             _f(s.get("superficial_raw")) + (f" ({n[0]}/{n[1]})" if n[1] else ""),
+                             _f(s.get("adv_floor"), 3)]
     return _md(header, rows)
 
 
@@ -181,7 +204,11 @@ def forgetting_section(points: Sequence[Any], methods: Sequence[str], out) -> tu
           "*recall_adv* ≤ recall: what the aggregate still knows was not forgotten. *Superficial forgetting "
           "rate*: of the facts the primary probe counts forgotten, the share the aggregate still knows; pooled = "
           "superficial facts / primary-forgotten facts over all the points (the counts in brackets), mean = the "
-          "mean of the per-point rates. Means over the points that carry each value.", "",
+          "mean of the per-point rates. Means over the points that carry each value."
+          + (" With a calibration (adversarial_calibration) a mode counts only above thresholds set on facts the "
+             "model never saw; the raw columns count chance guesses as known, and *floor* is the calibrated "
+             "aggregate's measured false-positive rate on never-seen facts: a superficial rate near it is chance."
+             if any(field_of(p, "recall_adv_raw") is not None for p in points) else ""), "",
           "### At each target's last grid point", "", *_table(table, methods, "last"), "",
           "### Over every grid point", "", *_table(table, methods, "all"), "",
           "![adversarial](adversarial.png)", "",

@@ -102,12 +102,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_format_args(p)
     from .result import MODES
 
-    p.add_argument("--mode", choices=MODES, default=None,
+    p.add_argument("--mode", choices=MODES + ("any_raw",), default=None,
                    help="exact: argmax equals the gold answer tag + answer at every token (one pass); "
                         "generate: greedy 10 tokens after the question contain the answer (the reference's rule); "
                         "yesno: P(yes) vs P(no) on the yes/no forms (all right = known); rank: the true answer "
                         "ranks first among the answers of its type; any: known under any mode on any form "
-                        "(adversarial); default: the protocol's (default: exact, reference: generate)")
+                        "(adversarial; calibrated with --calibration, else the raw rule, like any_raw, which counts "
+                        "chance guesses as known); default: the protocol's (default: exact, reference: generate)")
     p.add_argument("--forms", default=None, metavar="SEL",
                    help="probe forms, comma separated: default (the primary question, today's probe), all, a split "
                         "(train, test, unlearn) or form names (primary, qa1, st1, yes1, ..., the KB's own); a fact "
@@ -121,6 +122,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     from .scores_cli import add_args as add_score_args
 
     add_score_args(p)
+    from .calibrate_cli import add_args as add_calibration_args
+
+    add_calibration_args(p)
     add_threads(p)
     add_json(p)
     p.set_defaults(handler=_probe)
@@ -193,13 +197,26 @@ def _probe(args: argparse.Namespace) -> int:
         if args.scores or args.mia:
             raise CLIError("--forms is for the known/total probe, not --scores or --mia", field="--forms")
     if args.scores or args.mia or args.holdout or args.facts:
+        from .calibrate_cli import wanted
         from .scores_cli import run
+
+        if wanted(args):
+            raise CLIError("--calibrate, --exclude and --calibration are for the known/total probe, not --scores "
+                           "or --mia", field="--calibration")
 
         if args.holdout and not args.mia:
             raise CLIError("--holdout is for --mia", field="--holdout")
         if args.facts and not (args.scores or args.mia):
             raise CLIError("--facts is for --scores or --mia", field="--facts")
         return run(args, kb, lambda: load_for_cli(args.model, kb, args.device, args.dtype, **fmt))
+    from . import calibrate_cli
+
+    if calibrate_cli.wanted(args):
+        return calibrate_cli.run(args, kb, lambda name: load_for_cli(name, kb, args.device, args.dtype, **fmt))
+    if mode in ("any", "any_raw"):
+        print(f"deepunlearn probe: note: --mode {mode} is uncalibrated: chance guesses count as known "
+              "(calibrate with --calibrate HOLD.json, apply with --calibration FILE)", file=sys.stderr)
+    label, mode = mode, ("any" if mode == "any_raw" else mode)
     bundle = load_for_cli(args.model, kb, args.device, args.dtype, **fmt)
     warning = check_trained_on(bundle, kb, kb_file=args.kb)
     if warning:
@@ -227,7 +244,7 @@ def _probe(args: argparse.Namespace) -> int:
         **{f"{g}_{k}": by_group[g][i] for g in ("family", "biography") if g in by_group
            for i, k in enumerate(("known", "total"))},
         "known_by_group": by_group,
-        "mode": mode,
+        "mode": label,
         "protocol": protocol.name,
         "prompt_format": bundle.prompt.describe(),
         "format_source": bundle.prompt_source,
@@ -247,7 +264,7 @@ def _probe(args: argparse.Namespace) -> int:
     emit(args, out, lambda: (
         f"{bundle.name} knows {res.n_known} of {res.total} facts ({res.share:.1%}; "
         + ", ".join(f"{g} {k}/{n}" for g, (k, n) in by_group.items()) + ") "
-        f"[{mode}, format {bundle.prompt.spec!r} ({bundle.prompt_source}), {seconds:.1f}s]"
+        f"[{label}, format {bundle.prompt.spec!r} ({bundle.prompt_source}), {seconds:.1f}s]"
         + ("" if res.per_form is None else "\n" + form_table(res))
     ))
     return 0

@@ -14,7 +14,14 @@ adversarial aggregate (``adversarial=True``)
     with what the aggregate still knows put back; ``recall_adv <= recall`` always) and the
     *superficial forgetting rate* ``superficial``: the share of the facts the primary probe counts
     forgotten that the aggregate still knows (``superficial_n`` = [those facts, the forgotten
-    facts]; ``None`` when nothing was forgotten).
+    facts]; ``None`` when nothing was forgotten). With a calibration (``calibration``: a
+    :class:`~deepunlearn.probe.calibration.Calibration`, its JSON or a file from ``probe
+    --calibrate``) the aggregate is the calibrated ``any`` (a mode counts only above the threshold
+    set on never-seen facts, uninformative modes left out): those keys hold the calibrated values,
+    ``recall_adv_raw`` / ``accuracy_adv_raw`` / ``superficial_raw`` / ``superficial_raw_n`` the raw
+    rule's, and ``adv_floor`` / ``adv_fpr`` the calibrated aggregate's measured FPR on never-seen
+    facts (with every informative mode; a subset of modes stays below it) and the target FPR.
+    Without one the keys are as before (the raw rule, whose floor is not measured).
 attacks (``attacks``: :class:`~deepunlearn.unlearn.attacks.AttackParams`)
     at the last grid point (``at = "last"``) or at every one: ``relearn`` finetunes the unlearned
     model for N steps (every N of the grid, one trajectory) on ``relearn_size`` facts drawn from
@@ -56,11 +63,23 @@ def _attack_params(attacks: Any):
     return params if params.enabled() else None
 
 
+def _calibration(calibration: Any):
+    if calibration is None:
+        return None
+    from ..probe.calibration import Calibration, load_calibration
+
+    if isinstance(calibration, Calibration):
+        return calibration
+    if isinstance(calibration, dict):
+        return Calibration.from_json(calibration, source="adversarial_calibration")
+    return load_calibration(calibration, flag="adversarial_calibration")
+
+
 class ForgettingChecks:
     """The adversarial probe and the attacks of one :class:`~deepunlearn.unlearn.loop.TargetRunner`."""
 
     def __init__(self, runner, *, adversarial: bool = False, attacks: Any = None,
-                 modes: Sequence[str] | None = None):
+                 modes: Sequence[str] | None = None, calibration: Any = None):
         from ..probe.forms_probe import ANY_MODES, check_any_modes
 
         self.runner = runner
@@ -74,6 +93,10 @@ class ForgettingChecks:
         wanted = set(modes) | ({primary} if primary in ANY_MODES else set(ANY_MODES) if primary == "any" else set())
         #: the modes of the adversarial aggregate, in run order (the primary probe's included)
         self.modes = tuple(m for m in ANY_MODES if m in wanted)
+        self.calibration = _calibration(calibration)
+        if self.calibration is not None and not self.adversarial:
+            raise UnlearnError("adversarial_calibration: calibrates the adversarial aggregate: set adversarial too",
+                               field="adversarial_calibration")
 
     @property
     def active(self) -> bool:
@@ -107,6 +130,10 @@ class ForgettingChecks:
         return {int(i) for i in res.known_ids()}
 
     def _adversarial(self, points: list, forgotten: Sequence[int], model_fn) -> None:
+        if self.calibration is not None:
+            from .checks_calibrated import annotate_calibrated
+
+            return annotate_calibrated(self, points, forgotten, model_fn)
         r = self.runner
         still = self.adversarial_known(forgotten, model_fn)
         forgotten_adv = sorted(set(forgotten) - still)

@@ -25,6 +25,10 @@ def add_check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--adversarial-modes", default=None, metavar="M,M,...",
                    help="the modes of the adversarial aggregate, some of exact, yesno, rank, generate (default: all "
                         "four; the primary probe's mode is always included)")
+    p.add_argument("--adversarial-calibration", default=None, metavar="FILE",
+                   help="calibrate the adversarial aggregate (probe --calibrate -o FILE): a mode counts only above "
+                        "the threshold set on never-seen facts; points also record the raw values and the floor "
+                        "(default: the raw rule, uncalibrated)")
     p.add_argument("--relearn", default=None, metavar="N,N,...",
                    help="relearning attack at the last grid point: finetune N steps (every N listed, e.g. 1,2,4,8) "
                         "on facts the method did not target, then re-probe (recall_relearn)")
@@ -60,6 +64,13 @@ def check_kwargs(args, kb) -> dict[str, Any]:
             out["adversarial_modes"] = list(check_any_modes([m.strip() for m in args.adversarial_modes.split(",")]))
         except ValueError as e:
             raise CLIError(f"--adversarial-modes: {e}", field="--adversarial-modes") from None
+    if args.adversarial_calibration is not None:
+        from ..probe.calibration import load_calibration
+
+        if not args.adversarial:
+            raise CLIError("--adversarial-calibration: give --adversarial too", field="--adversarial-calibration")
+        out["adversarial_calibration"] = load_calibration(args.adversarial_calibration,
+                                                          flag="--adversarial-calibration")
     from .attack_cli import attack_params
 
     attacks = attack_params(args, required=False)
@@ -75,6 +86,10 @@ def check_line(point: dict) -> str:
         sup = point.get("superficial")
         parts.append(f"adversarial recall {point['recall_adv']:.3f} acc {point['accuracy_adv']:.3f}, superficial "
                      + ("-" if sup is None else f"{sup:.1%} ({point['superficial_n'][0]}/{point['superficial_n'][1]})"))
+        if point.get("adv_floor") is not None:
+            raw = point.get("superficial_raw")
+            parts[-1] += (f" calibrated (floor {point['adv_floor']:.1%}); raw recall {point['recall_adv_raw']:.3f}, "
+                          f"superficial " + ("-" if raw is None else f"{raw:.1%}"))
     if point.get("recall_relearn"):
         parts.append("relearn " + " ".join(f"{n}:{r:.3f}" for n, r in point["recall_relearn"].items()))
     if point.get("recall_quant") is not None:

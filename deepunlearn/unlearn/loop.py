@@ -114,6 +114,7 @@ class TargetRunner:
         adversarial: bool = False,
         attacks=None,
         adversarial_modes: Sequence[str] | None = None,
+        adversarial_calibration=None,
     ):
         from ..probe import cached_probe, get_protocol
 
@@ -149,7 +150,7 @@ class TargetRunner:
         from .checks import ForgettingChecks
 
         self.checks = ForgettingChecks(self, adversarial=adversarial, attacks=attacks,  # checked before any work
-                                       modes=adversarial_modes)
+                                       modes=adversarial_modes, calibration=adversarial_calibration)
         bundle.model.eval()
         self.baseline = cached_probe(bundle, kb, mode=probe_mode, cache_dir=cache_dir, batch_size=batch_size,
                                      progress=progress, **self._probe_kw)

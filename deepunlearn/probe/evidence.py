@@ -1,0 +1,130 @@
+"""Per-fact evidence of each probe mode: the continuous scores calibration thresholds.
+
+:func:`mode_evidence` runs the modes of :mod:`deepunlearn.probe.forms_probe` on the same forms
+and the same batched passes (its ``_Runner``, sharing the encoded-form cache), but keeps a score
+instead of a yes/no: ``-inf`` where the mode's raw rule does not call the fact known, else the
+score :mod:`deepunlearn.probe.calibration` defines (answer log-probability per token for exact
+and generate, the gold-over-best-wrong margin for rank, the oriented yes-minus-no log-odds for
+yesno). So ``evidence > -inf`` reproduces the raw verdicts and thresholds act on the rest.
+
+Unlike the raw ``any``, every mode runs on every fact (a calibrated verdict needs each mode's
+score), so the cost is the sum of the four modes' costs over all facts.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..kg.kb import KnowledgeBase
+
+NEG = -math.inf
+
+
+def fact_groups(kb: KnowledgeBase, ids: Sequence[int]) -> list[str]:
+    """The relation group of each fact id."""
+    return [kb.group_of(int(i)) for i in ids]
+
+
+def mode_evidence(bundle, kb: KnowledgeBase, ids: Sequence[int] | None = None, modes: Sequence[str] | None = None, *,
+                  forms: str = "all", batch_size=None, model_fn: Callable | None = None,
+                  progress: bool = False) -> dict[str, np.ndarray]:
+    """``{mode: evidence per fact of ids}`` (module docstring); ``ids`` default: every fact."""
+    import torch
+
+    from ..kg.forms import FORM_KINDS, select_forms
+    from .batching import resolve_batch_size
+    from .forms_probe import ANY_MODES, _Runner, check_any_modes, rankable
+    from .passes import _model_device
+    from .result import MAX_NEW_TOKENS
+
+    modes = check_any_modes(list(modes) if modes is not None else list(ANY_MODES))
+    ids = [int(i) for i in (range(len(kb.facts)) if ids is None else ids)]
+    uniq = list(dict.fromkeys(ids))
+    pos = {i: j for j, i in enumerate(uniq)}
+    sel = select_forms(kb, forms, uniq, kinds=FORM_KINDS)
+    text = [f for i in uniq for f in sel.forms[i] if f.kind != "yesno"]
+    yn = [f for i in uniq for f in sel.forms[i] if f.kind == "yesno"]
+    ev = {m: np.full(len(uniq), NEG) for m in modes}
+    model = bundle.model
+    was_training = model.training
+    model.eval()
+    device = _model_device(bundle)
+    longest = max((len(bundle.prompt.text(f.text, f.answer)) for f in text + yn), default=1) + MAX_NEW_TOKENS
+    batch_size = resolve_batch_size(batch_size, model, device, positions=longest, seq=longest,
+                                    mode="generate" if "generate" in modes else "exact", model_fn=model_fn is not None)
+    run = _Runner(bundle, kb, model_fn, device, batch_size, None)
+
+    def best(m: str, fs, scores, hits) -> None:
+        for f, s, h in zip(fs, scores, hits):
+            if h and s > ev[m][pos[f.fact_id]]:
+                ev[m][pos[f.fact_id]] = float(s)
+
+    try:
+        with torch.inference_mode():
+            if text and ("exact" in modes or "generate" in modes):
+                lp, hit = run.teacher_forced(text)
+                n_tok = np.array([max(1, len(a)) for _, a in run.encoded("tf", text, None)], dtype=float)
+                per_tok = lp / n_tok
+                if "exact" in modes:
+                    best("exact", text, per_tok, hit)
+                if "generate" in modes:
+                    best("generate", text, per_tok, run.generate(text)[1])
+            if "rank" in modes:
+                fs = [f for f in text if rankable(kb, f)]
+                if fs:
+                    best("rank", fs, *_rank_margins(run, fs))
+            if "yesno" in modes and yn:
+                margins = _yesno_margins(run, yn)
+                low = np.full(len(uniq), math.inf)
+                for f, v in zip(yn, margins):
+                    low[pos[f.fact_id]] = min(low[pos[f.fact_id]], v)
+                ev["yesno"] = np.where(np.isfinite(low) & (low > 0), low, NEG)  # no yes/no form: not known
+    finally:
+        if was_training:
+            model.train()
+    return {m: v[[pos[i] for i in ids]] for m, v in ev.items()}
+
+
+def _rank_margins(run, forms) -> tuple[np.ndarray, np.ndarray]:
+    """Per rankable form: gold's length-normalised log-probability minus the best wrong
+    candidate's, and whether it is positive (the raw rule: rank 1)."""
+    from ..kg.candidates import answer_candidates
+    from .form_encoding import rank_texts
+    from .scoring import candidate_rows
+
+    b, kb = run.bundle, run.kb
+
+    def build(fs):  # the same rows as forms_probe's rank mode (one cache entry per form)
+        cands = [answer_candidates(kb, f.fact_id) for f in fs]
+        rows = candidate_rows(b.tokenizer, [rank_texts(b.prompt, f, c) for f, c in zip(fs, cands)],
+                              what=[f"form {f.name!r} of fact {f.fact_id}" for f in fs])
+        return [(r, c.index(f.answer)) for f, r, c in zip(fs, rows, cands)]
+
+    built = run.encoded("rank", forms, build)
+    out = np.zeros(len(forms))
+    for j, ((sums, lens), (_, gold)) in enumerate(zip(run.candidate_logprobs([r for r, _ in built]), built)):
+        norm = sums / lens
+        others = np.delete(norm, gold)
+        out[j] = norm[gold] - (others.max() if len(others) else NEG)
+    return out, out > 0
+
+
+def _yesno_margins(run, forms) -> np.ndarray:
+    """Per yes/no form: ``log P(yes) - log P(no)``, negated on a distractor (answer no)."""
+    from scipy.special import logsumexp
+
+    from .forms_probe import NO, YES
+    from .scoring import candidate_rows
+
+    b = run.bundle
+    rows = run.encoded("yn", forms, lambda fs: candidate_rows(
+        b.tokenizer, [([b.prompt.text(f.text, s) for s in YES + NO], b.prompt.text(f.text, "")) for f in fs],
+        what=[f"form {f.name!r} of fact {f.fact_id}" for f in fs]))
+    out = np.zeros(len(forms))
+    for j, (f, (sums, _)) in enumerate(zip(forms, run.candidate_logprobs(rows))):
+        d = float(logsumexp(sums[:len(YES)]) - logsumexp(sums[len(YES):]))
+        out[j] = d if f.answer == "yes" else -d
+    return out
