@@ -46,12 +46,10 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_serializer, field_validator, model_validator,
-)
+from pydantic import Field, PrivateAttr, ValidationError, field_serializer, field_validator, model_validator
 
 from ..errors import UserError
-from ..probe.protocol import PROTOCOL_NAMES, Protocol, get_protocol
+from ..probe.protocol import Protocol, get_protocol
 from ..probe.modes import AnyMode
 from .config_files import describe_validation as _describe
 from .config_files import read_config_data
@@ -59,8 +57,7 @@ from .config_probe import (
     ADVERSARIAL_HELP, ATTACKS_HELP, FORMS_HELP, UNLEARN_FORMS_HELP, AttackOptions, ProbeMode, probe_results_key,
     protocol_override,
 )
-from .grids import DEFAULT_GRIDS, GRID_PRESETS, PAPER_GRIDS, check_grid, family_default, folder_digest, is_gpt2_family, resolve_grids
-from .grids import num as _num
+from .grids import GRID_PRESETS, PAPER_GRIDS, check_grid, family_default, folder_digest, is_gpt2_family, resolve_grids
 from .grids import refuse_bools, unset_methods
 from .modelspec import ModelSpec, _protocol_name, _Strict, prompt_format
 from .targets import TargetSpec

@@ -18,46 +18,19 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterator, Literal, Sequence
+from typing import Any, Callable, ClassVar, Iterator, Sequence
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
-from ...errors import UserError
 from ...limits import MAX_STEPS, bound_message, too_large
 from ..snapshot import LoraAdapter, WeightSnapshot
+from .params import MethodParams, UnlearnError, describe_params_error, first_field, show_values  # noqa: F401
 from .retain import RetainSampler, retain_term
 
 #: ``model_fn(input_ids, attention_mask) -> logits [B, T, V]``: replaces the model's forward
 #: while probing (the probe layer's hook; WHP uses it for its mixed distribution).
 ModelFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-
-
-class UnlearnError(UserError, ValueError):
-    """An unlearning run cannot be done as asked (unknown method, bad grid, unknown target...)."""
-
-
-class MethodParams(BaseModel):
-    """Hyper-parameters every method has. ``grid``: the values probed (step counts for GA/NPO,
-    ``alpha`` for TV/WHP). ``lr=None`` picks the learning rate by the rule of
-    :func:`deepunlearn.unlearn.lr.choose_lr`. The optimisation settings left at ``None`` come from
-    the run's protocol (:class:`~deepunlearn.probe.protocol.Protocol`: the reference's AdamW with
-    weight decay 0.01, no clipping, a linear schedule over the grid's largest step count).
-    Every number must be finite: NaN and infinities are refused (``allow_inf_nan=False``)."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    grid: list[float]
-    lr: float | None = Field(None, gt=0)
-    max_grad_norm: float | None = Field(None, ge=0, description="gradient clipping; 0: none; None: the protocol's")
-    weight_decay: float | None = Field(None, ge=0, description="AdamW weight decay; None: the protocol's")
-    schedule: Literal["linear", "constant"] | None = Field(None, description="lr schedule; None: the protocol's")
-    warmup_steps: int | None = Field(None, ge=0, description="linear warm-up steps; None: the protocol's")
-    retain: Literal["none", "nll", "kl"] | None = Field(
-        None, description="retain term added to a gradient method's loss: none, nll (gradient difference) or kl "
-        "(KL to the original model); None: the method's own default")
-    retain_weight: float = Field(1.0, ge=0, description="lambda of forget loss + lambda * retain term")
-    retain_size: int = Field(8, ge=1, description="retain facts drawn per optimiser step")
 
 
 METHODS: dict[str, type["Unlearner"]] = {}
@@ -314,7 +287,7 @@ class Unlearner(ABC):
         try:
             self.params = self.Params.model_validate(data)
         except ValidationError as e:
-            raise UnlearnError(f"{self.name}: {_describe(e)}", field=_first_field(e)) from None
+            raise UnlearnError(f"{self.name}: {describe_params_error(e)}", field=first_field(e)) from None
         self.check_grid(self.params.grid)
 
     def check_grid(self, grid: Sequence[float]) -> list[float]:
@@ -324,7 +297,7 @@ class Unlearner(ABC):
             raise UnlearnError(f"{self.name}: the grid is empty", field="grid")
         bad = [g for g in grid if isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g)]
         if bad:
-            raise UnlearnError(f"{self.name}: grid values must be finite numbers, got {_show(bad)}", field="grid")
+            raise UnlearnError(f"{self.name}: grid values must be finite numbers, got {show_values(bad)}", field="grid")
         return list(grid)
 
     #: the retain term when the params leave ``retain`` at None
@@ -362,7 +335,7 @@ class GradientUnlearner(Unlearner):
         super().check_grid(grid)
         bad = [g for g in grid if not float(g).is_integer() or g < 1]
         if bad:
-            raise UnlearnError(f"{self.name}: grid values are step counts (positive integers), got {_show(bad)}",
+            raise UnlearnError(f"{self.name}: grid values are step counts (positive integers), got {show_values(bad)}",
                                field="grid")
         if any(too_large(g, MAX_STEPS) for g in grid):  # 1e12 steps would run for ever
             raise UnlearnError(bound_message(f"{self.name}: grid value", max(grid), MAX_STEPS, "steps"), field="grid")
@@ -394,22 +367,3 @@ class GradientUnlearner(Unlearner):
         for step in session.descend(self.total_loss, steps[-1], params=self.train_parameters(session)):
             if step in wanted:
                 yield Step(float(step))
-
-
-def _show(values: Sequence) -> str:
-    """``[nan, -1]`` as the user typed them (``nan``, ``inf``, integers without ``.0``)."""
-    return "[" + ", ".join(f"{v:g}" if isinstance(v, float) else repr(v) for v in values) + "]"
-
-
-def _describe(e: ValidationError) -> str:
-    """A pydantic error as one line: ``field: problem (got VALUE); ...``."""
-    parts = []
-    for err in e.errors():
-        loc = ".".join(str(x) for x in err["loc"]) or "params"
-        parts.append(f"{loc}: {err['msg']} (got {err.get('input')!r})")
-    return "; ".join(parts)
-
-
-def _first_field(e: ValidationError) -> str | None:
-    errs = e.errors()
-    return str(errs[0]["loc"][0]) if errs and errs[0]["loc"] else None

@@ -8,7 +8,8 @@ from typing import Sequence
 from pydantic import Field
 
 from ..losses import nll_loss
-from .base import MethodParams, Session, Unlearner, UnlearnError, _show
+from .base import MethodParams, Session, Unlearner, UnlearnError
+from .params import show_values as _show
 
 
 class ReinforcedParams(MethodParams):
