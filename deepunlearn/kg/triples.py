@@ -111,8 +111,9 @@ def _cells_rows(records: list[tuple[int, list[str]]]) -> tuple[list[Row], list[P
     rows: list[Row] = []
     problems: list[Problem] = []
     cols = {c: k for k, c in enumerate(COLUMNS)}
-    if records and [c.strip().lower() for c in records[0][1][:3]] == list(COLUMNS[:3]):
-        header = [c.strip().lower() for c in records[0][1]]
+    first = [c.strip().lower() for c in records[0][1]] if records else []
+    if set(COLUMNS[:3]) <= set(first):  # a header: the columns in its order
+        header = first
         unknown = [c for c in header if c not in COLUMNS]
         if unknown or len(set(header)) != len(header):
             problems.append(Problem(records[0][0], f"header: expected the columns {', '.join(COLUMNS)} (each once), "
