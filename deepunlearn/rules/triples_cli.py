@@ -49,8 +49,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    export_suffixes={**(e.get_default("export_suffixes") or {}), ".tsv": "tsv"})
 
 
-def _problem_lines(file: str, problems) -> list[str]:
-    return [f"{file}:{p.line}: {p.message}" + (f" ({p.repair})" if p.repair else "") for p in problems]
+#: what --repair would do about a repairable problem it was not asked to repair
+_WOULD = {"dropped": "--repair drops it", "added the reverse fact": "--repair adds the reverse fact"}
+
+
+def _problem_lines(file: str, problems, *, done: bool = False) -> list[str]:
+    return [f"{file}:{p.line}: {p.message}" + (f" ({p.repair if done else _WOULD.get(p.repair, p.repair)})"
+                                               if p.repair else "") for p in problems]
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -71,7 +76,7 @@ def _import(args: argparse.Namespace) -> int:
     rows, unread = read_triples(args.file, fmt)
     checked = check_triples(rows, dom, symmetric, repair=args.repair)
     problems = sorted(unread + checked.problems, key=lambda p: p.line)
-    for line in _problem_lines(args.file, checked.repairs):
+    for line in _problem_lines(args.file, checked.repairs, done=True):
         print(f"repaired: {line}", file=sys.stderr)
     if problems:
         shown = _problem_lines(args.file, problems[:args.max_problems])

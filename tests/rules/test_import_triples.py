@@ -56,10 +56,10 @@ def test_problems_name_file_and_line(big, tmp_path, capsys):
     dup = ", ".join(path.read_text().splitlines()[at["dup_of"] - 1].split("\t")[:3])
     want = {
         at["one_way"]: f"neighbour is symmetric (neighbour(Y, X) :- neighbour(X, Y).) but the reverse fact "
-                       f"({o}, neighbour, {s}) is missing (added the reverse fact)",
+                       f"({o}, neighbour, {s}) is missing (--repair adds the reverse fact)",
         at["typo"]: "unknown relation \"continnent\" (the geo domain declares capital, capital_of, country, "
                     "on_continent, continent, currency, neighbour, shares_currency)",
-        at["dup"]: f"duplicate of line {at['dup_of']}: ({dup}) (dropped)",
+        at["dup"]: f"duplicate of line {at['dup_of']}: ({dup}) (--repair drops it)",
         at["type"]: "subject \"Paris\" is a city elsewhere in the file, but continent needs a country",
     }
     assert lines[:-1] == [f"{path}:{line}: {msg}" for line, msg in sorted(want.items())]
@@ -70,6 +70,7 @@ def test_problems_name_file_and_line(big, tmp_path, capsys):
     code, stdout, err = cli(capsys, "data", "import-triples", str(path), "--domain", "geo", "-o", str(out), "--repair")
     assert code == 1 and not out.exists()
     assert sum(x.startswith("repaired: ") for x in err.splitlines()) == 2
+    assert f"repaired: {path}:{at['dup']}: duplicate of line {at['dup_of']}: ({dup}) (dropped)" in err.splitlines()
     assert "2 problems in the triples" in err.splitlines()[-1]
 
 
@@ -155,3 +156,17 @@ def test_many_problems_are_counted_past_the_limit(tmp_path, capsys):
     path.write_text("France\tcapital\tParis\nFrance\tcapital\tParis\tlater\n")
     code, _, err = cli(capsys, "data", "import-triples", str(path), "--domain", "geo", "-o", str(tmp_path / "k.json"))
     assert code == 1 and f"{path}:2: split \"later\": expected one of train, test, unlearn" in err
+
+
+def test_family_export_imports_with_its_background_attributes(tmp_path, capsys):
+    from deepunlearn.kg.domains.family.generate import generate_family
+
+    kb = generate_family(20, seed=1)
+    tsv, out = tmp_path / "fam.tsv", tmp_path / "fam.json"
+    tsv.write_text(tsv_text(kb))
+    assert "\tgender\tfemale" in tsv.read_text()
+    code, _, err = cli(capsys, "data", "import-triples", str(tsv), "--domain", "family", "-o", str(out))
+    assert (code, err) == (0, "")
+    back = load_kb(out)
+    assert (back.entities, back.facts, back.background) == (kb.entities, kb.facts, kb.background)
+    assert back.targets == sorted(kb.targets)  # a TSV marks targets; their order is the facts'
