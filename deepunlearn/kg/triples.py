@@ -4,7 +4,7 @@ A row is ``subject, relation, object`` ("object is subject's relation"), optiona
 ``split`` (``train``, ``test`` or ``unlearn``; ``unlearn`` facts become the KB's targets) and
 ``aliases`` (other names of the subject, separated by ``|``, which no name may hold). TSV and
 CSV may open with a header naming the columns (``subject relation object [split] [aliases]``,
-in any order); without one the columns are in that order. Blank lines and lines starting with
+in any order; ``alias`` is read as ``aliases``); without one the columns are in that order. Blank lines and lines starting with
 ``#`` are skipped. A JSON-lines row is ``{"subject", "relation", "object", "split"?,
 "aliases"?}`` (aliases a list or a ``|``-separated string) or ``[subject, relation, object]``.
 A row whose relation is one of the domain's attributes (``gender``) gives the subject that
@@ -43,6 +43,7 @@ COLUMNS = ("subject", "relation", "object", "split", "aliases")
 SPLITS = ("train", "test", "unlearn")
 ALIAS_SEPARATOR = "|"
 ALIAS_FORM = "alias"
+_HEADER_NAMES = {"alias": "aliases"}
 _SUFFIXES = {".tsv": "tsv", ".tab": "tsv", ".txt": "tsv", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
 
 
@@ -111,7 +112,7 @@ def _cells_rows(records: list[tuple[int, list[str]]]) -> tuple[list[Row], list[P
     rows: list[Row] = []
     problems: list[Problem] = []
     cols = {c: k for k, c in enumerate(COLUMNS)}
-    first = [c.strip().lower() for c in records[0][1]] if records else []
+    first = [_HEADER_NAMES.get(c.strip().lower(), c.strip().lower()) for c in records[0][1]] if records else []
     if set(COLUMNS[:3]) <= set(first):  # a header: the columns in its order
         header = first
         unknown = [c for c in header if c not in COLUMNS]
@@ -241,6 +242,9 @@ def check_triples(rows: list[Row], domain: Domain, symmetric: set[str] | frozens
             roles.append(("object", row.object, spec.object))
         wrong = [f"{role} {shown(e)} is a {types[e]} elsewhere in the file, but {row.relation} needs a {t}"
                  for role, e, t in roles if types[e] != t]
+        wrong += [f"{role} {shown(e)} is not a {t} of the {domain.name} domain ({', '.join(domain.entities[t].values)})"
+                  for role, e, t in roles if types[e] == t and domain.entities[t].values is not None
+                  and e not in domain.entities[t].values]
         if wrong:
             problems.append(Problem(row.line, "; ".join(wrong)))
             continue

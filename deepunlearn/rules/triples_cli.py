@@ -76,6 +76,8 @@ def _import(args: argparse.Namespace) -> int:
     rows, unread = read_triples(args.file, fmt)
     checked = check_triples(rows, dom, symmetric, repair=args.repair)
     problems = sorted(unread + checked.problems, key=lambda p: p.line)
+    if not rows and not problems:
+        raise TriplesError(f"{args.file}: no triples (one subject, relation, object a line)", file=args.file)
     for line in _problem_lines(args.file, checked.repairs, done=True):
         print(f"repaired: {line}", file=sys.stderr)
     if problems:

@@ -170,3 +170,16 @@ def test_family_export_imports_with_its_background_attributes(tmp_path, capsys):
     back = load_kb(out)
     assert (back.entities, back.facts, back.background) == (kb.entities, kb.facts, kb.background)
     assert back.targets == sorted(kb.targets)  # a TSV marks targets; their order is the facts'
+
+
+def test_fixed_values_empty_files_and_the_alias_header(tmp_path, capsys):
+    path, out = tmp_path / "kg.tsv", tmp_path / "k.json"
+    path.write_text("subject\trelation\tobject\talias\nFrance\tcontinent\tAtlantis\tLa France\n")
+    code, _, err = cli(capsys, "data", "import-triples", str(path), "--domain", "geo", "-o", str(out))
+    assert code == 1 and err.startswith(f"{path}:2: object \"Atlantis\" is not a continent of the geo domain (Asia, ")
+    path.write_text("# only a comment\n\n")
+    code, _, err = cli(capsys, "data", "import-triples", str(path), "--domain", "geo", "-o", str(out))
+    assert code == 1 and err.strip().endswith(f"{path}: no triples (one subject, relation, object a line)")
+    path.write_text("subject\trelation\tobject\talias\nFrance\tcontinent\tEurope\tLa France\n")
+    assert cli(capsys, "data", "import-triples", str(path), "--domain", "geo", "-o", str(out))[0] == 0
+    assert load_kb(out).metadata["aliases"] == {"France": ["La France"]}
