@@ -4,8 +4,8 @@ A row is ``subject, relation, object`` ("object is subject's relation"), optiona
 ``split`` (``train``, ``test`` or ``unlearn``; ``unlearn`` facts become the KB's targets) and
 ``aliases`` (other names of the subject, separated by ``|``, which no name may hold). TSV and
 CSV may open with a header naming the columns (``subject relation object [split] [aliases]``,
-in any order; ``alias`` is read as ``aliases``); without one the columns are in that order. Blank lines and lines starting with
-``#`` are skipped. A JSON-lines row is ``{"subject", "relation", "object", "split"?,
+in any order; ``alias`` is read as ``aliases``); without one the columns are in that order.
+Blank lines and lines starting with ``#`` are skipped. A JSON-lines row is ``{"subject", "relation", "object", "split"?,
 "aliases"?}`` (aliases a list or a ``|``-separated string) or ``[subject, relation, object]``.
 A row whose relation is one of the domain's attributes (``gender``) gives the subject that
 background attribute.
@@ -125,10 +125,12 @@ def _cells_rows(records: list[tuple[int, list[str]]]) -> tuple[list[Row], list[P
     for line, cells in records:
         cells = [c.strip() for c in cells]
         if len(cells) < 3:
-            problems.append(Problem(line, f"expected at least 3 columns (subject, relation, object), found {len(cells)}"))
+            problems.append(Problem(line, f"expected at least 3 columns (subject, relation, object), "
+                                          f"found {len(cells)}"))
             continue
         if len(cells) > len(cols):
-            problems.append(Problem(line, f"expected at most {len(cols)} columns ({', '.join(cols)}), found {len(cells)}"))
+            problems.append(Problem(line, f"expected at most {len(cols)} columns ({', '.join(cols)}), "
+                                          f"found {len(cells)}"))
             continue
         get = lambda c: cells[cols[c]] if c in cols and cols[c] < len(cells) else ""  # noqa: E731
         al = _aliases(get("aliases"))

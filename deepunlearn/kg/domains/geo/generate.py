@@ -4,10 +4,12 @@
 code) and stores for each its ``capital``, ``continent``, ``currency`` and ``neighbour`` facts
 (a border recorded by either country is stored both ways, only between chosen countries), and for
 each chosen country its ``entities.city.count`` most populous cities (GeoNames' city table, ties by
-id) with their ``country``, and its capital (whose country the rules derive unless it is one of them). Names are the tables' names, stripped; where one
-name would name two entities a city becomes ``"Name (Country)"`` and a currency whose name several
-currency codes share becomes ``"Name (CODE)"`` (``"Dollar (USD)"``). :func:`geo_tables` gives the
-same tables for anyone to check a KB against.
+id) with their ``country``, and its capital (whose country the rules derive unless it is one of
+them). Names are the tables' names, stripped; where one name would name two entities a city
+becomes ``"Name (Country)"`` and a currency whose name several currency codes share becomes
+``"Name (CODE)"`` (``"Dollar (USD)"``). :func:`geo_tables` gives the same tables for anyone to
+check a KB against. The ``rng`` of the declarative sampler's signature draws nothing here: the
+KB's targets and stored derived facts are still drawn by ``--seed`` (default 0).
 """
 
 from __future__ import annotations
