@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     dsub = data_subcommands(sub)
     p = dsub.add_parser(
-        "generate", help="generate a synthetic KB of a domain (family: paper section 4; org; a domain folder)",
+        "generate", help="generate a KB of a domain (family: paper section 4; org; geo: real countries; a domain folder)",
         description="--domain family (default) grows families over generations as EDU-RELAT does; any other "
                     "domain (a built-in name, a domain folder or an entry-point name) samples its shaped "
                     "relations and attributes, computes the closure of its rules.dl and stores every sampled "
@@ -26,7 +26,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "byte for byte.")
     dsub._choices_actions.insert(0, dsub._choices_actions.pop())  # listed first in 'data -h', as before
     p.add_argument("--domain", default="family", metavar="NAME|PATH",
-                   help="family (default), org, another domain name or a domain folder (domain.toml + rules.dl)")
+                   help="family (default), org, geo, another domain name or a domain folder (domain.toml + rules.dl)")
     p.add_argument("--people", type=int_at_least(2), default=None,
                    help="entities of the domain's first type, at least 2 (default: 100 for family, as EDU-RELAT; "
                         "else the domain's count)")
