@@ -26,6 +26,7 @@ from .errors import UserError, describe, dumps
 LAYER_CLIS = (
     "deepunlearn.kg.cli",
     "deepunlearn.rules.generate_cli",  # data generate: joins the kg layer's data group
+    "deepunlearn.rules.triples_cli",  # data import-triples, data export --format tsv
     "deepunlearn.rules.cli",
     "deepunlearn.probe.cli",
     "deepunlearn.probe.model_cli",

@@ -76,19 +76,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json(p)
     p.set_defaults(handler=_forms, _usage_error=p.error)
 
-    p = dsub.add_parser("export", help="export a KB as GraphML, its probes as JSON lines, or an lm-eval task folder")
+    p = dsub.add_parser("export", help="export a KB as GraphML, TSV triples, its probes as JSON lines, or an lm-eval "
+                                       "task folder")
     p.add_argument("kb", nargs="?", default=None, help="KB file (or --kb)")
     p.add_argument("--kb", dest="kb_flag", default=None, metavar="KB", help="KB file (instead of the positional)")
     p.add_argument("-o", "--output", required=True,
-                   help="output file: .jsonl writes the probes as JSON lines, anything else GraphML; a folder "
-                        "with --format lm-eval")
+                   help="output file: .jsonl writes the probes as JSON lines, .tsv the facts as TSV, anything "
+                        "else GraphML; a folder with --format lm-eval")
     p.add_argument("--format", default=None, metavar="FORMAT",
-                   help="graphml, probes-jsonl, or lm-eval (an lm-eval task folder; see its options below); "
+                   help="graphml, probes-jsonl, tsv (the stored facts: what 'data import-triples' reads), or lm-eval "
+                        "(an lm-eval task folder; see its options below); "
                         "default: from the suffix of -o")
     p.add_argument("--biography", action="store_true", help="include biography values as nodes (GraphML)")
     add_force(p)
     add_json(p)
-    p.set_defaults(handler=_export, export_formats={}, export_format_flags={}, _usage_error=p.error)
+    p.set_defaults(handler=_export, export_formats={}, export_format_flags={}, export_suffixes={},
+                   _usage_error=p.error)
 
     p = dsub.add_parser("draw", help="draw a family (or one person's neighbourhood) to PNG; another domain's KB: "
                                      "the entity graph around one entity")
@@ -294,6 +297,8 @@ def _export(args) -> int:
         args._usage_error("give the KB file once: as the positional KB or as --kb")
     kb_file = args.kb if args.kb is not None else args.kb_flag
     fmt = args.format
+    if fmt is None:  # a suffix another layer's format claims (.tsv)
+        fmt = args.export_suffixes.get(Path(args.output).suffix.lower())
     known = ("graphml", "probes-jsonl", *args.export_formats)
     if fmt is not None and fmt not in known:
         args._usage_error(f"argument --format: invalid choice: {fmt!r} (choose from {', '.join(known)})")

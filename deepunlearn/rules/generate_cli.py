@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     dsub = data_subcommands(sub)
     p = dsub.add_parser(
-        "generate", help="generate a synthetic KB of a domain (family: paper section 4; org; a domain folder)",
+        "generate", help="generate a KB of a domain (family: paper section 4; org; geo: real countries; a domain folder)",
         description="--domain family (default) grows families over generations as EDU-RELAT does; any other "
                     "domain (a built-in name, a domain folder or an entry-point name) samples its shaped "
                     "relations and attributes, computes the closure of its rules.dl and stores every sampled "
@@ -26,10 +26,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "byte for byte.")
     dsub._choices_actions.insert(0, dsub._choices_actions.pop())  # listed first in 'data -h', as before
     p.add_argument("--domain", default="family", metavar="NAME|PATH",
-                   help="family (default), org, another domain name or a domain folder (domain.toml + rules.dl)")
+                   help="family (default), org, geo, another domain name or a domain folder (domain.toml + rules.dl)")
     p.add_argument("--people", type=int_at_least(2), default=None,
                    help="entities of the domain's first type, at least 2 (default: 100 for family, as EDU-RELAT; "
                         "else the domain's count)")
+    p.add_argument("--countries", type=positive_int, default=None, metavar="N",
+                   help="a domain whose first entity type is country (geo): the N most populous countries "
+                        "(--people under its own name; geo default 40)")
     p.add_argument("--seed", type=nonneg_int, default=0,
                    help="random seed (default 0); the same seed and options give the same file, byte for byte")
     p.add_argument("--stored-derived", type=_share_or_release, default=None, metavar="F|release",
@@ -101,6 +104,16 @@ def _generate(args) -> int:
 
     check_output(args.output, force=args.force, ours=kb_file, what="a KB file")
     family = is_family(args.domain)
+    if args.countries is not None:  # --people under the name a country domain gives its first type
+        from ..kg.domain import load_domain
+
+        if args.people is not None:
+            args._usage_error("argument --countries: give --countries or --people, not both")
+        if family or load_domain(args.domain).people_type != "country":
+            args._usage_error("argument --countries: only with a domain whose first entity type is country (geo)")
+        check_at_most(args.countries, MAX_GENERATE_PEOPLE, where=f"--countries {args.countries}", unit="countries",
+                      field="--countries")
+        args.people = args.countries
     for flag, value, only in (("--stored-share", args.stored_share, True), ("--canaries", args.canaries, True),
                               ("--repeat", args.repeat, True), ("--stored-derived", args.stored_derived, False)):
         if value is not None and family != only:
@@ -136,7 +149,8 @@ def _generate(args) -> int:
            "deepest_from_sampled": st["depth"]}
 
     def text() -> str:
-        lines = [f"wrote {out}: {obj['domain']} domain, {obj['people']} people ({obj['entities']} entities), "
+        first = "people" if obj["domain"] != "geo" else "countries"
+        lines = [f"wrote {out}: {obj['domain']} domain, {obj['people']} {first} ({obj['entities']} entities), "
                  f"{obj['facts']} facts, {obj['targets']} targets",
                  f"  sampled {obj['sampled']} facts ({obj['passthrough']} no rule uses); the rules derive "
                  f"{obj['derived']} more, {obj['stored_derived']} of them stored; closure {obj['closure']} "

@@ -95,7 +95,7 @@ def test_family_rules_come_from_the_domain_folder():
     from deepunlearn.rules import BUILTIN, load_rules
 
     rs = load_rules("family")
-    assert BUILTIN == ("edu-relat", "family", "org")
+    assert BUILTIN == ("edu-relat", "family", "geo", "org")
     assert (rs.name, len(rs), rs.source) == ("family", 48, "family.dl")
     assert rs.description.startswith("The corrected EDU-RELAT rules")
     assert load_domain("family").rules_text() == (Path(load_domain("family").folder) / "rules.dl").read_text()
@@ -187,7 +187,7 @@ def test_missing_files_and_unknown_names(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(DomainError, match=r"/empty/domain\.toml: no such file$"):
         load_domain(tmp_path / "empty")
-    with pytest.raises(DomainError, match=r"^unknown domain 'acadmia': expected one of family, org or a path to a "
+    with pytest.raises(DomainError, match=r"^unknown domain 'acadmia': expected one of family, geo, org or a path to a "
                                           r"domain folder$"):
         load_domain("acadmia")
 
@@ -215,7 +215,7 @@ def test_entry_point_domains_are_found(tmp_path, monkeypatch):
                        EP("acme", "acme_domains", "deepunlearn.domains"),  # a module's DOMAIN_DIR
                        EP("family", "acme_domains", "deepunlearn.domains"),  # the built-in name wins
                        EP("broken", "acme_domains.nope", "deepunlearn.domains"))
-    assert list_domains() == ["family", "org", "academia", "acme", "broken"]
+    assert list_domains() == ["family", "geo", "org", "academia", "acme", "broken"]
     assert load_domain("academia").folder == pkg / "academia"
     assert load_domain("acme").folder == pkg / "academia"
     assert load_domain("family").name == "family"
@@ -227,8 +227,9 @@ def test_entry_point_domains_are_found(tmp_path, monkeypatch):
 def test_data_domains_json(capsys):
     assert main(["data", "domains", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    fam, org = out["domains"]
+    fam, geo, org = out["domains"]
     assert (org["name"], org["groups"], org["rules"]) == ("org", ["reporting", "work", "location"], 11)
+    assert (geo["name"], geo["groups"], geo["rules"]) == ("geo", ["capitals", "cities", "countries"], 8)
     assert set(fam) == {"name", "description", "folder", "relations", "groups", "rules"}
     assert fam["name"] == "family" and fam["groups"] == ["family", "biography"] and fam["rules"] == 48
     assert fam["relations"] == list(FAMILY_RELATIONS) + list(BIOGRAPHY_ATTRIBUTES)
