@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from deepunlearn.cli import main
+from deepunlearn.kg import KnowledgeBase
 
 
 def cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -13,3 +14,21 @@ def cli(capsys, *argv: str) -> tuple[int, str, str]:
         code = e.code
     out, err = capsys.readouterr()
     return code, out, err
+
+
+def small_kb() -> KnowledgeBase:
+    """Three people, a marriage, a child and a birth year; targets 0 and 2."""
+    return KnowledgeBase.build(
+        {"Ann": {"gender": "female"}, "Bob": {"gender": "male"}, "Cy": {"gender": "male"}},
+        [("Ann", "husband", "Bob"), ("Bob", "wife", "Ann"), ("Ann", "child", "Cy"), ("Cy", "mother", "Ann"),
+         ("Ann", "birthyear", "1950")],
+        targets=[0, 2], name="small")
+
+
+def one_line_error(code: int, err: str, *needles: str) -> None:
+    """Exit 1, one stderr line (no traceback), holding every needle."""
+    assert code == 1, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    for n in needles:
+        assert n in lines[0], lines[0]

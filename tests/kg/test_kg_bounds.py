@@ -16,30 +16,13 @@ from pathlib import Path
 import pytest
 
 from deepunlearn.errors import INPUT_BYTES_ENV, UserError, read_bytes
-from deepunlearn.kg import KBFileError, KnowledgeBase, load_kb, save_kb, to_dict
+from deepunlearn.kg import KBFileError, load_kb, save_kb, to_dict
 from deepunlearn.kg.domain import builtin_folder
 from deepunlearn.kg.edu_relat import SHIPPED_DIR, ReleaseError, import_edu_relat
 from deepunlearn.kg.safe_pickle import UnsafePickleError, expanded_size, safe_load
-from kg_helpers import cli
+from kg_helpers import cli, one_line_error, small_kb
 
 ZERO = "/dev/zero"
-
-
-def small_kb() -> KnowledgeBase:
-    return KnowledgeBase.build(
-        {"Ann": {"gender": "female"}, "Bob": {"gender": "male"}, "Cy": {"gender": "male"}},
-        [("Ann", "husband", "Bob"), ("Bob", "wife", "Ann"), ("Ann", "child", "Cy"), ("Cy", "mother", "Ann"),
-         ("Ann", "birthyear", "1950")],
-        targets=[0, 2], name="small")
-
-
-def one_line_error(code: int, err: str, *needles: str) -> None:
-    """Exit 1, one stderr line (no traceback), holding every needle."""
-    assert code == 1, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for n in needles:
-        assert n in lines[0], lines[0]
 
 
 @pytest.fixture

@@ -8,17 +8,9 @@ import json
 import pytest
 
 from deepunlearn.kg import KBError, KBFileError, KnowledgeBase, Relation, load_kb, save_kb, to_dict
-from kg_helpers import cli
+from kg_helpers import cli, small_kb
 
 BIG = "Who is {o2:>300000000} to {o1}?"
-
-
-def small_kb() -> KnowledgeBase:
-    return KnowledgeBase.build(
-        {"Ann": {"gender": "female"}, "Bob": {"gender": "male"}, "Cy": {"gender": "male"}},
-        [("Ann", "husband", "Bob"), ("Bob", "wife", "Ann"), ("Ann", "child", "Cy"), ("Cy", "mother", "Ann"),
-         ("Ann", "birthyear", "1950")],
-        targets=[0, 2], name="small")
 
 
 @pytest.fixture

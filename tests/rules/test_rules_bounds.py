@@ -8,28 +8,15 @@ import os
 
 import pytest
 
-from deepunlearn.cli import main
 from deepunlearn.rules import closure, load_rules
 from deepunlearn.rules.budget import RuleTimeError
 from deepunlearn.rules.errors import RulesError, RuleSyntaxError
+from tests.kg.kg_helpers import cli as kg_cli, one_line_error
 from deepunlearn.rules.parser import BODY_ENV, MAX_BODY, MAX_RULES, RULES_ENV, parse_datalog, parse_raw
 
 
 def cli(capsys, *argv: str) -> tuple[int, str, str]:
-    try:
-        code = main(["rules", *argv])
-    except SystemExit as e:  # argparse usage errors
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def one_line_error(code: int, err: str, *needles: str) -> None:
-    assert code == 1, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in err, err
-    for n in needles:
-        assert n in lines[0], lines[0]
+    return kg_cli(capsys, "rules", *argv)
 
 
 def chain(n: int) -> str:
