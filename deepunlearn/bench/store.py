@@ -216,7 +216,7 @@ class ResultsStore:
         if check != "ok":
             raise sqlite3.DatabaseError(f"database disk image is malformed ({check})")
         self._db.executescript(_SCHEMA)
-        if not self._has_measures_column():  # a store written before issue 13
+        if not self._has_measures_column():  # an older store, without the measures column
             self._db.execute("ALTER TABLE points ADD COLUMN measures TEXT")
 
     def _has_measures_column(self) -> bool:
