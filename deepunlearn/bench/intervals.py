@@ -12,7 +12,7 @@ probe) enters with its accuracy at both ends. Summaries of full-probe sweeps get
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
@@ -63,14 +63,13 @@ def target_bounds(points: Iterable[Any], threshold: float = 0.8) -> dict[str, tu
     return out
 
 
-def add_intervals(summary: dict, points: Iterable[Any], threshold: float = 0.8) -> None:
+def add_intervals(summary: dict, trajectories: Mapping[tuple[str, str, int], list], threshold: float = 0.8) -> None:
     """Add ``{metric}_low`` / ``{metric}_high`` to the ``{model: {method: metrics}}`` summary of
-    every (model, method) with a sampled point (in place)."""
-    from .metrics import group_trajectories
-
+    every (model, method) with a sampled point (in place); ``trajectories``: the points by
+    ``(model, method, target)`` (:func:`.metrics.group_trajectories`)."""
     by: dict[tuple[str, str], list] = defaultdict(list)
     sampled: set[tuple[str, str]] = set()
-    for (model, method, _t), traj in group_trajectories(points).items():
+    for (model, method, _t), traj in trajectories.items():
         by[(model, method)].append(target_bounds(traj, threshold))
         if any(has_interval(p) for p in traj):
             sampled.add((model, method))

@@ -54,7 +54,7 @@ from ..unlearn.summary import (  # noqa: F401  (re-exported)
     success_du, target_metrics, with_endpoints,
 )
 
-from .intervals import add_intervals  # noqa: E402  (needs the unlearn summary imported above)
+from .intervals import add_intervals
 
 Curve = Sequence[tuple[float, float]]
 
@@ -149,7 +149,7 @@ def summarize(points: Iterable[Any], threshold: float = 0.8, groups: Sequence[st
     out: dict[str, dict[str, dict[str, float]]] = {}
     for (model, method), rows in by.items():
         out.setdefault(model, {})[method] = _aggregate(rows, threshold, groups)
-    add_intervals(out, points, threshold)  # sampled accuracy: {metric}_low / _high (bench.intervals)
+    add_intervals(out, group_trajectories(points), threshold)  # sampled accuracy: {metric}_low / _high (bench.intervals)
     return out
 
 
