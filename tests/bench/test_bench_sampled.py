@@ -113,3 +113,10 @@ def test_sampled_sweep_agrees_with_full_on_the_fixture_model(tiny_model_dir, sma
     fs, ss = out["full"].summary["tiny"]["ga"], out["sampled"].summary["tiny"]["ga"]
     for key in ("acc_at_recall_0.8", "recall_at_acc_0.8", "success_du_0.8"):
         assert ss[f"{key}_low"] - 1e-9 <= fs[key] <= ss[f"{key}_high"] + 1e-9
+    # the report: the DU table brackets the values, points.csv gets the bounds (full sweeps do not)
+    from deepunlearn.bench.report import write_report
+
+    for mode in ("full", "sampled"):
+        md = write_report(tmp_path / mode).read_text()
+        header = (md_path := tmp_path / mode / "report" / "points.csv").read_text().splitlines()[0]
+        assert ("accuracy_low" in header) == (mode == "sampled") == ("95 % interval" in md), md_path
