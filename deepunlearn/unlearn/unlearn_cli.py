@@ -253,9 +253,10 @@ def _unlearn(args) -> int:
     from .checks_cli import check_kwargs
 
     protocol = get_protocol(args.protocol)
-    if args.accuracy == "sampled" and many:
-        raise CLIError("--accuracy sampled measures one target at a time; batch and sequential requests probe all "
-                       "of K", field="--accuracy")
+    if args.accuracy == "sampled" and (many or protocol.name == "reference"):  # checked before the model loads
+        raise CLIError("--accuracy: 'sampled' departs from the reference protocol, which probes all of K" if not many
+                       else "--accuracy: 'sampled' measures one target at a time; batch and sequential requests "
+                       "probe all of K", field="--accuracy")
     checks = check_kwargs(args, kb)  # bad forms or attack flags fail before the model loads
     try:
         bundle = load_for_cli(args.model, kb, args.device, args.dtype, **resolve_format(args, protocol))

@@ -129,3 +129,24 @@ def test_sampled_points_match_full_points_on_the_model(five_people_runner):
         assert s.notes["accuracy_low"] <= s.accuracy <= s.notes["accuracy_high"]
         assert "accuracy_low" not in f.notes
     assert any(f.recall > 0 for f in full)
+
+
+def test_cli_flags(five_people_model_dir, five_people_kb, tmp_path, capsys):
+    """``unlearn --accuracy sampled --accuracy-sample N``: the JSON records the choice and the
+    points their intervals; under the reference protocol the flag is refused in one line."""
+    import json
+
+    from deepunlearn.cli import main
+    from deepunlearn.kg.io import save_kb
+
+    save_kb(five_people_kb, tmp_path / "kb.json")
+    t = str(sorted(five_people_kb.targets)[0]) if five_people_kb.targets else "0"
+    common = ["unlearn", "--model", str(five_people_model_dir), "--kb", str(tmp_path / "kb.json"), "--method", "ga",
+              "--target", t, "--grid", "1,4", "--device", "cpu", "--cache-dir", str(tmp_path / "c"), "--json"]
+    assert main(common + ["--accuracy", "sampled", "--accuracy-sample", "3"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    assert (obj["accuracy"], obj["accuracy_sample"]) == ("sampled", 3)
+    assert all(p["accuracy_low"] <= p["accuracy"] <= p["accuracy_high"] for p in obj["points"])
+    assert main(common + ["--accuracy", "sampled", "--protocol", "reference"]) != 0
+    err = capsys.readouterr().err.strip()
+    assert "--accuracy" in err and "reference protocol" in err and "\n" not in err
