@@ -27,7 +27,9 @@ mean ``p̂ = Σ_h (N_h / N_O) p̂_h`` over ``n = Σ n_h`` draws (effective size 
 ``auto`` (the default) is ``sampled`` when K holds more than :data:`AUTO_LIMIT` facts, ``full``
 otherwise, and always ``full`` under the ``reference`` protocol (the paper's code probes all of K).
 Sampling applies to single-target runs; batches, sequential requests, scores and the adversarial
-and attack checks read all of K and keep the full probe.
+and attack checks read all of K and keep the full probe. A sampled point's ``forgotten`` lists the
+probed facts it lost; its notes hold ``accuracy_low`` / ``accuracy_high`` and ``accuracy_probed``
+(how many facts each of its points probes).
 """
 
 from __future__ import annotations
@@ -86,8 +88,8 @@ def allocate(sizes: Sequence[int], n: int) -> list[int]:
     """Proportional allocation of ``n`` draws over strata of ``sizes`` (largest remainder), at
     least one per non-empty stratum when ``n`` allows, never more than a stratum holds.
 
-    >>> allocate([600, 300, 100], 100), allocate([5, 995], 10), allocate([3, 4], 50)
-    ([60, 30, 10], [1, 9], [3, 4])
+    >>> allocate([600, 300, 100], 100), allocate([5, 995], 10), allocate([3, 4], 50), allocate([1000, 1, 1], 3)
+    ([60, 30, 10], [1, 9], [3, 4], [1, 1, 1])
     """
     total = sum(sizes)
     if n >= total:
@@ -103,8 +105,9 @@ def allocate(sizes: Sequence[int], n: int) -> list[int]:
                 grew = True
         if not grew:
             break
-    while sum(out) > n:  # the minimum of one per stratum overshot: take from the largest
-        h = max(range(len(out)), key=lambda k: (out[k] - quota[k], out[k]))
+    while sum(out) > n:  # the minimum of one per stratum overshot: take from the most over-allocated above one
+        h = max([k for k in range(len(out)) if out[k] > 1] or [k for k in range(len(out)) if out[k]],
+                key=lambda k: (out[k] - quota[k], out[k]))
         out[h] -= 1
     return out
 

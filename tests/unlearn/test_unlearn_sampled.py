@@ -150,3 +150,18 @@ def test_cli_flags(five_people_model_dir, five_people_kb, tmp_path, capsys):
     assert main(common + ["--accuracy", "sampled", "--protocol", "reference"]) != 0
     err = capsys.readouterr().err.strip()
     assert "--accuracy" in err and "reference protocol" in err and "\n" not in err
+
+
+def test_allocation_invariants():
+    """Every allocation draws min(n, total), never more than a stratum holds, and at least one
+    from every non-empty stratum when n allows."""
+    import random
+
+    rng = random.Random(0)
+    for _ in range(3000):
+        sizes = [rng.choice([0, 1, 2, 5, 50, 1000]) for _ in range(rng.randint(1, 5))]
+        n = rng.randint(1, 60)
+        out = allocate(sizes, n)
+        assert sum(out) == min(n, sum(sizes)) and all(0 <= o <= s for o, s in zip(out, sizes))
+        if n >= sum(1 for s in sizes if s):
+            assert all(o >= 1 for o, s in zip(out, sizes) if s)
