@@ -25,9 +25,9 @@ from typing import Iterable, Iterator, Literal, Sequence
 import numpy as np
 
 from .lr import runner_lr
-from .methods import MethodParams, Session, Unlearner, UnlearnError, get_method
+from .methods import MethodParams, Session, Unlearner, UnlearnError
 from .points import (  # noqa: F401  (Point, TargetNotKnownError, seed_everything: re-exported)
-    Point, TargetNotKnownError, _evaluator, _lora_methods, _mix, _number, _opt, seed_everything,
+    Point, TargetNotKnownError, _evaluator, _lora_methods, _mix, _number, _opt, _unlearner, seed_everything,
 )
 from .sampled import AccuracySampler
 from .snapshot import LoraAdapter, LoraParams, WeightSnapshot
@@ -180,14 +180,7 @@ class TargetRunner:
     def unlearner(self, method: str | Unlearner, grid: Sequence[float] | None = None,
                   params: MethodParams | None = None) -> Unlearner:
         """A method instance with its grid (default: the paper's)."""
-        if isinstance(method, Unlearner):
-            u = method
-            if grid is not None:
-                u = type(u)(u.params, grid=list(grid))
-            return u
-        cls = get_method(method)
-        overrides = {"grid": list(grid)} if grid is not None else {}
-        return cls(params, **overrides)
+        return _unlearner(method, grid, params)
 
     def known_among(self, ids: Sequence[int], model_fn=None) -> set[int]:
         """Which of ``ids`` the model answers now."""
@@ -373,8 +366,11 @@ class TargetRunner:
 
     def _points(self, targets: Sequence[int], u: Unlearner | str, step, lr: float | None, reference,
                 t0: float, last: bool = False, sample: bool = False) -> list[Point]:
-        probed = self.sampler.plan(targets[0])["probe"] if sample else self._probe_ids  # sample: one target
-        forgotten = sorted(set(probed) - self.known_among(probed, step.model_fn))
+        if sample:  # one target: what the sampler plans for it
+            probed = self.sampler.plan(targets[0])["probe"]
+            forgotten = sorted(set(probed) - self.known_among(probed, step.model_fn))
+        else:
+            forgotten = sorted(self.known - self.known_after(step.model_fn))
         name, param = getattr(u, "name", u), _number(step.param)
         if sample:
             points = [self.sampler.point(targets[0], name, param, forgotten, lr)]
