@@ -29,7 +29,8 @@ The protocol (``deepunlearn.probe.protocol``): ``protocol = "default"`` (the def
 folder of stored minimal sets, relative to the file) and ``tie`` override the protocol's value
 for every model; ``exact = false`` is the older spelling of ``sets = "mdus"``. Issue 15's options
 (``probe_mode`` yesno/rank/any, ``forms``, ``unlearn_forms``, ``adversarial``, ``[attacks]``) are
-described in :mod:`.config_probe`.
+described in :mod:`.config_probe`; ``accuracy`` / ``accuracy_sample`` (probe all of K at every point,
+or the target's cone plus a sample) in :mod:`.config_accuracy`.
 
 Grids: ``[methods]`` gives every model's grids; a model overrides them with a preset
 (``grids = "gpt2-xl"``: one of ``GRID_PRESETS``) or a table (``[models.grids]``, methods of
@@ -51,6 +52,7 @@ from pydantic import Field, PrivateAttr, ValidationError, field_serializer, fiel
 from ..errors import UserError
 from ..probe.protocol import Protocol, get_protocol
 from ..probe.modes import AnyMode
+from .config_accuracy import ACCURACY_HELP, SAMPLE_HELP, accuracy_options
 from .config_files import describe_validation as _describe
 from .config_files import read_config_data
 from .config_probe import (
@@ -106,6 +108,8 @@ class SweepConfig(_Strict):
     sets: str | None = Field(default=None, description="override: 'exact', 'mdus', 'release' or a folder of stored "
                              "minimal sets (relative to the config file); None: the protocol's")
     tie: Literal["accuracy", "first"] | None = Field(default=None, description="override; None: the protocol's")
+    accuracy: Literal["auto", "full", "sampled"] = Field(default="auto", description=ACCURACY_HELP)
+    accuracy_sample: int = Field(default=300, ge=1, strict=True, description=SAMPLE_HELP)
     seed: int = Field(default=0, description="seed of the sweep: every job gets its own, derived from it")
     seeds: int = Field(default=100, ge=1, description="DUS+RP seeds when sets are approximated (MDUS)")
     batch_size: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
@@ -287,6 +291,7 @@ class SweepConfig(_Strict):
             "seed": self.seed,
             "lora": self.lora,
             **probe_results_key(self),
+            **accuracy_options(self),
             **({"measures": {"min_k": self.min_k, "reference": self.reference, "holdout":
                              _file_digest(Path(self.holdout)) if self.holdout and Path(self.holdout).is_file()
                              else self.holdout}} if self.measured else {}),

@@ -35,6 +35,11 @@ def du_section(points: Sequence[Any], summary: Mapping, methods: Sequence[str], 
           "(end points never count); *deep rate*: the share with any deep point; *s/target*: wall seconds "
           "per target (a batch's seconds divided by its size). Means over targets.", "",
           format_du_table(summary, methods, threshold), ""]
+    if any(k.endswith("_low") for per in summary.values() for s in per.values() for k in s):
+        md += ["Accuracy was measured on a sample (sweep option `accuracy = \"sampled\"`: each point probes the "
+               "target's derivation cone, so recall and deep are exact, plus a stratified sample of the rest of K); "
+               "`[low, high]` after a value: its bounds when every point's accuracy lies in its 95 % interval "
+               "(means over targets of each target's bounds).", ""]
     extra: dict[str, Any] = {}
     if points:
         plot_success_du(summary, out / "success_du.png", methods)

@@ -54,6 +54,8 @@ from ..unlearn.summary import (  # noqa: F401  (re-exported)
     success_du, target_metrics, with_endpoints,
 )
 
+from .intervals import add_intervals
+
 Curve = Sequence[tuple[float, float]]
 
 #: Methods of the baseline rows: "original" (the model before unlearning) and "retrain" (the
@@ -147,6 +149,7 @@ def summarize(points: Iterable[Any], threshold: float = 0.8, groups: Sequence[st
     out: dict[str, dict[str, dict[str, float]]] = {}
     for (model, method), rows in by.items():
         out.setdefault(model, {})[method] = _aggregate(rows, threshold, groups)
+    add_intervals(out, group_trajectories(points), threshold)  # sampled accuracy: {metric}_low / _high (bench.intervals)
     return out
 
 
@@ -246,7 +249,8 @@ def format_du_table(summary: Mapping[str, Mapping[str, Mapping[str, float]]], me
                     threshold: float = 0.8) -> str:
     """The deep-unlearning table as markdown: one row per (model, method) with Acc@R>=t, R@A>=t,
     AUC, Success-DU@0.8, Success-DU@0.9, deep rate, seconds per target and the number of targets
-    (means over targets; "–" where a value is missing, e.g. seconds of an old store).
+    (means over targets; "–" where a value is missing, e.g. seconds of an old store). A sampled
+    accuracy's 95 % bounds follow a value as ``[low, high]`` (:mod:`.intervals`).
 
     >>> s = {"tiny": {"ga": {"acc_at_recall_0.8": 0.25, "recall_at_acc_0.8": 0.76, "auc": 0.5, "success_du_0.8": 0.1,
     ...                      "success_du_0.9": 0.0, "deep_rate": 0.9, "seconds": 12.34, "n_targets": 10}}}
@@ -268,7 +272,8 @@ def format_du_table(summary: Mapping[str, Mapping[str, Mapping[str, float]]], me
             s = per.get(m)
             if not s:
                 continue
-            cells = [model, m] + [("–" if _missing(s.get(k)) else f"{s[k]:.2f}") for k in keys]
+            cells = [model, m] + [("–" if _missing(s.get(k)) else f"{s[k]:.2f}" + (
+                f" [{s[k + '_low']:.2f}, {s[k + '_high']:.2f}]" if f"{k}_low" in s else "")) for k in keys]
             sec = s.get("seconds")
             cells += ["–" if _missing(sec) else f"{sec:.1f}", str(s.get("n_targets", "–"))]
             lines.append("| " + " | ".join(cells) + " |")

@@ -28,6 +28,7 @@ from .plots import (
 from ..errors import dumps
 from ..unlearn.methods import catalog
 from .du_report import du_section
+from .intervals import has_interval
 from .forms_report import forgetting_section
 from .jobs import safe_name
 from .measures_plots import plot_measures
@@ -273,11 +274,12 @@ def _write_points_csv(points: Sequence[Any], path: Path, kb=None, groups: Sequen
                       ) -> None:
     """One row per point; the family domain's ``accuracy_family`` / ``accuracy_biography`` columns
     stay where they were, and a KB with other groups gets one ``accuracy_{group}`` column per group
-    after ``accuracy_other``."""
+    after ``accuracy_other``. A sweep with sampled accuracy adds ``accuracy_low`` / ``accuracy_high`` last."""
     more = [g for g in groups if g not in ("family", "biography")]
+    bounds = ["accuracy_low", "accuracy_high"] if any(has_interval(p) for p in points) else []
     cols = ["model", "target", "relation", "method", "param", "recall", "accuracy", "accuracy_family",
             "accuracy_biography", "accuracy_rule", "accuracy_other", *(f"accuracy_{g}" for g in more),
-            "target_forgotten", "exact", "n_forgotten", "deep", "seconds"]
+            "target_forgotten", "exact", "n_forgotten", "deep", "seconds", *bounds]
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(cols)
@@ -287,7 +289,7 @@ def _write_points_csv(points: Sequence[Any], path: Path, kb=None, groups: Sequen
             w.writerow([d["model"], d["target"], rel, d["method"], d["param"], d["recall"], d["accuracy"],
                         group_accuracy(d, "family"), group_accuracy(d, "biography"), d.get("accuracy_rule"),
                         d.get("accuracy_other"), *(group_accuracy(d, g) for g in more), int(bool(d["target_forgotten"])), int(bool(d.get("exact", True))),
-                        len(d.get("forgotten", ())), int(is_deep(d)), d.get("seconds")])
+                        len(d.get("forgotten", ())), int(is_deep(d)), d.get("seconds"), *(d.get(b) for b in bounds)])
 
 
 def write_report(output: str | Path, *, report_dir: str | Path | None = None, threshold: float = 0.8) -> Path:

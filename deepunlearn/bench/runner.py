@@ -38,6 +38,7 @@ from ..probe.cache import CacheDirError, check_cache_dir
 from ..probe.fingerprint import kb_fingerprint
 from ..probe.protocol import get_protocol
 from .config import SET_NAMES, ConfigError, SweepConfig, TargetSpec
+from .config_accuracy import accuracy_options, check_accuracy
 from .config_probe import check_attacks, check_forms, runner_probe_options
 from .executors import Executor, make_executor
 from .guard import SweepLock, check_models, model_identity, record_models
@@ -206,6 +207,7 @@ def check_config(cfg: SweepConfig) -> None:
         if cfg.lora:
             raise cfg.error("lora", "sequential requests need full mode (a weight snapshot), not LoRA")
     check_attacks(cfg)
+    check_accuracy(cfg)
     if cfg.sets is not None and cfg.sets not in SET_NAMES and not Path(cfg.sets).is_dir():
         raise cfg.error("sets", f"no folder {cfg.sets} (expected {', '.join(SET_NAMES)} or a folder of minimal sets)")
 
@@ -378,5 +380,5 @@ def _work_spec(cfg: SweepConfig, kb: KnowledgeBase, holdout: dict[str, Any] | No
         models={m.name: {**m.model_dump(mode="json"), "run": run(m)} for m in cfg.models},
         rules=cfg.rules, seeds=cfg.seeds, batch_size=cfg.batch_size, lora=cfg.lora, cache_dir=str(cfg.cache_path),
         threads=cfg.threads, methods=tuple(cfg.methods), method_params=dict(cfg.params),
-        runner_options={**options, **runner_probe_options(cfg)},
+        runner_options={**options, **runner_probe_options(cfg), **accuracy_options(cfg)},
     )

@@ -29,6 +29,10 @@ is written with sorted keys; pairs keep the KB's order), so the table is unchang
 store written before it reads ``accuracy_groups`` as None, and the report then takes
 ``accuracy_family`` / ``accuracy_biography`` as the groups ``family`` / ``biography`` (the family
 domain's, which is all such a store can hold).
+
+A point measured with a sampled accuracy (:mod:`deepunlearn.unlearn.sampled`) has the 95 % bounds of
+its accuracy in the nullable columns ``accuracy_low`` / ``accuracy_high`` (NULL for a full probe),
+added to older stores like ``measures``; a read-only reader of such a store reads them as None.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ CREATE TABLE IF NOT EXISTS points (
     accuracy_rule REAL, accuracy_other REAL,
     target_forgotten INTEGER NOT NULL, forgotten TEXT NOT NULL, exact INTEGER NOT NULL,
     extra TEXT NOT NULL DEFAULT '{}', written_at REAL NOT NULL, measures TEXT,
+    accuracy_low REAL, accuracy_high REAL,
     PRIMARY KEY (model, target, method, param)
 );
 CREATE TABLE IF NOT EXISTS jobs (
@@ -78,9 +83,11 @@ CREATE TABLE IF NOT EXISTS evaluations (
 """
 
 
-#: Every column of ``points`` in the order written and read (``measures`` last: ALTER TABLE appends it).
+#: columns older stores lack, with their type: ALTER TABLE appends them in this order
+_ADDED_COLUMNS = {"measures": "TEXT", "accuracy_low": "REAL", "accuracy_high": "REAL"}
+#: Every column of ``points`` in the order written and read (the added columns last).
 _POINT_COLUMNS = ("model", "target", "method", "param", *METRIC_COLUMNS, "target_forgotten", "forgotten", "exact",
-                  "extra", "written_at", "measures")
+                  "extra", "written_at", *_ADDED_COLUMNS)
 
 
 class StoreError(UserError, ValueError):
@@ -109,12 +116,15 @@ class Point:
     measures: dict[str, Any] | None = field(default=None, compare=False)
     #: accuracy per relation group, the KB's groups in order (issue 16); None in older stores
     accuracy_groups: dict[str, float | None] | None = None
+    #: 95 % bounds of a sampled accuracy; None for a full probe (and in older stores)
+    accuracy_low: float | None = None
+    accuracy_high: float | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], model: str | None = None) -> "Point":
         """From a ``TargetRunner`` point dict (``point.to_dict()``), keeping unknown keys in ``extra``."""
         known = {"model", "target", "method", "param", "target_forgotten", "forgotten", "exact", "measures",
-                 "accuracy_groups", *METRIC_COLUMNS}
+                 "accuracy_groups", "accuracy_low", "accuracy_high", *METRIC_COLUMNS}
         measures, groups = d.get("measures"), d.get("accuracy_groups")
         for name, v in (("measures", measures), ("accuracy_groups", groups)):
             if v is not None and not isinstance(v, dict):
@@ -132,6 +142,7 @@ class Point:
             extra={k: v for k, v in d.items() if k not in known},
             measures=measures,
             accuracy_groups=None if groups is None else {str(g): _opt_float(a) for g, a in groups.items()},
+            accuracy_low=_opt_float(d.get("accuracy_low")), accuracy_high=_opt_float(d.get("accuracy_high")),
         )
 
     def to_dict(self, timing: bool = True) -> dict[str, Any]:
@@ -143,6 +154,7 @@ class Point:
             **({} if self.accuracy_groups is None else {"accuracy_groups": dict(self.accuracy_groups)}),
             "target_forgotten": self.target_forgotten, "forgotten": list(self.forgotten), "exact": self.exact,
         }
+        d.update({k: getattr(self, k) for k in ("accuracy_low", "accuracy_high") if getattr(self, k) is not None})
         d.update({k: v for k, v in self.extra.items() if timing or k not in TIMING_KEYS})
         if self.measures is not None:  # absent, not null, when scores were off (older outputs unchanged)
             d["measures"] = self.measures
@@ -204,7 +216,7 @@ class ResultsStore:
                 self._db.close()
                 discard(self.path)
                 self._open()
-        self._measures = self._has_measures_column()
+        self._columns = self._point_columns()
         self._pid = os.getpid()
 
     def _open(self) -> None:
@@ -216,11 +228,13 @@ class ResultsStore:
         if check != "ok":
             raise sqlite3.DatabaseError(f"database disk image is malformed ({check})")
         self._db.executescript(_SCHEMA)
-        if not self._has_measures_column():  # an older store, without the measures column
-            self._db.execute("ALTER TABLE points ADD COLUMN measures TEXT")
+        have = self._point_columns()
+        for name, kind in _ADDED_COLUMNS.items():  # a store written before the column existed
+            if name not in have:
+                self._db.execute(f"ALTER TABLE points ADD COLUMN {name} {kind}")
 
-    def _has_measures_column(self) -> bool:
-        return any(r[1] == "measures" for r in self._db.execute("PRAGMA table_info(points)"))
+    def _point_columns(self) -> set[str]:
+        return {r[1] for r in self._db.execute("PRAGMA table_info(points)")}
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
@@ -301,7 +315,8 @@ class ResultsStore:
                     (p.model, p.target, p.method, float(p.param), *[getattr(p, c) for c in METRIC_COLUMNS],
                      int(p.target_forgotten), json.dumps(list(p.forgotten)), int(p.exact),
                      _extra_json(p), now,
-                     None if p.measures is None else dumps(p.measures, sort_keys=True, default=str)),
+                     None if p.measures is None else dumps(p.measures, sort_keys=True, default=str),
+                     p.accuracy_low, p.accuracy_high),
                 ),
                 (
                     "INSERT INTO evaluations (model, target, method, param, pid, at) VALUES (?, ?, ?, ?, ?, ?)",
@@ -346,7 +361,7 @@ class ResultsStore:
 
     def points(self, model: str | None = None) -> list[Point]:
         """All stored points in a stable order (model, method, target, param)."""
-        cols = ", ".join(_POINT_COLUMNS[:-1]) + (", measures" if self._measures else ", NULL")
+        cols = ", ".join(c if c in self._columns else "NULL" for c in _POINT_COLUMNS)  # read-only old stores
         sql = f"SELECT {cols} FROM points" + (" WHERE model = ?" if model is not None else "")
         sql += " ORDER BY model, method, target, param"
         return [self._row_point(r) for r in self._db.execute(sql, (model,) if model is not None else ())]
@@ -359,13 +374,13 @@ class ResultsStore:
     @staticmethod
     def _row_point(r: tuple) -> Point:
         (model, target, method, param, recall, acc, fam, bio, rule, other, tf, forgotten, exact, extra, _at,
-         measures) = r
+         measures, low, high) = r
         extra = json.loads(extra)
         pairs = extra.pop(_GROUPS_KEY, None)
         return Point(model, int(target), method, _param(param), recall, acc, fam, bio, rule, other,
                      bool(tf), tuple(json.loads(forgotten)), bool(exact), extra,
                      None if measures is None else json.loads(measures),
-                     None if pairs is None else {str(g): a for g, a in pairs})
+                     None if pairs is None else {str(g): a for g, a in pairs}, low, high)
 
     def iter_trajectories(self, model: str | None = None) -> Iterator[tuple[tuple[str, int, str], list[Point]]]:
         """Points grouped by (model, target, method), params ascending."""

@@ -75,12 +75,16 @@ def recall(sets: Iterable[frozenset[int]], forgotten: Iterable[int]) -> tuple[fl
     return best_num / best_den, best
 
 
-def accuracy(keep: np.ndarray, lost: np.ndarray) -> float:
-    """``|keep \\ lost| / |keep|`` over boolean masks; 1.0 when there is nothing to keep.
+def accuracy(keep: np.ndarray, lost: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """``|keep \\ lost| / |keep|`` over boolean masks; 1.0 when there is nothing to keep. With
+    ``weights`` (one per fact) each fact counts its weight: the ratio estimate of a sample.
 
     >>> accuracy(np.array([True, True, True, False]), np.array([True, False, False, True]))
     0.6666666666666666
     """
+    if weights is not None:
+        den = float(weights[keep].sum())
+        return 1.0 if den == 0 else float(weights[keep & ~lost].sum()) / den
     n = int(keep.sum())
     return 1.0 if n == 0 else float((keep & ~lost).sum()) / n
 
@@ -193,12 +197,12 @@ class Evaluator:
                                               time_budget=self.time_budget, rng=np.random.default_rng(t))
         return ms
 
-    def _parts(self, exclude: Iterable[int], lost: np.ndarray) -> Accuracies:
+    def _parts(self, exclude: Iterable[int], lost: np.ndarray, w: np.ndarray | None = None) -> Accuracies:
         keep = self.known.copy()
         keep[list(exclude)] = False
-        groups = {g: accuracy(keep & m, lost) for g, m in self.groups.items()}
-        return Accuracies(accuracy(keep, lost), groups.get("family", math.nan), groups.get("biography", math.nan),
-                          accuracy(keep & self.rule_facts, lost), accuracy(keep & ~self.rule_facts, lost), groups)
+        groups = {g: accuracy(keep & m, lost, w) for g, m in self.groups.items()}
+        return Accuracies(accuracy(keep, lost, w), groups.get("family", math.nan), groups.get("biography", math.nan),
+                          accuracy(keep & self.rule_facts, lost, w), accuracy(keep & ~self.rule_facts, lost, w), groups)
 
     def accuracies(self, exclude: Iterable[int], forgotten: Iterable[int]) -> Accuracies:
         """Accuracy over K minus ``exclude`` (e.g. the union of several targets' sets, for a batch
@@ -208,9 +212,11 @@ class Evaluator:
         lost[[int(f) for f in forgotten]] = True
         return self._parts([int(e) for e in exclude], lost & self.known)
 
-    def evaluate(self, target: int, forgotten: Iterable[int]) -> Evaluation:
+    def evaluate(self, target: int, forgotten: Iterable[int], weights: np.ndarray | None = None) -> Evaluation:
         """Recall and accuracies for a model that lost ``forgotten`` (KB fact ids; facts outside
-        K are ignored) while unlearning ``target``."""
+        K are ignored) while unlearning ``target``. ``weights`` (one per KB fact): accuracies are
+        weighted ratios (a probed sample of K, each fact weighted by how many it stands for; a
+        weight 0 leaves a fact out); recall never uses them."""
         t = self._target(target)
         n = len(self.kb.facts)
         lost = np.zeros(n, dtype=bool)
@@ -224,7 +230,7 @@ class Evaluator:
         rec, tied = recall(ms.sets, np.flatnonzero(lost).tolist())
 
         def parts(u: frozenset[int]) -> Accuracies:
-            return self._parts(u, lost)
+            return self._parts(u, lost, weights)
 
         if self.tie == "first":  # recall() keeps the collection's order
             best = tied[0]

@@ -24,10 +24,12 @@ from typing import Iterable, Iterator, Literal, Sequence
 
 import numpy as np
 
-from .methods import MethodParams, Session, Unlearner, UnlearnError, get_method
+from .lr import runner_lr
+from .methods import MethodParams, Session, Unlearner, UnlearnError
 from .points import (  # noqa: F401  (Point, TargetNotKnownError, seed_everything: re-exported)
-    Point, TargetNotKnownError, _evaluator, _lora_methods, _mix, _number, _opt, seed_everything,
+    Point, TargetNotKnownError, _evaluator, _lora_methods, _mix, _number, _opt, _unlearner, seed_everything,
 )
+from .sampled import AccuracySampler
 from .snapshot import LoraAdapter, LoraParams, WeightSnapshot
 
 
@@ -81,6 +83,9 @@ class TargetRunner:
         ``holdout`` KB (Min-K% with ``min_k`` percent); ``reference="retrain"`` also trains, per
         target, a retain model without the target's reference set (cached in ``retrain_cache``)
         for the reference-based measures and the ``retrain`` baseline row.
+    accuracy, accuracy_sample:
+        ``"full"``/``"sampled"``/``"auto"`` (sampled above 2,000 facts in K), ``accuracy_sample`` facts:
+        :mod:`deepunlearn.unlearn.sampled`.
     """
 
     def __init__(
@@ -115,6 +120,8 @@ class TargetRunner:
         attacks=None,
         adversarial_modes: Sequence[str] | None = None,
         adversarial_calibration=None,
+        accuracy: str = "auto",
+        accuracy_sample: int = 300,
     ):
         from ..probe import cached_probe, get_protocol
 
@@ -167,19 +174,14 @@ class TargetRunner:
 
         self.baselines = Baselines(self, scores=scores or reference is not None, holdout=holdout, min_k=min_k,
                                    reference=reference, retrain_cache=retrain_cache)
+        self.sampler = AccuracySampler(self, accuracy, accuracy_sample, seed, full_only=(
+            "scores" if self.baselines.on else "the adversarial and attack checks" if self.checks.active else None))
 
     # ------------------------------------------------------------------ pieces
     def unlearner(self, method: str | Unlearner, grid: Sequence[float] | None = None,
                   params: MethodParams | None = None) -> Unlearner:
         """A method instance with its grid (default: the paper's)."""
-        if isinstance(method, Unlearner):
-            u = method
-            if grid is not None:
-                u = type(u)(u.params, grid=list(grid))
-            return u
-        cls = get_method(method)
-        overrides = {"grid": list(grid)} if grid is not None else {}
-        return cls(params, **overrides)
+        return _unlearner(method, grid, params)
 
     def known_among(self, ids: Sequence[int], model_fn=None) -> set[int]:
         """Which of ``ids`` the model answers now."""
@@ -194,11 +196,7 @@ class TargetRunner:
 
     def known_after(self, model_fn=None) -> set[int]:
         """The facts of K the model answers now (``model_fn`` replaces its forward, as for WHP)."""
-        from ..probe import probe
-
-        result = probe(self.bundle, self.kb, self._probe_ids, mode=self.probe_mode, batch_size=self.batch_size,
-                       model_fn=model_fn, progress=False, **self._probe_kw)
-        return {int(i) for i in result.known_ids()}
+        return self.known_among(self._probe_ids, model_fn)
 
     # ------------------------------------------------------------------ the loop
     def run(
@@ -313,14 +311,15 @@ class TargetRunner:
 
     def _run(self, t: int, u: Unlearner, values: list[float], skip: set[float], n_todo: int,
              seed: int | None = None) -> Iterator[Point]:
-        for points in self.steps([t], u, values, skip, n_todo, seed):
+        for points in self.steps([t], u, values, skip, n_todo, seed, sample=self.sampler.sampled):
             yield points[0]
 
     def steps(self, targets: Sequence[int], u: Unlearner, values: list[float], skip: set[float], n_todo: int,
-              seed: int | None = None, restore: bool = True) -> Iterator[list[Point]]:
+              seed: int | None = None, restore: bool = True, sample: bool = False) -> Iterator[list[Point]]:
         """The trajectory of ``u`` forgetting ``targets`` together: per grid value not in
         ``skip``, one :class:`Point` per target (a single target also gets its measures). With
-        ``restore=False`` the weights stay unlearned afterwards (sequential requests)."""
+        ``restore=False`` the weights stay unlearned afterwards (sequential requests); ``sample``: one
+        target's points probe what ``self.sampler`` plans."""
         from tqdm.auto import tqdm
 
         if n_todo == 0:
@@ -343,7 +342,7 @@ class TargetRunner:
             for step in steps:
                 if float(step.param) in skip:
                     continue
-                yield self._points(targets, u, step, lr, reference, t0, last=left == 1)
+                yield self._points(targets, u, step, lr, reference, t0, last=left == 1, sample=sample)
                 bar.update()
                 left -= 1
                 if left == 0:
@@ -355,12 +354,7 @@ class TargetRunner:
                 session.restore()
             bar.close()
 
-    def _lr(self, u: Unlearner) -> float:
-        from .lr import choose_lr
-
-        lr = u.params.lr if u.params.lr is not None else self.lr
-        n_params = sum(p.numel() for p in self.bundle.model.parameters())
-        return choose_lr(u, meta=getattr(self.bundle, "meta", None), n_params=n_params, lr=lr, lora=self.lora).value
+    _lr = runner_lr  # the rate of a run of method u: self._lr(u)
 
     def original_point(self, target: int | str) -> Point:
         """The ``original`` baseline row: the model before unlearning, with its measures."""
@@ -372,10 +366,16 @@ class TargetRunner:
         return self.baselines.retrain_point(self.kb.resolve(target))
 
     def _points(self, targets: Sequence[int], u: Unlearner | str, step, lr: float | None, reference,
-                t0: float, last: bool = False) -> list[Point]:
-        forgotten = sorted(self.known - self.known_after(step.model_fn))
+                t0: float, last: bool = False, sample: bool = False) -> list[Point]:
+        if sample:  # one target: what the sampler plans for it
+            probed = self.sampler.plan(targets[0])["probe"]
+            forgotten = sorted(set(probed) - self.known_among(probed, step.model_fn))
+        else:
+            forgotten = sorted(self.known - self.known_after(step.model_fn))
         name, param = getattr(u, "name", u), _number(step.param)
-        if len(targets) == 1:
+        if sample:
+            points = [self.sampler.point(targets[0], name, param, forgotten, lr)]
+        elif len(targets) == 1:
             points = [self.point_for(targets[0], name, param, forgotten, lr,
                                      self.baselines.measure(targets[0], step.model_fn, forgotten, reference))]
         else:
@@ -393,7 +393,8 @@ class TargetRunner:
         return points
 
     def point_for(self, target: int, method: str, param, forgotten: list[int], lr: float | None,
-                  measure=None) -> Point:
-        """A :class:`Point` from the facts of K lost; ``measure(set_ids)`` gives its measures."""
-        ev = self.evaluator.evaluate(target, forgotten)
+                  measure=None, weights=None) -> Point:
+        """A :class:`Point` from the facts of K lost; ``measure(set_ids)`` gives its measures
+        (``weights``: a sample's, :mod:`.sampled`)."""
+        ev = self.evaluator.evaluate(target, forgotten, weights=weights)
         return Point.from_evaluation(ev, method, param, forgotten, lr, None if measure is None else measure(ev.set))

@@ -96,3 +96,12 @@ def choose_lr(method, *, meta: Mapping[str, Any] | None, n_params: int, lr: floa
 def _tidy(x: float) -> float:
     """Drop float noise such as 1.0000000000000002e-4 so rates print as the rule says."""
     return float(f"{x:.12g}")
+
+
+def runner_lr(runner, method) -> float:
+    """The rate a :class:`~deepunlearn.unlearn.loop.TargetRunner` run of ``method`` uses: the
+    method's own ``lr``, else the runner's, else :func:`choose_lr`'s rule for its model."""
+    lr = method.params.lr if method.params.lr is not None else runner.lr
+    n_params = sum(p.numel() for p in runner.bundle.model.parameters())
+    return choose_lr(method, meta=getattr(runner.bundle, "meta", None), n_params=n_params, lr=lr,
+                     lora=runner.lora).value

@@ -88,6 +88,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                       help="approximate the sets with MDUS over N seeds instead")
     p.add_argument("--tie", choices=("accuracy", "first"), default=None,
                    help="among sets of equal recall take the best accuracy or the first (default: the protocol's)")
+    p.add_argument("--accuracy", choices=("auto", "full", "sampled"), default="auto",
+                   help="full: probe all of K at every grid point; sampled: the target's cone (exact recall and deep) "
+                        "plus a stratified sample of --accuracy-sample facts, accuracy with a 95%% interval (differs "
+                        "from the paper's code; one target at a time); auto (default): sampled when K holds more "
+                        "than 2,000 facts, full otherwise and under --protocol reference")
+    p.add_argument("--accuracy-sample", type=positive_int, default=300, metavar="N",
+                   help="facts sampled outside the target's cone with --accuracy sampled (default 300)")
     p.add_argument("--device", default=None, help="cuda, cuda:1, cpu (default: cuda when available)")
     p.add_argument("--dtype", default=None, help="bf16, fp16, fp32 (default: bf16 on GPU, fp32 on CPU)")
     p.add_argument("--batch-size", type=positive_int, default=64, help="probing batch size (default 64)")
@@ -252,6 +259,10 @@ def _unlearn(args) -> int:
     from .checks_cli import check_kwargs
 
     protocol = get_protocol(args.protocol)
+    if args.accuracy == "sampled" and (many or protocol.name == "reference"):  # checked before the model loads
+        raise CLIError("--accuracy: 'sampled' departs from the reference protocol, which probes all of K" if not many
+                       else "--accuracy: 'sampled' measures one target at a time; batch and sequential requests "
+                       "probe all of K", field="--accuracy")
     checks = check_kwargs(args, kb)  # bad forms or attack flags fail before the model loads
     try:
         bundle = load_for_cli(args.model, kb, args.device, args.dtype, **resolve_format(args, protocol))
@@ -262,7 +273,8 @@ def _unlearn(args) -> int:
             bundle, kb, rules=args.rules, protocol=protocol, probe_mode=args.probe_mode, k_mode=args.k_mode,
             sets="mdus" if args.seeds is not None else args.sets, tie=args.tie, lr=args.lr,
             lora=args.lora, cache_dir=args.cache_dir, seeds=args.seeds or 100,
-            batch_size=args.batch_size, seed=args.seed, **checks,
+            batch_size=args.batch_size, seed=args.seed, accuracy=args.accuracy, accuracy_sample=args.accuracy_sample,
+            **checks,
         )
         if many:
             obj = run_requests(args, runner, method, kb, targets)
@@ -291,11 +303,12 @@ def _unlearn(args) -> int:
                 "summary": target_metrics(points),
             })
     except UnlearnError as e:
-        raise CLIError(str(e), field=e.field) from None
+        flag = {"accuracy": "--accuracy", "accuracy_sample": "--accuracy-sample"}.get(e.field or "")
+        raise CLIError(f"{flag}: {e}" if flag else str(e), field=flag or e.field) from None
 
     common = {"known": len(runner.known), "known_before": len(runner.baseline.known_ids()), "total": len(kb),
               "k_mode": runner.k_mode, "probe_mode": runner.probe_mode, "protocol": protocol.name,
-              "sets": runner.sets, "tie": runner.tie, "answer_format": bundle.prompt.name}
+              "sets": runner.sets, "tie": runner.tie, "answer_format": bundle.prompt.name, **runner.sampler.describe()}
     if single:
         obj = {**results[0], **common}
         chosen = _chosen(obj["points"], point)
