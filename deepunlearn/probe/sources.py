@@ -182,6 +182,11 @@ def check_model_type(config_file: Path, config: dict) -> None:
     if "model_type" not in config:
         return
     mt = config["model_type"]
+    from .model_headers import known_model_types
+
+    known_fast = known_model_types()  # read from transformers' source: importing it imports torch (seconds)
+    if isinstance(mt, str) and known_fast is not None and mt in known_fast:
+        return
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     if isinstance(mt, str) and mt in CONFIG_MAPPING_NAMES:
