@@ -118,7 +118,7 @@ def model_info(name: str | Path, *, trust_remote_code: bool = False) -> dict[str
         folder = path if path.exists() else resolve_hub(text)
         meta, config = {}, {}
         if folder is not None:
-            config = check_folder(folder, trust_remote_code=trust_remote_code)
+            config = check_folder(folder, trust_remote_code=trust_remote_code, torch_free=True)
             meta = read_meta(folder)
         source = str(folder) if folder is not None else text
         fast = folder_summary(folder, config) if folder is not None and not config.get("auto_map") else None

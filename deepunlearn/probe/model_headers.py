@@ -1,63 +1,22 @@
 """What a checkpoint folder says about its model, read from its files alone: no torch, no
 transformers module executed, so ``deepunlearn model info`` answers in well under a second and
-the checks before a load cost milliseconds.
+the checks before a load cost milliseconds (torch and transformers are imported by the load itself).
 
-transformers' lists of architectures and causal-LM classes are literal tables in its
-``models/auto`` modules; importing them imports torch (seconds).
-:func:`auto_table` reads such a table from the source text with :mod:`ast` (no code runs), and
-returns ``None`` if the file does not hold it in the expected shape, in which case callers import
-transformers as before. :func:`folder_summary` is ``model info``'s description of a folder whose
+transformers' tables of architectures and classes are read from its source
+(:mod:`.hf_tables`). :func:`folder_summary` is ``model info``'s description of a folder whose
 config names its sizes and whose tokenizer is a ``tokenizer.json``; ``None`` (anything it cannot
 state for sure) sends ``model info`` to transformers.
 """
 
 from __future__ import annotations
 
-import ast
-import functools
-import importlib.util
 from pathlib import Path
 from typing import Any
 
 from ..errors import load_json
+from .hf_tables import auto_table
 from .model_bounds import LAYER_KEYS, WIDTH_KEYS, read_safetensors_header
 from .sources import ModelLoadError
-
-
-@functools.lru_cache(maxsize=None)
-def auto_table(name: str) -> dict[str, str] | None:
-    """The ``OrderedDict([(key, value), ...])`` literal assigned to ``name`` in transformers'
-    ``models/auto`` modules (``auto_mappings.py`` in recent versions, ``configuration_auto.py``
-    and ``modeling_auto.py`` before), read from their source; ``None`` when none holds it. Names
-    a module adds later (``.update(...)``) are missing: callers ask transformers about a name
-    the table lacks."""
-    spec = importlib.util.find_spec("transformers")
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    auto = Path(list(spec.submodule_search_locations)[0]) / "models" / "auto"
-    for module in ("auto_mappings", "configuration_auto", "modeling_auto"):
-        try:
-            tree = ast.parse((auto / f"{module}.py").read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, ValueError):
-            continue
-        for node in tree.body:
-            if not (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name
-                                                         for t in node.targets)
-                    and isinstance(node.value, ast.Call) and len(node.value.args) == 1):
-                continue
-            try:
-                pairs = ast.literal_eval(node.value.args[0])
-            except ValueError:
-                continue
-            if isinstance(pairs, list) and all(isinstance(p, tuple) and len(p) == 2 for p in pairs):
-                return {str(k): v for k, v in pairs if isinstance(v, str)}
-    return None
-
-
-def known_model_types() -> set[str] | None:
-    """Every ``model_type`` transformers knows, or ``None`` (then ask transformers itself)."""
-    table = auto_table("CONFIG_MAPPING_NAMES")
-    return set(table) if table else None
 
 
 def safetensors_summary(folder: Path) -> tuple[int, dict[str, int]] | None:
