@@ -232,8 +232,20 @@ class KnowledgeBase:
         from .names import check_kb_names
 
         check_kb_names(self, KBError)
-        if not self._facts_fine():
-            self._first_bad_fact()
+        if not self._facts_fine():  # a bad fact: find the first, in file order, for the message
+            for i, (s, r, o) in enumerate(self.facts):
+                if s not in self.entities:
+                    raise KBError(f"facts[{i}]: subject {s!r} is not a declared entity")
+                rel = self.relations.get(r)
+                if rel is None:
+                    raise KBError(f"facts[{i}]: relation {r!r} is not declared")
+                if rel.kind == "entity" and o not in self.entities:
+                    raise KBError(f"facts[{i}]: object {o!r} of entity relation {r!r} is not a declared entity")
+            seen: dict[Fact, int] = {}
+            for i, f in enumerate(self.facts):
+                if f in seen:
+                    raise KBError(f"facts[{i}]: duplicate of facts[{seen[f]}] {list(f)}")
+                seen[f] = i
         for j, t in enumerate(self.targets):
             if isinstance(t, bool) or not isinstance(t, (int, np.integer)):
                 raise KBError(f"targets[{j}]: expected a fact index (an integer), found {t!r}", field=f"targets.{j}")
@@ -255,22 +267,6 @@ class KnowledgeBase:
         entity_rels = {n for n, rel in self.relations.items() if rel.kind == "entity"}
         return (self.entities.keys() >= set(compress(objects, map(entity_rels.__contains__, rels)))
                 and len(set(self.facts)) == len(self.facts))
-
-    def _first_bad_fact(self) -> None:
-        """Raise the first bad fact's error, in file order (:meth:`_facts_fine` found one)."""
-        for i, (s, r, o) in enumerate(self.facts):
-            if s not in self.entities:
-                raise KBError(f"facts[{i}]: subject {s!r} is not a declared entity")
-            rel = self.relations.get(r)
-            if rel is None:
-                raise KBError(f"facts[{i}]: relation {r!r} is not declared")
-            if rel.kind == "entity" and o not in self.entities:
-                raise KBError(f"facts[{i}]: object {o!r} of entity relation {r!r} is not a declared entity")
-        seen: dict[Fact, int] = {}
-        for i, f in enumerate(self.facts):
-            if f in seen:
-                raise KBError(f"facts[{i}]: duplicate of facts[{seen[f]}] {list(f)}")
-            seen[f] = i
 
     # ------------------------------------------------------------------ interning
     @cached_property
