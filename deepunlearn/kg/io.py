@@ -45,7 +45,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError, field_validator
 
-from ..errors import atomic_write_text, load_json
+from ..errors import atomic_write_text, gc_paused, load_json
 from .kb import KBError, KnowledgeBase, Relation, template_problem
 
 FORMAT = "deepunlearn-kb"
@@ -256,8 +256,8 @@ def to_dict(kb: KnowledgeBase) -> dict[str, Any]:
 def load_kb(path: str | os.PathLike, *, flag: str | None = None) -> KnowledgeBase:
     """Read a KB file (named on the command line by ``flag``, e.g. ``--kb``); every problem is
     one :class:`KBFileError` naming the file and the field."""
-    data = load_json(path, flag=flag, error=KBFileError)
-    return from_dict(data, source=str(path))
+    with gc_paused():
+        return from_dict(load_json(path, flag=flag, error=KBFileError), source=str(path))
 
 
 def dumps_kb(kb: KnowledgeBase) -> str:

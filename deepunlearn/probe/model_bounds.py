@@ -16,6 +16,8 @@ safetensors headers), so a plan of the declared dimensions must fit in them:
 * :func:`check_config_plan`: the same lower bound for a ``config.json``, against those headers;
 * :func:`check_fits`: then the parameters of the model built on the ``meta`` device, against
   the headers and the weights files' sizes;
+* :func:`check_device_memory`: on CUDA, those parameters in the load's dtype against the
+  device's free memory;
 * :func:`check_gguf_merges`: BPE merges the tokenizers library would panic on.
 
 Every refusal is a ModelLoadError naming the file and the key.
@@ -190,13 +192,19 @@ def check_config_plan(folder: Path, config: dict) -> None:
 MAX_LAYERS = 4096
 
 
-def check_fits(path: Path, config: dict) -> None:
+def check_fits(path: Path, config: dict) -> int:
     """Refuse, before anything is allocated, a ``config.json`` describing a model far larger than
     the folder's weights files: transformers would build it and fill the missing weights with
     random values (``{"model_type": "llama"}`` alone is Llama-2-7B's default size, 27 GB in fp32,
     which the fuzz test's random configs once used to exhaust a 24 GB machine). The model is
     built on the ``meta`` device (no memory for values) to count its parameters, and it needs at
-    least half a byte per parameter (4-bit weights) in its weights files."""
+    least half a byte per parameter (4-bit weights) in its weights files. Returns the count.
+
+    The headers are checked first (:func:`check_config_plan`: a forged config is refused in
+    milliseconds, before any skeleton). The skeleton stays, on every device: only it counts what
+    transformers would build (an extra size key of any architecture included), and it costs
+    ~20 ms of CPU once the model's module is imported, which the load that follows imports
+    anyway (the seconds a profile shows here are those imports)."""
     for key in ("num_hidden_layers", "n_layer", "num_layers"):
         v = config.get(key)
         if isinstance(v, int) and not isinstance(v, bool) and v > MAX_LAYERS:
@@ -228,3 +236,23 @@ def check_fits(path: Path, config: dict) -> None:
         raise ModelLoadError(
             f"{path}: config.json describes a model of {n:,} parameters but its safetensors headers declare "
             f"{held:,}; refused (it would be built with random weights)", file=path / "config.json")
+    return n
+
+
+def check_device_memory(params: int, dtype, device: str, source: str | Path) -> None:
+    """Refuse, before anything is allocated there, a model whose weights alone (``params`` in
+    ``dtype``) exceed the free memory of the CUDA ``device``: the load would fail part-way
+    with CUDA's out-of-memory error after seconds of copying. Other devices: no check (CPU
+    memory is the operating system's to give)."""
+    if not str(device).startswith("cuda") or params <= 0:
+        return
+    import torch
+
+    free, total = torch.cuda.mem_get_info(torch.device(device))
+    need = params * torch.empty((), dtype=dtype).element_size()
+    if need > free:
+        gib = 1 << 30
+        raise ModelLoadError(f"{source}: {params:,} parameters in {str(dtype).removeprefix('torch.')} need "
+                             f"{need / gib:.1f} GiB, but {device} has {free / gib:.1f} GiB free of "
+                             f"{total / gib:.1f} GiB; refused before loading (try --dtype bf16, or a larger GPU)",
+                             file=source)

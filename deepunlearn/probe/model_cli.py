@@ -98,9 +98,8 @@ def model_info(name: str | Path, *, trust_remote_code: bool = False) -> dict[str
     """What ``deepunlearn model info`` prints for a hub name, a checkpoint folder or a GGUF file
     (see the module docstring); no weights are loaded. Errors are ModelLoadError naming the
     file: no such folder, an unknown architecture, a damaged GGUF or JSON file."""
-    import torch
-
     from .gguf import find_gguf, gguf_summary
+    from .model_headers import folder_summary
     from .models import _prompt_from_meta, quiet_hf, read_meta
     from .prompts import PromptFormat
     from .sources import ModelLoadError, check_folder, first_line, looks_local, resolve_hub
@@ -117,11 +116,15 @@ def model_info(name: str | Path, *, trust_remote_code: bool = False) -> dict[str
         fmt, where = PromptFormat.for_model(info["architecture"], text), "family"
     else:
         folder = path if path.exists() else resolve_hub(text)
-        meta: dict = {}
+        meta, config = {}, {}
         if folder is not None:
-            check_folder(folder, trust_remote_code=trust_remote_code)
+            config = check_folder(folder, trust_remote_code=trust_remote_code, torch_free=True)
             meta = read_meta(folder)
         source = str(folder) if folder is not None else text
+        fast = folder_summary(folder, config) if folder is not None and not config.get("auto_map") else None
+        if fast is not None:  # from the files' headers: no torch, no transformers (well under a second)
+            return _finish({**fast, "source": "folder", "model": source}, meta, folder, text, t0)
+        import torch
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
         with quiet_hf(errors_only=True):
@@ -147,11 +150,22 @@ def model_info(name: str | Path, *, trust_remote_code: bool = False) -> dict[str
                 "vocab_size": getattr(text_cfg, "vocab_size", None), "dtype": dtype,
                 "tokenizer": _tokenizer_info(tok), "source": "folder" if folder is not None else "hub",
                 "model": source}
-        recorded = _prompt_from_meta(meta, folder) if folder is not None else None
-        fmt, where = (recorded, "recorded") if recorded is not None else \
-            (PromptFormat.for_model(cfg.model_type, text), "family")
-        if meta.get("origin") is not None:
-            info["origin"] = meta["origin"]
+        return _finish(info, meta, folder, text, t0)
+    info["prompt_format"] = {**fmt.describe(), "source": where}
+    info["seconds"] = round(time.perf_counter() - t0, 3)
+    return info
+
+
+def _finish(info: dict[str, Any], meta: dict, folder: Path | None, text: str, t0: float) -> dict[str, Any]:
+    """A folder's or hub model's info with its answer format (recorded, else the family's)."""
+    from .models import _prompt_from_meta
+    from .prompts import PromptFormat
+
+    recorded = _prompt_from_meta(meta, folder) if folder is not None else None
+    fmt, where = (recorded, "recorded") if recorded is not None else \
+        (PromptFormat.for_model(info["architecture"], text), "family")
+    if meta.get("origin") is not None:
+        info["origin"] = meta["origin"]
     info["prompt_format"] = {**fmt.describe(), "source": where}
     info["seconds"] = round(time.perf_counter() - t0, 3)
     return info

@@ -26,7 +26,7 @@ from ..errors import atomic_write_text, load_json
 from .gguf import find_gguf, gguf_architecture, quiet_gguf, strip_quantization
 from .chat import chat_format
 from .prompts import PromptFormat
-from .model_bounds import check_fits
+from .model_bounds import check_device_memory, check_fits
 from .sources import ModelLoadError, check_folder, diagnose_weights, first_line, looks_local, resolve_hub
 
 #: Values of ``load_model(answer_format=...)`` (the field ``Protocol.answer_format``).
@@ -257,7 +257,7 @@ def load_model(
     where = str(folder) if folder is not None else name
     with quiet_hf(errors_only=folder is not None), (quiet_gguf() if gguf is not None else contextlib.nullcontext()):
         if gguf is None and folder is not None and not config.get("auto_map"):  # custom code: its classes decide
-            check_fits(folder, config)
+            check_device_memory(check_fits(folder, config), torch_dtype, device, source)
         try:
             tokenizer = AutoTokenizer.from_pretrained(where, **extra)
         except BaseException as e:  # noqa: BLE001 - whatever the folder's files make transformers raise

@@ -137,10 +137,12 @@ def hub_unreachable_message(name: str, offline: bool) -> str:
             "to the network and retry")
 
 
-def check_folder(path: Path, *, trust_remote_code: bool = False) -> dict:
+def check_folder(path: Path, *, trust_remote_code: bool = False, torch_free: bool = False) -> dict:
     """Check a local checkpoint folder before transformers reads it and return its
     ``config.json``: a folder with a readable JSON-object config, small JSON files readable,
-    and no request to run the folder's own code (``auto_map``) unless ``trust_remote_code``."""
+    and no request to run the folder's own code (``auto_map``) unless ``trust_remote_code``.
+    ``torch_free``: the caller may never import torch (``model info``), so the architecture is
+    looked up in transformers' source (:func:`check_model_type`)."""
     if not path.is_dir():
         raise ModelLoadError(f"model path {path} is a file; expected a checkpoint folder with config.json", file=path)
     if not (path / "config.json").is_file():
@@ -153,7 +155,7 @@ def check_folder(path: Path, *, trust_remote_code: bool = False) -> dict:
             if not isinstance(docs[fname], dict):
                 raise ModelLoadError(f"{f}: expected a JSON object", file=f)
     if not docs["config.json"].get("auto_map"):  # custom code brings its own architecture
-        check_model_type(path / "config.json", docs["config.json"])
+        check_model_type(path / "config.json", docs["config.json"], torch_free=torch_free)
     if not trust_remote_code:
         for fname in ("config.json", "tokenizer_config.json"):
             refuse_remote_code(docs.get(fname, {}), path, fname)
@@ -175,13 +177,20 @@ def refuse_remote_code(doc: dict, path: Path, fname: str, *, error: type[UserErr
 COMMON_ARCHS = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "phi", "gpt2", "gpt_neox", "olmo2")
 
 
-def check_model_type(config_file: Path, config: dict) -> None:
+def check_model_type(config_file: Path, config: dict, *, torch_free: bool = False) -> None:
     """Refuse a ``config.json`` whose ``model_type`` transformers does not know, naming the
     closest ones it does (and how many it knows): "unknown architecture 'foo'; transformers
-    knows ...". A config without ``model_type`` is left to transformers."""
+    knows ...". A config without ``model_type`` is left to transformers. A load imports
+    transformers anyway, so only ``torch_free`` callers read its table from the source first."""
     if "model_type" not in config:
         return
     mt = config["model_type"]
+    if torch_free:  # transformers' table read from its source (0.2 s); importing it imports torch (seconds)
+        from .hf_tables import known_model_types
+
+        known_fast = known_model_types()
+        if isinstance(mt, str) and known_fast is not None and mt in known_fast:
+            return
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
     if isinstance(mt, str) and mt in CONFIG_MAPPING_NAMES:
