@@ -140,11 +140,6 @@ class Relation:
         """Every question template, the primary one first."""
         return (self.question, *self.paraphrases)
 
-    @property
-    def entity_valued(self) -> bool:
-        """Whether the object is an entity (an edge of the KB's graph) rather than a value."""
-        return self.kind == "entity"
-
     @classmethod
     def default(cls, name: str, kind: str) -> "Relation":
         """The paper's template (Table 1) for an entity relation ("Who is {o2} to {o1}?", answer the
@@ -308,19 +303,6 @@ class KnowledgeBase:
 
     def group_of(self, fact_id: int) -> str:
         return self.relations[self.facts[fact_id][1]].group
-
-    @cached_property
-    def fact_array(self) -> np.ndarray:
-        """``(n, 3)`` int array of family facts as (subject id, relation id, object id);
-        biography rows hold -1 as object (their object is a value, not an entity)."""
-        out = np.full((len(self.facts), 3), -1, dtype=np.int64)
-        eid, rid = self.entity_ids, self.relation_ids
-        for i, (s, r, o) in enumerate(self.facts):
-            out[i, 0] = eid[s]
-            out[i, 1] = rid[r]
-            if o in eid and self.relations[r].kind == "entity":
-                out[i, 2] = eid[o]
-        return out
 
     def fact_id(self, fact: Sequence[str]) -> int:
         """The id of a fact, or :class:`KBError` if the KB does not hold it."""
