@@ -1,4 +1,4 @@
-"""``deepunlearn rules closure | sets | recall | explain | show`` (DESIGN.md section 7).
+"""``deepunlearn rules closure | sets | recall | explain | show``.
 
 Only argparse at import time; numpy, clingo and matplotlib load inside the handlers, and
 nothing here imports torch. Numeric flags have strict argparse types (bad values: usage error,
@@ -134,6 +134,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--depth", type=nonneg_int, default=2, help="levels of derivations to expand (default 2)")
     p.add_argument("--max-groundings", type=positive_int, default=12, help="groundings shown per fact (default 12)")
     p.add_argument("--max-sets", type=positive_int, default=4, help="minimal sets drawn in the figure (default 4)")
+    p.add_argument("--after", default=None, metavar="KNOWN_B.json",
+                   help="what a model knows after unlearning ('deepunlearn probe -o' of it, or a JSON list of facts): "
+                        "say whether the target is still derivable from it and show the derivation that survives, "
+                        "rule by rule (the target need not be known there)")
     add_force(p)
     add_json(p)
     _quiet(p)
@@ -356,6 +360,10 @@ def _explain(args) -> int:
     if args.target == "all":
         raise CLIError("rules explain: --target must be one fact")
     t = _targets(args, kb)[0]
+    if args.after is not None:
+        from .recall_inputs import explain_after
+
+        return explain_after(args, kb, rules, t)
     ev = _evaluator(args, kb, rules, known)
     ex = explain(ev.graph, t, ev.minimal_sets(t), depth=args.depth, max_groundings=args.max_groundings)
     out = {**ex.to_dict(), "rules": rules.name}

@@ -38,18 +38,18 @@ def refuse_probe_output(doc: Any, path: str | os.PathLike) -> None:
                            f"{path} (forgotten = K minus what it still knows)", file=path, field="--forgotten")
 
 
-def read_known_after(kb, path: str | os.PathLike) -> list[int]:
-    """K_B from ``--known-after``: a probe output (any of the kinds above) or a list of facts."""
-    doc = load_json(path, flag="--known-after", error=FactRefError)
+def read_known_after(kb, path: str | os.PathLike, flag: str = "--known-after") -> list[int]:
+    """K_B from ``flag`` (``--known-after``): a probe output (any of the kinds above) or a list of facts."""
+    doc = load_json(path, flag=flag, error=FactRefError)
     if isinstance(doc, dict) and doc.get("format") == "deepunlearn-probe-cache" and isinstance(doc.get("result"), dict):
         doc = doc["result"]
     if isinstance(doc, dict) and isinstance(doc.get("known"), list) and isinstance(doc.get("fact_ids"), list):
         flags, ids = doc["known"], doc["fact_ids"]
         if len(flags) != len(ids) or not all(isinstance(k, bool) for k in flags):
-            raise FactRefError(f"--known-after {path}: fields 'known' and 'fact_ids' must be lists of the same "
+            raise FactRefError(f"{flag} {path}: fields 'known' and 'fact_ids' must be lists of the same "
                                "length, 'known' of true/false", file=path, field="known")
         doc = [i for i, k in zip(ids, flags) if k]
-    return fact_list(kb, doc, path=path, flag="--known-after", key="fact_ids")
+    return fact_list(kb, doc, path=path, flag=flag, key="fact_ids")
 
 
 def deep_after(kb, rules, known_after, target: int, max_groundings: int | None) -> dict:
@@ -65,3 +65,25 @@ def deep_after(kb, rules, known_after, target: int, max_groundings: int | None) 
     tree = surviving_derivation(g, target) if lost and not deep else None
     return {"deep": deep, "superficial": lost and not deep, "surviving_ids": leaves(tree),
             "surviving_text": derivation_text(g, tree, indent="    ") if tree is not None else ""}
+
+
+def explain_after(args, kb, rules, t: int) -> int:
+    """``rules explain --after``: is the target still derivable from what the model knows after
+    unlearning, and by which facts, rule by rule."""
+    from ..cli import CLIError, emit
+
+    if args.output:
+        raise CLIError("rules explain: -o draws the derivations from K; with --after the surviving derivation is "
+                       "printed (or given with --json)", field="-o")
+    after = read_known_after(kb, args.after, flag="--after")
+    d = deep_after(kb, rules, after, t, args.grounding_budget)
+    known_t = t in set(after)
+    out = {"target": list(kb.facts[t]), "target_id": t, "known_after": len(after), "target_known": known_t,
+           "rules": rules.name, **d}
+    verdict = ("the model still knows the target" if known_t else
+               "superficial: the rules still derive it from what the model knows" if d["superficial"] else
+               "yes: the target is not derivable from what the model knows")
+    emit(args, out, lambda: "\n".join(
+        [f"target [{t}] {kb.facts[t]}: deep: {'yes' if d['deep'] else 'no'} ({verdict}; {len(after)} facts known)"]
+        + (["  surviving derivation:", d["surviving_text"]] if d["superficial"] else [])))
+    return 0
