@@ -23,6 +23,12 @@ longer to quantise the fixture model. The plain-torch version needs nothing new,
 model runs and gives the weights bitsandbytes' NF4 gives (same codebook and absmax blocks; on the
 fixture model 2,157,823 of its 2,157,824 Linear weights are identical, the odd one a tie between
 two codes).
+
+Measured on the fixture model (tests/conftest.py: 181 facts, 172 known): quantising every Linear
+takes 0.05 s (int4) / 0.8 s (nf4) and the quantised model still knows all 172. After GA on 6
+targets (grid 1 to 16 steps, 30 points, 318 facts forgotten in all), int8 brought 5 forgotten facts
+back, int4 5 and nf4 21; no target came back. On SmolLM2-135M quantising takes 1.5 s (int4) and
+about 10-30 s (nf4, the 49152 x 576 lm_head alone 3 s) against 2 s for int8.
 """
 
 from __future__ import annotations
