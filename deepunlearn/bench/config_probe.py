@@ -8,7 +8,7 @@ In a sweep configuration (top level)::
     unlearn_forms = "unlearn"     # the forms the methods unlearn on; None: the primary form
     adversarial = true            # every point also records recall_adv / accuracy_adv / superficial
 
-    [attacks]                     # after unlearning: relearn N steps, int8 / nf4 quantisation
+    [attacks]                     # after unlearning: relearn N steps, int8 / int4 / nf4 quantisation
     relearn = [1, 2, 4, 8]
     relearn_size = 16
     quantize = "int8"
@@ -58,9 +58,9 @@ class AttackOptions(_Strict):
     relearn_size: int = Field(default=16, ge=1, description="facts sampled from the relearning pool (K minus the "
                               "target and its chosen minimal set)")
     relearn_lr: float | None = Field(default=None, description="relearning lr; None: the run's unlearning lr")
-    quantize: Literal["int8", "nf4"] | None = Field(
-        default=None, description="int8: torch dynamic quantisation of the Linear layers (CPU); nf4: bitsandbytes "
-        "4-bit (CUDA); None: no quantisation attack")
+    quantize: Literal["int8", "int4", "nf4"] | None = Field(
+        default=None, description="int8: torch dynamic quantisation of the Linear layers (CPU); int4 / nf4: 4-bit "
+        "round-to-nearest, group-wise absmax (any device); None: no quantisation attack")
     at: Literal["last", "all"] = Field(default="last", description="attack each trajectory's last grid point only, "
                                        "or every point")
 
@@ -175,7 +175,7 @@ def check_attacks(cfg: Any) -> None:
         for i, m in enumerate(cfg.models):
             if m.device and str(m.device).startswith("cuda"):
                 raise cfg.error("attacks.quantize", f"int8 dynamic quantisation runs on CPU, but models.{i} "
-                                f"({m.name}) is on {m.device}: use quantize = 'nf4' on a GPU (needs bitsandbytes)")
+                                f"({m.name}) is on {m.device}: use quantize = 'int4' or 'nf4' on a GPU")
     if cfg.targets.batch or cfg.targets.sequential:
         raise cfg.error("attacks", "attacks run on single-target trajectories; batch and sequential requests are "
                         "not attacked: leave [attacks] out or run single targets")

@@ -200,7 +200,7 @@ def forgetting_section(points: Sequence[Any], methods: Sequence[str], out) -> tu
           "known under any of the modes exact, yes/no, rank and generate on any selected form) and against the "
           "attacks after unlearning: *relearn@N* = recall after finetuning N steps on facts the method did not "
           "target (K minus the target and its chosen minimal set), *quantised* = recall after quantising the "
-          "Linear layers (int8 dynamic on CPU, nf4 on GPU); the weights are restored after every attack. "
+          "Linear layers (int8 dynamic on CPU, int4 / nf4 4-bit round-to-nearest); the weights are restored after every attack. "
           "*recall_adv* ≤ recall: what the aggregate still knows was not forgotten. *Superficial forgetting "
           "rate*: of the facts the primary probe counts forgotten, the share the aggregate still knows; pooled = "
           "superficial facts / primary-forgotten facts over all the points (the counts in brackets), mean = the "

@@ -34,7 +34,9 @@ the forget set, issue 13) are stored beside the methods' points but are no unlea
 every function here leaves them out, so the paper's metrics are the same with or without them.
 
 Thresholds compare with a 1e-9 tolerance (recall 4/5 counts as >= 0.8). Spreads over targets:
-the sample standard deviation (ddof = 1) and the standard error ``std / sqrt(n)``.
+the sample standard deviation (ddof = 1) and the standard error ``std / sqrt(n)``; Acc@R, R@A,
+Success-DU and the deep rate also get 95 % bootstrap intervals over targets
+(:mod:`deepunlearn.bench.bootstrap`), which the tables print as ``0.45 [0.20, 0.70]``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from .bootstrap import add_intervals as add_bootstrap, format_value, has_interval, interval_note
 # The per-curve metrics live in the unlearn layer (``unlearn`` prints them per target without
 # importing bench); bench aggregates them over targets.
 from ..unlearn.summary import (  # noqa: F401  (re-exported)
@@ -54,7 +57,7 @@ from ..unlearn.summary import (  # noqa: F401  (re-exported)
     success_du, target_metrics, with_endpoints,
 )
 
-from .intervals import add_intervals
+from .intervals import add_intervals as add_accuracy_bounds
 
 Curve = Sequence[tuple[float, float]]
 
@@ -117,7 +120,8 @@ def per_target(points: Iterable[Any], threshold: float = 0.8, groups: Sequence[s
 _RATES = ("superficial_rate", "deep_rate")
 
 
-def _aggregate(rows: Iterable[dict[str, float]], threshold: float, groups: Sequence[str]) -> dict[str, float]:
+def _aggregate(rows: Iterable[dict[str, float]], threshold: float, groups: Sequence[str],
+               intervals: bool = False) -> dict[str, float]:
     rows = list(rows)
     out: dict[str, float] = {"n_targets": len(rows)}
     for name in metric_names(threshold, groups):
@@ -126,13 +130,17 @@ def _aggregate(rows: Iterable[dict[str, float]], threshold: float, groups: Seque
         if name not in _RATES:
             out[f"{name}_std"] = s["std"]
             out[f"{name}_sem"] = s["sem"]
+    if intervals:  # 95 % bootstrap intervals over targets of the headline metrics (bench.bootstrap)
+        add_bootstrap(out, rows, threshold)
     return out
 
 
 def summarize(points: Iterable[Any], threshold: float = 0.8, groups: Sequence[str] | None = None
               ) -> dict[str, dict[str, dict[str, float]]]:
-    """``{model: {method: metrics}}``: each metric averaged over targets with ``_std`` and ``_sem``;
-    ``groups``: the relation groups of ``acc_at_recall_{t}_{group}`` (default: the points' own,
+    """``{model: {method: metrics}}``: each metric averaged over targets with ``_std`` and ``_sem``,
+    the headline ones also with a 95 % bootstrap interval over targets (``_ci_lo``, ``_ci_hi``,
+    ``_ci_n``; :mod:`deepunlearn.bench.bootstrap`); ``groups``: the relation groups of
+    ``acc_at_recall_{t}_{group}`` (default: the points' own,
     e.g. the sweep KB's ``kb.groups``).
 
     >>> pts = [dict(model="m", method="ga", target=t, param=1, recall=r, accuracy=a, accuracy_family=a,
@@ -148,8 +156,8 @@ def summarize(points: Iterable[Any], threshold: float = 0.8, groups: Sequence[st
         by[(model, method)].append(m)
     out: dict[str, dict[str, dict[str, float]]] = {}
     for (model, method), rows in by.items():
-        out.setdefault(model, {})[method] = _aggregate(rows, threshold, groups)
-    add_intervals(out, group_trajectories(points), threshold)  # sampled accuracy: {metric}_low / _high (bench.intervals)
+        out.setdefault(model, {})[method] = _aggregate(rows, threshold, groups, intervals=True)
+    add_accuracy_bounds(out, group_trajectories(points), threshold)  # sampled accuracy: {metric}_low / _high
     return out
 
 
@@ -227,7 +235,9 @@ def format_table(summary: Mapping[str, Mapping[str, Mapping[str, float]]], thres
         s = summary.get(model, {}).get(method)
         if not s:
             return "-"
-        return _fmt(s.get(key, math.nan), s.get(f"{key}_std") if show_spread else None)
+        if show_spread:  # the bootstrap interval where the summary has one, else ± std
+            return format_value(s, key, 2, True, s.get("n_targets"))
+        return _fmt(s.get(key, math.nan))
 
     rows = [[cell(model, k, m) for k, m in cols] for model in summary]
     w = max([4] + [len(c) for r in rows for c in r] + [len(m) for m in methods])
@@ -242,6 +252,8 @@ def format_table(summary: Mapping[str, Mapping[str, Mapping[str, float]]], thres
     for model, r in zip(summary, rows):
         lines.append(f"{model:<{first}}  " + sep.join(f"{c:>{w}}" for c in r[:n]) + "    "
                      + sep.join(f"{c:>{w}}" for c in r[n:]))
+    if show_spread and any(has_interval(s, k) for per in summary.values() for s in per.values() for k, _ in cols):
+        lines.append(interval_note(summary, methods))
     return "\n".join(lines)
 
 
@@ -249,8 +261,10 @@ def format_du_table(summary: Mapping[str, Mapping[str, Mapping[str, float]]], me
                     threshold: float = 0.8) -> str:
     """The deep-unlearning table as markdown: one row per (model, method) with Acc@R>=t, R@A>=t,
     AUC, Success-DU@0.8, Success-DU@0.9, deep rate, seconds per target and the number of targets
-    (means over targets; "–" where a value is missing, e.g. seconds of an old store). A sampled
-    accuracy's 95 % bounds follow a value as ``[low, high]`` (:mod:`.intervals`).
+    (means over targets, each but AUC with its 95 % bootstrap interval over targets where the summary
+    has one, :func:`~deepunlearn.bench.bootstrap.format_value`; "–" where a value is missing, e.g.
+    seconds of an old store). A sampled accuracy's 95 % bounds follow as ``(sampled low–high)``
+    (:mod:`.intervals`).
 
     >>> s = {"tiny": {"ga": {"acc_at_recall_0.8": 0.25, "recall_at_acc_0.8": 0.76, "auc": 0.5, "success_du_0.8": 0.1,
     ...                      "success_du_0.9": 0.0, "deep_rate": 0.9, "seconds": 12.34, "n_targets": 10}}}
@@ -272,8 +286,8 @@ def format_du_table(summary: Mapping[str, Mapping[str, Mapping[str, float]]], me
             s = per.get(m)
             if not s:
                 continue
-            cells = [model, m] + [("–" if _missing(s.get(k)) else f"{s[k]:.2f}" + (
-                f" [{s[k + '_low']:.2f}, {s[k + '_high']:.2f}]" if f"{k}_low" in s else "")) for k in keys]
+            cells = [model, m] + [("–" if _missing(s.get(k)) else format_value(s, k, 2, False, s.get("n_targets")) + (
+                f" (sampled {s[k + '_low']:.2f}–{s[k + '_high']:.2f})" if f"{k}_low" in s else "")) for k in keys]
             sec = s.get("seconds")
             cells += ["–" if _missing(sec) else f"{sec:.1f}", str(s.get("n_targets", "–"))]
             lines.append("| " + " | ".join(cells) + " |")

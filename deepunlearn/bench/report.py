@@ -28,6 +28,8 @@ from .plots import (
 from ..errors import dumps
 from ..unlearn.methods import catalog
 from .du_report import du_section
+from .bootstrap import format_value, has_interval as has_ci
+from .bootstrap import meta as interval_meta
 from .intervals import has_interval
 from .forms_report import forgetting_section
 from .jobs import safe_name
@@ -62,6 +64,8 @@ def _pm(s: Mapping, key: str) -> str:
     v = s.get(key)
     if _nan(v):
         return "–"
+    if has_ci(s, key):  # the headline metrics: 95 % bootstrap interval over targets
+        return format_value(s, key, 3, n_targets=s.get("n_targets"))
     e = s.get(f"{key}_std")
     return f"{v:.3f} ± {e:.3f}" if not _nan(e) else f"{v:.3f}"
 
@@ -155,7 +159,7 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
 
     _write_points_csv(points, out / "points.csv", kb, groups)
     (out / "summary.json").write_text(dumps(json_safe({
-        "models": summary, "by_relation": by_rel, "curves": mean_curve(points), **extra_summary, **du_summary,
+        "models": summary, "intervals": interval_meta(), "by_relation": by_rel, "curves": mean_curve(points), **extra_summary, **du_summary,
         **fc_summary,
     }), indent=1) + "\n", encoding="utf-8")
 
@@ -175,7 +179,8 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
         md += [""] + nothing_evaluated(skipped)
 
     md += [""] + protocol_lines(manifest)
-    md += [f"## Headline (paper Table 3 shape)", "", "Means over targets ± sample standard deviation.", "",
+    md += [f"## Headline (paper Table 3 shape)", "", "Means over targets with their 95 % bootstrap interval over "
+           "targets [low, high] (scipy, percentile, 9,999 resamples, seed 0; one target: no interval, its n).", "",
            "```", format_table(summary, threshold, methods, show_spread=True), "```", ""]
     header = ["model", "method", "targets", f"Recall@Acc≥{t}", f"Acc@Recall≥{t}", "AUC", "Acc@Superficial",
               "superficial rate", *(f"Acc@Recall≥{t} {g}" for g in groups)]
@@ -188,7 +193,8 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
             rows.append([model, catalog.title(m), str(s["n_targets"]), _pm(s, f"recall_at_acc_{t}"), _pm(s, f"acc_at_recall_{t}"),
                          _pm(s, "auc"), _pm(s, "acc_at_superficial"), _num3(s.get("superficial_rate"), 2),
                          *(_pm(s, f"acc_at_recall_{t}_{g}") for g in groups)])
-    md += ["All metrics are means over targets ± sample standard deviation.", "", _md_table(header, rows), ""]
+    md += ["All metrics are means over targets: Recall@Acc and Acc@Recall with their 95 % bootstrap interval "
+           "over targets [low, high], the others ± sample standard deviation.", "", _md_table(header, rows), ""]
     md += du_md
     md += fc_md
 

@@ -1,7 +1,7 @@
 """``deepunlearn attack``: attack a model unlearned anywhere (issue 15, item 5).
 
     deepunlearn attack --model UNLEARNED --kb KB --target T [--original ORIG]
-                       [--relearn 1,2,4,8] [--relearn-size 16] [--relearn-lr LR] [--quantize int8]
+                       [--relearn 1,2,4,8] [--relearn-size 16] [--relearn-lr LR] [--quantize int8|int4|nf4]
                        [--mode exact] [--forms SEL] [--rules R] [--sets S] [--json]
 
 K is what the original model knew: the facts ``--original`` answers (a
@@ -62,8 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--relearn-lr", type=positive_float, default=None, metavar="LR",
                    help=f"relearning learning rate (default: the finetuning lr the checkpoint records, "
                         f"else {DEFAULT_RELEARN_LR:g})")
-    p.add_argument("--quantize", choices=("int8", "nf4"), default=None,
-                   help="int8: torch dynamic quantisation of every Linear (CPU); nf4: bitsandbytes 4-bit (GPU)")
+    p.add_argument("--quantize", choices=("int8", "int4", "nf4"), default=None,
+                   help="int8: torch dynamic quantisation of every Linear (CPU); int4 / nf4: 4-bit round-to-nearest "
+                        "of every Linear, group-wise absmax (any device)")
     p.add_argument("--mode", choices=ATTACK_MODES, default=None,
                    help="probe mode (default: the protocol's): exact, generate, yesno, rank or any")
     p.add_argument("--forms", default=None, metavar="SEL",
@@ -129,7 +130,7 @@ def attack_params(args, *, required: bool = True) -> "AttackParams | None":
     if not params.enabled():
         if not required:
             return None
-        raise CLIError("no attack asked for: give --relearn N,N,... and/or --quantize int8|nf4", field="--relearn")
+        raise CLIError("no attack asked for: give --relearn N,N,... and/or --quantize int8|int4|nf4", field="--relearn")
     return params
 
 

@@ -8,9 +8,11 @@ and the RNG state), so the per-target loop can attack a grid point and carry on:
   the method did NOT target (by default K minus the target's chosen minimal set) and re-probe
   after each step count of a grid such as 1, 2, 4, 8. Shallow unlearning comes back for facts
   that were never trained on during the attack.
-* :func:`quantize_attack` (arXiv 2410.16454): quantise the Linear layers (int8 dynamic on CPU,
-  NF4 with bitsandbytes on a GPU), re-probe, then put the float modules back. Unlearning by small
-  weight changes can fall below the quantisation step and vanish.
+* :func:`quantize_attack` (arXiv 2410.16454): quantise the Linear layers (int8 dynamic on CPU;
+  4-bit ``int4`` / ``nf4`` round-to-nearest on any device, :mod:`~deepunlearn.unlearn.quant4`;
+  ``nf4`` of a model on a GPU with bitsandbytes installed uses bitsandbytes' kernels), re-probe,
+  then put the float modules back. Unlearning by small weight changes can fall below the
+  quantisation step and vanish.
 
 :class:`AttackParams` is the sweep option (``attacks:`` of a plan; the ``deepunlearn attack``
 command builds one from its flags).
@@ -36,7 +38,7 @@ from ..limits import MAX_STEPS, bound_message, too_large
 from .methods import UnlearnError
 
 #: what ``quantize`` may be
-QUANT_KINDS = ("int8", "nf4")
+QUANT_KINDS = ("int8", "int4", "nf4")
 
 
 class AttackParams(BaseModel):
@@ -45,7 +47,7 @@ class AttackParams(BaseModel):
     ``relearn``: the relearning grid, the step counts after which to re-probe (sorted, distinct,
     each >= 1; ``[]``: no relearning); ``relearn_size``: facts drawn (seeded) from the pool;
     ``relearn_lr``: the attack's learning rate (``None``: the one the caller passes, the run's
-    unlearning lr); ``quantize``: ``"int8"`` (CPU), ``"nf4"`` (GPU + bitsandbytes) or ``None``;
+    unlearning lr); ``quantize``: ``"int8"`` (CPU), ``"int4"`` / ``"nf4"`` (4-bit, any device) or ``None``;
     ``at``: attack at the ``last`` grid point only or at ``all`` of them."""
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
@@ -53,7 +55,7 @@ class AttackParams(BaseModel):
     relearn: list[int] = Field(default_factory=list, description="relearning grid (steps); [] = none")
     relearn_size: int = Field(16, ge=1, description="facts sampled from the relearning pool")
     relearn_lr: float | None = Field(None, gt=0, description="relearning lr; None: the run's lr")
-    quantize: Literal["int8", "nf4"] | None = None
+    quantize: Literal["int8", "int4", "nf4"] | None = None
     at: Literal["last", "all"] = "last"
 
     @field_validator("relearn")
@@ -271,24 +273,29 @@ def _nf4(mod):
 
 def check_quantize(model, how: str) -> None:
     """Refuse (one-line :class:`UnlearnError`) a quantisation that cannot run here: int8 needs the
-    model on CPU, nf4 a model on CUDA and bitsandbytes."""
+    model on CPU; int4 and nf4 run anywhere."""
 
     if how not in QUANT_KINDS:
         raise UnlearnError(f"quantize must be one of {', '.join(QUANT_KINDS)}, got {how!r}", field="quantize")
-    on_cuda = any(p.device.type == "cuda" for p in model.parameters())
     if how == "int8":
-        if on_cuda or any(p.device.type != "cpu" for p in model.parameters()):
-            raise UnlearnError("int8 dynamic quantisation runs on CPU; use quantize = 'nf4' on a GPU "
-                               "(needs bitsandbytes)", field="quantize")
-        return
+        if any(p.device.type != "cpu" for p in model.parameters()):
+            raise UnlearnError("int8 dynamic quantisation runs on CPU; use quantize = 'int4' or 'nf4' on a GPU",
+                               field="quantize")
+
+
+def _maker(model, how: str):
+    """The function that makes a module's quantised copy: torch's dynamic int8, bitsandbytes' NF4
+    for a model on CUDA when bitsandbytes is installed, else the plain-torch 4-bit one."""
     import importlib.util
 
-    bnb_missing = importlib.util.find_spec("bitsandbytes") is None
-    if not torch.cuda.is_available() or not on_cuda:
-        what = "bitsandbytes and a CUDA GPU" if bnb_missing else "a model on a CUDA GPU"
-        raise UnlearnError(f"nf4 quantisation needs {what}; on CPU use quantize = 'int8'", field="quantize")
-    if bnb_missing:
-        raise UnlearnError("nf4 quantisation needs bitsandbytes (pip install bitsandbytes)", field="quantize")
+    from .quant4 import fake_linear
+
+    if how == "int8":
+        return _int8
+    on_cuda = any(p.device.type == "cuda" for p in model.parameters())
+    if how == "nf4" and on_cuda and importlib.util.find_spec("bitsandbytes") is not None:
+        return _nf4
+    return lambda mod: fake_linear(mod, how)
 
 
 @contextlib.contextmanager
@@ -297,7 +304,7 @@ def quantized(model, how: str = "int8") -> Iterator[list[str]]:
     place (the model object stays the same, so probing and ``generate`` use them); afterwards the
     original modules are back, untouched. Yields the names of the swapped modules."""
     check_quantize(model, how)
-    make = _int8 if how == "int8" else _nf4
+    make = _maker(model, how)
     swapped: list[tuple[object, str, object]] = []
     try:
         for name, mod in _linear_leaves(model):
@@ -321,9 +328,9 @@ def _name(model, parent) -> str:
 
 
 def quantize_attack(model, known: Callable[[], set[int]], *, how: str = "int8") -> set[int]:
-    """Quantise the model (:func:`quantized`: ``"int8"`` dynamic on CPU, ``"nf4"`` with
-    bitsandbytes on CUDA), return ``known()`` measured on it, and put the float modules back (their
+    """Quantise the model (:func:`quantized`: ``"int8"`` dynamic on CPU, ``"int4"`` / ``"nf4"``
+    4-bit on any device), return ``known()`` measured on it, and put the float modules back (their
     parameters never change, so the model is bit for bit as before). A model on CUDA asked for
-    int8, or nf4 without CUDA or bitsandbytes, is a one-line :class:`UnlearnError`."""
+    int8 is a one-line :class:`UnlearnError`."""
     with quantized(model, how):
         return {int(i) for i in known()}

@@ -35,9 +35,9 @@ def add_check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--relearn-size", type=positive_int, default=None, help="facts the attack relearns (default 16)")
     p.add_argument("--relearn-lr", type=positive_float, default=None,
                    help="the attack's learning rate (default: the run's unlearning learning rate)")
-    p.add_argument("--quantize", choices=("int8", "nf4"), default=None,
+    p.add_argument("--quantize", choices=("int8", "int4", "nf4"), default=None,
                    help="quantisation attack at the last grid point: int8 dynamic quantisation of the Linear layers "
-                        "(CPU) or nf4 (bitsandbytes, GPU), then re-probe (recall_quant)")
+                        "(CPU) or int4 / nf4 4-bit round-to-nearest (any device), then re-probe (recall_quant)")
     p.add_argument("--attack-at", choices=("last", "all"), default=None,
                    help="attack at the last grid point (default) or at every one")
 

@@ -187,6 +187,6 @@ def test_report_with_new_methods_batch_and_sequential(tmp_path):
 def test_report_without_batch_or_sequential_rows_has_no_such_keys(tmp_path):
     build_report([pt(0, 1, 1.0, 0.9, deep=True)], tmp_path / "rep", methods=["ga"])
     summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
-    assert set(summary) == {"models", "by_relation", "curves"}
+    assert set(summary) == {"models", "intervals", "by_relation", "curves"}
     assert summary["models"]["m"]["ga"]["success_du_0.9"] == 1.0 and summary["models"]["m"]["ga"]["seconds"] is None
     assert not (tmp_path / "rep" / "batch.png").exists() and not (tmp_path / "rep" / "sequential.png").exists()

@@ -37,7 +37,7 @@ def test_the_new_fields_parse(sweep_files):
     ("[attacks]\nrelearn = [0, 1]\n", "field attacks.relearn: steps must be >= 1, got 0"),
     ("[attacks]\nrelearn = [1.5]\n", "field attacks.relearn: steps must be whole numbers >= 1, got 1.5"),
     ("[attacks]\nrelearn = [true]\n", "field attacks.relearn: steps must be whole numbers >= 1, got True"),
-    ("[attacks]\nquantize = \"int4\"\n", "field attacks.quantize: Input should be 'int8' or 'nf4'"),
+    ("[attacks]\nquantize = \"int3\"\n", "field attacks.quantize: Input should be 'int8', 'int4' or 'nf4'"),
     ("[attacks]\nrelearn = [1]\nrelearn_size = 0\n", "field attacks.relearn_size: Input should be greater than or equal to 1"),
     ("[attacks]\nrelearn = [1]\nrelearn_lr = 0\n", "field attacks.relearn_lr: expected a finite number > 0, got 0"),
     ("[attacks]\nrelearn = [1]\nrelearn_lr = nan\n", "field attacks.relearn_lr: expected a finite number > 0, got nan"),
@@ -154,7 +154,7 @@ def test_attack_checks_that_need_the_models_and_targets(sweep_files):
     with pytest.raises(ConfigError) as e:
         check_config(cfg)
     assert "field attacks.quantize: int8 dynamic quantisation runs on CPU, but models.0 (tiny) is on cuda:0: " \
-           "use quantize = 'nf4' on a GPU (needs bitsandbytes)" in str(e.value)
+           "use quantize = 'int4' or 'nf4' on a GPU" in str(e.value)
     cfg = load_config(sweep_files(extra="[attacks]\nrelearn = [1]\n", targets="refs = [0, 2]\nbatch = [2]"))
     with pytest.raises(ConfigError, match=r"field attacks: attacks run on single-target trajectories"):
         check_config(cfg)

@@ -103,7 +103,7 @@ def test_no_section_without_the_keys(tmp_path):
     assert not has_forgetting_checks(pts)
     text = build_report(pts, tmp_path / "rep", methods=["ga", "npo"]).read_text()
     assert "Has it really forgotten" not in text and not (tmp_path / "rep" / "adversarial.png").exists()
-    assert set(json.loads((tmp_path / "rep" / "summary.json").read_text())) == {"models", "by_relation", "curves"}
+    assert set(json.loads((tmp_path / "rep" / "summary.json").read_text())) == {"models", "intervals", "by_relation", "curves"}
 
 
 def test_the_store_keeps_the_keys(tmp_path):

@@ -224,10 +224,10 @@ def test_config_yaml_report_and_manifest_agree(sweep_files, tmp_path, capsys, mo
     manifest = _strict_json((out / "manifest.json").read_text())
     assert manifest["kb_fingerprint"] == kb_fingerprint(load_kb(tmp_path / "kb.json"))
     assert set(manifest["models"]["tiny"]["identity"]["files"]) == {"config.json", "model.safetensors"}
-    # the headline block is the console's table, ± std included; the table below orders metrics alike
+    # the headline block is the console's table, bootstrap intervals included; the table below orders metrics alike
     head = report.split("## Headline (paper Table 3 shape)")[1].split("```")[1].strip("\n")
     table, du = console.split("\n\nprotocol:")[0].split("\n\nDeep unlearning")
-    assert head == table and "±" in head
+    assert head == table and "[low, high]: 95 % bootstrap interval" in head
     assert "| model | method | Acc@R≥0.8 |" in du and "Success-DU@0.9" in report  # the console's second table
     header = next(line for line in report.splitlines() if line.startswith("| model | method | targets |"))
     assert header.index("Recall@Acc≥0.8") < header.index("Acc@Recall≥0.8")

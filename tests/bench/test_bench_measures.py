@@ -356,4 +356,4 @@ def test_report_without_measures_is_unchanged(tmp_path):
     assert files == ["by_relation.png", "curves.png", "family_biography.png", "headline.png", "points.csv", "report.md",
                      "success_du.png", "summary.json", "superficial.png", "trajectories_tiny.png"]  # issue 14: Success-DU
     assert "How much remains" not in text and "baseline rows" not in text and "**points**: 32;" in text
-    assert set(json.loads((tmp_path / "rep" / "summary.json").read_text())) == {"models", "by_relation", "curves"}
+    assert set(json.loads((tmp_path / "rep" / "summary.json").read_text())) == {"models", "intervals", "by_relation", "curves"}

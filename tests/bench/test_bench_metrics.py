@@ -102,4 +102,6 @@ def test_table_has_paper_shape():
     assert "Recall@Acc>=0.8" in lines[0] and "Acc@Recall>=0.8" in lines[0]
     assert lines[1].split() == ["Method", "GA", "WHP", "GA", "WHP"]
     assert lines[2].split()[0] == "tiny"
-    assert "0.57±" in lines[2] and "0.44±0.41" in lines[2]
+    # 95 % bootstrap intervals over targets; WHP has one target: no interval, its n instead
+    assert "0.57 [0.30, 0.80]" in lines[2] and "0.44 [0.00, 0.81]" in lines[2] and "0.05, n=1" in lines[2]
+    assert lines[3].startswith("[low, high]: 95 % bootstrap interval over targets (percentile")
