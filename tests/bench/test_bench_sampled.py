@@ -79,7 +79,7 @@ def test_summary_brackets_the_headline_metrics():
     assert s["success_du_0.8_low"] == 0.5 and s["success_du_0.8"] == 1.0 == s["success_du_0.8_high"]
     for k in ("acc_at_recall_0.8", "recall_at_acc_0.8", "success_du_0.8", "success_du_0.9"):
         assert s[f"{k}_low"] <= s[k] <= s[f"{k}_high"]
-    assert "[0.81, 0.90]" in format_du_table({"m": {"ga": s}})
+    assert "(sampled 0.81–0.90)" in format_du_table({"m": {"ga": s}})
     full = summarize([{k: v for k, v in p.items() if not k.startswith("accuracy_")} for p in pts])["m"]["ga"]
     assert not any(k.endswith("_low") for k in full)
 
