@@ -242,6 +242,8 @@ def _probe(args: argparse.Namespace) -> int:
     except ValueError as e:  # e.g. an answer format under which an answer adds no tokens
         raise CLIError(str(e)) from None
     seconds = time.perf_counter() - t0
+    from .pretrained import known_by_relation
+
     # per relation group (family / biography in the family domain): [known, total]
     by_group = {g: [int(res.known[m[res.fact_ids]].sum()), int(m[res.fact_ids].sum())]
                 for g, m in kb.group_masks.items()}
@@ -252,6 +254,7 @@ def _probe(args: argparse.Namespace) -> int:
         **{f"{g}_{k}": by_group[g][i] for g in ("family", "biography") if g in by_group
            for i, k in enumerate(("known", "total"))},
         "known_by_group": by_group,
+        "known_by_relation": known_by_relation(kb, res),
         "mode": label,
         "protocol": protocol.name,
         "prompt_format": bundle.prompt.describe(),
