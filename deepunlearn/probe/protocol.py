@@ -102,7 +102,7 @@ def _presets() -> dict[str, Protocol]:
     # template, answers in sentences (probe/pretrained.py)
     pretrained = Protocol(
         name="pretrained", probe_mode="generate", answer_format="chat", answer_match="words", new_tokens=32,
-        k_mode="probed", finetune_early_stop=False,
+        k_mode="probed",
     )
     return {"default": default, "reference": reference, "pretrained": pretrained}
 
