@@ -6,7 +6,10 @@ answer. A pretrained instruct model answers in sentences ("The capital of France
 which can run past 10 tokens, and a plain substring test then also counts an echo of the
 question: asked "Which country borders Nigeria?", an output that merely repeats "Nigeria"
 contains the answer "Niger". The ``words`` rule decodes more tokens and asks for the answer as
-whole words (letters and digits around it are not part of the match), case-insensitively.
+whole words (letters and digits around it are not part of the match), case-insensitively, after
+taking the fact's subject out of the output when the subject holds the answer (asked "In which
+country is Mexico City?", repeating "Mexico City" does not answer "Mexico"). Adjectives are not
+answers under ``words``: "an Indian city" does not give "India".
 
 A bundle carries its rule (``ModelBundle.answer_rule``); the protocol decides it
 (``Protocol.answer_match`` and ``Protocol.new_tokens``, :func:`rule_of`), and the probe cache key
@@ -19,6 +22,12 @@ True
 >>> WORDS.matches("São Paulo", "It is são paulo!")
 True
 >>> WORDS.matches("Dollar (USD)", "the US dollar (USD)")
+True
+>>> WORDS.matches("Mexico", "Mexico City is a big city."), WORDS.matches("Mexico", "Mexico City is in Mexico.")
+(True, True)
+>>> WORDS.matches("Mexico", "Mexico City is a big city.", subject="Mexico City")
+False
+>>> WORDS.matches("Mexico", "Mexico City is in Mexico.", subject="Mexico City")
 True
 >>> REFERENCE.key(), WORDS.key()
 ('', 'answer=words,tokens=32')
@@ -48,19 +57,26 @@ class AnswerRule:
                 or not 1 <= self.max_new_tokens <= 512:
             raise ValueError(f"new tokens must be an integer in [1, 512], got {self.max_new_tokens!r}")
 
-    def matches(self, answer: str, text: str) -> bool:
-        """Whether ``text`` (the decoded output) counts as giving ``answer``."""
+    def matches(self, answer: str, text: str, subject: str | None = None) -> bool:
+        """Whether ``text`` (the decoded output) counts as giving ``answer``; ``subject``: the
+        fact's subject, taken out of the output first under ``words`` when it holds the answer."""
         a, t = answer.lower(), text.lower()
         if self.match == "substring":
             return a in t
         if not a.strip():
             return False
-        # the answer as a run of whole words: no letter or digit right before or after it
-        return re.search(r"(?<![^\W_])" + re.escape(a.strip()) + r"(?![^\W_])", t) is not None
+        if subject and subject.strip() and _words(a).search(subject.lower()):
+            t = _words(subject.lower()).sub(" ", t)
+        return _words(a).search(t) is not None
 
     def key(self) -> str:
         """The part of a probe cache key this rule adds ('' for the reference's rule)."""
         return "" if self == REFERENCE else f"answer={self.match},tokens={self.max_new_tokens}"
+
+
+def _words(s: str) -> "re.Pattern[str]":
+    """``s`` as a run of whole words: no letter or digit right before or after it."""
+    return re.compile(r"(?<![^\W_])" + re.escape(s.strip()) + r"(?![^\W_])")
 
 
 REFERENCE = AnswerRule()

@@ -124,7 +124,8 @@ class _Runner:
         from .answer_rule import rule_of_bundle
 
         rule = rule_of_bundle(b)
-        return texts, np.array([rule.matches(f.answer, t) for f, t in zip(forms, texts)], dtype=bool)
+        return texts, np.array([rule.matches(f.answer, t, self.kb.facts[f.fact_id][0])
+                                     for f, t in zip(forms, texts)], dtype=bool)
 
     def candidate_logprobs(self, rows) -> list:
         """Summed log-probability of each candidate of each row (after its shared prefix)."""

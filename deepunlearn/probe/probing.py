@@ -107,6 +107,7 @@ def probe(
     logprob = np.zeros(len(rows), dtype=np.float64)
     outputs: list[str] | None = [""] * len(rows) if mode == "generate" else None
     answers = [kb.probe(int(i)).answer for i in ids]
+    subjects = [kb.facts[int(i)][0] for i in ids]
 
     model = bundle.model
     was_training = model.training
@@ -139,7 +140,7 @@ def probe(
                     texts = _generate(bundle, [gen_prompts[j] for j in batch], model_fn, device)
                     for j, text in zip(batch, texts):
                         outputs[j] = text
-                        known[j] = rule.matches(answers[j], text)
+                        known[j] = rule.matches(answers[j], text, subjects[j])
                 bar.update(len(batch))
     finally:
         bar.close()

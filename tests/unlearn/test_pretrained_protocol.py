@@ -60,3 +60,10 @@ def test_runner_takes_k_from_the_probe_and_unlearns(tiny_bundle, small_kb, tmp_p
     target = next(int(t) for t in small_kb.targets if int(t) in runner.known)
     points = list(runner.run(target=target, method="ga", grid=[1]))
     assert len(points) == 1 and 0.0 <= points[0].recall <= 1.0 and 0.0 <= points[0].accuracy <= 1.0
+
+
+def test_repeating_a_subject_that_holds_the_answer_does_not_answer():
+    assert not WORDS.matches("Mexico", "Mexico City is a large city.", subject="Mexico City")
+    assert WORDS.matches("Mexico", "Mexico City is the capital of Mexico.", subject="Mexico City")
+    assert WORDS.matches("Africa", "South Africa is in southern Africa.", subject="South Africa")
+    assert REFERENCE.matches("Mexico", "Mexico City is a large city.", subject="Mexico City")
