@@ -69,7 +69,7 @@ def resolve_protocol(args: argparse.Namespace):
 def resolve_format(args: argparse.Namespace, protocol=None) -> dict[str, Any]:
     """Keyword arguments of :func:`~deepunlearn.probe.models.load_model` (and
     :func:`load_for_cli`) from ``--answer-format``, ``--trust-remote-code`` and the protocol:
-    ``{"prompt": PromptFormat | None, "answer_format": "recorded" | "family",
+    ``{"prompt": PromptFormat | None, "answer_format": "recorded" | "family" | "chat",
     "trust_remote_code": bool}``. ``protocol`` defaults to :func:`resolve_protocol` of ``args``;
     a bad ``--answer-format`` is a CLIError naming it. When ``args`` has ``device``, it is
     checked here, before anything is loaded (a ModelLoadError naming ``--device``)."""

@@ -9,7 +9,9 @@ object of relation r (so of the same type: a city for a capital, a continent for
 and (s, r, o') is not in the closure of the KB under its rules, so it is false in the domain.
 Against these negatives a probe mode's false-positive rate is the rate at which the model's
 answer contains the wrong object asked for: the floor under "known" for that mode. A fact whose
-relation offers no wrong object (every candidate is true of s) gets none.
+relation offers no wrong object (every candidate is true of s) gets none. "False" is the KB's:
+where the KB keeps one value of something the world has several of (one continent for a
+country spanning two), a swapped fact can be true in the world, which the measured FPR includes.
 
 This lives in the rules layer because "not true" needs the closure (``shares_currency`` and the
 symmetric ``neighbour`` are derived).
