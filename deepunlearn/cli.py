@@ -27,6 +27,7 @@ LAYER_CLIS = (
     "deepunlearn.kg.cli",
     "deepunlearn.rules.generate_cli",  # data generate: joins the kg layer's data group
     "deepunlearn.rules.triples_cli",  # data import-triples, data export --format tsv
+    "deepunlearn.rules.never_true",  # data never-true: calibration negatives of a real-world KB
     "deepunlearn.rules.cli",
     "deepunlearn.probe.cli",
     "deepunlearn.probe.model_cli",

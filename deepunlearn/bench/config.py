@@ -88,7 +88,7 @@ class SweepConfig(_Strict):
         default_factory=dict, description="per method, its hyper-parameters besides the grid ([params.du_loop] "
         "base = 'ga'; [params.ga] retain = 'kl'); checked against the method's own parameters")
     protocol: str = Field(default="default", description="protocol preset of every model without its own: "
-                          "'default' or 'reference' (the paper's public code)")
+                          "'default', 'reference' (the paper's public code) or 'pretrained' (no finetuning)")
     probe_mode: ProbeMode | None = Field(
         default=None, description="override: how a probe answer counts as known: 'exact' (teacher-forced greedy "
         "answer), 'generate' (the reference's substring test on greedy decoding), 'yesno', 'rank' or 'any' "

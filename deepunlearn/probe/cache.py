@@ -59,6 +59,10 @@ def probe_key(bundle: ModelBundle, kb: KnowledgeBase, mode: str, fact_ids: Itera
         parts.append(f"forms={forms}")
     if any_modes is not None:
         parts.append("any=" + ",".join([any_modes] if isinstance(any_modes, str) else list(any_modes)))
+    from .answer_rule import rule_of_bundle
+
+    if rule_of_bundle(bundle).key():
+        parts.append(rule_of_bundle(bundle).key())
     text = "|".join(parts)
     return hashlib.sha256(text.encode()).hexdigest()[:40]
 

@@ -40,7 +40,7 @@ TRUST_REMOTE_CODE_HELP = (
 
 
 def add_format_args(parser: argparse.ArgumentParser, *, protocol: bool = True) -> None:
-    """Add ``--protocol default|reference`` (unless ``protocol=False``, for a parser that has
+    """Add ``--protocol default|reference|pretrained`` (unless ``protocol=False``, for a parser that has
     its own), ``--answer-format NAME|TEMPLATE`` and ``--trust-remote-code`` to a model
     command's parser; :func:`resolve_format` turns them into :func:`load_model` arguments."""
     from .protocol import PROTOCOL_NAMES
@@ -48,7 +48,8 @@ def add_format_args(parser: argparse.ArgumentParser, *, protocol: bool = True) -
     if protocol:
         parser.add_argument("--protocol", choices=PROTOCOL_NAMES, default="default",
                             help="protocol preset: reference reproduces the paper's code, default departs "
-                                 "where documented (default: default)")
+                                 "where documented, pretrained probes what a model learned in pretraining "
+                                 "(its chat template, answers in sentences; default: default)")
     parser.add_argument("--answer-format", default=None, metavar="NAME|TEMPLATE", help=ANSWER_FORMAT_HELP)
     parser.add_argument("--trust-remote-code", action="store_true", help=TRUST_REMOTE_CODE_HELP)
 
@@ -68,7 +69,7 @@ def resolve_protocol(args: argparse.Namespace):
 def resolve_format(args: argparse.Namespace, protocol=None) -> dict[str, Any]:
     """Keyword arguments of :func:`~deepunlearn.probe.models.load_model` (and
     :func:`load_for_cli`) from ``--answer-format``, ``--trust-remote-code`` and the protocol:
-    ``{"prompt": PromptFormat | None, "answer_format": "recorded" | "family",
+    ``{"prompt": PromptFormat | None, "answer_format": "recorded" | "family" | "chat",
     "trust_remote_code": bool}``. ``protocol`` defaults to :func:`resolve_protocol` of ``args``;
     a bad ``--answer-format`` is a CLIError naming it. When ``args`` has ``device``, it is
     checked here, before anything is loaded (a ModelLoadError naming ``--device``)."""
@@ -188,6 +189,13 @@ def _probe(args: argparse.Namespace) -> int:
     protocol = resolve_protocol(args)
     fmt = resolve_format(args, protocol)  # checks --device before anything loads
     mode = args.mode or protocol.probe_mode
+    from .answer_rule import rule_of
+
+    def load(name, *a, **kw):  # every model of this command answers by the protocol's rule
+        bundle = load_for_cli(name, *a, **kw)
+        bundle.answer_rule = rule_of(protocol)
+        return bundle
+
     apply_threads(args)
     kb = load_kb(args.kb)
     if args.forms is not None:
@@ -208,16 +216,16 @@ def _probe(args: argparse.Namespace) -> int:
             raise CLIError("--holdout is for --mia", field="--holdout")
         if args.facts and not (args.scores or args.mia):
             raise CLIError("--facts is for --scores or --mia", field="--facts")
-        return run(args, kb, lambda: load_for_cli(args.model, kb, args.device, args.dtype, **fmt))
+        return run(args, kb, lambda: load(args.model, kb, args.device, args.dtype, **fmt))
     from . import calibrate_cli
 
     if calibrate_cli.wanted(args):
-        return calibrate_cli.run(args, kb, lambda name: load_for_cli(name, kb, args.device, args.dtype, **fmt))
+        return calibrate_cli.run(args, kb, lambda name: load(name, kb, args.device, args.dtype, **fmt))
     if mode in ("any", "any_raw"):
         print(f"deepunlearn probe: note: --mode {mode} is uncalibrated: chance guesses count as known "
               "(calibrate with --calibrate HOLD.json, apply with --calibration FILE)", file=sys.stderr)
     label, mode = mode, ("any" if mode == "any_raw" else mode)
-    bundle = load_for_cli(args.model, kb, args.device, args.dtype, **fmt)
+    bundle = load(args.model, kb, args.device, args.dtype, **fmt)
     warning = check_trained_on(bundle, kb, kb_file=args.kb)
     if warning:
         print(f"deepunlearn probe: warning: {warning}", file=sys.stderr)
@@ -234,6 +242,8 @@ def _probe(args: argparse.Namespace) -> int:
     except ValueError as e:  # e.g. an answer format under which an answer adds no tokens
         raise CLIError(str(e)) from None
     seconds = time.perf_counter() - t0
+    from .pretrained import known_by_relation
+
     # per relation group (family / biography in the family domain): [known, total]
     by_group = {g: [int(res.known[m[res.fact_ids]].sum()), int(m[res.fact_ids].sum())]
                 for g, m in kb.group_masks.items()}
@@ -244,6 +254,7 @@ def _probe(args: argparse.Namespace) -> int:
         **{f"{g}_{k}": by_group[g][i] for g in ("family", "biography") if g in by_group
            for i, k in enumerate(("known", "total"))},
         "known_by_group": by_group,
+        "known_by_relation": known_by_relation(kb, res),
         "mode": label,
         "protocol": protocol.name,
         "prompt_format": bundle.prompt.describe(),

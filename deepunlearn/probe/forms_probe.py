@@ -121,7 +121,11 @@ class _Runner:
         for batch in self._order([len(p) for p in prompts]):
             for j, t in zip(batch, _generate(b, [prompts[j] for j in batch], self.model_fn, self.device)):
                 texts[j] = t
-        return texts, np.array([f.answer.lower() in t.lower() for f, t in zip(forms, texts)], dtype=bool)
+        from .answer_rule import rule_of_bundle
+
+        rule = rule_of_bundle(b)
+        return texts, np.array([rule.matches(f.answer, t, self.kb.facts[f.fact_id][0])
+                                     for f, t in zip(forms, texts)], dtype=bool)
 
     def candidate_logprobs(self, rows) -> list:
         """Summed log-probability of each candidate of each row (after its shared prefix)."""

@@ -30,7 +30,7 @@ from .model_bounds import check_device_memory, check_fits
 from .sources import ModelLoadError, check_folder, diagnose_weights, first_line, looks_local, resolve_hub
 
 #: Values of ``load_model(answer_format=...)`` (the field ``Protocol.answer_format``).
-ANSWER_FORMATS = ("recorded", "family")
+ANSWER_FORMATS = ("recorded", "family", "chat")
 
 #: Name of the metadata file saved beside a checkpoint.
 META_FILE = "deepunlearn.json"
@@ -54,6 +54,8 @@ class ModelBundle:
     path: Path | None = None
     meta: dict = field(default_factory=dict)
     prompt_source: str = "explicit"
+    #: when a generated answer counts (:mod:`deepunlearn.probe.answer_rule`; None: the reference's)
+    answer_rule: Any = None
 
     @property
     def dtype(self):
@@ -278,7 +280,9 @@ def load_model(
 
     _ensure_pad(model, tokenizer)
     source_kind = "explicit"
-    if prompt is None and answer_format == "recorded" and folder is not None and gguf is None:
+    if prompt is None and answer_format == "chat" and getattr(tokenizer, "chat_template", None):
+        prompt, source_kind = PromptFormat.named("chat"), "chat"  # resolved below
+    if prompt is None and answer_format in ("recorded", "chat") and folder is not None and gguf is None:
         prompt = _prompt_from_meta(meta, folder)
         source_kind = "recorded"
     if prompt is None:

@@ -133,8 +133,13 @@ def _right_pad(rows, pad: int, extra: int = 0):
 
 
 def _generate(bundle: ModelBundle, prompts: list[list[int]], model_fn, device) -> list[str]:
-    """Greedy decoding of :data:`MAX_NEW_TOKENS` tokens; the decoded new text per prompt."""
+    """Greedy decoding of the bundle's answer rule's new tokens (:data:`MAX_NEW_TOKENS` by
+    default); the decoded new text per prompt."""
     import torch
+
+    from .answer_rule import rule_of_bundle
+
+    new_tokens = rule_of_bundle(bundle).max_new_tokens
 
     eos = bundle.eos_id
     n = len(prompts)
@@ -143,20 +148,20 @@ def _generate(bundle: ModelBundle, prompts: list[list[int]], model_fn, device) -
 
         ids, mask, _ = left_pad(prompts, bundle.pad_id)
         ids, mask = ids.to(device), mask.to(device)
-        cfg = GenerationConfig(max_new_tokens=MAX_NEW_TOKENS, do_sample=False, num_beams=1,
+        cfg = GenerationConfig(max_new_tokens=new_tokens, do_sample=False, num_beams=1,
                                pad_token_id=bundle.pad_id, eos_token_id=eos)
         out = bundle.model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)
         new = out[:, ids.shape[1]:].cpu().tolist()
     else:
         # Right-padded rows, each continued at its own end; no KV cache (the callable may mix
         # several models), so every step reruns the sequences.
-        ids, mask = _right_pad(prompts, bundle.pad_id, extra=MAX_NEW_TOKENS)
+        ids, mask = _right_pad(prompts, bundle.pad_id, extra=new_tokens)
         ids, mask = ids.to(device), mask.to(device)
         lens = torch.as_tensor([len(p) for p in prompts], device=device)
         rows = torch.arange(n, device=device)
         done = torch.zeros(n, dtype=torch.bool, device=device)
         steps = []
-        for _ in range(MAX_NEW_TOKENS):
+        for _ in range(new_tokens):
             width = int(lens.max())
             logits = model_fn(ids[:, :width], mask[:, :width])
             nxt = logits[rows, lens - 1].argmax(-1)

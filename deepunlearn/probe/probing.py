@@ -107,6 +107,7 @@ def probe(
     logprob = np.zeros(len(rows), dtype=np.float64)
     outputs: list[str] | None = [""] * len(rows) if mode == "generate" else None
     answers = [kb.probe(int(i)).answer for i in ids]
+    subjects = [kb.facts[int(i)][0] for i in ids]
 
     model = bundle.model
     was_training = model.training
@@ -114,7 +115,10 @@ def probe(
     device = _model_device(bundle)
     from .batching import resolve_batch_size
 
-    longest = max((len(p) + len(a) for p, a in rows), default=1) + (MAX_NEW_TOKENS if mode == "generate" else 0)
+    from .answer_rule import rule_of_bundle
+
+    rule = rule_of_bundle(bundle)
+    longest = max((len(p) + len(a) for p, a in rows), default=1) + (rule.max_new_tokens if mode == "generate" else 0)
     batch_size = resolve_batch_size(batch_size, model, device, positions=max((len(a) for _, a in rows), default=0) + 1,
                                     seq=longest, mode=mode, model_fn=model_fn is not None)
     default_fn = logits_fn(model)
@@ -136,7 +140,7 @@ def probe(
                     texts = _generate(bundle, [gen_prompts[j] for j in batch], model_fn, device)
                     for j, text in zip(batch, texts):
                         outputs[j] = text
-                        known[j] = answers[j].lower() in text.lower()
+                        known[j] = rule.matches(answers[j], text, subjects[j])
                 bar.update(len(batch))
     finally:
         bar.close()

@@ -1,10 +1,12 @@
-"""Protocols: every choice of the evaluation protocol in one place, with two presets.
+"""Protocols: every choice of the evaluation protocol in one place, with three presets.
 
 ``reference`` reproduces the paper's public code (wrh14/deep_unlearning: ``forget.py``,
 ``unlearn_trainer.py``, ``finetune_reinforced_model.py``, ``config/model_config.yaml``,
 ``data_module.py``, ``vllm_eval.py`` and the figure notebook that computed Table 3).
 ``default`` keeps the reference wherever nothing is gained by leaving it and departs from it
-where the reference is wrong or wasteful; README's protocol table lists each choice, both values
+where the reference is wrong or wasteful. ``pretrained`` evaluates what a model learned in
+pretraining (no finetuning: K is what the model answers in its own chat template, answers in
+sentences count by whole words; :mod:`deepunlearn.probe.pretrained`). README's protocol table lists each choice, both values
 and why. A protocol is plain data: the probe, unlearn, rules and bench layers each read the fields
 they own (this module lives in the probe layer, the leftmost one that every user of a protocol
 may import).
@@ -18,7 +20,7 @@ may import).
 >>> get_protocol("paper")
 Traceback (most recent call last):
 ...
-ValueError: unknown protocol 'paper'; expected one of: default, reference
+ValueError: unknown protocol 'paper'; expected one of: default, reference, pretrained
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .modes import PROTOCOL_MODES
 
-PROTOCOL_NAMES = ("default", "reference")
+PROTOCOL_NAMES = ("default", "reference", "pretrained")
 
 
 class Protocol(BaseModel):
@@ -43,9 +45,14 @@ class Protocol(BaseModel):
     probe_mode: Literal[PROTOCOL_MODES] = Field(  # type: ignore[valid-type]
         "exact", description="exact: the teacher-forced greedy continuation is the gold answer; "
         "generate: the reference's rule (greedy, 10 new tokens, answer.lower() in output.lower())")
-    answer_format: Literal["recorded", "family"] = Field(
+    answer_format: Literal["recorded", "family", "chat"] = Field(
         "recorded", description="recorded: the format in the checkpoint's deepunlearn.json, else the model "
-        "family's; family: always the reference's format of the model family (llama, phi, gpt2)")
+        "family's; family: always the reference's format of the model family (llama, phi, gpt2); chat: the "
+        "tokenizer's chat template where it has one, else as recorded")
+    answer_match: Literal["substring", "words"] = Field(
+        "substring", description="generate mode: substring (the reference's answer.lower() in output.lower()) "
+        "or words (the answer as whole words: an echo of 'Nigeria' does not answer 'Niger')")
+    new_tokens: int = Field(10, ge=1, le=512, description="generate mode: greedy new tokens (the reference's 10)")
 
     # ---------------------------------------------------------------- K and the sets (rules layer)
     k_mode: Literal["probed", "dataset"] = Field(
@@ -91,7 +98,13 @@ def _presets() -> dict[str, Protocol]:
         reinforce_steps=10, reinforce_schedule="linear", reinforce_warmup_steps=1, finetune_early_stop=False,
         family_grids=True,
     )
-    return {"default": default, "reference": reference}
+    # what a model learned in pretraining: no finetuning, K probed in the model's own chat
+    # template, answers in sentences (probe/pretrained.py)
+    pretrained = Protocol(
+        name="pretrained", probe_mode="generate", answer_format="chat", answer_match="words", new_tokens=32,
+        k_mode="probed",
+    )
+    return {"default": default, "reference": reference, "pretrained": pretrained}
 
 
 def get_protocol(name: str | Protocol | None = None, **overrides: Any) -> Protocol:

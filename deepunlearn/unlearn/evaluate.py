@@ -138,6 +138,9 @@ class Judge:
         self.bundle = load_original(self.original, self.kb, device=device, dtype=dtype, prompt=prompt,
                                     answer_format=answer_format or proto.answer_format,
                                     trust_remote_code=trust_remote_code)
+        from ..probe.answer_rule import rule_of
+
+        self.bundle.answer_rule = rule_of(proto)  # when a generated answer counts, for A and every B
         from ..probe.cache import cached_probe, default_cache_dir
 
         res = cached_probe(self.bundle, self.kb, mode=self.mode, forms=forms, batch_size=batch_size,
@@ -165,6 +168,7 @@ class Judge:
 
         bundle = load_unlearned(str(unlearned), self.bundle, original_name=self.original, original_rows=self.rows,
                                 device=self.device, dtype=self.dtype, trust_remote_code=self.trust_remote_code)
+        bundle.answer_rule = self.bundle.answer_rule
         try:
             return probe(bundle, self.kb, mode=self.mode, forms=self.forms, batch_size=self.batch_size,
                          progress=self.progress).known_ids()

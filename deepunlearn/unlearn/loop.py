@@ -124,6 +124,7 @@ class TargetRunner:
         accuracy_sample: int = 300,
     ):
         from ..probe import cached_probe, get_protocol
+        from ..probe.answer_rule import rule_of
 
         try:
             self.protocol = get_protocol(protocol)
@@ -159,6 +160,7 @@ class TargetRunner:
         self.checks = ForgettingChecks(self, adversarial=adversarial, attacks=attacks,  # checked before any work
                                        modes=adversarial_modes, calibration=adversarial_calibration)
         bundle.model.eval()
+        bundle.answer_rule = rule_of(self.protocol)  # when a generated answer counts (the protocol's)
         self.baseline = cached_probe(bundle, kb, mode=probe_mode, cache_dir=cache_dir, batch_size=batch_size,
                                      progress=progress, **self._probe_kw)
         self.known: frozenset[int] = (
