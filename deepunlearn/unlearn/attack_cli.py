@@ -198,7 +198,11 @@ def _attack(args) -> int:
     apply_threads(args)
     kb = load_kb(args.kb)
     (target,) = resolve_target(kb, args.target, kb_file=args.kb, allow_all=False)
-    params = attack_params(args)
+    params = attack_params(args, required=False)  # no attack: the unlearned model's verdict alone
+    if params is None:
+        from .attacks import AttackParams
+
+        params = AttackParams()
     protocol = get_protocol(args.protocol)
     mode = args.mode or protocol.probe_mode
     _check_probe_args(kb, mode, args.forms)
@@ -299,7 +303,14 @@ def _run_attacks(args, params, bundle, kb, runner, target, mode, relearn_attack,
         bar.close()
     after = {n: score(k) for n, k in relearned.items()}
     q = score(quant) if quant is not None else (None, None)
+    from ..rules.recall_inputs import deep_after
+
+    def deep(now: set[int]) -> bool:  # the target outside the closure of what the model knows now
+        return bool(deep_after(kb, runner.evaluator.rules, sorted(now), target, None)["deep"])
+
     return {
+        "deep": deep(before), "deep_relearn": {str(n): deep(k) for n, k in relearned.items()},
+        "deep_quant": None if quant is None else deep(quant),
         "target": list(kb.facts[target]), "index": target, "known": len(runner.known), "total": len(kb),
         "k_mode": runner.k_mode, "mode": mode, "forms": args.forms, "sets": runner.sets,
         "chosen_set": [list(kb.facts[i]) for i in chosen],
@@ -315,20 +326,24 @@ def _run_attacks(args, params, bundle, kb, runner, target, mode, relearn_attack,
     }
 
 
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
 def _text(obj: dict) -> str:
     s, r, o = obj["target"]
     lines = [f"attack on [{obj['index']}] {o} is {s}'s {r} (K: {obj['known']} of {obj['total']} facts, "
              f"k_mode {obj['k_mode']}, probe {obj['mode']})",
-             f"  {'model':<22}  {'recall':>6}  {'acc':>6}  target",
+             f"  {'model':<22}  {'recall':>6}  {'acc':>6}  {'target':<9}  deep",
              f"  {'unlearned':<22}  {obj['recall']:6.3f}  {obj['accuracy']:6.3f}  "
-             f"{'forgotten' if obj['target_forgotten'] else 'known'}"]
+             f"{'forgotten' if obj['target_forgotten'] else 'known':<9}  {_yes(obj['deep'])}"]
     for n, rec in obj["recall_relearn"].items():
         label = f"relearn {n} step{'s' if n != '1' else ''}"
         lines.append(f"  {label:<22}  {rec:6.3f}  {obj['accuracy_relearn'][n]:6.3f}  "
-                     f"{'known' if obj['target_relearned'][n] else 'forgotten'}")
+                     f"{'known' if obj['target_relearned'][n] else 'forgotten':<9}  {_yes(obj['deep_relearn'][n])}")
     if obj["recall_quant"] is not None:
         lines.append(f"  {obj['quantize']:<22}  {obj['recall_quant']:6.3f}  {obj['accuracy_quant']:6.3f}  "
-                     f"{'known' if obj['target_quant'] else 'forgotten'}")
+                     f"{'known' if obj['target_quant'] else 'forgotten':<9}  {_yes(obj['deep_quant'])}")
     if obj["relearn_lr"] is not None:
         lines.append(f"  relearned on {len(obj['relearn_facts'])} of a pool of {obj['relearn_pool']} facts "
                      f"(lr {obj['relearn_lr']:g} from {obj['relearn_lr_from']}, seed {obj['seed']})")

@@ -313,6 +313,37 @@ def test_attack_json_with_the_original(unlearned_dir, model_dir, kb_file, five_p
     assert files_of(unlearned_dir) == before  # nothing written
 
 
+def test_attack_without_an_attack_reports_the_verdict(unlearned_dir, kb_file, five_people_kb, tmp_path, capsys):
+    """No attack flag: the unlearned model's recall, accuracy and deep, with deep checked against
+    the independent naive Datalog over the facts the model still knows."""
+    import sys
+    from pathlib import Path
+
+    from deepunlearn.cli import main
+    from deepunlearn.probe import load_model, probe
+    from deepunlearn.rules.load import load_rules
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "rules"))
+    from naive_datalog import naive_closure
+
+    target = five_people_kb.targets[0]
+    code = main(["attack", "--model", str(unlearned_dir), "--kb", str(kb_file), "--target", str(target),
+                 "--cache-dir", str(tmp_path), "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    obj = json.loads(out)
+    assert obj["recall_relearn"] == {} and obj["recall_quant"] is None and obj["deep_quant"] is None
+    known = probe(load_model(unlearned_dir, device="cpu"), five_people_kb, progress=False).known_ids()
+    rules = load_rules(five_people_kb.metadata.get("rules", "family"))
+    derivable = five_people_kb.facts[target] in naive_closure([five_people_kb.facts[i] for i in known], rules,
+                                                             five_people_kb.entities)
+    assert obj["deep"] is (not derivable)
+    assert main(["attack", "--model", str(unlearned_dir), "--kb", str(kb_file), "--target", str(target),
+                 "--cache-dir", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "deep" in text.splitlines()[1] and text.splitlines()[2].endswith("yes" if obj["deep"] else "no")
+
+
 def test_attack_text_without_the_original_takes_k_as_the_kb(unlearned_dir, kb_file, five_people_kb, tmp_path,
                                                             capsys):
     from deepunlearn.cli import main
@@ -332,7 +363,6 @@ def test_attack_text_without_the_original_takes_k_as_the_kb(unlearned_dir, kb_fi
     (["--relearn", "4,2"], "--relearn", "--relearn 4,2: the relearning grid must be sorted and distinct"),
     (["--relearn", "1,x"], "--relearn", "--relearn: 'x' is not an integer"),
     (["--relearn", "0,1"], "--relearn", "--relearn 0,1: relearning step counts must be >= 1, got 0"),
-    (["--relearn", None], "--relearn", "no attack asked for: give --relearn N,N,... and/or --quantize int8|int4|nf4"),
     (["--original", "UNTRAINED"], "--target", "target 3 "),
 ])
 def test_attack_errors_are_one_line_naming_the_flag(extra, field, message, unlearned_dir, kb_file, five_people_kb,
