@@ -155,7 +155,7 @@ _GROUP_HEADS = {"family": "fam", "biography": "bio"}
 
 def _table(result: dict) -> str:
     from .checks_cli import check_line
-    from .summary import format_summary, group_accuracy, point_groups
+    from .summary import format_summary, group_accuracy, is_deep, point_groups
 
     s, r, o = result["target"]
     groups = point_groups(result["points"])
@@ -163,12 +163,13 @@ def _table(result: dict) -> str:
     widths = [max(6, len(h)) for h in heads]
     lines = [f"{result['method']} on [{result['index']}] {o} is {s}'s {r} (lr {result['lr']:g})",
              f"  {'param':>8}  {'recall':>6}  {'acc':>6}  "
-             + "".join(f"{h:>{w}}  " for h, w in zip(heads, widths)) + "forgot  target"]
+             + "".join(f"{h:>{w}}  " for h, w in zip(heads, widths)) + "forgot  target     deep"]
     for p in result["points"]:
         cells = ["-" if (a := group_accuracy(p, g)) is None else f"{a:.3f}" for g in groups]
         lines.append(f"  {p['param']:>8g}  {p['recall']:6.3f}  {p['accuracy']:6.3f}  "
                      + "".join(f"{c:>{w}}  " for c, w in zip(cells, widths))
-                     + f"{len(p['forgotten']):6d}  {'forgotten' if p['target_forgotten'] else 'kept'}")
+                     + f"{len(p['forgotten']):6d}  {'forgotten' if p['target_forgotten'] else 'kept':<9}  "
+                     + ("yes" if is_deep(p) else "no"))
         lines += [x for x in [check_line(p)] if x]
     lines.append("  " + format_summary(result["summary"]))
     return "\n".join(lines)

@@ -48,7 +48,7 @@ def test_an_unlearn_point_and_its_summary_carry_every_group(org_files, tmp_path,
 def test_the_unlearn_table_shows_a_column_per_group(org_files, capsys):
     assert main(org_files) == 0
     out = capsys.readouterr().out
-    assert "     param  recall     acc  reporting  location  profile  forgot  target" in out
+    assert "     param  recall     acc  reporting  location  profile  forgot  target     deep" in out
     assert "         1   1.000   0.714      1.000     0.500    0.500       4  forgotten" in out
 
 
