@@ -1,4 +1,4 @@
-"""The ``deepunlearn`` command (DESIGN.md section 7).
+"""The ``deepunlearn`` command (docs/safety.md).
 
 Every layer contributes its subcommands through a ``register(subparsers)`` function in its own
 ``cli`` module. Those modules import only argparse-level things at import time; heavy imports

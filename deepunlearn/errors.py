@@ -1,7 +1,7 @@
 """What every layer shares at the boundary with the user: the user-error base class, safe
 readers for the files a user hands us, and atomic writers for what we hand back.
 
-The rule (DESIGN.md section 7, issue 11): bad input is one line naming the file, the flag or
+The rule (docs/safety.md): bad input is one line naming the file, the flag or
 field, and the problem; nothing already written is lost. Every layer's error class derives from
 :class:`UserError`, so the CLI reports it as such (exit code 1) and, with ``--json``, prints
 ``{"error": ..., "file": ..., "field": ...}``. Anything else reaching the CLI is a bug.

@@ -1,7 +1,7 @@
 """``deepunlearn bench --config FILE`` and ``deepunlearn demo``.
 
 Both print, with ``--json``, ``{"methods": {name: {"acc_at_recall_0.8": ..., "recall_at_acc_0.8": ...,
-...}}, "report": PATH, ...}`` (DESIGN section 7); ``methods`` is the first model's, ``models``
+...}}, "report": PATH, ...}`` (docs/safety.md); ``methods`` is the first model's, ``models``
 holds every model's. Progress goes to stderr. Running either again on the same output folder
 resumes the sweep; a folder holding another sweep's results is refused unless ``--overwrite``, and
 a folder of other files the run would replace (``config.yaml``, ``report/``, ...) unless ``--force``.
@@ -143,7 +143,7 @@ def _finish(args: argparse.Namespace, outcome, methods, cfg) -> int:
             outcome.summary, methods=methods)
     protocols = {m.name: cfg.protocol_for(m).name for m in cfg.models}
     obj = result_json(outcome, report, protocols)
-    if has_forgetting_checks(outcome.points):  # issue 15: primary vs adversarial recall, attacks
+    if has_forgetting_checks(outcome.points):  # primary vs adversarial recall, attacks
         checks = forgetting_table(outcome.points)
         table += ("\n\nHas it really forgotten? (mean recall at each target's last grid point)\n"
                   + "\n".join(console_lines(checks, methods)))

@@ -92,7 +92,7 @@ class SweepConfig(_Strict):
     probe_mode: ProbeMode | None = Field(
         default=None, description="override: how a probe answer counts as known: 'exact' (teacher-forced greedy "
         "answer), 'generate' (the reference's substring test on greedy decoding), 'yesno', 'rank' or 'any' "
-        "(issue 15, see config_probe); None: the protocol's")
+        "(see config_probe); None: the protocol's")
     forms: str | None = Field(default=None, description=FORMS_HELP)
     unlearn_forms: str | None = Field(default=None, description=UNLEARN_FORMS_HELP)
     adversarial: bool = Field(default=False, strict=True, description=ADVERSARIAL_HELP)

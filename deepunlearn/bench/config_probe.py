@@ -1,4 +1,4 @@
-"""The sweep options of issue 15 ("has it really forgotten?"): probe forms, the probe modes
+"""The sweep options of "has it really forgotten?": probe forms, the probe modes
 beyond the protocol's two, the adversarial aggregate and the attacks after unlearning.
 
 In a sweep configuration (top level)::

@@ -38,7 +38,7 @@ from .runner import SweepOutcome, run_sweep, select_targets
 #: people in the generated family: big enough for every relation to have targets and for the
 #: minimal sets to be non-trivial, small enough for the whole demo to take minutes on 2 CPU cores.
 DEFAULT_PEOPLE = 50
-#: width of the demo's tiny model: the 512-wide one of DESIGN.md section 6 probes ~4x slower on
+#: width of the demo's tiny model: the 512-wide one of docs/models.md probes ~4x slower on
 #: 2 cores; 256 wide (2 layers) still learns a 50-person family (>= 95 % of its facts).
 DEMO_HIDDEN = 256
 #: torch threads of the demo: the tiny model's matrices are too small for intra-op threading to

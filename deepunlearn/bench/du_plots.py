@@ -1,4 +1,4 @@
-"""The deep-unlearning figures of a report (issue 14): Success-DU bars per method
+"""The deep-unlearning figures of a report: Success-DU bars per method
 (``success_du.png``), accuracy / recall / deep share against batch size (``batch.png``) and
 against the number of sequential requests served (``sequential.png``). Any method name works
 (colours come from :func:`.plots._color`, which never raises on an unknown name)."""

@@ -1,4 +1,4 @@
-"""The report's "Deep unlearning" section (issue 14): the Success-DU table of every method with
+"""The report's "Deep unlearning" section: the Success-DU table of every method with
 its bar chart, and, only when the sweep has such rows, the batch and sequential tables with their
 figures. :func:`du_section` draws the figures into the report folder and returns the markdown and
 the ``summary.json`` additions (``batch``, ``sequential``)."""

@@ -1,4 +1,4 @@
-"""Batch and sequential unlearning requests (issue 14, MUSE's scalability and sustainability) as
+"""Batch and sequential unlearning requests (MUSE's scalability and sustainability) as
 JSON-able tables, computed from a sweep's points.
 
 * **Batch rows** forget N targets in one run: method label ``f"{base}@b{N}"`` (``ga@b5``), one

@@ -1,4 +1,4 @@
-"""The figure of the "Has it really forgotten?" section (issue 15): ``adversarial.png``.
+"""The figure of the "Has it really forgotten?" section: ``adversarial.png``.
 
 One panel per model; per method a group of bars at each target's last grid point: mean recall
 under the primary probe, under the adversarial aggregate (recall_adv), after each relearning

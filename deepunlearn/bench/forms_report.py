@@ -1,4 +1,4 @@
-"""The report's "Has it really forgotten?" section (issue 15): the primary probe against the
+"""The report's "Has it really forgotten?" section: the primary probe against the
 adversarial aggregate and the attacks after unlearning, per (model, method).
 
 A sweep with ``adversarial = true`` stores with every point ``recall_adv``, ``accuracy_adv``

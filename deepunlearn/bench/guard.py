@@ -3,7 +3,7 @@ whole sweep, and an identity of every model's weights recorded in the store.
 
 Why: two sweeps on one folder both computed and the second died on a duplicate point, and a
 checkpoint replaced between a kill and a resume gave a "resumed" sweep with points from two
-models (issue 11, items 5 and 6).
+models.
 
 * :class:`SweepLock` takes ``fcntl.flock`` on ``OUTPUT/.lock`` (non-blocking). The kernel drops
   it when the process ends, however it ends (``kill -9`` included), so a stale lock file never
@@ -15,7 +15,7 @@ models (issue 11, items 5 and 6).
   them changes what the model answers. Re-saving a checkpoint changes it; reading one does not. A hub name is identified by its snapshot in the local HF cache, when
   there is one, else by its name.
 * :func:`check_fit` refuses, before a model is loaded onto a GPU, a sweep whose memory plan
-  (:mod:`deepunlearn.unlearn.plan`) does not fit the GPU's free memory (issue 12, item 5).
+  (:mod:`deepunlearn.unlearn.plan`) does not fit the GPU's free memory.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The figures of the report's "How much remains" section (issue 13), in :mod:`.plots`' style:
+"""The figures of the report's "How much remains" section, in :mod:`.plots`' style:
 
 * truth-ratio histograms of the minimal-set facts before unlearning, after it (each method's
   first-forgotten point) and under the retain model (TOFU Figure 4);

@@ -1,4 +1,4 @@
-"""How much remains (issue 13): the per-grid-point table of likelihood, membership and
+"""How much remains: the per-grid-point table of likelihood, membership and
 reference-model measures with bootstrap intervals over targets, the stopping rules, the
 in-distribution vs canary comparison, and what the retain model still answers.
 

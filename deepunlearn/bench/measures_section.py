@@ -1,4 +1,4 @@
-"""The report's "How much remains" section (issue 13) and ``measures.csv``: the tables of
+"""The report's "How much remains" section and ``measures.csv``: the tables of
 :mod:`.measures_report` as markdown, with "–" (markdown) or an empty cell (CSV) where a measure was
 not taken, never 0."""
 
@@ -67,7 +67,7 @@ def measures_section(rows: Sequence[Mapping[str, Any]], rules: Mapping, canary: 
     first = [f"{p}.{k}" for p in ("target", "forget") for k in _NAMES]
     second = [f"retain.{k}" for k in _NAMES] + ["model_utility", "forget_quality", "privleak", "min_k_auc", "genex"]
     md = ["## How much remains", "",
-          "Likelihood, membership and reference-model measures at every grid point (issue 13): means over targets "
+          "Likelihood, membership and reference-model measures at every grid point: means over targets "
           "with 95 % bootstrap intervals over targets (scipy, BCa, 9,999 resamples) in brackets (none: one target, "
           "or every target has the same value); – = not measured "
           "(a field that needs the retain model or the holdout facts, when there is none). The forget set is the "

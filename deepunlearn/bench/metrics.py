@@ -22,7 +22,7 @@ averaged over targets.
   family and biography facts, the family domain's groups; a domain names its own). ``groups``
   defaults to the groups the points report (:func:`point_groups`), ``family`` / ``biography`` for
   points written before per-group accuracies.
-* **Success-DU@a** (issue 14, a = 0.8 and 0.9): the fraction of targets with some grid point that
+* **Success-DU@a** (a = 0.8 and 0.9): the fraction of targets with some grid point that
   is *deep* (t not in Omega(K_after, R)) with accuracy >= a; end points never count. Points of old
   stores have no ``deep`` flag: ``recall >= 1 - EPS`` stands in for it. ``deep_rate``: the fraction
   of targets with any deep point. ``seconds``: the mean over targets of each trajectory's wall
@@ -30,7 +30,7 @@ averaged over targets.
   :mod:`deepunlearn.unlearn.summary` for the per-target definitions.
 
 Baseline rows (:data:`BASELINES`: the model before unlearning and the retain model trained without
-the forget set, issue 13) are stored beside the methods' points but are no unlearning method:
+the forget set) are stored beside the methods' points but are no unlearning method:
 every function here leaves them out, so the paper's metrics are the same with or without them.
 
 Thresholds compare with a 1e-9 tolerance (recall 4/5 counts as >= 0.8). Spreads over targets:

@@ -247,7 +247,7 @@ def plot_trajectories(points: Sequence[Any], path: Path, methods: Sequence[str],
 
     groups = group_trajectories(p for p in points if _get(p, "model") == model)
     n = len(methods)
-    cols = max(1, min(n, 6))  # many methods (issue 14: ten and more) wrap onto more rows
+    cols = max(1, min(n, 6))  # many methods (ten and more) wrap onto more rows
     rows = math.ceil(n / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 3.4 * rows), squeeze=False, sharey=True)
     for ax in list(axes.flat)[n:]:

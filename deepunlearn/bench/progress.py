@@ -1,6 +1,6 @@
 """The sweep's progress bar on stderr, and keeping other libraries' bars out of it.
 
-Two frictions of issue 11 (item 15): the final ``100%`` line printed twice (tqdm redraws the
+Two frictions it avoids: the final ``100%`` line printed twice (tqdm redraws the
 bar after every ``write`` and once more on ``close``; on a log file or a captured stderr both
 land), and a stray ``ESC[A`` (cursor up) when a second bar (transformers' weight loading while
 the sweep's bar was open) took position 1 and closed. :class:`SweepBar` never shows the

@@ -141,7 +141,7 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
             safe = safe_name(model)
             figs[f"trajectories_{model}"] = plot_trajectories(points, out / f"trajectories_{safe}.png", methods, model, threshold)
 
-    # issue 13: only a sweep whose points carry measures gets these (a sweep without scores
+    # only a sweep whose points carry measures gets these (a sweep without scores
     # writes the same report as before)
     remains: list[str] = []
     extra_summary: dict[str, Any] = {}
@@ -154,7 +154,7 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
         extra_summary = {"stopping_rules": rules, "canary_comparison": canary, "retrain_inference": retrain}
 
     du_md, du_summary = du_section(points, summary, methods, out, threshold)
-    # issue 15: only a sweep whose points carry recall_adv or an attack's keys gets this section
+    # only a sweep whose points carry recall_adv or an attack's keys gets this section
     fc_md, fc_summary = forgetting_section(points, methods, out)
 
     _write_points_csv(points, out / "points.csv", kb, groups)
@@ -238,7 +238,7 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
 
     md += ["## Definitions", "",
            "- *Recall*: the largest share of one minimal deep-unlearning set of the target that the model lost; "
-           "*accuracy*: the share of the other known facts it kept (DESIGN section 2).",
+           "*accuracy*: the share of the other known facts it kept.",
            "- Every target's curve gets the end points (recall 0, accuracy 1) and (recall 1, accuracy 0) before any best-of, "
            "then metrics are averaged over targets (as the reference does).",
            f"- *Acc@Recall≥{t}*: best accuracy among points with recall ≥ {t}; *Recall@Acc≥{t}*: best recall among points "

@@ -18,12 +18,12 @@ evaluated point), ``jobs`` (a finished or skipped (model, target, method) trajec
 ``evaluations`` (an append-only log: one row per point the sweep computed, with the process that
 computed it; a resumed run that recomputed a finished point would show up here twice).
 
-A point's ``measures`` (issue 13: likelihood, membership and reference-model scores) is a nullable
+A point's ``measures`` (likelihood, membership and reference-model scores) is a nullable
 JSON text column, NULL when the sweep computed no scores. Stores written before the column existed
 still open: a writer adds the column (``ALTER TABLE ... ADD COLUMN``), a read-only reader reads
 every point's measures as None.
 
-A point's ``accuracy_groups`` (issue 16: the accuracy per relation group of the sweep's KB, in the
+A point's ``accuracy_groups`` (the accuracy per relation group of the sweep's KB, in the
 KB's order) is kept in the ``extra`` JSON column as ``[[group, accuracy], ...]`` pairs (the column
 is written with sorted keys; pairs keep the KB's order), so the table is unchanged. A point of a
 store written before it reads ``accuracy_groups`` as None, and the report then takes
@@ -112,9 +112,9 @@ class Point:
     forgotten: tuple[int, ...] = ()
     exact: bool = True
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
-    #: likelihood / membership / reference-model scores of the point (issue 13), None when off
+    #: likelihood / membership / reference-model scores of the point, None when off
     measures: dict[str, Any] | None = field(default=None, compare=False)
-    #: accuracy per relation group, the KB's groups in order (issue 16); None in older stores
+    #: accuracy per relation group, the KB's groups in order; None in older stores
     accuracy_groups: dict[str, float | None] | None = None
     #: 95 % bounds of a sampled accuracy; None for a full probe (and in older stores)
     accuracy_low: float | None = None

@@ -49,7 +49,7 @@ class TargetSpec(BaseModel):
     @field_validator("refs", mode="before")
     @classmethod
     def _strict_refs(cls, v: Any) -> Any:
-        # ``true`` became fact 1, ``4.0`` fact 4 and ``"4"`` fact 4 without a word (issue 11):
+        # ``true`` became fact 1, ``4.0`` fact 4 and ``"4"`` fact 4 without a word:
         # the same strictness as ``deepunlearn.kg.refs.resolve_item``
         if isinstance(v, (list, tuple)):
             for i, item in enumerate(v):

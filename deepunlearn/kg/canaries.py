@@ -1,4 +1,4 @@
-"""Canaries: out-of-distribution facts whose answers are random strings (issue 13, item 5).
+"""Canaries: out-of-distribution facts whose answers are random strings.
 
 Baluta et al. (in- vs out-of-distribution unlearning) and Carlini et al. (the secret sharer) plant
 random strings in the training data and measure how far the model prefers the true string over

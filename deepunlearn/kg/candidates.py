@@ -1,4 +1,4 @@
-"""The answers a probe question could have: candidates of the answer's *type* (issue 13).
+"""The answers a probe question could have: candidates of the answer's *type*.
 
 Per-fact likelihood scores (rank, exposure, TOFU's multiple-choice probability and truth ratio)
 compare the gold answer with the other answers of its type. Which answers those are follows

@@ -1,4 +1,4 @@
-"""Domains as plug-ins (issue 16): a domain is a folder holding ``domain.toml`` and ``rules.dl``.
+"""Domains as plug-ins: a domain is a folder holding ``domain.toml`` and ``rules.dl``.
 
 ``domain.toml`` declares the entity types, the background attributes and the relations of a
 domain with their probe templates; ``rules.dl`` is the Datalog the rules layer reads. Where a

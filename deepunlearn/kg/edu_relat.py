@@ -1,6 +1,6 @@
 """Import the public EDU-RELAT release (the paper's data) into the native KB format.
 
-The folder holds the files listed in DESIGN.md section 4. Fact order is kept: relationship
+The folder holds the files listed in docs/data.md. Fact order is kept: relationship
 rows 0..399 become fact ids 0..399 and biography rows 0..299 become 400..699, so a release
 row id *is* a fact id. The 55 targets keep the release's order.
 """
@@ -35,7 +35,7 @@ class ReleaseError(KBError):
 
 #: Relations the release's rules (rule set ``edu-relat``) name but no KB holds, with why. The
 #: import says so once and records them in ``metadata["acknowledged_relations"]``; the rules
-#: commands then do not repeat the "relation ... never fires" warning on every run (issue 11).
+#: commands then do not repeat the "relation ... never fires" warning on every run.
 RELEASE_RULE_QUIRKS = {
     "newphe": "the release's rules 16 and 19 (rule set 'edu-relat', this KB's default) use 'newphe', a "
               "misspelling of 'nephew' that no fact has, so they never fire, as in the reference "

@@ -1,6 +1,6 @@
 """The content fingerprint of a knowledge base: a hash of its facts and their probes.
 
-It lives in the KB layer so that KB files derived from another KB (a holdout set, issue 13) can
+It lives in the KB layer so that KB files derived from another KB (a holdout set) can
 record which KB they belong to; :mod:`deepunlearn.probe.fingerprint` re-exports it as the probe
 cache's key.
 """

@@ -1,4 +1,4 @@
-"""Probe forms: the several ways one fact can be asked (issue 15).
+"""Probe forms: the several ways one fact can be asked.
 
 A fact has many *forms*; each is one of three kinds:
 

@@ -1,4 +1,4 @@
-"""Forms files: extra probe forms for a KB's facts, one JSON object a line (issue 15, item 2).
+"""Forms files: extra probe forms for a KB's facts, one JSON object a line.
 
 A line is either a statement or a question::
 

@@ -1,4 +1,4 @@
-"""Holdout facts: facts of a KB's domain that a model finetuned on the KB never saw (issue 13, item 2).
+"""Holdout facts: facts of a KB's domain that a model finetuned on the KB never saw.
 
 A membership-inference test (Min-K% Prob, PPL, zlib; MUSE's PrivLeak) separates the facts a model
 was trained on from facts of the same kind it never saw. :func:`make_holdout` makes the second

@@ -25,7 +25,7 @@ before domains (and the imported release), is still read: a relation there is ``
 "family"|"biography", "question", "answer"}``, read as kind entity|value in group family|biography.
 
 ``facts[i]`` is ``[o1, r, o2]`` ("o2 is o1's r"); ``targets`` are fact indices (JSON integers:
-``"4"``, ``4.0`` and ``true`` are refused, issue 11); ``probes`` holds only the probes whose wording
+``"4"``, ``4.0`` and ``true`` are refused); ``probes`` holds only the probes whose wording
 differs from their relation's template, keyed by fact index written as a string of digits;
 ``forms`` and ``form_splits`` (written only when there are any) hold the explicit probe forms and
 the template forms' splits (:mod:`deepunlearn.kg.forms`).

@@ -56,7 +56,7 @@ def template_problem(template: str) -> str | None:
     """Why ``template`` is not a plain probe template, or ``None`` if it is.
 
     A template may name only :data:`TEMPLATE_FIELDS`, each as a plain ``{o1}``: no format spec
-    (``{o2:>300000000}`` asked ``str.format`` for gigabytes, issue 11), no conversion
+    (``{o2:>300000000}`` asked ``str.format`` for gigabytes), no conversion
     (``{o1!r}``), no attribute or index access (``{o1.__class__}``, ``{o1[0]}``), no positional
     ``{}``. Literal braces are written ``{{`` and ``}}``.
 

@@ -1,5 +1,5 @@
 """Fact references the user gives on the command line or in files, resolved against a KB with
-errors that name the file and the flag (issue 11: "target errors name the KB's internal name, not
+errors that name the file and the flag ("target errors name the KB's internal name, not
 its file, nor the flag").
 
 Accepted forms: a fact index (``7`` or ``"7"``), ``"subject|relation|object"`` or

@@ -1,4 +1,4 @@
-"""Sample a domain's entities, background attributes and shaped relations (issue 16 item 2).
+"""Sample a domain's entities, background attributes and shaped relations.
 
 :func:`sample_domain` is the random half of the declarative generator: it names the entities of
 every type of a :class:`~.domain.Domain`, gives them their background attributes and draws the

@@ -14,12 +14,12 @@ Public API (torch is imported only when a function runs)::
     import_gguf(file, out_dir, *, dtype="fp32", force=False, bundle=None) -> dict
     model_info(name, *, trust_remote_code=False) -> dict  (no weights loaded)
     probe(bundle, kb, fact_ids=None, *, mode="exact", forms=None, any_modes=None, batch_size=None, model_fn=None,
-          progress=True) -> ProbeResult        (modes: MODES = exact, generate, yesno, rank, any; issue 15)
+          progress=True) -> ProbeResult        (modes: MODES = exact, generate, yesno, rank, any)
     cached_probe(bundle, kb, *, mode="exact", cache_dir=None, fact_ids=None, forms=None, any_modes=None, **kw)
     encode_forms(tokenizer, prompt, forms, *, with_rest=False) -> [(prompt ids, continuation ids)]
     form_prompt_ids(tokenizer, prompt, forms) -> [prompt ids]   (generate mode over forms)
     score_facts(bundle, kb, fact_ids=None, *, model_fn=None, k=20.0, n_perturbed=5, seed=0, generate=True,
-                candidates=True, batch_size=None, progress=True) -> FactScores   (issue 13)
+                candidates=True, batch_size=None, progress=True) -> FactScores  
     roc(member_values, nonmember_values) -> dict; mia_report(member, nonmember) -> dict
     measures: forget_quality, model_utility, privleak, genex, bootstrap_ci (deepunlearn.probe.measures)
 """

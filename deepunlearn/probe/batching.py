@@ -1,5 +1,5 @@
 """How many facts one probe batch may hold: the per-row memory cost of a probe and the batch size
-that fits the free accelerator memory (issue 12, item 6: "probe batches sized to memory").
+that fits the free accelerator memory ("probe batches sized to memory").
 
 A probe row costs (see :mod:`deepunlearn.probe.probing`):
 

@@ -1,5 +1,5 @@
 """The ``chat`` answer format: an instruct model's own prompt, taken from its tokenizer's chat
-template (issue 12, item 4).
+template.
 
 ``--answer-format chat`` (finetune, probe, unlearn; ``PromptFormat.named("chat")``) is
 :attr:`~deepunlearn.probe.prompts.PromptFormat.pending` until a tokenizer is known;

@@ -3,7 +3,7 @@
 ``deepunlearn probe --model DIR --kb KB.json [-o KNOWN.json] [--protocol default|reference]
 [--mode exact|generate|yesno|rank|any] [--forms SEL] [--answer-format NAME|TEMPLATE] --json``
 prints ``{"known": int, "total": int, "mode": ..., "prompt_format": {...}, ...}``; KNOWN.json
-lists the known fact ids and facts. ``--forms`` picks the probe forms (issue 15,
+lists the known fact ids and facts. ``--forms`` picks the probe forms (
 :func:`deepunlearn.kg.forms.select_forms`: ``default``, ``all``, a split, form names, comma
 separated); over forms (any selection but ``default``, or the modes yesno, rank, any) the JSON
 adds ``forms``, ``fallback`` and ``per_form`` (``{form: {mode: [known, probed]}}``) and the text

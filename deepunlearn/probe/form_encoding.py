@@ -1,5 +1,5 @@
 """Token ids of probe forms (:mod:`deepunlearn.kg.forms`): what probing, finetuning and
-unlearning feed the model for each form of a fact (issue 15).
+unlearning feed the model for each form of a fact.
 
 ``qa`` and ``yesno`` forms are written in the bundle's answer format exactly as the primary
 probe (:func:`~deepunlearn.probe.prompts.encode_pairs`: question = ``form.text``, answer =

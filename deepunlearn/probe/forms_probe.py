@@ -1,4 +1,4 @@
-"""Probing over a fact's forms and the probe modes yesno, rank and any (issue 15).
+"""Probing over a fact's forms and the probe modes yesno, rank and any.
 
 :func:`~deepunlearn.probe.probing.probe` comes here when it is given a form selection other
 than ``default`` (:func:`deepunlearn.kg.forms.select_forms`) or one of the modes below; with

@@ -1,5 +1,5 @@
 """Models stored as GGUF files (llama.cpp's format): found, checked and described before
-transformers loads them (issue 12, item 1).
+transformers loads them.
 
 transformers loads a ``.gguf`` file with ``from_pretrained(folder, gguf_file=name)`` (the
 ``gguf`` package reads it) and dequantises its 4- or 8-bit blocks into a normal torch model,

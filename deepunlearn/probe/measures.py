@@ -1,4 +1,4 @@
-"""Reference-model statistics of unlearning (issue 13), on plain arrays: TOFU's forget quality and
+"""Reference-model statistics of unlearning, on plain arrays: TOFU's forget quality and
 model utility, MUSE's PrivLeak, Baluta et al.'s generalised exposure, bootstrap intervals.
 
 Statistics come from scipy (``ks_2samp``, ``hmean``, ``bootstrap``), never hand-rolled. Each

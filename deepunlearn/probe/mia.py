@@ -1,4 +1,4 @@
-"""Membership inference on facts (issue 13): can Min-K% Prob, PPL or zlib tell the facts a model
+"""Membership inference on facts: can Min-K% Prob, PPL or zlib tell the facts a model
 was trained on (members: the KB's) from facts of the same domain it never saw (non-members: a
 holdout KB, ``deepunlearn data holdout``)? Shi et al.'s Min-K% Prob paper reports ROC-AUC and
 the true-positive rate at 5 % false positives; both come from scikit-learn here.

@@ -1,5 +1,5 @@
 """``deepunlearn model import|info``: turn a GGUF file into a Hugging Face folder once, and say
-what a model is before loading it (issue 12, items 1-3).
+what a model is before loading it.
 
 ``deepunlearn model import FILE.gguf -o DIR [--dtype fp32|bf16|fp16] [--force] --json`` loads
 the GGUF file (dequantised, ~15-30 s for SmolLM2-135M) and writes DIR as a normal checkpoint

@@ -1,4 +1,4 @@
-"""Per-fact likelihood scores: how much of a fact remains in a model, not just yes/no (issue 13).
+"""Per-fact likelihood scores: how much of a fact remains in a model, not just yes/no.
 
 For each fact, from teacher-forced passes (:mod:`deepunlearn.probe.scoring`) and one greedy
 decoding:

@@ -1,4 +1,4 @@
-"""``deepunlearn probe --scores`` and ``deepunlearn probe --mia --holdout HOLD.json`` (issue 13).
+"""``deepunlearn probe --scores`` and ``deepunlearn probe --mia --holdout HOLD.json``.
 
 ``--scores [-o FILE]``: every fact's likelihood scores (:func:`~deepunlearn.probe.scores.score_facts`)
 and their means; ``-o`` writes :meth:`FactScores.to_json` plus the means.

@@ -1,4 +1,4 @@
-"""Batched teacher-forced log-probabilities of many answers to the same prompt (issue 13).
+"""Batched teacher-forced log-probabilities of many answers to the same prompt.
 
 :func:`deepunlearn.probe.scores.score_facts` needs, per fact, the log-probability of every token
 of the fact's text (for Min-K% Prob, PPL, zlib) and of every candidate answer's tokens (for rank,

@@ -1,5 +1,5 @@
 """Where a model comes from, checked before transformers sees it: a local checkpoint folder or
-a hub name (issue 11, items 1, 8, 10, 12).
+a hub name.
 
 transformers, left alone, prompts on stdout before running a folder's own Python, retries a hub
 it cannot reach for about a minute, takes a mistyped folder for a hub name, and answers a

@@ -1,4 +1,4 @@
-"""The small causal LM built locally for tests, demos and CPU experiments (DESIGN.md section 6).
+"""The small causal LM built locally for tests, demos and CPU experiments (docs/models.md).
 
 No model hub is reachable, so this module makes a model from nothing but a KB: a word-level
 tokenizer trained with ``tokenizers`` on the KB's facts written in the model's answer format
@@ -76,7 +76,7 @@ def tokenizer_texts(kb: KnowledgeBase, prompt: PromptFormat = TINY_PROMPT, *, fo
     of a canary among its references would compare unknown tokens; a statement probe would ask
     with unknown words). The probe texts come first, so the vocabulary of a KB's own questions
     is trained on first; the forms add the words only they use. ``forms=False`` leaves the forms
-    out: the questions-only vocabulary every tiny model had before issue 15 (probes of other forms
+    out: the questions-only vocabulary of a model built without forms (probes of other forms
     then read their new words as ``<unk>``)."""
     from ..kg.canaries import canary_info
 
@@ -151,7 +151,7 @@ def tiny_config(tokenizer, *, hidden: int = 512, layers: int = 2, heads: int = 8
     norms (fixed by their classes); Gemma 2's attention and final-logit soft-capping and
     alternating sliding/global layers (window: ``max_positions``, so no probe is cut); Mistral's
     sliding window (idem); tied embeddings for :data:`TIED_ARCHS`. The Llama one (2 layers, 512
-    wide, a 293-word vocabulary: 8.7M parameters) is the default tiny model of DESIGN.md section 6.
+    wide, a 293-word vocabulary: 8.7M parameters) is the default tiny model of docs/models.md.
     """
     from transformers import (Gemma2Config, GPT2Config, GPTNeoXConfig, LlamaConfig, MistralConfig, Olmo2Config,
                               PhiConfig, Qwen2Config, Qwen3Config)

@@ -1,4 +1,4 @@
-"""The grounding budget: a bound on the memory rule evaluation may take (issue 11, item 2).
+"""The grounding budget: a bound on the memory rule evaluation may take.
 
 One badly written rule (a cartesian product of body atoms, a 12-atom star) can ask the engine
 for billions of groundings; numpy then allocates until the machine runs out of memory. The

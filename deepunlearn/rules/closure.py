@@ -1,4 +1,4 @@
-"""``closure(kb, rules)``: the deductive closure ``Ω(K, R)`` (DESIGN.md section 2).
+"""``closure(kb, rules)``: the deductive closure ``Ω(K, R)`` (docs/concepts.md).
 
 Facts of relations no rule uses (the biographies) pass through unchanged; they are counted
 apart (``passthrough``), so the closure of the EDU-RELAT release is 562 facts = 400 + 162.

@@ -5,7 +5,7 @@ Facts are interned to integers (terms, relations) and a fact is one int64 key
 position ``i``, the facts new in the previous round (delta) at position ``i`` with the older
 facts at positions ``< i`` and all known facts at positions ``> i``; so every rule grounding is
 found exactly once, in the round its last body fact appeared. Each grounding is recorded as a
-hyperedge ``head <- body facts``: that is the derivation graph (DESIGN.md section 3).
+hyperedge ``head <- body facts``: that is the derivation graph (docs/concepts.md).
 
 Node ids: ``0..n-1`` are the KB's own fact ids (a KB fact outside ``K`` that the rules derive
 keeps its id), new facts get ``n, n+1, ...`` in the order they are found.

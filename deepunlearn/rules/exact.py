@@ -1,6 +1,6 @@
 """Exact enumeration of all ⊆-minimal deep-unlearning sets with the clingo answer-set solver.
 
-The program (DESIGN.md section 3), over the target's cone only::
+The program (docs/concepts.md), over the target's cone only::
 
     { removed(F) : base(F) }.                      % choose facts of K to remove
     true(F) :- base(F), not removed(F).            % what is left of K ...

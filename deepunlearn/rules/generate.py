@@ -1,4 +1,4 @@
-"""The declarative generator (issue 16 item 2): a KB for any domain folder.
+"""The declarative generator: a KB for any domain folder.
 
 :func:`generate_domain` samples the domain's entities, attributes and shaped relations
 (:func:`deepunlearn.kg.sample.sample_domain`), computes their closure under the domain's

@@ -1,4 +1,4 @@
-"""The derivation hypergraph of ``Ω(K, R)`` and derivability checks over it (DESIGN.md section 3).
+"""The derivation hypergraph of ``Ω(K, R)`` and derivability checks over it (docs/concepts.md).
 
 Every rule grounding inside the closure is a hyperedge ``head <- body facts``. Whether a fact is
 derivable from ``K \\ U`` is then linear-time Horn propagation (one counter per hyperedge),
@@ -308,7 +308,7 @@ def derivable(graph: DerivationGraph, target: int, removed: Iterable[int] = ()) 
 
 
 def is_deep_unlearning_set(graph: DerivationGraph, target: int, removed: Iterable[int]) -> bool:
-    """``removed ⊆ K`` and ``target ∉ Ω(K \\ removed, R)`` (DESIGN.md section 2)."""
+    """``removed ⊆ K`` and ``target ∉ Ω(K \\ removed, R)`` (docs/concepts.md)."""
     return not derivable(graph, target, removed)
 
 

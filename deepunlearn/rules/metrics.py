@@ -1,4 +1,4 @@
-"""Recall and accuracy of an unlearning result (DESIGN.md section 2), and the :class:`Evaluator`
+"""Recall and accuracy of an unlearning result (docs/concepts.md), and the :class:`Evaluator`
 that other layers call.
 
 For a target k with minimal deep-unlearning sets ``M(k)`` and the facts ``U_A`` the model lost

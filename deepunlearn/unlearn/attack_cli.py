@@ -1,4 +1,4 @@
-"""``deepunlearn attack``: attack a model unlearned anywhere (issue 15, item 5).
+"""``deepunlearn attack``: attack a model unlearned anywhere.
 
     deepunlearn attack --model UNLEARNED --kb KB --target T [--original ORIG]
                        [--relearn 1,2,4,8] [--relearn-size 16] [--relearn-lr LR] [--quantize int8|int4|nf4]

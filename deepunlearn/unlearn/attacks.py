@@ -1,4 +1,4 @@
-"""Attacks after unlearning: has the model *really* forgotten? (issue 15, item 5)
+"""Attacks after unlearning: has the model *really* forgotten?
 
 Two known ways to bring "unlearned" knowledge back, each run on the model as it is and undone
 exactly afterwards (the weights bit for bit, ``requires_grad`` flags, train/eval mode, gradients

@@ -1,4 +1,4 @@
-"""The per-target baseline rows of a measured sweep and the retain models behind them (issue 13).
+"""The per-target baseline rows of a measured sweep and the retain models behind them.
 
 ``original``: the model before unlearning (param 0: nothing forgotten, recall 0, accuracy 1) with
 its measures, the "before" of every comparison. ``retrain``: a *retain model*, the same base

@@ -1,4 +1,4 @@
-"""Has it really forgotten? The adversarial probe and the attacks at a grid point (issue 15).
+"""Has it really forgotten? The adversarial probe and the attacks at a grid point.
 
 The primary probe (one mode over the selected forms, :class:`~deepunlearn.unlearn.loop.TargetRunner`)
 says which facts of K a point forgot. Two checks ask again, harder:

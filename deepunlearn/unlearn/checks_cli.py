@@ -1,4 +1,4 @@
-"""``deepunlearn unlearn``'s options for probe forms and for asking again (issue 15):
+"""``deepunlearn unlearn``'s options for probe forms and for asking again:
 ``--forms`` (what the methods unlearn on), ``--probe-forms`` (the primary probe's forms),
 ``--adversarial`` (recall under any form and any mode, and the superficial forgetting rate) and
 the attacks ``--relearn`` / ``--relearn-size`` / ``--relearn-lr`` / ``--quantize`` / ``--attack-at``."""

@@ -6,7 +6,7 @@ question/answer format, loss on the answer tag + answer + EOS, AdamW with weight
 gradient clipping (DeepSpeed ZeRO-3 under the HF Trainer), batch 16, lr 2e-5 (1e-5 for 7-8B
 models), 10 epochs (15 for GPT2-XL), HF's linear schedule with one epoch of warm-up
 (:meth:`FinetuneConfig.paper`). A small model trained from scratch needs a far larger rate and a
-warm-up (:meth:`FinetuneConfig.tiny`, measured in DESIGN.md section 6).
+warm-up (:meth:`FinetuneConfig.tiny`, measured in docs/models.md).
 
 Under the ``default`` protocol training stops as soon as probing finds at least ``target_known``
 (95 %) of the facts known; the ``reference`` protocol trains every epoch, as the paper's code
@@ -80,7 +80,7 @@ class FinetuneConfig(BaseModel):
 
     @classmethod
     def tiny(cls, **overrides: Any) -> "FinetuneConfig":
-        """The small local model trained from scratch (DESIGN.md section 6): AdamW lr 1e-3,
+        """The small local model trained from scratch (docs/models.md): AdamW lr 1e-3,
         one-cycle schedule, batch 32, gradient clipping 1.0, up to 30 epochs."""
         base = dict(lr=1e-3, epochs=30, batch_size=32, schedule="one-cycle", warmup_ratio=0.3, grad_clip=1.0)
         return cls(**{**base, **overrides})

@@ -2,9 +2,9 @@
 
 ``deepunlearn finetune --kb KB.json --model NAME|DIR|tiny -o DIR --json`` writes a Hugging Face
 checkpoint (plus ``deepunlearn.json``) to DIR and prints ``{"known": int, "total": int, ...}``.
-``tiny`` builds the small local model of DESIGN.md section 6 for the KB and trains it from
+``tiny`` builds the small local model of docs/models.md for the KB and trains it from
 scratch with the :meth:`~deepunlearn.unlearn.finetune.FinetuneConfig.tiny` preset.
-``--exclude F.json`` trains on every fact but those listed (a retain model, issue 13): the known
+``--exclude F.json`` trains on every fact but those listed (a retain model): the known
 share counts the trained facts, and the output lists the excluded facts the model still answers.
 
 Every argument (flags and ``--config``) is checked before anything is built, loaded or written,
@@ -258,7 +258,7 @@ def _finetune(args: argparse.Namespace) -> int:
                 raise CLIError(str(e)) from None
             model = str(tmp)
         bundle = load_for_cli(model, kb, args.device, args.dtype, **fmt)
-        # KB mismatch (issue 11 item 19) does not apply: finetuning on a new KB is what this command does.
+        # KB mismatch does not apply: finetuning on a new KB is what this command does.
         config = build_config(args, bundle, overrides)
         res = finetune(bundle, kb, config, out_dir=tmp, exclude=exclude, forms=args.forms)
     res.checkpoint = out_dir

@@ -1,5 +1,5 @@
 """The per-target loop: probe once (cached) -> unlearn -> probe at every grid point -> recall and
-accuracy -> restore the original weights in memory (DESIGN.md sections 2 and 5)::
+accuracy -> restore the original weights in memory (docs/concepts.md, docs/unlearning.md)::
 
     runner = TargetRunner(bundle, kb)               # probes the model once (cached)
     for point in runner.run(target=12, method="ga"):

@@ -2,7 +2,7 @@
 
 Every loss here is *answer-only*: ``labels`` holds ``-100`` on the prompt tokens (and on padding),
 so only the answer tokens of a question/answer pair count, as in the paper's finetuning and
-unlearning (DESIGN.md section 4). Logits are shifted the usual causal-LM way: the logits at
+unlearning (docs/data.md). Logits are shifted the usual causal-LM way: the logits at
 position ``t`` predict the label at position ``t + 1``.
 
 Examples

@@ -3,7 +3,7 @@
 The paper (appendix D) unlearns at the rate it finetuned with: GA (and the reinforcing step of TV
 and WHP) at the finetuning rate 2e-5, NPO at twice that, and 1e-5 / 2e-5 for the 7-8B models
 that were finetuned at 1e-5. Those rates suit pretrained 1-8B models. They do not suit a small
-model trained from scratch at 1e-3 with a one-cycle schedule: there DESIGN.md section 6
+model trained from scratch at 1e-3 with a one-cycle schedule: there docs/models.md
 measured GA with AdamW for 16 steps at lr 1e-4 (a tenth of the training rate) forgetting the
 target after 2-4 steps and losing 3-7 % of the other known facts, while 3e-4 lost 12-24 % and
 1e-3 85-94 %. So the rate follows how the model was trained:
@@ -45,7 +45,7 @@ from typing import Any, Mapping
 LARGE_MODEL_PARAMETERS = 5_000_000_000
 #: LoRA rate / full-finetuning rate
 LORA_LR_FACTOR = 10.0
-#: unlearning rate / paper-ratio rate for models trained from scratch (DESIGN.md section 6)
+#: unlearning rate / paper-ratio rate for models trained from scratch (docs/models.md)
 FROM_SCRATCH_FACTOR = 0.1
 #: ``origin`` values in ``deepunlearn.json`` of models trained from scratch
 FROM_SCRATCH_ORIGINS = ("tiny",)

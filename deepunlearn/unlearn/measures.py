@@ -1,4 +1,4 @@
-"""How much remains at a grid point (issue 13): the likelihood, membership and reference-model
+"""How much remains at a grid point: the likelihood, membership and reference-model
 measures stored with every point beside recall and accuracy.
 
 At each point the model's facts of K are scored (:func:`deepunlearn.probe.scores.score_facts`:

@@ -1,5 +1,5 @@
 """A memory plan: the peak GPU memory of a run of this code, from the model's config alone
-(issue 12, item 5). ``deepunlearn plan`` prints it; a sweep on CUDA checks it before loading a
+(item 5). ``deepunlearn plan`` prints it; a sweep on CUDA checks it before loading a
 model (:func:`deepunlearn.bench.guard.check_fit`).
 
 The model is built on the ``meta`` device (no memory for values) to count its parameters exactly

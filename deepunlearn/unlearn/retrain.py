@@ -1,8 +1,8 @@
 """Retain models: the same base, recipe and seed as a finetuned model, trained without some facts.
 
 TOFU's forget quality and MUSE's PrivLeak compare an unlearned model with a *retain model*
-(retrained from scratch without the forget set): the gold standard of unlearning (issue 13,
-item 3). :func:`retrain` builds one for a model that ``deepunlearn finetune`` (or
+(retrained from scratch without the forget set): the gold standard of unlearning.
+:func:`retrain` builds one for a model that ``deepunlearn finetune`` (or
 :func:`~deepunlearn.unlearn.finetune.finetune` with ``out_dir``) trained: it reads the
 checkpoint's ``deepunlearn.json`` for the model it started from (``base``), the recipe
 (``training``: :class:`~deepunlearn.unlearn.finetune.FinetuneConfig` fields) and the seed, and
@@ -72,7 +72,7 @@ def _recipe(meta: dict, name: str, seed: int | None):
 def _base_identity(meta: dict, name: str, seed: int | None) -> dict:
     base = meta["base"]
     # A model built from scratch (origin "tiny") starts from a fresh tiny model whatever its
-    # ``base`` says (checkpoints of before issue 12 recorded their own folder there).
+    # ``base`` says (older checkpoints recorded their own folder there).
     if base == "tiny" or meta.get("origin") == "tiny":
         tiny = meta.get("tiny")
         if not isinstance(tiny, dict) or any(k not in tiny for k in _TINY_KEYS):

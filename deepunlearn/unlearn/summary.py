@@ -14,7 +14,7 @@ defined for every target:
   points under the envelope do not count).
 * **Acc@Superficial** (:func:`acc_at_superficial`): the best accuracy among points where the
   target itself is forgotten; the end point (1, 0) forgets it too, so the floor is 0.
-* **Success-DU@a** (:func:`success_du`, issue 14): 1 when some grid point of the trajectory is
+* **Success-DU@a** (:func:`success_du`): 1 when some grid point of the trajectory is
   *deep* (the target is no longer derivable, t not in Omega(K_after, R)) with accuracy >= a, else 0;
   the end points never count (the end point (1, 0) is deep but keeps nothing). Averaged over
   targets it is the fraction of targets deeply unlearned at accuracy >= a (a = 0.8 and 0.9).
@@ -44,7 +44,7 @@ ENDPOINTS: tuple[tuple[float, float], ...] = ((0.0, 1.0), (1.0, 0.0))
 EPS = 1e-9
 #: the paper's threshold
 THRESHOLD = 0.8
-#: accuracy thresholds of Success-DU (issue 14's goal is Success-DU@0.9 >= 0.9); always both
+#: accuracy thresholds of Success-DU (a method's goal is Success-DU@0.9 >= 0.9); always both
 SUCCESS_THRESHOLDS: tuple[float, ...] = (0.8, 0.9)
 #: the groups of points written before per-group accuracies (``accuracy_family`` / ``_biography``)
 DEFAULT_GROUPS: tuple[str, ...] = ("family", "biography")

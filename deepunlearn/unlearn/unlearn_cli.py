@@ -1,6 +1,6 @@
 """``deepunlearn unlearn``: unlearn one target fact (or every target of the KB) with one method and
 print recall and accuracy at every grid point, with the target's summary metrics (Acc@Recall>=0.8,
-Recall@Acc>=0.8, AUC; DESIGN.md section 7).
+Recall@Acc>=0.8, AUC; docs/safety.md).
 
 ``-o POINTS.json`` saves the result (what ``--json`` prints). With one target it also holds, at
 its top level, ``forgotten``: the facts lost at one grid point (``--point``, default the last,
