@@ -79,6 +79,38 @@ def test_du_loop_stops_once_the_target_is_not_derivable(runner, monkeypatch):
     assert points[2].forgotten == points[3].forgotten == points[1].forgotten  # the same model
 
 
+def _du_loop_at_step_4(runner, monkeypatch, t, grid, **params):
+    """du_loop's step-4 point over ``grid``: (its rates, its weights, the point)."""
+    from deepunlearn.unlearn.methods import du
+
+    seen, real = {}, du.DULoop.trajectory
+
+    def spy(self, session, g):
+        for step in real(self, session, g):
+            if step.param == 4:
+                seen["rates"] = list(session.rates[:4])
+                seen["weights"] = [p.detach().clone() for p in session.model.parameters()]
+            yield step
+
+    monkeypatch.setattr(du.DULoop, "trajectory", spy)
+    u = runner.unlearner("du_loop", grid=grid, params=None)
+    u = type(u)(u.params, grid=grid, **params)
+    point = next(p for p in runner.run(t, u, seed=0) if p.param == 4)
+    return seen["rates"], seen["weights"], point
+
+
+def test_du_loop_first_steps_do_not_depend_on_the_budgets(runner, monkeypatch):
+    t = _deep_target(runner)
+    rates, weights, point = _du_loop_at_step_4(runner, monkeypatch, t, [4])
+    rates2, weights2, point2 = _du_loop_at_step_4(runner, monkeypatch, t, [4, 64])
+    assert rates == rates2 and len(set(rates[1:])) == 1  # constant after the protocol's warm-up
+    assert all(torch.equal(a, b) for a, b in zip(weights, weights2))
+    assert point.forgotten == point2.forgotten and point.recall == point2.recall
+    # the protocol's linear decay spans the largest budget: the first steps would differ
+    lin, lin_w, _ = _du_loop_at_step_4(runner, monkeypatch, t, [4, 64], schedule="linear")
+    assert lin != rates and not all(torch.equal(a, b) for a, b in zip(weights, lin_w))
+
+
 def test_retain_draws_never_touch_the_forget_or_chosen_sets(runner, monkeypatch):
     from deepunlearn.unlearn.methods import retain
 

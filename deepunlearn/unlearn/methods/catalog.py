@@ -126,7 +126,7 @@ BUILTIN: tuple[MethodSpec, ...] = (
                description="representation misdirection (a frozen copy of the original model in full mode)"),
     MethodSpec("du_oracle", "steps", _STEPS, GRADIENT, _M + "du:DUOracle", needs_rules=True,
                description="rule-aware: forget one minimal set chosen before training"),
-    MethodSpec("du_loop", "steps", (4, 8, 16, 32), GRADIENT, _M + "du:DULoop", needs_rules=True, demo=True,
+    MethodSpec("du_loop", "steps", (4, 8, 16, 32, 64, 128), GRADIENT, _M + "du:DULoop", needs_rules=True, demo=True,
                description="rule-aware closed loop; the grid is its step budget"),
 )
 

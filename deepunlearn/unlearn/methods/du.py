@@ -16,7 +16,8 @@ with a base loss (``base``: ``ga``, ``npo``, ``simnpo`` or ``rmu``) plus a retai
   survived or came back) choose the cheapest set given what is already forgotten and go on on
   its facts still known; stop as soon as every target is out of Ω(K_after, R) or the step budget
   is spent. Its grid is the step budget: the point at budget B is the model after at most B
-  steps (once deep, larger budgets give the same model).
+  steps (once deep, larger budgets give the same model); its rate is constant (not the
+  protocol's linear decay), so the first k steps are the same whatever the budgets.
 
 Both work on several targets at once (batch requests): the forget set is the union over targets.
 """
@@ -42,12 +43,25 @@ class DUParams(MethodParams):
 
 
 class DULoopParams(DUParams):
-    """Step budgets 4, 8, 16, 32; a probe of the watched facts after every step; half the base's
-    learning rate. Measured on the release's six targets where the first version (a probe every
-    4 steps, the base's rate) collapsed the model before the target was out of Ω (best deep
-    accuracy 0.10-0.88): every step and half the rate reached 0.91-0.97 on four of them."""
+    """Step budgets 4 to 128; a probe of the watched facts after every step; half the base's
+    learning rate; a constant learning rate (after the protocol's warm-up, if any). Measured on the
+    release's six targets where the first version (a probe every 4 steps, the base's rate)
+    collapsed the model before the target was out of Ω (best deep accuracy 0.10-0.88): every step
+    and half the rate reached 0.91-0.97 on four of them.
 
-    grid: list[float] = Field(default_factory=lambda: [4, 8, 16, 32])
+    The schedule departs from the protocol's linear decay (the schedule of the paper's GA and NPO):
+    a decay over the largest budget would make the model after k steps depend on budgets the loop
+    may never use, and a small budget would decay the rate before the target is out of Ω. With a
+    constant rate the point at budget B is the model after min(B, steps to deep) steps whatever the
+    other budgets are, and a target that is deep early takes no more steps under the larger
+    budgets (each grid point is still probed). ``--param schedule=linear`` gives the protocol's
+    decay back. Measured on an 80-person family KB (seed 4242, tiny GPT-2, 11 stratified
+    targets): linear over 4-32 steps left 3 targets derivable (Success-DU@0.9 0.73); constant
+    over 4-128 made all 11 deep, 10 at accuracy >= 0.9 (0.91)."""
+
+    grid: list[float] = Field(default_factory=lambda: [4, 8, 16, 32, 64, 128])
+    schedule: Literal["linear", "constant"] | None = Field(
+        "constant", description="lr schedule; du_loop's default is constant (None: the protocol's)")
     round_steps: int = Field(1, ge=1, description="optimiser steps between two probes of the watched facts")
     lr_scale: float = Field(0.5, gt=0, description="the learning rate is the base's times this")
 
