@@ -125,10 +125,8 @@ def read_bytes(path: str | os.PathLike, *, flag: str | None = None, error: type[
 def read_text(path: str | os.PathLike, *, flag: str | None = None, error: type[UserError] = UserError,
               limit: int | None = None, env: str | None = None) -> str:
     """Read a UTF-8 text file the user named (by ``flag``) with :func:`read_bytes` (``limit``:
-    its size cap, ``env`` the variable that set it), or raise ``error`` saying what is wrong: missing, a folder, not a regular
-    file, too big, unreadable, or not UTF-8 (with the byte offset)."""
-    p = Path(path)
-    where = _where(path, flag)
+    its size cap, ``env`` the variable that set it), or raise ``error`` saying what is wrong:
+    missing, a folder, not a regular file, too big, unreadable, or not UTF-8 (with the byte offset)."""
     return _utf8(read_bytes(path, flag=flag, error=error, limit=limit, env=env), path, flag, error)
 
 

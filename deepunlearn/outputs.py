@@ -6,7 +6,7 @@
   without ``--force`` (with it, the link itself is replaced: nothing is written through it); a
   device, FIFO or socket is always refused, as is a path under a regular file.
 * :func:`atomic_write_bytes` / :func:`atomic_dir` write a temporary sibling
-  ``.NAME.tmp-PID-XXXXXXXX`` (created with ``O_EXCL | O_NOFOLLOW``) and rename it into place;
+  ``.NAME.tmp-<pid>-<8 random hex digits>`` (created with ``O_EXCL | O_NOFOLLOW``) and rename it into place;
   a replaced folder is kept as ``.NAME.old-PID-...`` until the new one is in place. Outputs get
   the user's umask mode. Siblings left by a process that no longer runs are removed the next
   time NAME is written; a live process's are left alone.

@@ -27,7 +27,7 @@ The protocol (``deepunlearn.probe.protocol``): ``protocol = "default"`` (the def
 ``"reference"`` (the paper's public code) at the top level, or per model (``protocol`` in a
 ``[[models]]`` table). ``probe_mode``, ``k_mode``, ``sets`` ("exact", "mdus", "release" or a
 folder of stored minimal sets, relative to the file) and ``tie`` override the protocol's value
-for every model; ``exact = false`` is the older spelling of ``sets = "mdus"``. Issue 15's options
+for every model; ``exact = false`` is the older spelling of ``sets = "mdus"``. The options of probe forms and checks
 (``probe_mode`` yesno/rank/any, ``forms``, ``unlearn_forms``, ``adversarial``, ``[attacks]``) are
 described in :mod:`.config_probe`; ``accuracy`` / ``accuracy_sample`` (probe all of K at every point,
 or the target's cone plus a sample) in :mod:`.config_accuracy`.

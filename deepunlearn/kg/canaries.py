@@ -7,7 +7,7 @@ random references: the *exposure* ``log2 n - log2 rank`` of the true string amon
 biography relation that no rule mentions (so the deductive closure derives nothing from it and a
 canary target's only minimal deep-unlearning set is itself), plus 999 reference strings drawn the
 same way, the other candidates of exposure. Finetuning (:mod:`deepunlearn.unlearn.finetune`)
-repeats every canary ``repeat`` times per epoch, as the issue's ``--repeat 1|10`` asks.
+repeats every canary ``repeat`` times per epoch (``--repeat 1|10``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Saving matplotlib figures where the user asked (``data draw -o``, ``rules explain -o``).
 
-Issue 11: ``-o /tmp`` wrote ``/tmp.png`` but reported ``/tmp``; ``-o fig.txt`` gave a traceback
-from matplotlib; a crash mid-save left half a file. Here the format comes from the suffix (no
+What goes wrong naively: ``-o /tmp`` writes ``/tmp.png`` but reports ``/tmp``; ``-o fig.txt`` gives a
+traceback from matplotlib; a crash mid-save leaves half a file. Here the format comes from the suffix (no
 suffix: PNG, and the ``.png`` is added to the path we report), an unknown suffix or a folder is a
 clear error naming the flag, checked *before* any drawing, and the bytes are rendered in memory
 and written atomically (missing parent folders created).

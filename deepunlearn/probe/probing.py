@@ -18,7 +18,7 @@ that the model knows it:
     continuation, exact-known is a subset of generate-known. On the finetuned tiny EDU-RELAT
     model the two modes agree on every fact.
 
-Issue 15 adds probing over a fact's *forms* (paraphrases, statements, yes/no questions:
+Probing also works over a fact's *forms* (paraphrases, statements, yes/no questions:
 :mod:`deepunlearn.kg.forms`, ``probe(..., forms=SEL)``) and the modes ``yesno``, ``rank`` and
 ``any`` (the adversarial aggregate); :mod:`deepunlearn.probe.forms_probe` documents them and
 their cost per fact. Without a selection, ``exact`` and ``generate`` are exactly the above.

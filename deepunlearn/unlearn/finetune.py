@@ -17,7 +17,7 @@ learning rates to the training; ``base`` (:func:`base_of`), the model it started
 :func:`deepunlearn.probe.fingerprint.kb_fingerprint` (the probe cache's key), so a later command
 can tell whether a model is used on the KB it learned.
 
-Issue 13: ``exclude`` trains on K minus some facts (a *retain model*, :mod:`.retrain`), and a KB
+``exclude`` trains on K minus some facts (a *retain model*, :mod:`.retrain`), and a KB
 with canaries (:mod:`deepunlearn.kg.canaries`) shows each canary ``repeat`` times per epoch;
 :func:`training_facts` is the training set. The checkpoint's ``trained`` entry records it:
 ``{"facts": distinct facts trained, "excluded": [ids], "fingerprint": sha256 of the sorted trained
