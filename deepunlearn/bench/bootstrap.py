@@ -79,17 +79,54 @@ def bootstrap_interval(values: Sequence[Any], *, level: float = LEVEL, n_resampl
     return float(res.confidence_interval.low), float(res.confidence_interval.high), n
 
 
-def add_intervals(out: dict[str, Any], rows: Sequence[Mapping[str, float]], threshold: float = 0.8) -> None:
+def cluster_interval(values: Sequence[Any], clusters: Sequence[Any], *, level: float = LEVEL,
+                     n_resamples: int = N_RESAMPLES, seed: int = SEED) -> tuple[float | None, float | None, int]:
+    """``(low, high, n)``: the ``level`` percentile bootstrap interval of the mean of ``values``
+    (one per run: a target under one seed) resampling whole **clusters** (targets): each resample
+    draws as many clusters as there are, with replacement, and takes the mean over every value of
+    the drawn clusters. ``n``: the values used (seeds × targets). Runs of one target share the target's
+    difficulty, so resampling runs one by one would treat a target's seeds as independent evidence;
+    a target repeated with identical values gets the interval of the target alone.
+    Fewer than two clusters: ``(None, None, n)``; all values equal: ``(v, v, n)``.
+
+    >>> cluster_interval([0, 0, 1, 1], ["a", "a", "b", "b"])[2], cluster_interval([1, 1], ["a", "a"])
+    (4, (None, None, 2))
+    """
+    keep = [(c, float(v)) for v, c in zip(values, clusters) if not _missing(v)]
+    n = len(keep)
+    names = list(dict.fromkeys(c for c, _ in keep))
+    if len(names) < 2:
+        return None, None, n
+    x = np.asarray([v for _, v in keep])
+    if np.all(x == x[0]):
+        return float(x[0]), float(x[0]), n
+    index = {c: i for i, c in enumerate(names)}
+    sums, counts = np.zeros(len(names)), np.zeros(len(names))
+    for c, v in keep:
+        sums[index[c]] += v
+        counts[index[c]] += 1
+    draw = np.random.default_rng(seed).integers(0, len(names), size=(n_resamples, len(names)))
+    stats = sums[draw].sum(axis=1) / counts[draw].sum(axis=1)
+    alpha = (1 - level) / 2
+    lo, hi = np.percentile(stats, [100 * alpha, 100 * (1 - alpha)])
+    return float(lo), float(hi), n
+
+
+def add_intervals(out: dict[str, Any], rows: Sequence[Mapping[str, float]], threshold: float = 0.8,
+                  clusters: Sequence[Any] | None = None) -> None:
     """Add ``NAME_ci_lo`` / ``NAME_ci_hi`` / ``NAME_ci_n`` to an aggregated summary ``out`` for
-    each of :func:`interval_keys`, from the per-target ``rows``."""
+    each of :func:`interval_keys`, from the per-target ``rows``; with ``clusters`` (each row's
+    target, rows being runs of several seeds) by :func:`cluster_interval`."""
     for name in interval_keys(threshold):
-        lo, hi, n = bootstrap_interval([r.get(name) for r in rows])
+        values = [r.get(name) for r in rows]
+        lo, hi, n = bootstrap_interval(values) if clusters is None else cluster_interval(values, clusters)
         out[f"{name}_ci_lo"], out[f"{name}_ci_hi"], out[f"{name}_ci_n"] = lo, hi, n
 
 
-def meta() -> dict[str, Any]:
-    """How the intervals were made, for summary.json's ``intervals`` key."""
-    return {"level": LEVEL, "method": METHOD, "n_resamples": N_RESAMPLES, "seed": SEED, "over": "targets",
+def meta(seeds: int = 1) -> dict[str, Any]:
+    """How the intervals were made, for summary.json's ``intervals`` key (``seeds``: run seeds)."""
+    over = "targets" if seeds <= 1 else f"seeds x targets, resampling targets (each with its {seeds} seeds)"
+    return {"level": LEVEL, "method": METHOD, "n_resamples": N_RESAMPLES, "seed": SEED, "over": over,
             "metrics": "acc_at_recall, recall_at_acc, success_du_*, deep_rate"}
 
 
@@ -101,6 +138,11 @@ def interval_note(summary: Mapping[str, Mapping[str, Mapping[str, Any]]], method
     """
     ns = "; ".join(f"{model} " + ", ".join(f"{m.upper()} {per[m].get('n_targets', '?')}" for m in methods if m in per)
                    for model, per in summary.items())
+    seeds = max([int(s.get("n_seeds", 1) or 1) for per in summary.values() for s in per.values()] or [1])
+    if seeds > 1:  # repeated runs: the mean is over seeds x targets, the resampling over targets
+        return (f"[low, high]: {LEVEL:.0%} bootstrap interval of the mean over {seeds} seeds x targets, resampling "
+                f"targets with all their seeds ({METHOD}, {N_RESAMPLES} resamples, seed {SEED}); n = seeds x targets "
+                f"in the cells; targets: {ns}").replace("95%", "95 %")
     return (f"[low, high]: {LEVEL:.0%} bootstrap interval over targets ({METHOD}, {N_RESAMPLES} resamples, "
             f"seed {SEED}); n: {ns}").replace("95%", "95 %")
 

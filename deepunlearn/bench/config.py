@@ -36,7 +36,9 @@ Grids: ``[methods]`` gives every model's grids; a model overrides them with a pr
 (``grids = "gpt2-xl"``: one of ``GRID_PRESETS``) or a table (``[models.grids]``, methods of
 ``[methods]`` only). An empty grid is the model's default: under a protocol with
 ``family_grids`` (both presets) a GPT-2-family model gets the reference's GPT2-XL grids, any
-other model the paper's. ``seed`` seeds every trajectory (each job gets its own, see ``job_seed``).
+other model the paper's. ``seed`` seeds every trajectory (each job gets its own, see ``job_seed``);
+``[run] seeds = [0, 1, 2]`` repeats the sweep per seed and ``mdus_seeds`` (older spelling: a
+top-level ``seeds = N``) counts the MDUS seeds, see :mod:`.config_run`.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from pydantic import Field, PrivateAttr, ValidationError, field_serializer, fiel
 from ..errors import UserError
 from ..probe.protocol import Protocol, get_protocol
 from ..probe.modes import AnyMode
+from .config_run import MDUS_HELP, RUN_HELP, RunOptions, check_seed, is_per_seed, per_seed, split_seeds
 from .config_accuracy import ACCURACY_HELP, SAMPLE_HELP, accuracy_options
 from .config_files import describe_validation as _describe
 from .config_files import read_config_data
@@ -111,7 +114,8 @@ class SweepConfig(_Strict):
     accuracy: Literal["auto", "full", "sampled"] = Field(default="auto", description=ACCURACY_HELP)
     accuracy_sample: int = Field(default=300, ge=1, strict=True, description=SAMPLE_HELP)
     seed: int = Field(default=0, description="seed of the sweep: every job gets its own, derived from it")
-    seeds: int = Field(default=100, ge=1, description="DUS+RP seeds when sets are approximated (MDUS)")
+    mdus_seeds: int = Field(default=100, ge=1, strict=True, description=MDUS_HELP)
+    run: RunOptions | None = Field(default=None, description=RUN_HELP)
     batch_size: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
         default="auto", description="probe batch size; 'auto': sized to free GPU memory on CUDA, 64 on CPU")
     threads: int | None = Field(default=None, ge=1, description="torch intra-op threads per worker; None: torch's "
@@ -147,10 +151,14 @@ class SweepConfig(_Strict):
         # ``methods`` is stored with the paper's grid where it was left empty; which ones were
         # empty decides each model's grids (a GPT-2 model gets GPT2-XL's), so it is kept aside
         # and written back as [] by model_dump (a dumped config reloads to the same sweep).
+        data = split_seeds(data)  # the top-level ``seeds = N`` of older configs (config_run)
         unset = unset_methods(data) if isinstance(data, dict) else None
         cfg = handler(data)
         if unset is not None:
             cfg._unset = unset
+        check_seed(data, cfg)
+        if cfg.run is not None and cfg.run.seeds and not (isinstance(data, dict) and "seed" in data):
+            cfg.seed = cfg.run.seeds[0]
         return cfg
 
     @field_validator("methods", mode="before")
@@ -287,8 +295,8 @@ class SweepConfig(_Strict):
             "methods": list(self.methods),
             **({"params": self.params} if self.params else {}),
             "targets": self.targets.model_dump(),
-            "seeds": self.seeds,
-            "seed": self.seed,
+            "seeds": self.mdus_seeds,  # the MDUS seed count, under its older key: fingerprints unchanged
+            "seed": self.seed,  # [run] seeds are not in the key: every point is stored with its seed
             "lora": self.lora,
             **probe_results_key(self),
             **accuracy_options(self),
@@ -329,7 +337,12 @@ def _resolve_paths(cfg: SweepConfig, base: Path) -> SweepConfig:
         return resolve(base / p, field) if p else p
 
     models = []
+    first = cfg.run.seeds[0] if cfg.run is not None and cfg.run.seeds else cfg.seed
     for m in cfg.models:
+        if is_per_seed(m.path) and not Path(m.path).is_absolute():  # one checkpoint per run seed
+            if (base / per_seed(m.path, first)).exists():
+                models.append(m.model_copy(update={"path": str(base.resolve() / m.path)}))
+                continue
         cand = base / m.path
         models.append(m.model_copy(update={"path": resolve(cand, "models")}) if not Path(m.path).is_absolute() and cand.exists() else m)
     rules = cfg.rules

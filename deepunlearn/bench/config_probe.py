@@ -132,9 +132,15 @@ def runner_probe_options(cfg: Any) -> dict[str, Any]:
     if getattr(cfg, "adversarial_calibration", None) is not None:
         from ..probe.calibration import load_calibration
 
+        from .config_run import is_per_seed, per_seed, run_seeds
+
         # the thresholds themselves travel with the work (and key the results): a changed file re-runs
-        out["adversarial_calibration"] = load_calibration(cfg.adversarial_calibration,
-                                                          flag="adversarial_calibration").to_json()
+        path = cfg.adversarial_calibration
+        if is_per_seed(path):  # one calibration per run seed's model (config_run)
+            out["adversarial_calibration_by_seed"] = {str(s): load_calibration(
+                per_seed(path, s), flag="adversarial_calibration").to_json() for s in run_seeds(cfg)}
+        else:
+            out["adversarial_calibration"] = load_calibration(path, flag="adversarial_calibration").to_json()
     if cfg.attacks is not None:
         out["attacks"] = cfg.attacks.model_dump()
     return out

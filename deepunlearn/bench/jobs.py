@@ -41,6 +41,8 @@ class Job:
     targets: tuple[int, ...] = ()
     base: str | None = None
     batch: int = 0
+    #: the run seed (``[run] seeds``) the job's points are stored with; None: the sweep's seed
+    run_seed: int | None = None
 
     @property
     def key(self) -> tuple[str, int, str]:
@@ -64,7 +66,7 @@ class WorkSpec:
     kb: dict[str, Any]
     models: dict[str, dict[str, Any]]
     rules: str | None = None
-    seeds: int = 100
+    seeds: int = 100  # MDUS seeds (the config's mdus_seeds)
     batch_size: int | str = "auto"
     lora: bool = False
     cache_dir: str | None = None
@@ -88,7 +90,7 @@ class ModelWorker:
     def __init__(self, spec: WorkSpec):
         self.spec = spec
         self._kb = None
-        self._model: str | None = None
+        self._model: tuple[str, str, int | None] | None = None
         self._runner = None
 
     @property
@@ -99,9 +101,16 @@ class ModelWorker:
             self._kb = from_dict(self.spec.kb, source="sweep KB")
         return self._kb
 
-    def _load(self, model: str) -> tuple[Any, float]:
-        """The TargetRunner of ``model`` (loads the model and estimates K once)."""
-        if self._model == model and self._runner is not None:
+    def _load(self, model: str, seed: int | None = None) -> tuple[Any, float]:
+        """The TargetRunner of ``model`` (loads the model and estimates K once); a model whose
+        path holds ``{seed}`` loads run seed ``seed``'s checkpoint (``config_run``)."""
+        from .config_run import is_per_seed, per_seed
+
+        m = self.spec.models[model]
+        # a per-seed checkpoint or calibration: one runner (and probe cache) per run seed
+        seeded = seed is not None and (is_per_seed(m["path"]) or "adversarial_calibration_by_seed" in self.spec.runner_options)
+        path = per_seed(m["path"], seed) if seeded else m["path"]
+        if self._model == (model, path, seed if seeded else None) and self._runner is not None:
             return self._runner, 0.0
         self._runner = None  # free the previous model before loading the next one
         self._model = None
@@ -114,29 +123,27 @@ class ModelWorker:
             torch.set_num_threads(self.spec.threads)
         t0 = time.perf_counter()
         from .config import prompt_format
-
-        m = self.spec.models[model]
         from .guard import check_fit
 
         # on CUDA: refuse a model whose plan does not fit the free memory, before loading it
-        check_fit(model, m["path"], methods=self.spec.methods, lora=self.spec.lora, dtype=m.get("dtype"),
+        check_fit(model, path, methods=self.spec.methods, lora=self.spec.lora, dtype=m.get("dtype"),
                   device=m.get("device"), batch_size=self.spec.batch_size)
         from .progress import quiet_library_bars
 
         with quiet_library_bars():  # their bars inside the sweep's bar wrote ESC[A
-            bundle = load_model(m["path"], device=m.get("device"), dtype=m.get("dtype"),
+            bundle = load_model(path, device=m.get("device"), dtype=m.get("dtype"),
                                 prompt=prompt_format(m.get("prompt")), answer_format=m["run"]["protocol"]["answer_format"])
         cache = None
         if self.spec.cache_dir:
             from pathlib import Path
 
-            cache = str(Path(self.spec.cache_dir) / safe_name(model))
-        self._runner = new_target_runner(self.spec, model, bundle, self.kb, cache)
-        self._model = model
+            cache = str(Path(self.spec.cache_dir) / safe_name(model) / (f"seed-{int(seed)}" if seeded else ""))
+        self._runner = new_target_runner(self.spec, model, bundle, self.kb, cache, seed if seeded else None)
+        self._model = (model, path, seed if seeded else None)
         return self._runner, time.perf_counter() - t0
 
     def run(self, job: Job) -> Iterator[dict[str, Any]]:
-        runner, took = self._load(job.model)
+        runner, took = self._load(job.model, job.run_seed)
         if took:
             yield {"event": "status", "text": f"{job.model}: loaded, {len(runner.known)} of {len(self.kb)} facts known "
                                               f"({took:.1f} s)"}
@@ -179,15 +186,20 @@ class ModelWorker:
 # --------------------------------------------------------------------------------------------- unlearn layer calls
 
 
-def new_target_runner(spec: WorkSpec, model: str, bundle: Any, kb: Any, cache_dir: str | None) -> Any:
+def new_target_runner(spec: WorkSpec, model: str, bundle: Any, kb: Any, cache_dir: str | None,
+                      seed: int | None = None) -> Any:
     """The unlearn layer's ``TargetRunner`` for ``model``: its protocol and the protocol's
-    choices the bench resolved (sets, tie, probe and K mode), passed explicitly."""
+    choices the bench resolved (sets, tie, probe and K mode), passed explicitly; ``seed``: the run
+    seed of a per-seed model (a ``{seed}`` in a calibration path is that seed's file)."""
     from ..probe.protocol import Protocol
     from ..unlearn import TargetRunner
 
     m = spec.models[model]
     run = m["run"]
     options = dict(spec.runner_options)
+    by_seed = options.pop("adversarial_calibration_by_seed", None)
+    if by_seed is not None:  # a calibration path with {seed}: this run seed's (config_run)
+        options["adversarial_calibration"] = by_seed[str(seed if seed is not None else min(map(int, by_seed)))]
     if options.get("holdout") is not None:
         from ..kg.io import from_dict
 

@@ -121,9 +121,13 @@ _RATES = ("superficial_rate", "deep_rate")
 
 
 def _aggregate(rows: Iterable[dict[str, float]], threshold: float, groups: Sequence[str],
-               intervals: bool = False) -> dict[str, float]:
+               intervals: bool = False, runs: Sequence[tuple[int, int]] | None = None) -> dict[str, float]:
+    """Means (and spreads) over ``rows``; ``runs``: each row's (target, seed) when several seeds ran,
+    then ``n_targets`` counts targets, ``n_seeds`` seeds, ``n_runs`` rows, and the intervals resample targets."""
     rows = list(rows)
     out: dict[str, float] = {"n_targets": len(rows)}
+    if runs is not None:
+        out.update(n_targets=len({t for t, _ in runs}), n_seeds=len({s for _, s in runs}), n_runs=len(rows))
     for name in metric_names(threshold, groups):
         s = spread([r[name] for r in rows])
         out[name] = s["mean"]
@@ -131,8 +135,26 @@ def _aggregate(rows: Iterable[dict[str, float]], threshold: float, groups: Seque
             out[f"{name}_std"] = s["std"]
             out[f"{name}_sem"] = s["sem"]
     if intervals:  # 95 % bootstrap intervals over targets of the headline metrics (bench.bootstrap)
-        add_bootstrap(out, rows, threshold)
+        add_bootstrap(out, rows, threshold, clusters=None if runs is None else [t for t, _ in runs])
     return out
+
+
+def point_seeds(points: Iterable[Any]) -> list[int]:
+    """The run seeds of ``points`` in ascending order (``[None]`` for points without one).
+
+    >>> point_seeds([{"seed": 2}, {"seed": 0}, {"seed": 2}]), point_seeds([{"method": "ga"}])
+    ([0, 2], [None])
+    """
+    seeds = {field_of(p, "seed") for p in points}
+    return sorted(seeds - {None}) if seeds - {None} else [None]
+
+
+def first_seed(points: Iterable[Any]) -> list[Any]:
+    """The points of the first run seed: what per-trajectory sections (curves, trajectories, the
+    adversarial and measures sections) show in a sweep of several seeds; all points with one seed."""
+    points = list(points)
+    first = point_seeds(points)[0]
+    return [p for p in points if field_of(p, "seed") == first]
 
 
 def summarize(points: Iterable[Any], threshold: float = 0.8, groups: Sequence[str] | None = None
@@ -151,6 +173,9 @@ def summarize(points: Iterable[Any], threshold: float = 0.8, groups: Sequence[st
     """
     points = list(points)
     groups = point_groups(points) if groups is None else list(groups)
+    seeds = point_seeds(points)
+    if len(seeds) > 1:
+        return _summarize_seeds(points, seeds, threshold, groups)
     by: dict[tuple[str, str], list[dict[str, float]]] = defaultdict(list)
     for (model, method, _t), m in per_target(points, threshold, groups).items():
         by[(model, method)].append(m)
@@ -158,6 +183,26 @@ def summarize(points: Iterable[Any], threshold: float = 0.8, groups: Sequence[st
     for (model, method), rows in by.items():
         out.setdefault(model, {})[method] = _aggregate(rows, threshold, groups, intervals=True)
     add_accuracy_bounds(out, group_trajectories(points), threshold)  # sampled accuracy: {metric}_low / _high
+    return out
+
+
+def _summarize_seeds(points: list, seeds: list[int], threshold: float, groups: Sequence[str]
+                     ) -> dict[str, dict[str, dict[str, float]]]:
+    """:func:`summarize` of a sweep of several run seeds: one row per (target, seed) trajectory, the
+    mean over seeds × targets, the 95 % interval resampling targets with all their seeds."""
+    by: dict[tuple[str, str], list[tuple[tuple[int, int], dict[str, float]]]] = defaultdict(list)
+    trajectories: dict[tuple[str, str, Any], list[Any]] = {}
+    for seed in seeds:
+        mine = [p for p in points if field_of(p, "seed") == seed]
+        for (model, method, t), traj in group_trajectories(mine).items():
+            by[(model, method)].append(((t, seed), target_metrics(traj, threshold, groups)))
+            trajectories[(model, method, (t, seed))] = traj
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for (model, method), runs in by.items():
+        runs.sort(key=lambda r: r[0])
+        out.setdefault(model, {})[method] = _aggregate([m for _, m in runs], threshold, groups, intervals=True,
+                                                       runs=[k for k, _ in runs])
+    add_accuracy_bounds(out, trajectories, threshold)
     return out
 
 

@@ -44,8 +44,10 @@ from .metrics import (
     is_deep,
     json_safe,
     mean_curve,
+    first_seed,
     per_target,
     point_groups,
+    point_seeds,
     summarize,
     summarize_by,
 )
@@ -113,7 +115,9 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
     # the relation groups of the sweep's KB (family / biography in the family domain); without
     # the KB, those the points report (family / biography for an older store)
     groups = kb.groups if kb is not None else point_groups(points)
-    summary = summarize(points, threshold, groups)
+    summary = summarize(points, threshold, groups)  # several run seeds: over seeds x targets
+    n_seeds = len(point_seeds(points))
+    every_seed, points = points, first_seed(points)  # per-trajectory sections: the first run seed
     if methods is None:
         methods = list(dict.fromkeys(_get(p, "method") for p in points))
     methods = [m for m in methods if any(m in s for s in summary.values())]
@@ -157,9 +161,10 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
     # only a sweep whose points carry recall_adv or an attack's keys gets this section
     fc_md, fc_summary = forgetting_section(points, methods, out)
 
-    _write_points_csv(points, out / "points.csv", kb, groups)
+    _write_points_csv(every_seed, out / "points.csv", kb, groups)
     (out / "summary.json").write_text(dumps(json_safe({
-        "models": summary, "intervals": interval_meta(), "by_relation": by_rel, "curves": mean_curve(points), **extra_summary, **du_summary,
+        "models": summary, "intervals": interval_meta(n_seeds),
+        **({"seeds": point_seeds(every_seed), "per_seed_sections": "first seed"} if n_seeds > 1 else {}), "by_relation": by_rel, "curves": mean_curve(points), **extra_summary, **du_summary,
         **fc_summary,
     }), indent=1) + "\n", encoding="utf-8")
 
@@ -172,6 +177,10 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
         md += setup_lines(config, manifest, kb, points)
     md += [f"- **targets**: {len(targets)}; **points**: {n_points}; minimal sets exact for {n_exact} of {n_points} points"
            + (f"; **baseline rows** (before unlearning, retain model): {n_base}" if n_base else "")]
+    if n_seeds > 1:
+        md.append(f"- **run seeds**: {', '.join(map(str, point_seeds(every_seed)))} ({len(every_seed)} points in all): the "
+                  "summary tables are means over seeds × targets with 95 % intervals resampling targets; the figures "
+                  f"and per-target sections show seed {point_seeds(points)[0]}")
     if skipped:
         md.append(f"- **skipped** {len(skipped)} job(s) whose target the model did not know before unlearning: "
                   + ", ".join(f"{m}/{me}/{tg}" for (m, tg, me) in list(skipped)[:12]) + (" …" if len(skipped) > 12 else ""))
@@ -283,6 +292,7 @@ def _write_points_csv(points: Sequence[Any], path: Path, kb=None, groups: Sequen
     after ``accuracy_other``. A sweep with sampled accuracy adds ``accuracy_low`` / ``accuracy_high`` last."""
     more = [g for g in groups if g not in ("family", "biography")]
     bounds = ["accuracy_low", "accuracy_high"] if any(has_interval(p) for p in points) else []
+    bounds += ["seed"] if len(point_seeds(points)) > 1 else []  # several run seeds: each row's
     cols = ["model", "target", "relation", "method", "param", "recall", "accuracy", "accuracy_family",
             "accuracy_biography", "accuracy_rule", "accuracy_other", *(f"accuracy_{g}" for g in more),
             "target_forgotten", "exact", "n_forgotten", "deep", "seconds", *bounds]

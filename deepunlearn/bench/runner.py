@@ -38,6 +38,7 @@ from ..probe.cache import CacheDirError, check_cache_dir
 from ..probe.fingerprint import kb_fingerprint
 from ..probe.protocol import get_protocol
 from .config import SET_NAMES, ConfigError, SweepConfig, TargetSpec
+from .config_run import is_per_seed, per_seed, run_seeds
 from .config_accuracy import accuracy_options, check_accuracy
 from .config_probe import check_attacks, check_forms, runner_probe_options
 from .executors import Executor, make_executor
@@ -175,8 +176,9 @@ def check_config(cfg: SweepConfig) -> None:
             raise cfg.error(f"methods.{name}", known) from None
     for i, m in enumerate(cfg.models):
         looks_local = m.path.startswith((".", "/", "~")) or os.sep in m.path and not _hub_like(m.path)
-        if looks_local and not Path(m.path).expanduser().is_dir():
-            raise cfg.error(f"models.{i}.path", f"no model folder {m.path}")
+        for path in dict.fromkeys(per_seed(m.path, s) for s in run_seeds(cfg)):  # {seed}: every seed's
+            if looks_local and not Path(path).expanduser().is_dir():
+                raise cfg.error(f"models.{i}.path", f"no model folder {path}")
         sources = cfg.grid_sources(m)
         for name, grid in cfg.grids_for(m).items():
             try:
@@ -263,7 +265,9 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
     out = cfg.output_dir
     kb_fp = kb_fingerprint(kb)
     fp = cfg.fingerprint(_sweep_kb_key(kb, kb_fp))
-    models = {m.name: m.path for m in cfg.models}
+    # a per-seed model ({seed} in its path) is one checkpoint per run seed, each checked as a model
+    models = {(f"{m.name}@seed{s}" if is_per_seed(m.path) else m.name): per_seed(m.path, s)
+              for m in cfg.models for s in run_seeds(cfg)}
 
     check_output(out, flag="output", force=True, folder=True)  # a file or device there is one line, not a crash
     with SweepLock(out), ResultsStore(out, discard_damaged=overwrite) as store:
@@ -279,6 +283,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             "kb_facts": len(kb), "targets": targets, "versions": _versions(),
             "models": {m.name: model_manifest(cfg, m.name) for m in cfg.models},
             "seed": cfg.seed, "job_seed": "first 4 bytes (big-endian) of sha256(json [seed, model, target, method])",
+            **({"run_seeds": run_seeds(cfg)} if cfg.run is not None and cfg.run.seeds else {}),
             "store": str(store.path),
         })
         jobs, done_points = plan_jobs(cfg, targets, store)
@@ -288,7 +293,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
         _write_json_atomic(manifest_path, manifest)
 
         requests = bool(cfg.targets.batch or cfg.targets.sequential)
-        total = len(targets) * len(cfg.targets.batch or [1]) * sum(len(g) for m in cfg.models for g in (
+        total = len(run_seeds(cfg)) * len(targets) * len(cfg.targets.batch or [1]) * sum(len(g) for m in cfg.models for g in (
             cfg.grids_for(m) if requests else _grids_with_baselines(cfg, m)).values())
         skipped: dict[tuple[str, int, str], str] = {k: r or "" for k, (s, r) in store.jobs().items() if s == "skipped"}
         computed = 0
@@ -300,17 +305,17 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             nonlocal computed
             kind = ev.get("event")
             if kind == "point":
-                store.add_point(Point.from_dict(ev["point"], model=job.model))
+                store.add_point(Point.from_dict({**ev["point"], "seed": job.run_seed}, model=job.model))
                 computed += 1
                 bar.advance(1)
             elif kind == "points":  # a batch's rows of one grid value: one transaction
-                store.add_points([Point.from_dict(d, model=job.model) for d in ev["points"]])
+                store.add_points([Point.from_dict({**d, "seed": job.run_seed}, model=job.model) for d in ev["points"]])
                 computed += len(ev["points"])
                 bar.advance(len(ev["points"]))
             elif kind == "done":
-                store.finish_job(*job.key)
+                store.finish_job(*job.key, seed=job.run_seed)
             elif kind == "skipped":
-                store.finish_job(*job.key, status="skipped", reason=ev.get("reason"))
+                store.finish_job(*job.key, status="skipped", reason=ev.get("reason"), seed=job.run_seed)
                 skipped[job.key] = ev.get("reason", "")
                 bar.advance(job.todo)
                 if (job.model, job.target) not in warned:
@@ -335,7 +340,8 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             run_rec.update({"ended": _dt.datetime.now().isoformat(timespec="seconds"), "points_computed": computed,
                             "seconds": round(time.perf_counter() - t0, 3)})
             _write_json_atomic(manifest_path, manifest)
-        points = [p for p in store.points() if p.target in set(targets)]
+        seeds = set(run_seeds(cfg))
+        points = [p for p in store.points() if p.target in set(targets) and p.seed in seeds]
     return SweepOutcome(out, points, summarize(points, groups=kb.groups), targets, skipped, resumed, computed, time.perf_counter() - t0,
                         cfg)
 
@@ -378,7 +384,7 @@ def _work_spec(cfg: SweepConfig, kb: KnowledgeBase, holdout: dict[str, Any] | No
     return WorkSpec(
         kb=to_dict(kb),
         models={m.name: {**m.model_dump(mode="json"), "run": run(m)} for m in cfg.models},
-        rules=cfg.rules, seeds=cfg.seeds, batch_size=cfg.batch_size, lora=cfg.lora, cache_dir=str(cfg.cache_path),
+        rules=cfg.rules, seeds=cfg.mdus_seeds, batch_size=cfg.batch_size, lora=cfg.lora, cache_dir=str(cfg.cache_path),
         threads=cfg.threads, methods=tuple(cfg.methods), method_params=dict(cfg.params),
         runner_options={**options, **runner_probe_options(cfg), **accuracy_options(cfg)},
     )

@@ -68,26 +68,31 @@ CREATE TABLE IF NOT EXISTS points (
     accuracy_rule REAL, accuracy_other REAL,
     target_forgotten INTEGER NOT NULL, forgotten TEXT NOT NULL, exact INTEGER NOT NULL,
     extra TEXT NOT NULL DEFAULT '{}', written_at REAL NOT NULL, measures TEXT,
-    accuracy_low REAL, accuracy_high REAL,
-    PRIMARY KEY (model, target, method, param)
+    accuracy_low REAL, accuracy_high REAL, seed INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (model, target, method, param, seed)
 );
 CREATE TABLE IF NOT EXISTS jobs (
     model TEXT NOT NULL, target INTEGER NOT NULL, method TEXT NOT NULL,
     status TEXT NOT NULL CHECK (status IN ('done', 'skipped')), reason TEXT, finished_at REAL NOT NULL,
-    PRIMARY KEY (model, target, method)
+    seed INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (model, target, method, seed)
 );
 CREATE TABLE IF NOT EXISTS evaluations (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, model TEXT NOT NULL, target INTEGER NOT NULL,
-    method TEXT NOT NULL, param REAL NOT NULL, pid INTEGER NOT NULL, at REAL NOT NULL
+    method TEXT NOT NULL, param REAL NOT NULL, pid INTEGER NOT NULL, at REAL NOT NULL, seed INTEGER
 );
 """
+
+_TABLE_SQL = {name: "CREATE TABLE IF NOT EXISTS " + part.strip().rstrip(";")
+              for part in _SCHEMA.split("CREATE TABLE IF NOT EXISTS")[1:] for name in [part.split()[0]]}
 
 
 #: columns older stores lack, with their type: ALTER TABLE appends them in this order
 _ADDED_COLUMNS = {"measures": "TEXT", "accuracy_low": "REAL", "accuracy_high": "REAL"}
 #: Every column of ``points`` in the order written and read (the added columns last).
 _POINT_COLUMNS = ("model", "target", "method", "param", *METRIC_COLUMNS, "target_forgotten", "forgotten", "exact",
-                  "extra", "written_at", *_ADDED_COLUMNS)
+                  "extra", "written_at", *_ADDED_COLUMNS, "seed")
+_JOB_COLUMNS = ("model", "target", "method", "status", "reason", "finished_at")
 
 
 class StoreError(UserError, ValueError):
@@ -119,12 +124,14 @@ class Point:
     #: 95 % bounds of a sampled accuracy; None for a full probe (and in older stores)
     accuracy_low: float | None = None
     accuracy_high: float | None = None
+    #: the run seed (``[run] seeds``); None: the sweep's seed (what a store without the column holds)
+    seed: int | None = None
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], model: str | None = None) -> "Point":
         """From a ``TargetRunner`` point dict (``point.to_dict()``), keeping unknown keys in ``extra``."""
         known = {"model", "target", "method", "param", "target_forgotten", "forgotten", "exact", "measures",
-                 "accuracy_groups", "accuracy_low", "accuracy_high", *METRIC_COLUMNS}
+                 "accuracy_groups", "accuracy_low", "accuracy_high", "seed", *METRIC_COLUMNS}
         measures, groups = d.get("measures"), d.get("accuracy_groups")
         for name, v in (("measures", measures), ("accuracy_groups", groups)):
             if v is not None and not isinstance(v, dict):
@@ -143,6 +150,7 @@ class Point:
             measures=measures,
             accuracy_groups=None if groups is None else {str(g): _opt_float(a) for g, a in groups.items()},
             accuracy_low=_opt_float(d.get("accuracy_low")), accuracy_high=_opt_float(d.get("accuracy_high")),
+            seed=None if d.get("seed") is None else int(d["seed"]),
         )
 
     def to_dict(self, timing: bool = True) -> dict[str, Any]:
@@ -154,7 +162,7 @@ class Point:
             **({} if self.accuracy_groups is None else {"accuracy_groups": dict(self.accuracy_groups)}),
             "target_forgotten": self.target_forgotten, "forgotten": list(self.forgotten), "exact": self.exact,
         }
-        d.update({k: getattr(self, k) for k in ("accuracy_low", "accuracy_high") if getattr(self, k) is not None})
+        d.update({k: getattr(self, k) for k in ("accuracy_low", "accuracy_high", "seed") if getattr(self, k) is not None})
         d.update({k: v for k, v in self.extra.items() if timing or k not in TIMING_KEYS})
         if self.measures is not None:  # absent, not null, when scores were off (older outputs unchanged)
             d["measures"] = self.measures
@@ -218,6 +226,8 @@ class ResultsStore:
                 self._open()
         self._columns = self._point_columns()
         self._pid = os.getpid()
+        #: the seed of points and jobs stored without one: the bound sweep's seed
+        self.default_seed = self._config_seed()
 
     def _open(self) -> None:
         self._db = sqlite3.connect(self.path, timeout=60, isolation_level=None)
@@ -232,6 +242,33 @@ class ResultsStore:
         for name, kind in _ADDED_COLUMNS.items():  # a store written before the column existed
             if name not in have:
                 self._db.execute(f"ALTER TABLE points ADD COLUMN {name} {kind}")
+        if "seed" not in have:
+            self._add_seeds()
+
+    def _config_seed(self) -> int:
+        """The bound sweep's ``seed`` (its config in ``meta``), 0 for an unbound store."""
+        try:
+            text = self.meta("config")
+            seed = json.loads(text).get("seed", 0) if text else 0
+            return int(seed) if isinstance(seed, int) and not isinstance(seed, bool) else 0
+        except (ValueError, AttributeError):
+            return 0
+
+    def _add_seeds(self) -> None:
+        """Rebuild the ``points`` and ``jobs`` tables of a store written before repeated runs with
+        the ``seed`` column in their keys; their rows get the sweep's seed (one transaction)."""
+        seed = self._config_seed()
+        stmts: list[tuple[str, tuple]] = []
+        for table, cols in (("points", _POINT_COLUMNS[:-1]), ("jobs", _JOB_COLUMNS)):
+            have = {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
+            if "seed" in have:
+                continue
+            stmts += [(f"ALTER TABLE {table} RENAME TO {table}_seedless", ()), (_TABLE_SQL[table], ()),
+                      (f"INSERT INTO {table} ({', '.join(cols)}, seed) SELECT {', '.join(cols)}, ? "
+                       f"FROM {table}_seedless", (seed,)), (f"DROP TABLE {table}_seedless", ())]
+        if "seed" not in {r[1] for r in self._db.execute("PRAGMA table_info(evaluations)")}:
+            stmts.append(("ALTER TABLE evaluations ADD COLUMN seed INTEGER", ()))
+        self._tx(stmts)
 
     def _point_columns(self) -> set[str]:
         return {r[1] for r in self._db.execute("PRAGMA table_info(points)")}
@@ -286,6 +323,7 @@ class ResultsStore:
             ("INSERT OR REPLACE INTO meta VALUES (?, ?)", ("fingerprint", fingerprint)),
             ("INSERT OR REPLACE INTO meta VALUES (?, ?)", ("config", dumps(config, sort_keys=True, default=str))),
         ])
+        self.default_seed = self._config_seed()
         return resumed
 
     def clear(self) -> None:
@@ -316,44 +354,62 @@ class ResultsStore:
                      int(p.target_forgotten), json.dumps(list(p.forgotten)), int(p.exact),
                      _extra_json(p), now,
                      None if p.measures is None else dumps(p.measures, sort_keys=True, default=str),
-                     p.accuracy_low, p.accuracy_high),
+                     p.accuracy_low, p.accuracy_high, self._seed(p.seed)),
                 ),
                 (
-                    "INSERT INTO evaluations (model, target, method, param, pid, at) VALUES (?, ?, ?, ?, ?, ?)",
-                    (p.model, p.target, p.method, float(p.param), self._pid, now),
+                    "INSERT INTO evaluations (model, target, method, param, pid, at, seed) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (p.model, p.target, p.method, float(p.param), self._pid, now, self._seed(p.seed)),
                 ),
             ]
         self._tx(statements)
 
-    def drop_points(self, model: str, method: str) -> int:
-        """Delete every point of ``method`` for ``model`` (a sequential run stopped half-way: its
-        weights are gone, so it runs again from the first request). Returns how many there were."""
-        n = self._db.execute("SELECT COUNT(*) FROM points WHERE model = ? AND method = ?", (model, method)).fetchone()[0]
-        self._tx([("DELETE FROM points WHERE model = ? AND method = ?", (model, method))])
+    def drop_points(self, model: str, method: str, seed: int | None = None) -> int:
+        """Delete every point of ``method`` for ``model`` and run seed ``seed`` (a sequential run stopped
+        half-way: its weights are gone, so it runs again from the first request). Returns how many there were."""
+        where = ("WHERE model = ? AND method = ? AND seed = ?", (model, method, self._seed(seed)))
+        n = self._db.execute(f"SELECT COUNT(*) FROM points {where[0]}", where[1]).fetchone()[0]
+        self._tx([(f"DELETE FROM points {where[0]}", where[1])])
         return int(n)
 
-    def finish_job(self, model: str, target: int, method: str, status: str = "done", reason: str | None = None) -> None:
+    def _seed(self, seed: int | None) -> int:
+        return self.default_seed if seed is None else int(seed)
+
+    def finish_job(self, model: str, target: int, method: str, status: str = "done", reason: str | None = None,
+                   seed: int | None = None) -> None:
+        """Mark a job finished (or skipped) for run seed ``seed`` (None: the sweep's seed)."""
         self._tx([(
-            "INSERT OR REPLACE INTO jobs VALUES (?, ?, ?, ?, ?, ?)",
-            (model, int(target), method, status, reason, time.time()),
+            f"INSERT OR REPLACE INTO jobs ({', '.join(_JOB_COLUMNS)}, seed) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (model, int(target), method, status, reason, time.time(), self._seed(seed)),
         )])
 
     # ------------------------------------------------------------------ reading
-    def job_status(self, model: str, target: int, method: str) -> str | None:
+    def _seed_sql(self, table: str) -> str:
+        """The seed column of ``table``, or the sweep's seed for a read-only store without one."""
+        have = self._columns if table == "points" else {r[1] for r in self._db.execute(f"PRAGMA table_info({table})")}
+        return "seed" if "seed" in have else str(int(self.default_seed))
+
+    def job_status(self, model: str, target: int, method: str, seed: int | None = None) -> str | None:
         row = self._db.execute(
-            "SELECT status FROM jobs WHERE model = ? AND target = ? AND method = ?", (model, int(target), method)
-        ).fetchone()
+            f"SELECT status FROM jobs WHERE model = ? AND target = ? AND method = ? AND {self._seed_sql('jobs')} = ?",
+            (model, int(target), method, self._seed(seed))).fetchone()
         return row[0] if row else None
 
-    def jobs(self) -> dict[tuple[str, int, str], tuple[str, str | None]]:
-        """Finished jobs: ``(model, target, method) -> (status, reason)``."""
-        return {(m, t, me): (s, r) for m, t, me, s, r in
-                self._db.execute("SELECT model, target, method, status, reason FROM jobs")}
+    def jobs(self, seed: int | None = None) -> dict[tuple[str, int, str], tuple[str, str | None]]:
+        """Finished jobs of run seed ``seed`` (None: the sweep's seed): ``(model, target, method) -> (status, reason)``."""
+        return {(m, t, me): (s, r) for m, t, me, s, r in self._db.execute(
+            f"SELECT model, target, method, status, reason FROM jobs WHERE {self._seed_sql('jobs')} = ?",
+            (self._seed(seed),))}
 
-    def done_params(self, model: str, target: int, method: str) -> set[float]:
+    def all_jobs(self) -> dict[tuple[str, int, str, int], tuple[str, str | None]]:
+        """Finished jobs of every seed: ``(model, target, method, seed) -> (status, reason)``."""
+        return {(m, t, me, int(sd)): (s, r) for m, t, me, s, r, sd in self._db.execute(
+            f"SELECT model, target, method, status, reason, {self._seed_sql('jobs')} FROM jobs")}
+
+    def done_params(self, model: str, target: int, method: str, seed: int | None = None) -> set[float]:
+        """The stored grid values of one trajectory of run seed ``seed`` (None: the sweep's seed)."""
         rows = self._db.execute(
-            "SELECT param FROM points WHERE model = ? AND target = ? AND method = ?", (model, int(target), method)
-        )
+            f"SELECT param FROM points WHERE model = ? AND target = ? AND method = ? AND {self._seed_sql('points')} = ?",
+            (model, int(target), method, self._seed(seed)))
         return {_param(r[0]) for r in rows}
 
     def count_points(self) -> int:
@@ -361,9 +417,12 @@ class ResultsStore:
 
     def points(self, model: str | None = None) -> list[Point]:
         """All stored points in a stable order (model, method, target, param)."""
-        cols = ", ".join(c if c in self._columns else "NULL" for c in _POINT_COLUMNS)  # read-only old stores
+        # read-only old stores: NULL for a missing column, the sweep's seed for a missing seed
+        cols = ", ".join(c if c in self._columns else ("NULL" if c != "seed" else self._seed_sql("points"))
+                         for c in _POINT_COLUMNS)
         sql = f"SELECT {cols} FROM points" + (" WHERE model = ?" if model is not None else "")
-        sql += " ORDER BY model, method, target, param"
+        sql += " ORDER BY model, method, target, param, seed" if "seed" in self._columns else \
+            " ORDER BY model, method, target, param"
         return [self._row_point(r) for r in self._db.execute(sql, (model,) if model is not None else ())]
 
     def evaluations(self) -> list[tuple[str, int, str, float, int]]:
@@ -374,13 +433,13 @@ class ResultsStore:
     @staticmethod
     def _row_point(r: tuple) -> Point:
         (model, target, method, param, recall, acc, fam, bio, rule, other, tf, forgotten, exact, extra, _at,
-         measures, low, high) = r
+         measures, low, high, seed) = r
         extra = json.loads(extra)
         pairs = extra.pop(_GROUPS_KEY, None)
         return Point(model, int(target), method, _param(param), recall, acc, fam, bio, rule, other,
                      bool(tf), tuple(json.loads(forgotten)), bool(exact), extra,
                      None if measures is None else json.loads(measures),
-                     None if pairs is None else {str(g): a for g, a in pairs}, low, high)
+                     None if pairs is None else {str(g): a for g, a in pairs}, low, high, int(seed))
 
     def iter_trajectories(self, model: str | None = None) -> Iterator[tuple[tuple[str, int, str], list[Point]]]:
         """Points grouped by (model, target, method), params ascending."""
@@ -398,4 +457,5 @@ class ResultsStore:
 
 # every sqlite3 error of these (a damaged file, a full disk, a read-only folder) is one StoreError naming the file
 guard(ResultsStore, StoreError, ("__init__", "_tx", "meta", "bind", "set_meta", "drop_points", "job_status", "jobs",
+                                 "all_jobs",
                                  "done_params", "count_points", "points", "evaluations"))

@@ -59,7 +59,7 @@ def test_toml_and_yaml_give_the_same_config(tmp_path):
 def test_defaults_are_the_paper_grids(tmp_path):
     c = load_config(_write(tmp_path / "c.toml", 'kb = "kb.json"\nmodels = ["m"]\n'))
     assert c.methods == {k: list(v) for k, v in PAPER_GRIDS.items()}
-    assert c.targets.all and c.protocol_for("m").sets == "exact" and c.seeds == 100
+    assert c.targets.all and c.protocol_for("m").sets == "exact" and c.mdus_seeds == 100
 
 
 @pytest.mark.parametrize("body, field", [
