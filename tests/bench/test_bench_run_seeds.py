@@ -247,3 +247,36 @@ def test_one_seed_summaries_are_unchanged():
            target_forgotten=r > 0.8) for t, r, a in [(0, 0.9, 0.6), (1, 0.5, 0.9), (2, 1.0, 0.95)]]
     bare = [{k: v for k, v in p.items() if k != "seed"} for p in pts]
     assert summarize(pts) == summarize(bare) and "n_seeds" not in summarize(pts)["m"]["ga"]
+
+
+def test_adversarial_intervals_over_seeds_and_targets_equal_brute_force():
+    from deepunlearn.bench.forms_intervals import adversarial_intervals
+
+    rng = np.random.default_rng(5)
+    targets, seeds = [2, 4, 6, 9], [0, 1, 2]
+    points, last = [], {}
+    for s in seeds:
+        for t in targets:
+            for param in (1, 4, 16):
+                raw, cal, sup = (float(x) for x in rng.random(3))
+                cal = raw + (1 - raw) * cal          # the calibrated aggregate knows less: recall_adv >= raw
+                p = dict(model="m", method="npo", target=t, param=param, recall=1.0, accuracy=0.9, seed=s,
+                         recall_adv_raw=raw, recall_adv=cal, superficial=None if t == 9 else sup, adv_floor=0.02)
+                points.append(p)
+                last[(t, s)] = p                          # params ascend: the last one written is the last point
+    points.append(dict(model="m", method="original", target=2, param=0, recall=0.0, accuracy=1.0, seed=0,
+                       recall_adv_raw=0.9, recall_adv=0.9, superficial=0.0, adv_floor=0.02))   # a baseline row: left out
+    got = adversarial_intervals(points)["m"]
+    assert set(got) == {"npo"}
+    s = got["npo"]
+    assert s["n_targets"] == 4 and s["n_seeds"] == 3 and s["recall_adv_ci_n"] == 12
+    assert s["recall_adv_raw"] == pytest.approx(np.mean([p["recall_adv_raw"] for p in last.values()]))
+    assert s["recall_adv"] == pytest.approx(np.mean([p["recall_adv"] for p in last.values()]))
+    excess = {k: p["superficial"] - 0.02 for k, p in last.items() if p["superficial"] is not None}
+    assert s["superficial_excess"] == pytest.approx(np.mean(list(excess.values()))) and s["superficial_excess_ci_n"] == 9
+    # the interval of superficial - floor: targets resampled with their seeds, target 9 has no rate
+    have = [t for t in targets if t != 9]
+    draws = np.random.default_rng(0).integers(0, len(have), size=(N_RESAMPLES, len(have)))
+    stats = [np.mean([excess[(have[i], sd)] for i in row for sd in seeds]) for row in draws]
+    lo, hi = np.percentile(stats, [2.5, 97.5])
+    assert (s["superficial_excess_ci_lo"], s["superficial_excess_ci_hi"]) == pytest.approx((lo, hi))
