@@ -151,6 +151,10 @@ def probe_results_key(cfg: Any) -> dict[str, Any]:
     fingerprint of an older sweep is unchanged); a probe mode the protocol cannot hold is here
     too (one it can is in each model's protocol already)."""
     key = runner_probe_options(cfg)
+    if key.pop("adversarial_calibration_by_seed", None) is not None:
+        # one file per run seed: keyed by its path pattern, so adding a seed extends the same sweep
+        # (the manifest records each seed's file digest; a file changed in place is not detected)
+        key["adversarial_calibration"] = cfg.adversarial_calibration
     if cfg.probe_mode is not None and protocol_override(cfg.probe_mode) is None:
         key["probe_mode"] = cfg.probe_mode
     return {"probe": key} if key else {}

@@ -138,7 +138,7 @@ class ModelWorker:
             from pathlib import Path
 
             cache = str(Path(self.spec.cache_dir) / safe_name(model) / (f"seed-{int(seed)}" if seeded else ""))
-        self._runner = new_target_runner(self.spec, model, bundle, self.kb, cache, seed if seeded else None)
+        self._runner = new_target_runner(self.spec, model, bundle, self.kb, cache, **({"seed": seed} if seeded else {}))
         self._model = (model, path, seed if seeded else None)
         return self._runner, time.perf_counter() - t0
 

@@ -284,6 +284,8 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             "models": {m.name: model_manifest(cfg, m.name) for m in cfg.models},
             "seed": cfg.seed, "job_seed": "first 4 bytes (big-endian) of sha256(json [seed, model, target, method])",
             **({"run_seeds": run_seeds(cfg)} if cfg.run is not None and cfg.run.seeds else {}),
+            **({"calibrations": {s: _file_digest(per_seed(cfg.adversarial_calibration, s)) for s in run_seeds(cfg)}}
+               if is_per_seed(cfg.adversarial_calibration) else {}),
             "store": str(store.path),
         })
         jobs, done_points = plan_jobs(cfg, targets, store)
@@ -344,6 +346,10 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
         points = [p for p in store.points() if p.target in set(targets) and p.seed in seeds]
     return SweepOutcome(out, points, summarize(points, groups=kb.groups), targets, skipped, resumed, computed, time.perf_counter() - t0,
                         cfg)
+
+
+def _file_digest(path: str | None) -> str:
+    return "sha256:" + hashlib.sha256(Path(str(path)).read_bytes()).hexdigest()
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:
