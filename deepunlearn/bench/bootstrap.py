@@ -16,6 +16,10 @@ out). Degenerate samples, documented and never a warning:
 * one value: low and high None, n 1 (one target says nothing about the spread);
 * every value equal (n >= 2): the point itself, ``[v, v]`` (every resample's mean is v).
 
+A sweep of several run seeds (``[run] seeds``, :mod:`.config_run`) has one value per run (a target
+under one seed); its interval is :func:`cluster_interval`'s, resampling targets with all their seeds
+(the target is the cluster: its seeds share its difficulty), and ``_ci_n`` counts the runs.
+
 Summaries written before intervals have no ``_ci_`` keys: :func:`format_value` then prints the
 mean (with ``± std`` where asked), as before.
 """
