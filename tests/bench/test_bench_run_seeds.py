@@ -280,3 +280,34 @@ def test_adversarial_intervals_over_seeds_and_targets_equal_brute_force():
     stats = [np.mean([excess[(have[i], sd)] for i in row for sd in seeds]) for row in draws]
     lo, hi = np.percentile(stats, [2.5, 97.5])
     assert (s["superficial_excess_ci_lo"], s["superficial_excess_ci_hi"]) == pytest.approx((lo, hi))
+
+
+def test_each_seed_gets_its_own_calibration_and_checkpoint(tmp_path, monkeypatch):
+    import deepunlearn.bench.jobs as jobs
+    import deepunlearn.probe as probe
+    import deepunlearn.unlearn as unlearn
+    from deepunlearn.kg.io import to_dict
+    from deepunlearn.kg.kb import KnowledgeBase
+
+    got = []
+    monkeypatch.setattr(unlearn, "TargetRunner", lambda *a, **k: got.append(k) or k)
+    loaded = []
+    monkeypatch.setattr(probe, "load_model", lambda path, **k: loaded.append(path) or object())
+    kb = to_dict(KnowledgeBase.build({"A": {}, "B": {}}, [("A", "child", "B")]))
+    run = {"protocol": {"answer_format": None, "name": "default"}, "probe_mode": "exact", "k_mode": "probed",
+           "sets": "exact", "tie": "accuracy"}
+    from deepunlearn.probe.protocol import Protocol
+
+    monkeypatch.setattr(Protocol, "model_validate", staticmethod(lambda d: d))    # the runner is a stand-in
+    spec = jobs.WorkSpec(kb=kb, models={"m": {"path": str(tmp_path / "m-s{seed}"), "run": run}},
+                         cache_dir=str(tmp_path / "cache"),
+                         runner_options={"adversarial": True,
+                                         "adversarial_calibration_by_seed": {"0": {"cal": 0}, "7": {"cal": 7}}})
+    w = jobs.ModelWorker(spec)
+    w._load("m", 7)
+    w._load("m", 7)                                    # the same seed: the loaded runner is kept
+    w._load("m", 0)
+    assert loaded == [str(tmp_path / "m-s7"), str(tmp_path / "m-s0")]
+    assert [k["adversarial_calibration"] for k in got] == [{"cal": 7}, {"cal": 0}]
+    assert [Path(k["cache_dir"]).name for k in got] == ["seed-7", "seed-0"]
+    assert all("adversarial_calibration_by_seed" not in k for k in got)
