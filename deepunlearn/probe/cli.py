@@ -109,7 +109,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "yesno: P(yes) vs P(no) on the yes/no forms (all right = known); rank: the true answer "
                         "ranks first among the answers of its type; any: known under any mode on any form "
                         "(adversarial; calibrated with --calibration, else the raw rule, like any_raw, which counts "
-                        "chance guesses as known); default: the protocol's (default: exact, reference: generate)")
+                        "chance guesses as known); compose: a derived fact is answered through a multi-hop question "
+                        "composing a rule's body (--compose FILE); default: the protocol's (default: exact, "
+                        "reference: generate)")
+    p.add_argument("--compose", default=None, metavar="COMPOSE.json",
+                   help="the compose questions --mode compose asks ('deepunlearn rules compose --kb KB -o FILE')")
     p.add_argument("--forms", default=None, metavar="SEL",
                    help="probe forms, comma separated: default (the primary question, today's probe), all, a split "
                         "(train, test, unlearn) or form names (primary, qa1, st1, yes1, ..., the KB's own); a fact "
@@ -225,6 +229,16 @@ def _probe(args: argparse.Namespace) -> int:
         print(f"deepunlearn probe: note: --mode {mode} is uncalibrated: chance guesses count as known "
               "(calibrate with --calibrate HOLD.json, apply with --calibration FILE)", file=sys.stderr)
     label, mode = mode, ("any" if mode == "any_raw" else mode)
+    questions = None
+    if (mode == "compose") != (args.compose is not None):
+        raise CLIError("--compose FILE goes with --mode compose, and --mode compose needs it (write it with "
+                       "'deepunlearn rules compose --kb KB -o FILE')", field="--compose")
+    if mode == "compose":
+        from ..kg.compose import read_compose
+
+        if args.forms is not None or args.cache_dir:
+            raise CLIError("--mode compose asks its own questions: no --forms or --cache-dir", field="--mode")
+        questions = read_compose(kb, args.compose)
     bundle = load(args.model, kb, args.device, args.dtype, **fmt)
     warning = check_trained_on(bundle, kb, kb_file=args.kb)
     if warning:
@@ -238,7 +252,7 @@ def _probe(args: argparse.Namespace) -> int:
             res = cached_probe(bundle, kb, mode=mode, forms=args.forms, cache_dir=args.cache_dir,
                                batch_size=args.batch_size)
         else:
-            res = probe(bundle, kb, mode=mode, forms=args.forms, batch_size=args.batch_size)
+            res = probe(bundle, kb, mode=mode, forms=args.forms, batch_size=args.batch_size, compose=questions)
     except ValueError as e:  # e.g. an answer format under which an answer adds no tokens
         raise CLIError(str(e)) from None
     seconds = time.perf_counter() - t0
@@ -265,9 +279,15 @@ def _probe(args: argparse.Namespace) -> int:
     }
     if res.per_form is not None:
         out.update(forms=res.forms, fallback=int(res.fallback), per_form=res.per_form)
+    if res.compose is not None:
+        from .compose_probe import by_rule
+
+        out.update(compose_questions=len(res.compose), compose_answered=sum(r["known"] for r in res.compose),
+                   compose_by_rule=by_rule(res.compose))
     if args.output:
         ids = sorted(res.known_ids())
-        doc = {**out, "fact_ids": ids, "facts": [list(kb.facts[i]) for i in ids]}
+        doc = {**out, "fact_ids": ids, "facts": [list(kb.facts[i]) for i in ids],
+               **({} if res.compose is None else {"compose": res.compose})}
         from ..errors import atomic_write_text
 
         path = atomic_write_text(args.output, json.dumps(doc, ensure_ascii=False, indent=1) + "\n")

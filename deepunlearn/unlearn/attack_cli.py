@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .attacks import AttackParams
 
 #: probe modes offered (the probe layer checks them; deepunlearn.probe.probing.MODES)
-from ..probe.modes import MODES as ATTACK_MODES  # noqa: E402
+from ..probe.modes import FACT_MODES as ATTACK_MODES  # noqa: E402
 #: the relearning lr when neither --relearn-lr nor the checkpoint gives one (the paper's finetuning lr)
 DEFAULT_RELEARN_LR = 2e-5
 
@@ -151,10 +151,10 @@ def _check_probe_args(kb, mode: str, forms: str | None) -> None:
 
     from ..cli import CLIError
     from ..probe import probe
-    from ..probe.probing import MODES
+    from ..probe.modes import FACT_MODES
 
-    if mode not in MODES:
-        raise CLIError(f"--mode {mode}: this probe layer offers {', '.join(MODES)}", field="--mode")
+    if mode not in FACT_MODES:
+        raise CLIError(f"--mode {mode}: this probe layer offers {', '.join(FACT_MODES)}", field="--mode")
     if forms is not None:
         from ..kg.forms import parse_selection
 

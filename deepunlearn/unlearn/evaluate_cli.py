@@ -23,7 +23,7 @@ from pathlib import Path
 def register(sub: argparse._SubParsersAction) -> None:
     from ..cli import add_json, add_threads, positive_int
     from ..probe.cli import add_format_args
-    from ..probe.result import MODES
+    from ..probe.modes import FACT_MODES as MODES
 
     p = sub.add_parser(
         "evaluate", help="judge unlearned checkpoints against their original: forgotten facts, recall, "

@@ -135,10 +135,11 @@ class TargetRunner:
         if sets is None:
             sets = "mdus" if exact is False else self.protocol.sets
         self.sets, self.tie = str(sets), tie or self.protocol.tie
-        from ..probe.probing import MODES
+        from ..probe.modes import FACT_MODES
 
-        if probe_mode not in MODES:
-            raise UnlearnError(f"probe_mode must be one of {', '.join(MODES)}, got {probe_mode!r}", field="probe_mode")
+        if probe_mode not in FACT_MODES:
+            raise UnlearnError(f"probe_mode must be one of {', '.join(FACT_MODES)}, got {probe_mode!r}",
+                               field="probe_mode")
         if k_mode not in ("probed", "dataset"):
             raise UnlearnError(f"k_mode must be 'probed' or 'dataset', got {k_mode!r}")
         if lr is not None and lr <= 0:

@@ -74,7 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "10x the full-finetuning one (deepunlearn.unlearn.lr.LORA_LR_FACTOR); --lr overrides it")
     p.add_argument("--k-mode", choices=("probed", "dataset"), default=None,
                    help="K = facts the model answers before unlearning or the whole KB (default: the protocol's)")
-    from ..probe.modes import MODES
+    from ..probe.modes import FACT_MODES as MODES
 
     p.add_argument("--probe-mode", choices=MODES, default=None,
                    help="known = greedy answer is exact, or the answer appears in 10 generated tokens, or yes/no "
