@@ -145,7 +145,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     from .compose_cli import register as register_compose
 
-    register_compose(rsub, common)
+    register_compose(rsub, common, _load)
 
     p = rsub.add_parser("show", help="read a rule set and print it as Datalog, with warnings")
     p.add_argument("rules", help="rule set name or rule file")

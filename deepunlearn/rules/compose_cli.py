@@ -13,7 +13,8 @@ import argparse
 import json
 
 
-def register(rsub, common) -> None:
+def register(rsub, common, load) -> None:
+    """The ``compose`` action: ``common`` adds --kb/--rules/--known, ``load`` reads them."""
     from ..cli import add_force, add_json
 
     p = rsub.add_parser("compose", help="multi-hop questions composing rule bodies, for probe --mode compose")
@@ -23,20 +24,19 @@ def register(rsub, common) -> None:
     p.add_argument("--show", type=int, default=3, metavar="N", help="questions printed per rule (default 3)")
     add_force(p)
     add_json(p)
-    p.set_defaults(handler=_compose)
+    p.set_defaults(handler=lambda args: _compose(args, load))
 
 
-def _compose(args: argparse.Namespace) -> int:
+def _compose(args: argparse.Namespace, load) -> int:
     from ..cli import emit
     from ..kg.compose import ComposeError
-    from .cli import _load
     from .compose import compose_set
 
     if args.output is not None:
         from ..outputs import check_output, json_file
 
         check_output(args.output, force=args.force, ours=json_file, what="a JSON file")
-    kb, rules, known, _ = _load(args)
+    kb, rules, known, _ = load(args)
     try:
         cs = compose_set(kb, rules, known=known, max_groundings=args.grounding_budget)
     except ComposeError as e:
