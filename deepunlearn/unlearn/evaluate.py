@@ -68,6 +68,10 @@ class Verdict(BaseModel):
     surviving_text: str = ""
     method: str | None = None
     param: float | str | None = None
+    #: with ``model_derived=True`` (``evaluate --model-derived``): the model-derived verdict of
+    #: :func:`deepunlearn.unlearn.derived.model_derived` and its ``deep_model``
+    model_derived: dict | None = None
+    deep_model: bool | None = None
 
     def text(self) -> str:
         """Readable lines: the counts, the metrics and, for a superficial forgetting, the
@@ -85,6 +89,11 @@ class Verdict(BaseModel):
                  + (f" ({groups})" if groups else ""),
                  f"  target forgotten: {'yes' if self.target_forgotten else 'no'}",
                  f"  deep: {verdict}"]
+        if self.model_derived is not None:
+            md = self.model_derived
+            lines.append(f"  deep (model-derived): {'yes' if self.deep_model else 'no'} (answered directly: "
+                         f"{'yes' if md['direct'] else 'no'}; compose questions answered "
+                         f"{md['compose_answered']}/{md['compose_questions']})")
         if self.superficial:
             lines.append("  surviving derivation (K: facts the model still knows), rule by rule:")
             lines.append(self.surviving_text)
@@ -116,7 +125,7 @@ class Judge:
                  forms: str | None = None, protocol: str | None = None, device: str | None = None,
                  dtype=None, prompt=None, answer_format: str | None = None, trust_remote_code: bool = False,
                  cache_dir: str | os.PathLike | None = None, batch_size: int = 64, progress: bool = True,
-                 grounding_budget: int | None = None):
+                 grounding_budget: int | None = None, model_derived: bool = False):
         from ..probe.protocol import get_protocol
         from ..rules.budget import DEFAULT_MAX_GROUNDINGS
         from ..rules.load import load_rules
@@ -134,6 +143,7 @@ class Judge:
         self.budget = grounding_budget or DEFAULT_MAX_GROUNDINGS
         self.device, self.dtype, self.batch_size, self.progress = device, dtype, batch_size, progress
         self.trust_remote_code = trust_remote_code
+        self.model_derived, self._derived = model_derived, None
         self.original = str(original)
         self.bundle = load_original(self.original, self.kb, device=device, dtype=dtype, prompt=prompt,
                                     answer_format=answer_format or proto.answer_format,
@@ -161,8 +171,10 @@ class Judge:
                                         max_groundings=self.budget)
         return self._evaluator
 
-    def probe_unlearned(self, unlearned: str | os.PathLike) -> set[int]:
-        """K_B: the facts the unlearned model knows, probed in A's answer format and mode."""
+    def probe_unlearned(self, unlearned: str | os.PathLike, target: int | None = None) -> set[int]:
+        """K_B: the facts the unlearned model knows, probed in A's answer format and mode (with
+        ``model_derived`` and a ``target``, the target's compose questions are asked too: the
+        result waits in ``self._derived``)."""
         from ..probe.probing import probe
         from .evaluate_models import load_unlearned
 
@@ -170,8 +182,15 @@ class Judge:
                                 device=self.device, dtype=self.dtype, trust_remote_code=self.trust_remote_code)
         bundle.answer_rule = self.bundle.answer_rule
         try:
-            return probe(bundle, self.kb, mode=self.mode, forms=self.forms, batch_size=self.batch_size,
-                         progress=self.progress).known_ids()
+            known = probe(bundle, self.kb, mode=self.mode, forms=self.forms, batch_size=self.batch_size,
+                          progress=self.progress).known_ids()
+            self._derived = None
+            if self.model_derived and target is not None:
+                from .derived import model_derived
+
+                self._derived = model_derived(bundle, self.kb, target, self.rules, direct=target in known,
+                                              graph=self.evaluator.graph, batch_size=self.batch_size)
+            return known
         finally:
             del bundle
 
@@ -182,10 +201,15 @@ class Judge:
             s, r, o = self.kb.facts[t]
             raise EvaluateError(f"--target [{t}] ({s}, {r}, {o}): the original model {self.original} does not know "
                                 "it, so there is nothing to unlearn", field="--target")
-        known_b = self.probe_unlearned(unlearned)
-        return judge_known(self.kb, self.rules, self.evaluator, self.known, known_b, t,
-                           original=self.original, unlearned=str(unlearned), kb_name=self.kb_name,
-                           mode=self.mode, forms=self.forms, budget=self.budget, method=method, param=param)
+        known_b = self.probe_unlearned(unlearned, t)
+        v = judge_known(self.kb, self.rules, self.evaluator, self.known, known_b, t,
+                        original=self.original, unlearned=str(unlearned), kb_name=self.kb_name,
+                        mode=self.mode, forms=self.forms, budget=self.budget, method=method, param=param)
+        if self._derived is not None:
+            md = dict(self._derived)
+            v.deep_model = md.pop("deep_model")
+            v.model_derived = md
+        return v
 
 
 def judge_known(kb, rules, evaluator, known_a: set[int], known_b: set[int], target: int, *, original: str,

@@ -48,6 +48,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=MODES, default=None, help="probe mode, as 'deepunlearn probe --mode' "
                                                                  "(default: the protocol's)")
     p.add_argument("--forms", default=None, metavar="SEL", help="probe forms, as 'deepunlearn probe --forms'")
+    p.add_argument("--model-derived", action="store_true",
+                   help="also ask each unlearned model the target's compose questions (multi-hop questions "
+                        "composing the rule bodies that derive it from K) and report model-derived deep unlearning "
+                        "(deep_model: the model answers the target neither directly nor through any of them)")
     add_format_args(p)
     p.add_argument("--batch-size", type=positive_int, default=64, metavar="N", help="questions per forward pass")
     p.add_argument("--device", default=None, help="cuda, cuda:1, cpu, mps (default: cuda when present)")
@@ -71,7 +75,8 @@ def _judge(args):
     return Judge(args.original, args.kb, rules=args.rules, mode=args.mode, forms=args.forms,
                  protocol=protocol.name, device=args.device, dtype=args.dtype, prompt=fmt["prompt"],
                  answer_format=fmt["answer_format"], trust_remote_code=fmt["trust_remote_code"],
-                 cache_dir=args.cache_dir, batch_size=args.batch_size, progress=not args.json)
+                 cache_dir=args.cache_dir, batch_size=args.batch_size, progress=not args.json,
+                 model_derived=args.model_derived)
 
 
 def _evaluate(args: argparse.Namespace) -> int:

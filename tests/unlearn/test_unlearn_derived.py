@@ -68,7 +68,7 @@ def test_unlearn_records_model_derived_deep(five_people_model_dir, five_people_k
     target = derived[0]
     assert main(["unlearn", "--model", str(five_people_model_dir), "--kb", str(kb_file), "--method", "ga",
                  "--target", str(target), "--grid", "1,4", "--lr", "1e-3", "--model-derived",
-                 "--cache-dir", str(tmp_path / "c"), "--json"]) == 0
+                 "--save-model", str(tmp_path / "b"), "--cache-dir", str(tmp_path / "c"), "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     first, last = out["points"]
     assert "model_derived" not in first  # the chosen point only: the last grid value
@@ -76,6 +76,14 @@ def test_unlearn_records_model_derived_deep(five_people_model_dir, five_people_k
     assert md["direct"] is (not last["target_forgotten"])
     assert md["compose_questions"] >= 1 and 0 <= md["compose_answered"] <= md["compose_questions"]
     assert last["deep_model"] is (not md["direct"] and md["compose_answered"] == 0)
+    # evaluate judges the saved model the same way: same K, same questions, same answers
+    assert main(["evaluate", "--original", str(five_people_model_dir), "--unlearned", str(tmp_path / "b"),
+                 "--kb", str(kb_file), "--target", str(target), "--model-derived",
+                 "--cache-dir", str(tmp_path / "c"), "--json"]) == 0
+    v = json.loads(capsys.readouterr().out)
+    assert v["deep"] is last["deep"] and v["deep_model"] is last["deep_model"]
+    assert {k: v["model_derived"][k] for k in ("direct", "compose_questions", "compose_answered")} == \
+        {k: md[k] for k in ("direct", "compose_questions", "compose_answered")}
     assert main(["unlearn", "--model", str(five_people_model_dir), "--kb", str(kb_file), "--method", "whp",
                  "--target", str(target), "--model-derived"]) == 1
     assert "--model-derived" in capsys.readouterr().err
