@@ -53,16 +53,6 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def check_fact_mode(mode: str) -> str:
-    """``mode`` if it is one of :data:`FACT_MODES`, else a ``ValueError`` (``compose`` named apart)."""
-    if mode == "compose":
-        raise ValueError("probe mode 'compose' asks derived facts through the rules, not K's facts: it is "
-                         "probe --mode compose, or the model-derived recall after unlearning")
-    if mode not in FACT_MODES:
-        raise ValueError(f"unknown probe mode {mode!r}: expected one of {', '.join(FACT_MODES)}")
-    return mode
-
-
 def modes_help() -> str:
     """``exact: ...; generate: ...`` for help texts."""
     return "; ".join(f"{m}: {d}" for m, d in DESCRIPTIONS.items())
