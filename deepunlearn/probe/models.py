@@ -218,6 +218,18 @@ def load_model(
     or weights file, weights that do not fit the config (never silently replaced by random
     ones), a hub name when the hub cannot be reached and the model is not in the local
     Hugging Face cache (at once, no retries; see :mod:`deepunlearn.probe.sources`).
+
+    >>> import tempfile
+    >>> from deepunlearn.kg.domains.family.generate import generate_family
+    >>> from deepunlearn.probe.tiny import build_tiny_model
+    >>> folder = build_tiny_model(generate_family(5, seed=0), tempfile.mkdtemp(), hidden=32, layers=1, heads=2)
+    >>> bundle = load_model(folder, device="cpu")
+    >>> bundle.prompt.name, bundle.model.config.model_type, bundle.tokenizer.padding_side
+    ('llama', 'llama', 'left')
+    >>> load_model(str(folder) + "-missing")
+    Traceback (most recent call last):
+    ...
+    deepunlearn.probe.sources.ModelLoadError: no such folder: ...-missing (a model is a checkpoint folder or a hub name; this path does not exist)
     """
     if answer_format not in ANSWER_FORMATS:
         raise ValueError(f"unknown answer_format {answer_format!r}: expected one of {ANSWER_FORMATS}")
