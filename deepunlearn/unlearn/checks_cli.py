@@ -71,7 +71,7 @@ def check_kwargs(args, kb) -> dict[str, Any]:
             raise CLIError("--adversarial-calibration: give --adversarial too", field="--adversarial-calibration")
         out["adversarial_calibration"] = load_calibration(args.adversarial_calibration,
                                                           flag="--adversarial-calibration")
-    from .attack_cli import attack_params
+    from .attack_run import attack_params
 
     attacks = attack_params(args, required=False)
     if attacks is not None:
