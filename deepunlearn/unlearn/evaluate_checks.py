@@ -63,6 +63,15 @@ class EvalChecks:
             where = str(err["loc"][0]) if err["loc"] else "relearn"
             msg = err["msg"].removeprefix("Value error, ")
             raise EvaluateError(f"{where} {kw.get(where)!r}: {msg}", field=where) from None
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise EvaluateError(f"seed {seed!r}: must be an integer >= 0", field="seed")
+        if adversarial_modes is not None:
+            from ..probe.forms_probe import check_any_modes
+
+            try:
+                adversarial_modes = list(check_any_modes(list(adversarial_modes)))
+            except ValueError as e:
+                raise EvaluateError(f"adversarial_modes: {e}", field="adversarial_modes") from None
         if relearn_lr is not None and not (isinstance(relearn_lr, (int, float)) and relearn_lr > 0):
             raise EvaluateError(f"relearn_lr {relearn_lr!r}: must be a number > 0", field="relearn_lr")
         if (adversarial_modes is not None or adversarial_calibration is not None) and not adversarial:

@@ -199,7 +199,9 @@ def test_python_api_refuses_bad_checks(setup):
     from deepunlearn.unlearn.evaluate_models import EvaluateError
 
     for kw, field in (({"relearn": [0]}, "relearn"), ({"quantize": "int3"}, "quantize"),
-                      ({"retain": "R"}, "retain")):
+                      ({"retain": "R"}, "retain"), ({"relearn": [1], "seed": -1}, "seed"),
+                      ({"adversarial": True, "adversarial_modes": ["nope"]}, "adversarial_modes"),
+                      ({"adversarial_modes": ["exact"]}, "adversarial_modes")):
         with pytest.raises(EvaluateError) as e:
             deepunlearn.evaluate(setup["a"], setup["b"], setup["kb_file"], setup["t"], device="cpu", **kw)
         assert e.value.field == field and "\n" not in str(e.value)
