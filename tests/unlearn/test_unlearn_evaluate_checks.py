@@ -253,3 +253,16 @@ def test_manifest_applies_the_checks_per_row_and_names_a_missing_row(setup, caps
     assert p.extra["recall_quant"] == good["attacks"]["recall_quant"]
     report = (tmp / "rep" / "report" / "report.md").read_text()
     assert "## Has it really forgotten?" in report and "relearn@1" in report and "relearn@2" in report
+
+
+def test_manifest_rows_know_their_lines(tmp_path):
+    from deepunlearn.unlearn.evaluate_manifest import read_manifest, where
+
+    toml = tmp_path / "m.toml"
+    toml.write_text('# runs\n[[row]]\ncheckpoint = "a"\ntarget = 3\n\n[[row]]\ncheckpoint = "b"\n')
+    csv = tmp_path / "m.csv"
+    csv.write_text('checkpoint,target\n# skipped\n\n"a",3\n"b\nc",4\n')  # a quoted cell may span lines
+    assert [r["line"] for r in read_manifest(toml)] == [2, 6]
+    rows = read_manifest(csv)
+    assert [(r["checkpoint"], r["line"]) for r in rows] == [("a", 4), ("b\nc", 6)]
+    assert where(csv, 0, rows[0]) == f"--manifest {csv}: row 1 (line 4)"
