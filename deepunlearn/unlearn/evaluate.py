@@ -9,7 +9,9 @@ from K_B is ``superficial``; the verdict then holds the surviving derivation, ru
 
 B is probed in A's answer format (a checkpoint saved elsewhere records none, and the family's
 format would then probe another question than A was asked). Models load through
-:mod:`.evaluate_models` (checkpoint folders, hub names, GGUF files, PEFT adapters).
+:mod:`.evaluate_models` (checkpoint folders, hub names, GGUF files, PEFT adapters). The checks of
+a sweep (adversarial probe, relearning and quantisation attacks, scores) run on the same loaded B
+(:mod:`.evaluate_checks`) and fill the verdict's ``adversarial``, ``attacks`` and ``scores``.
 """
 
 from __future__ import annotations
