@@ -9,12 +9,15 @@ from K_B is ``superficial``; the verdict then holds the surviving derivation, ru
 
 B is probed in A's answer format (a checkpoint saved elsewhere records none, and the family's
 format would then probe another question than A was asked). Models load through
-:mod:`.evaluate_models` (checkpoint folders, hub names, GGUF files, PEFT adapters).
+:mod:`.evaluate_models` (checkpoint folders, hub names, GGUF files, PEFT adapters). The checks of
+a sweep (adversarial probe, relearning and quantisation attacks, scores) run on the same loaded B
+(:mod:`.evaluate_checks`) and fill the verdict's ``adversarial``, ``attacks`` and ``scores``.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict
@@ -68,6 +71,12 @@ class Verdict(BaseModel):
     surviving_text: str = ""
     method: str | None = None
     param: float | str | None = None
+    #: the adversarial probe's keys, as a sweep's point records them (:mod:`.evaluate_checks`)
+    adversarial: dict[str, Any] | None = None
+    #: the relearning / quantisation attacks, as ``deepunlearn attack`` reports them
+    attacks: dict[str, Any] | None = None
+    #: how much remains (the measures a sweep records with ``scores = true``)
+    scores: dict[str, Any] | None = None
 
     def text(self) -> str:
         """Readable lines: the counts, the metrics and, for a superficial forgetting, the
@@ -88,7 +97,9 @@ class Verdict(BaseModel):
         if self.superficial:
             lines.append("  surviving derivation (K: facts the model still knows), rule by rule:")
             lines.append(self.surviving_text)
-        return "\n".join(lines)
+        from .evaluate_checks import check_lines
+
+        return "\n".join(lines + check_lines(self))
 
 
 def _kb(kb) -> tuple[Any, str]:
@@ -110,7 +121,12 @@ def resolve_target_ref(kb, target, kb_file: str | None = None) -> int:
 
 class Judge:
     """The original model's side, computed once: its bundle, its probe K_A and the evaluator of
-    recall/accuracy over K_A. :meth:`verdict` judges one unlearned model for one target."""
+    recall/accuracy over K_A. :meth:`verdict` judges one unlearned model for one target (and runs
+    the :class:`~.evaluate_checks.EvalChecks` on it, which read K, the evaluator and
+    :meth:`chosen_set` as the attack command reads a TargetRunner's)."""
+
+    #: K is what A answers; the minimal sets are enumerated exactly
+    k_mode, sets = "probed", "exact"
 
     def __init__(self, original: str | os.PathLike, kb, *, rules=None, mode: str | None = None,
                  forms: str | None = None, protocol: str | None = None, device: str | None = None,
@@ -145,8 +161,10 @@ class Judge:
 
         res = cached_probe(self.bundle, self.kb, mode=self.mode, forms=forms, batch_size=batch_size,
                            cache_dir=cache_dir if cache_dir is not None else default_cache_dir(), progress=progress)
-        self.known = res.known_ids()
+        self.known = frozenset(int(i) for i in res.known_ids())
         self.rows = int(self.bundle.model.get_input_embeddings().weight.shape[0])
+        self.device_type = next(self.bundle.model.parameters()).device.type
+        self._collateral = None
         # B's load one at a time beside A's tokenizer and format; A's weights are not needed again
         # (an adapter B reloads A from its folder), so they are freed here
         self.bundle.model = None
@@ -161,31 +179,75 @@ class Judge:
                                         max_groundings=self.budget)
         return self._evaluator
 
-    def probe_unlearned(self, unlearned: str | os.PathLike) -> set[int]:
-        """K_B: the facts the unlearned model knows, probed in A's answer format and mode."""
-        from ..probe.probing import probe
+    def chosen_set(self, target: int) -> list[int]:
+        """The target's minimal set to forget (fewest facts, then least collateral), as
+        :meth:`~deepunlearn.unlearn.loop.TargetRunner.chosen_set` picks it."""
+        from ..rules.choice import Collateral, choose_set
+
+        if self._collateral is None:
+            self._collateral = Collateral(self.kb, self.known)
+        return sorted(choose_set(self.evaluator.minimal_sets(int(target)).sets, self._collateral, ()))
+
+    def load(self, unlearned: str | os.PathLike, flag: str = "--unlearned"):
+        """B (or a retain model), in A's answer format and with A's answer rule. A name that is no
+        local folder or file and cannot be loaded from the hub either is one line naming ``flag``."""
+        from ..probe.sources import ModelLoadError, looks_local
         from .evaluate_models import load_unlearned
 
-        bundle = load_unlearned(str(unlearned), self.bundle, original_name=self.original, original_rows=self.rows,
-                                device=self.device, dtype=self.dtype, trust_remote_code=self.trust_remote_code)
-        bundle.answer_rule = self.bundle.answer_rule
+        name = str(unlearned)
         try:
-            return probe(bundle, self.kb, mode=self.mode, forms=self.forms, batch_size=self.batch_size,
-                         progress=self.progress).known_ids()
-        finally:
-            del bundle
+            bundle = load_unlearned(name, self.bundle, original_name=self.original, original_rows=self.rows,
+                                    device=self.device, dtype=self.dtype, trust_remote_code=self.trust_remote_code)
+        except ModelLoadError:
+            if Path(name).expanduser().exists():
+                raise
+            raise EvaluateError(f"{flag} {name}: no such checkpoint folder or file"
+                                + ("" if looks_local(name) else " (and not reachable as a hub name)"),
+                                file=name, field=flag) from None
+        bundle.answer_rule = self.bundle.answer_rule
+        return bundle
 
-    def verdict(self, unlearned: str | os.PathLike, target, *, method: str | None = None,
-                param: float | str | None = None) -> Verdict:
+    def probe_unlearned(self, unlearned) -> set[int]:
+        """K_B: the facts the unlearned model (a name, or a loaded bundle) knows, probed in A's
+        answer format and mode."""
+        from ..probe.probing import probe
+
+        bundle = self.load(unlearned) if isinstance(unlearned, (str, os.PathLike)) else unlearned
+        return probe(bundle, self.kb, mode=self.mode, forms=self.forms, batch_size=self.batch_size,
+                     progress=self.progress).known_ids()
+
+    def target_id(self, target) -> int:
+        """The fact id of ``target``; one the original does not know is an :class:`EvaluateError`."""
         t = resolve_target_ref(self.kb, target, self.kb_name)
         if t not in self.known:
             s, r, o = self.kb.facts[t]
             raise EvaluateError(f"--target [{t}] ({s}, {r}, {o}): the original model {self.original} does not know "
                                 "it, so there is nothing to unlearn", field="--target")
-        known_b = self.probe_unlearned(unlearned)
-        return judge_known(self.kb, self.rules, self.evaluator, self.known, known_b, t,
-                           original=self.original, unlearned=str(unlearned), kb_name=self.kb_name,
-                           mode=self.mode, forms=self.forms, budget=self.budget, method=method, param=param)
+        return t
+
+    def verdict(self, unlearned: str | os.PathLike, target, *, method: str | None = None,
+                param: float | str | None = None, checks=None, flag: str = "--unlearned") -> Verdict:
+        """The verdict of one B; ``checks`` (:class:`~.evaluate_checks.EvalChecks`) run on the same
+        loaded B. ``flag`` names B in a loading error."""
+        t = self.target_id(target)
+        if checks is not None:
+            checks.check_device(self.device_type)
+        bundle = self.load(unlearned, flag)
+        try:
+            return self.judge_bundle(bundle, str(unlearned), t, method=method, param=param, checks=checks)
+        finally:
+            del bundle
+
+    def judge_bundle(self, bundle, name: str, target: int, *, method=None, param=None, checks=None) -> Verdict:
+        """The verdict of a loaded B (``target``: a fact id A knows), its checks run on ``bundle``
+        (whose weights are as before afterwards)."""
+        known_b = self.probe_unlearned(bundle)
+        v = judge_known(self.kb, self.rules, self.evaluator, set(self.known), known_b, target,
+                        original=self.original, unlearned=name, kb_name=self.kb_name, mode=self.mode,
+                        forms=self.forms, budget=self.budget, method=method, param=param)
+        if checks is None:
+            return v
+        return Verdict(**{**v.model_dump(), **checks.run(self, bundle, target, v)})
 
 
 def judge_known(kb, rules, evaluator, known_a: set[int], known_b: set[int], target: int, *, original: str,
@@ -216,14 +278,28 @@ def judge_known(kb, rules, evaluator, known_a: set[int], known_b: set[int], targ
 
 
 def evaluate(original: str | os.PathLike, unlearned: str | os.PathLike | Sequence[str | os.PathLike], kb,
-             target, *, rules=None, mode: str | None = None, forms: str | None = None, **kw) -> Verdict | list[Verdict]:
+             target, *, rules=None, mode: str | None = None, forms: str | None = None, adversarial: bool = False,
+             adversarial_modes: Sequence[str] | None = None, adversarial_calibration=None,
+             relearn: Sequence[int] | None = None, relearn_size: int = 16, relearn_lr: float | None = None,
+             quantize: str | None = None, seed: int = 0, scores: bool = False, retain: str | os.PathLike | None = None,
+             **kw) -> Verdict | list[Verdict]:
     """Judge ``unlearned`` (one model, or a list: A is probed once) against ``original`` for
     ``target`` (a fact id or ``"S|r|O"``) on ``kb`` (a KnowledgeBase or a KB file). Keywords:
     ``protocol``, ``device``, ``dtype``, ``prompt``, ``answer_format``, ``trust_remote_code``,
     ``cache_dir`` (the probe cache of A), ``batch_size``, ``progress``, ``grounding_budget``.
-    Returns a :class:`Verdict` (a list of them for a list)."""
+    The checks (:mod:`.evaluate_checks`): ``adversarial`` (with ``adversarial_modes``,
+    ``adversarial_calibration``), the attacks ``relearn`` (a grid of step counts, e.g. ``[1, 2, 4]``),
+    ``relearn_size``, ``relearn_lr``, ``quantize`` (``"int8"``, ``"int4"``, ``"nf4"``), ``seed``,
+    and ``scores`` (with ``retain``, a retain model's checkpoint). Returns a :class:`Verdict` (a
+    list of them for a list)."""
+    from .evaluate_checks import EvalChecks
+
+    checks = EvalChecks.build(adversarial=adversarial, adversarial_modes=adversarial_modes,
+                              adversarial_calibration=adversarial_calibration, relearn=relearn,
+                              relearn_size=relearn_size, relearn_lr=relearn_lr, quantize=quantize, seed=seed,
+                              scores=scores, retain=None if retain is None else str(retain))
     judge = Judge(original, kb, rules=rules, mode=mode, forms=forms, **kw)
     if isinstance(unlearned, (str, os.PathLike)):
-        return judge.verdict(unlearned, target)
-    return [judge.verdict(u, target) for u in unlearned]
+        return judge.verdict(unlearned, target, checks=checks)
+    return [judge.verdict(u, target, checks=checks) for u in unlearned]
 
