@@ -38,7 +38,25 @@ class Step(BaseModel):
 
 class Verdict(BaseModel):
     """The judgement of one unlearned model (see the module docstring). Fact lists are KB fact
-    ids; ``*_facts`` spell them out."""
+    ids; ``*_facts`` spell them out.
+
+    :func:`judge_known` makes one from two known-fact sets, with no model: here B lost the
+    target and the facts of the best minimal set, so nothing derives the target back.
+
+    >>> import deepunlearn
+    >>> from deepunlearn.rules.metrics import Evaluator
+    >>> kb = deepunlearn.generate_family(8, seed=1)
+    >>> rules = deepunlearn.load_rules("family")
+    >>> t, known_a = kb.targets[0], set(range(len(kb.facts)))
+    >>> ev = Evaluator(kb, rules=rules, known=sorted(known_a))
+    >>> gone = set(ev.evaluate(t, [t]).set)          # a minimal deep-unlearning set of t
+    >>> v = judge_known(kb, rules, ev, known_a, known_a - gone, t, original="A", unlearned="B",
+    ...                 kb_name="kb", mode="exact", forms=None, budget=None)
+    >>> v.target_forgotten, v.deep, v.superficial, v.recall
+    (True, True, False, 1.0)
+    >>> print(v.text().splitlines()[-1])
+      deep: yes: the target is not derivable from what the model still knows
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -291,7 +309,24 @@ def evaluate(original: str | os.PathLike, unlearned: str | os.PathLike | Sequenc
     ``adversarial_calibration``), the attacks ``relearn`` (a grid of step counts, e.g. ``[1, 2, 4]``),
     ``relearn_size``, ``relearn_lr``, ``quantize`` (``"int8"``, ``"int4"``, ``"nf4"``), ``seed``,
     and ``scores`` (with ``retain``, a retain model's checkpoint). Returns a :class:`Verdict` (a
-    list of them for a list)."""
+    list of them for a list).
+
+    A model judged against itself has forgotten nothing (here A is the tiny model finetuned on
+    a four-person family; ``examples/evaluate_own_model.py`` judges a model unlearned by plain
+    torch code):
+
+    >>> import tempfile, pathlib, deepunlearn
+    >>> from deepunlearn.probe.tiny import build_tiny_model
+    >>> from deepunlearn.unlearn.finetune import FinetuneConfig, finetune
+    >>> work = pathlib.Path(tempfile.mkdtemp())
+    >>> kb = deepunlearn.generate_family(4, seed=0)
+    >>> a = deepunlearn.load_model(build_tiny_model(kb, work / "tiny"), device="cpu")
+    >>> _ = finetune(a, kb, FinetuneConfig.tiny(), out_dir=work / "A", progress=False)
+    >>> kb_file = deepunlearn.save_kb(kb, work / "kb.json")
+    >>> v = evaluate(work / "A", work / "A", kb_file, kb.targets[0], progress=False)
+    >>> v.forgotten, v.target_forgotten, v.deep, v.recall
+    ([], False, False, 0.0)
+    """
     from .evaluate_checks import EvalChecks
 
     checks = EvalChecks.build(adversarial=adversarial, adversarial_modes=adversarial_modes,
