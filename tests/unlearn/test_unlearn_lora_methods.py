@@ -1,4 +1,4 @@
-"""Issue 12 item 4: LoRA for TV and WHP. TV's task vector is the reinforced adapter's delta
+"""LoRA for TV and WHP. TV's task vector is the reinforced adapter's delta
 ``ΔW = s·B·A`` and ``θ - α·ΔW`` is the adapter scaled by ``-α`` (checked against the weights
 computed by hand); WHP's two distributions are ONE model with the adapter switched off and on;
 the loop, the CLI and sweeps run both in LoRA mode; after a run the model is bit-identical."""

@@ -1,4 +1,4 @@
-"""Issue 11 items 8 and 9 for the unlearn layer: grid and parameter values are checked before a
+"""The unlearn layer's input checks: grid and parameter values are checked before a
 model is loaded (NaN, infinities, negative alpha, non-integer steps), with errors naming the flag
 and the bad value; ``parse_grid`` never raises anything but a user error (hypothesis)."""
 
