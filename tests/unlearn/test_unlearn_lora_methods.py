@@ -198,7 +198,8 @@ def test_save_model_with_lora_is_refused_before_loading(kb_file, tmp_path, capsy
     assert rc == 1
     assert cap.err.strip() == (
         "deepunlearn unlearn: error: --save-model: --lora trains an adapter that is removed after the run (the "
-        "base weights never change, so there is no unlearned model to save); use ga, npo or tv without --lora")
+        "base weights never change, so there is no unlearned model to save); use ga, npo, tv or another method that "
+        "changes the weights, without --lora")
     assert json.loads(cap.out)["field"] == "--save-model"
     assert not (tmp_path / "out").exists()
 
