@@ -198,12 +198,12 @@ def check_config(cfg: SweepConfig) -> None:
             raise cfg.error("targets", "scores / reference measure single-target runs; batch and sequential "
                             "requests record recall, deep and accuracy only: set scores = false and reference = 'none'")
     if cfg.targets.sequential:
-        from ..unlearn.methods import GradientUnlearner
+        from ..unlearn.methods import GradientUnlearner, catalog
 
         bad = [m for m in cfg.methods if not issubclass(METHODS[m], GradientUnlearner)]
         if bad:
             raise cfg.error(f"methods.{bad[0]}", "sequential requests keep each request's weights: use gradient "
-                            "methods (ga, npo, graddiff, du_loop, ...), not TV or WHP")
+                            f"methods (ga, npo, graddiff, du_loop, ...), not {catalog.titles('strength')}")
         if cfg.lora:
             raise cfg.error("lora", "sequential requests need full mode (a weight snapshot), not LoRA")
     check_attacks(cfg)
