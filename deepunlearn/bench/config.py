@@ -343,11 +343,23 @@ def parse_config(data: Any, source: str = "<config>", base: str | os.PathLike | 
 
 
 def load_config(path: str | os.PathLike, **overrides: Any) -> SweepConfig:
-    """Read a sweep configuration from ``.toml`` or ``.yaml``/``.yml`` (or ``.json``).
+    r"""Read a sweep configuration from ``.toml`` or ``.yaml``/``.yml`` (or ``.json``).
 
     ``overrides`` replace top-level fields before validation (the CLI's ``-o``, ``--executor``);
     their paths are taken as given (relative to the working directory). Any problem with the
     file is a :class:`ConfigError` naming it (and the field); see :mod:`.config_files`.
+
+    >>> import tempfile, pathlib
+    >>> cfg_file = pathlib.Path(tempfile.mkdtemp()) / "sweep.toml"
+    >>> _ = cfg_file.write_text('kb = "kb.json"\n[[models]]\nname = "tiny"\npath = "tiny"\n[methods]\nga = [1, 4]\n')
+    >>> cfg = load_config(cfg_file)
+    >>> cfg.methods, cfg.models[0].name, pathlib.Path(cfg.kb).name
+    ({'ga': [1, 4]}, 'tiny', 'kb.json')
+    >>> _ = cfg_file.write_text('kb = "kb.json"\n[[models]]\nname = "tiny"\npath = "tiny"\n[methods]\nga = [0]\n')
+    >>> load_config(cfg_file)
+    Traceback (most recent call last):
+    ...
+    deepunlearn.bench.config.ConfigError: .../sweep.toml: field methods: method 'ga': grid value 0 is not a positive whole number of steps
     """
     p = Path(path)
     data = read_config_data(p, ConfigError)

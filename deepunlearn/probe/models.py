@@ -20,9 +20,10 @@ import json
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import atomic_write_text, load_json
+from .hf_quiet import quiet_hf  # noqa: F401  (re-exported: many modules import it from here)
 from .gguf import find_gguf, gguf_architecture, quiet_gguf, strip_quantization
 from .chat import chat_format
 from .prompts import PromptFormat
@@ -109,34 +110,6 @@ def check_device(device: str | None, *, flag: str | None = None) -> str:
         return str(device)
     raise ModelLoadError(f"{where}: unsupported device type {dev.type!r}; expected cpu, cuda, cuda:N or mps",
                          field=flag)
-
-
-@contextlib.contextmanager
-def quiet_hf(errors_only: bool = False) -> Iterator[None]:
-    """Silence transformers' and huggingface_hub's progress bars ("Loading weights", "Writing
-    model shards", downloads) for the block, and with ``errors_only`` transformers' warnings
-    too (a load report table of missing weights: :func:`load_model` raises its own one-line
-    error for those); then restore every setting as it was. Our own tqdm bars (probing,
-    finetuning, unlearning) are not theirs and stay."""
-    import huggingface_hub.utils as hub_utils
-    from transformers.utils import logging as tf_logging
-
-    tf_was = tf_logging.is_progress_bar_enabled()
-    hub_was_off = hub_utils.are_progress_bars_disabled()
-    verbosity = tf_logging.get_verbosity()
-    tf_logging.disable_progress_bar()  # also disables huggingface_hub's
-    if errors_only:
-        tf_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        tf_logging.set_verbosity(verbosity)
-        if tf_was:
-            tf_logging.enable_progress_bar()
-        if hub_was_off:
-            hub_utils.disable_progress_bars()
-        else:
-            hub_utils.enable_progress_bars()
 
 
 _DTYPES = {
