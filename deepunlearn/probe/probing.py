@@ -87,6 +87,16 @@ def probe(
     ``batch_size``: facts per forward pass; ``None`` or ``"auto"`` (default) sizes batches to the
     free memory on CUDA (:func:`~deepunlearn.probe.batching.resolve_batch_size`) and takes 64 on
     CPU. The result keeps the order of ``fact_ids``.
+
+    >>> import tempfile
+    >>> from deepunlearn.kg.domains.family.generate import generate_family
+    >>> from deepunlearn.probe.models import load_model
+    >>> from deepunlearn.probe.tiny import build_tiny_model
+    >>> kb = generate_family(5, seed=0)
+    >>> bundle = load_model(build_tiny_model(kb, tempfile.mkdtemp(), hidden=32, layers=1, heads=2), device="cpu")
+    >>> res = probe(bundle, kb, progress=False)      # an untrained model: it knows none of the facts
+    >>> len(res) == len(kb.facts), res.known_ids(), res.mode
+    (True, set(), 'exact')
     """
     import torch
 

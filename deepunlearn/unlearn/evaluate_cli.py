@@ -11,6 +11,12 @@ param]``) judges many B's, appending one JSON line per row to ``-o OUT.jsonl`` a
 already judged there are skipped, so an interrupted run picks up where it stopped
 (:mod:`.evaluate_manifest`); ``deepunlearn evaluate-report OUT.jsonl -o DIR`` turns those lines
 into a results store and the sweep report (:mod:`deepunlearn.bench.verdict_store`).
+
+The checks a sweep and ``deepunlearn attack`` run, on each B (:mod:`.evaluate_checks`):
+``--adversarial`` (``--adversarial-modes``, ``--adversarial-calibration``), the attacks
+``--relearn N,N,...`` (``--relearn-size``, ``--relearn-lr``, ``--seed``) and ``--quantize
+int8|int4|nf4``, and ``--scores`` (``--retain R``: a retain model for the reference-based
+measures). B is loaded once for its probe and its checks; the attacks put its weights back.
 """
 
 from __future__ import annotations
@@ -59,6 +65,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-dir", default=None,
                    help="probe cache for the original's probe (default: $DEEPUNLEARN_CACHE/probe or "
                         "~/.cache/deepunlearn/probe)")
+    from .attack_run import add_attack_args
+    from .checks_cli import add_adversarial_args
+
+    add_adversarial_args(p)
+    add_attack_args(p, quantize_choices=False)
+    p.add_argument("--scores", action="store_true",
+                   help="also record how much remains: answer probability, truth ratio, exposure, ROUGE-L, Min-K%%, "
+                        "model utility (on the target, its minimal set and the rest of K)")
+    p.add_argument("--retain", default=None, metavar="R",
+                   help="with --scores: a retain model (the base trained without the target's reference set) for "
+                        "forget quality and generalised exposure")
     p.add_argument("-o", "--output", default=None, metavar="OUT",
                    help="write the verdicts (JSON; with --manifest: JSON lines, appended, resumable)")
     add_threads(p)
@@ -79,6 +96,24 @@ def _judge(args):
                  model_derived=args.model_derived)
 
 
+def _checks(args):
+    """The checks of the flags (None when none is asked for); a bad value is one line naming its
+    flag, before any model loads."""
+    from ..cli import CLIError
+    from .attack_run import attack_params
+    from .checks_cli import adversarial_kwargs
+    from .evaluate_checks import EvalChecks
+
+    adv = adversarial_kwargs(args)
+    attacks = attack_params(args, required=False)
+    if args.retain is not None and not args.scores:
+        raise CLIError("--retain: the retain model is the reference of the scores: give --scores too", field="--retain")
+    checks = EvalChecks(adversarial=adv.get("adversarial", False), adversarial_modes=adv.get("adversarial_modes"),
+                        calibration=adv.get("adversarial_calibration"), attacks=attacks, relearn_lr=args.relearn_lr,
+                        seed=args.seed, scores=args.scores, retain=args.retain)
+    return checks if checks.active else None
+
+
 def _evaluate(args: argparse.Namespace) -> int:
     from ..cli import CLIError, apply_threads, emit
     from ..errors import atomic_write_text, dumps
@@ -89,17 +124,19 @@ def _evaluate(args: argparse.Namespace) -> int:
         from .evaluate_manifest import read_manifest, run_manifest
 
         rows = read_manifest(args.manifest)  # a bad manifest is one line before any model loads
+        checks = _checks(args)
         apply_threads(args)
-        return run_manifest(args, rows, _judge(args))
+        return run_manifest(args, rows, _judge(args), checks)
     if args.target is None:
         raise CLIError("--target is required (a fact index or 'subject|relation|object')", field="--target")
     if args.output and Path(args.output).is_dir():
         raise CLIError(f"-o {args.output}: is a folder, expected a file", file=args.output, field="-o")
+    checks = _checks(args)
     apply_threads(args)
     judge = _judge(args)
     from tqdm import tqdm
 
-    verdicts = [judge.verdict(b, args.target)
+    verdicts = [judge.verdict(b, args.target, checks=checks)
                 for b in tqdm(args.unlearned, desc="unlearned models", unit=" model", file=sys.stderr,
                               disable=args.json or len(args.unlearned) < 2, leave=False)]
     dicts = [v.model_dump() for v in verdicts]

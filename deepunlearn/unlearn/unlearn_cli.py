@@ -225,11 +225,14 @@ def _check_save_model(args, method, single: bool) -> None:
     if not single:
         raise CLIError("--save-model saves one target's unlearned model: give --target one fact, not 'all'",
                        field="--save-model")
-    if method.name == "whp" or args.lora:
-        why = "WHP changes the output distribution, not the weights" if method.name == "whp" else \
+    mixed = catalog.find(method.name) is not None and catalog.find(method.name).memory.mixed_forward
+    if mixed or args.lora:
+        why = f"{catalog.title(method.name)} changes the output distribution, not the weights" if mixed else \
             "--lora trains an adapter that is removed after the run (the base weights never change, so there is " \
             "no unlearned model to save)"
-        raise CLIError(f"--save-model: {why}; use ga, npo or tv without --lora", field="--save-model")
+        keep = [n for n in catalog.names() if not catalog.get_spec(n).memory.mixed_forward]
+        raise CLIError(f"--save-model: {why}; use {', '.join(keep[:3])} or another method that changes the weights, "
+                       "without --lora", field="--save-model")
 
 
 def _unlearn(args) -> int:
