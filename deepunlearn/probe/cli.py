@@ -1,13 +1,16 @@
 """``deepunlearn probe``: which facts of a KB does a model know?
 
 ``deepunlearn probe --model DIR --kb KB.json [-o KNOWN.json] [--protocol default|reference]
-[--mode exact|generate|yesno|rank|any] [--forms SEL] [--answer-format NAME|TEMPLATE] --json``
+[--mode exact|generate|yesno|rank|any|compose] [--forms SEL] [--answer-format NAME|TEMPLATE] --json``
 prints ``{"known": int, "total": int, "mode": ..., "prompt_format": {...}, ...}``; KNOWN.json
 lists the known fact ids and facts. ``--forms`` picks the probe forms (
 :func:`deepunlearn.kg.forms.select_forms`: ``default``, ``all``, a split, form names, comma
 separated); over forms (any selection but ``default``, or the modes yesno, rank, any) the JSON
 adds ``forms``, ``fallback`` and ``per_form`` (``{form: {mode: [known, probed]}}``) and the text
-output a table of them (:mod:`deepunlearn.probe.forms_probe`).
+output a table of them (:mod:`deepunlearn.probe.forms_probe`). ``--mode compose --compose FILE``
+asks the derived facts through the multi-hop questions of ``deepunlearn rules compose``
+(:mod:`deepunlearn.probe.compose_probe`); the JSON adds ``compose_questions``,
+``compose_answered``, ``compose_by_rule`` and KNOWN.json every question with its verdict.
 
 The protocol picks the probe mode (``reference``: generate, the reference's rule; ``default``:
 exact) and the answer format (``reference``: always the model family's, as the reference

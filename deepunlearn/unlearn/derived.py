@@ -49,6 +49,16 @@ def model_derived(bundle, kb, target: int, rules, *, direct: bool, questions: Se
             "answered": answered, "model_derived": derived, "deep_model": not derived}
 
 
+def note_model_derived(point, bundle, kb, target: int, rules, questions: Sequence, batch_size=None) -> None:
+    """Record the model-derived verdict of a :class:`~deepunlearn.unlearn.points.Point` in its
+    notes (``model_derived``, ``deep_model``), the model being at that point now; ``direct`` is
+    the point's own probe of the target."""
+    md = model_derived(bundle, kb, target, rules, direct=not point.target_forgotten, questions=questions,
+                       batch_size=batch_size)
+    point.notes["deep_model"] = md.pop("deep_model")
+    point.notes["model_derived"] = md
+
+
 def derived_line(point: dict) -> str:
     """The model-derived verdict of a point for the text tables ("" when it has none).
 

@@ -376,12 +376,9 @@ def _run_target(runner, t: int, method, grid, args, point, bundle, kb) -> list:
         if save_at is not None and float(p.param) == save_at:
             _save_model(bundle, args.save_model, method.name, t, p, runner, kb)
         if questions is not None and float(p.param) == chosen:
-            from .derived import model_derived
+            from .derived import note_model_derived
 
-            md = model_derived(bundle, kb, t, runner.evaluator.rules, direct=not p.target_forgotten,
-                               questions=questions, batch_size=args.batch_size)
-            p.notes["deep_model"] = md.pop("deep_model")
-            p.notes["model_derived"] = md
+            note_model_derived(p, bundle, kb, t, runner.evaluator.rules, questions, args.batch_size)
         points.append(p)
     return points
 
