@@ -204,6 +204,11 @@ def _probe(args: argparse.Namespace) -> int:
         return bundle
 
     apply_threads(args)
+    from . import calibrate_cli
+
+    if mode == "compose" and (args.scores or args.mia or args.holdout or args.facts or calibrate_cli.wanted(args)):
+        raise CLIError("--mode compose is the known/total probe of derived facts: no --scores, --mia, --holdout, "
+                       "--facts or calibration", field="--mode")
     kb = load_kb(args.kb)
     if args.forms is not None:
         from ..kg.forms import parse_selection
@@ -224,8 +229,6 @@ def _probe(args: argparse.Namespace) -> int:
         if args.facts and not (args.scores or args.mia):
             raise CLIError("--facts is for --scores or --mia", field="--facts")
         return run(args, kb, lambda: load(args.model, kb, args.device, args.dtype, **fmt))
-    from . import calibrate_cli
-
     if calibrate_cli.wanted(args):
         return calibrate_cli.run(args, kb, lambda name: load(name, kb, args.device, args.dtype, **fmt))
     if mode in ("any", "any_raw"):

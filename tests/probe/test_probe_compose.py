@@ -88,3 +88,7 @@ def test_cli_writes_the_known_derived_facts(bundle, two_families, tmp_path, caps
     assert main(["probe", "--model", str(bundle.name), "--kb", str(kb_file), "--mode", "compose"]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--compose" in err[0]
+    assert main(["probe", "--model", str(bundle.name), "--kb", str(kb_file), "--mode", "compose",
+                 "--compose", str(cfile), "--scores"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--mode compose" in err[0]
