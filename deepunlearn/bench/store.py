@@ -51,7 +51,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from ..errors import UserError, dumps
 from .store_guard import discard, guard, is_corrupt
-from .store_point import _GROUPS_KEY, METRIC_COLUMNS, TIMING_KEYS, Point, _extra_json, _opt_float, _param  # noqa: F401
+from .store_point import METRIC_COLUMNS, TIMING_KEYS, Point, _param  # noqa: F401  (re-exported)
 
 SCHEMA_VERSION = 1
 STORE_NAME = "results.sqlite"
@@ -93,6 +93,18 @@ _JOB_COLUMNS = ("model", "target", "method", "status", "reason", "finished_at")
 
 class StoreError(UserError, ValueError):
     """The results store belongs to another sweep or cannot be read."""
+
+
+#: the key of a point's group accuracies in the ``extra`` column
+_GROUPS_KEY = "accuracy_groups"
+
+
+def _extra_json(p: Point) -> str:
+    """The ``extra`` column: the point's extra keys plus its group accuracies as ordered pairs."""
+    extra = dict(p.extra)
+    if p.accuracy_groups is not None:
+        extra[_GROUPS_KEY] = [[g, a] for g, a in p.accuracy_groups.items()]
+    return dumps(extra, sort_keys=True, default=str)
 
 
 class ResultsStore:

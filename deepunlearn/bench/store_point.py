@@ -1,7 +1,10 @@
-"""One evaluated point of a sweep (:class:`Point`) and how its values become store columns.
+"""One evaluated point of a sweep (:class:`Point`), as the results store keeps it.
 
-A point's ``seed`` is its run seed (``[run] seeds``, :mod:`.config_run`); None stands for the
-sweep's seed, which is what a store written before the seed column holds.
+A point is one (model, target, method, parameter) of a trajectory: the paper's recall and
+accuracy, the accuracy's parts, the facts forgotten, and optionally its measures, the accuracy per
+relation group and the bounds of a sampled accuracy. :mod:`.store` writes and reads them. A point's
+``seed`` is its run seed (``[run] seeds``, :mod:`.config_run`); None stands for the sweep's seed,
+which is what a store written before the seed column holds.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import dumps
+__all__ = ["METRIC_COLUMNS", "TIMING_KEYS", "Point"]
 
 #: Columns of a point besides its key, in the order of ``TargetRunner`` point dicts.
 METRIC_COLUMNS = (
@@ -19,6 +22,7 @@ METRIC_COLUMNS = (
 
 #: extra keys that are wall-clock times, not results (a rerun gives other values)
 TIMING_KEYS = ("seconds",)
+
 
 @dataclass(frozen=True)
 class Point:
@@ -88,18 +92,6 @@ class Point:
         if self.measures is not None:  # absent, not null, when scores were off (older outputs unchanged)
             d["measures"] = self.measures
         return d
-
-
-#: the key of a point's group accuracies in the ``extra`` column
-_GROUPS_KEY = "accuracy_groups"
-
-
-def _extra_json(p: Point) -> str:
-    """The ``extra`` column: the point's extra keys plus its group accuracies as ordered pairs."""
-    extra = dict(p.extra)
-    if p.accuracy_groups is not None:
-        extra[_GROUPS_KEY] = [[g, a] for g, a in p.accuracy_groups.items()]
-    return dumps(extra, sort_keys=True, default=str)
 
 
 def _param(x: Any) -> float:
