@@ -103,3 +103,22 @@ def per_seed(path: str | None, seed: int) -> str | None:
 
 def is_per_seed(path: str | None) -> bool:
     return path is not None and SEED_FIELD in path
+
+
+def model_paths(cfg: Any) -> dict[str, str]:
+    """``{name: path}`` of every checkpoint a sweep loads: a per-seed model is one per run seed,
+    named ``NAME@seedS`` (each fingerprinted like a model of its own)."""
+    return {(f"{m.name}@seed{s}" if is_per_seed(m.path) else m.name): per_seed(m.path, s)
+            for m in cfg.models for s in run_seeds(cfg)}
+
+
+def seeds_manifest(cfg: Any) -> dict[str, Any]:
+    """What the manifest records of repeated runs: the run seeds and each seed's calibration digest."""
+    from pathlib import Path
+
+    from .config_paths import file_digest
+
+    out: dict[str, Any] = {"run_seeds": run_seeds(cfg)} if cfg.run is not None and cfg.run.seeds else {}
+    if is_per_seed(cfg.adversarial_calibration):
+        out["calibrations"] = {s: file_digest(Path(per_seed(cfg.adversarial_calibration, s))) for s in run_seeds(cfg)}
+    return out

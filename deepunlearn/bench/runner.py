@@ -38,7 +38,7 @@ from ..probe.cache import CacheDirError, check_cache_dir
 from ..probe.fingerprint import kb_fingerprint
 from ..probe.protocol import get_protocol
 from .config import SET_NAMES, ConfigError, SweepConfig, TargetSpec
-from .config_run import is_per_seed, per_seed, run_seeds
+from .config_run import model_paths, per_seed, run_seeds, seeds_manifest
 from .config_accuracy import accuracy_options, check_accuracy
 from .config_probe import check_attacks, check_forms, runner_probe_options
 from .executors import Executor, make_executor
@@ -282,9 +282,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
     out = cfg.output_dir
     kb_fp = kb_fingerprint(kb)
     fp = cfg.fingerprint(_sweep_kb_key(kb, kb_fp))
-    # a per-seed model ({seed} in its path) is one checkpoint per run seed, each checked as a model
-    models = {(f"{m.name}@seed{s}" if is_per_seed(m.path) else m.name): per_seed(m.path, s)
-              for m in cfg.models for s in run_seeds(cfg)}
+    models = model_paths(cfg)  # a per-seed model: one checkpoint per run seed, each checked as a model
 
     check_output(out, flag="output", force=True, folder=True)  # a file or device there is one line, not a crash
     with SweepLock(out), ResultsStore(out, discard_damaged=overwrite) as store:
@@ -300,9 +298,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             "kb_facts": len(kb), "targets": targets, "versions": _versions(),
             "models": {m.name: model_manifest(cfg, m.name) for m in cfg.models},
             "seed": cfg.seed, "job_seed": "first 4 bytes (big-endian) of sha256(json [seed, model, target, method])",
-            **({"run_seeds": run_seeds(cfg)} if cfg.run is not None and cfg.run.seeds else {}),
-            **({"calibrations": {s: _file_digest(per_seed(cfg.adversarial_calibration, s)) for s in run_seeds(cfg)}}
-               if is_per_seed(cfg.adversarial_calibration) else {}),
+            **seeds_manifest(cfg),
             "store": str(store.path),
         })
         jobs, done_points = plan_jobs(cfg, targets, store)
@@ -359,14 +355,9 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             run_rec.update({"ended": _dt.datetime.now().isoformat(timespec="seconds"), "points_computed": computed,
                             "seconds": round(time.perf_counter() - t0, 3)})
             _write_json_atomic(manifest_path, manifest)
-        seeds = set(run_seeds(cfg))
-        points = [p for p in store.points() if p.target in set(targets) and p.seed in seeds]
+        points = [p for p in store.points() if p.target in set(targets) and p.seed in run_seeds(cfg)]
     return SweepOutcome(out, points, summarize(points, groups=kb.groups), targets, skipped, resumed, computed, time.perf_counter() - t0,
                         cfg)
-
-
-def _file_digest(path: str | None) -> str:
-    return "sha256:" + hashlib.sha256(Path(str(path)).read_bytes()).hexdigest()
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:
