@@ -52,7 +52,8 @@ class AttackParams(BaseModel):
     ``relearn_lr``: the attack's learning rate (``None``: the one the caller passes, the run's
     unlearning lr); ``relearn_on``: what the attack trains on, ``"other"`` (a sample of K minus
     the target and its chosen set) or ``"split"`` (half the chosen set and the target's other
-    forms, :mod:`~deepunlearn.unlearn.relearn_pool`; ``relearn_size`` does not apply); ``quantize``: ``"int8"`` (CPU), ``"int4"`` / ``"nf4"`` (4-bit, any device) or ``None``;
+    forms, :mod:`~deepunlearn.unlearn.relearn_pool`; ``relearn_size`` does not apply);
+    ``quantize``: ``"int8"`` (CPU), ``"int4"`` / ``"nf4"`` (4-bit, any device) or ``None``;
     ``at``: attack at the ``last`` grid point only or at ``all`` of them."""
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)

@@ -1,7 +1,8 @@
 """``deepunlearn unlearn``'s options for probe forms and for asking again:
 ``--forms`` (what the methods unlearn on), ``--probe-forms`` (the primary probe's forms),
 ``--adversarial`` (recall under any form and any mode, and the superficial forgetting rate) and
-the attacks ``--relearn`` / ``--relearn-size`` / ``--relearn-lr`` / ``--relearn-on`` / ``--quantize`` / ``--attack-at``."""
+the attacks ``--relearn`` / ``--relearn-size`` / ``--relearn-lr`` / ``--relearn-on`` / ``--quantize`` /
+``--attack-at``."""
 
 from __future__ import annotations
 
