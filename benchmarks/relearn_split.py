@@ -11,7 +11,8 @@ before the attack that are known after it: for ``split`` the held-out half and t
 ``other`` the whole chosen set and the target (nothing of it was trained on); only those facts
 are re-probed during the attacks (the point itself is probed on all of K). One JSON line per
 (method, target), appended as it goes; a rerun skips the lines already there. ``--table`` prints
-the markdown table (means with 95 % bootstrap intervals over targets) of a results file.
+the markdown table (means with 95 % bootstrap intervals over targets) of a results file; its
+last column is the share of the targets forgotten before the attack that are known after the last N.
 """
 
 from __future__ import annotations
@@ -102,14 +103,15 @@ def _table(args) -> None:
         mean = sum(vals) / len(vals)
         return f"{mean:.2f} [{lo:.2f}, {hi:.2f}]" if lo is not None else f"{mean:.2f}"
 
-    print("| method (value) | pool | n | " + " | ".join(f"N = {n}" for n in steps) + " | target known (N = "
+    print("| method (value) | pool | n | " + " | ".join(f"N = {n}" for n in steps) + " | target back (N = "
           f"{steps[-1]}) |")
     print("|---|---|---|" + "---|" * len(steps) + "---|")
     for method in dict.fromkeys(r["method"] for r in rows):
         mine = [r for r in rows if r["method"] == method]
         for pool in ("other", "split"):
             n = sum(1 for r in mine if r[pool].get(str(steps[-1])) is not None)
-            tk = [float(r[f"{pool}_target"][str(steps[-1])]) for r in mine if str(steps[-1]) in r[f"{pool}_target"]]
+            tk = [float(r[f"{pool}_target"][str(steps[-1])]) for r in mine
+                  if str(steps[-1]) in r[f"{pool}_target"] and r["target"] in r["forgotten_before"]]
             print(f"| `{method}` ({mine[0]['value']:g}) | {pool} | {n} | "
                   + " | ".join(cell([r[pool].get(str(s)) for r in mine]) for s in steps) + f" | {cell(tk)} |")
 

@@ -46,7 +46,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="attack an unlearned model: relearn on facts it was not asked to forget, or quantise it, and re-probe",
         description=(
             "Probe an unlearned model on K (what --original knew, or the whole KB), then attack it: finetune "
-            "N steps (each N of --relearn) on a sample of K minus the target and its chosen minimal set, and/or "
+            "N steps (each N of --relearn) on a sample of K minus the target and its chosen minimal set (or, with "
+            "--relearn-on split, on half that set and the target's other forms), and/or "
             "quantise its Linear layers (--quantize), re-probing after each; prints recall and accuracy before "
             "and after every attack. The weights are restored exactly after each attack; nothing is written."
         ),
