@@ -1,16 +1,16 @@
 """Does forgetting on the primary question reach the other forms? (Eval-DU+; docs/results.md)
 
     python benchmarks/forms_transfer.py --kb edu-forms.json --model tiny-forms -o transfer.jsonl \
-        [--targets 12] [--methods ga:4,npo:4] [--forms primary,qa1,st2,question,qa2,qa3,st3]
+        [--targets 12] [--refs T,T,...] [--methods ga:4,npo:4] [--forms primary,qa1,st2,question,qa2,qa3,st1,st3]
 
 Per (method, target): the target is probed (exact) under each form of ``--forms`` on the model as
 finetuned, then unlearnt on its primary question at one grid value, and probed again under each
-form at that point. One JSON line per (method, target) with the forms known before and after,
+form at that point (the first ``--targets`` of ``--refs`` the model knows). One JSON line per (method, value, target) with the forms known before and after,
 appended as it goes; a rerun skips the lines already there. ``--table A.jsonl,B.jsonl --held-out
 qa2,qa3,st3`` prints the markdown table: per file and method, the share of targets forgotten under
 the primary form and, among the targets known under a held-out form before, the share forgotten
-under it (per form and under every held-out form it knew), with 95 % bootstrap intervals over
-targets.
+under it (per form, and under every form of ``--every`` it knew), with 95 % bootstrap intervals
+over targets and the number of targets behind each.
 """
 
 from __future__ import annotations
@@ -34,11 +34,12 @@ def _run(args) -> None:
     out = Path(args.output)
     done = set()
     if out.exists():
-        done = {(r["method"], r["target"]) for r in map(json.loads, out.read_text().splitlines())}
+        done = {(r["method"], r["value"], r["target"]) for r in map(json.loads, out.read_text().splitlines())}
     kb = load_kb(args.kb)
     bundle = load_model(args.model, device="cpu")
     runner = TargetRunner(bundle, kb, cache_dir=args.cache_dir, progress=False)
-    targets = [t for t in kb.targets if t in runner.known][:args.targets]
+    refs = [int(t) for t in args.refs.split(",")] if args.refs else kb.targets
+    targets = [t for t in refs if t in runner.known][:args.targets]
 
     def known_forms(ids, model_fn=None) -> dict[int, list[str]]:
         per = {int(t): [] for t in ids}
@@ -51,7 +52,7 @@ def _run(args) -> None:
     with out.open("a") as fh:
         for method, value in methods:
             for t in targets:
-                if (method, t) in done:
+                if (method, value, t) in done:
                     continue
                 t0 = time.perf_counter()
                 for p in runner.run(t, method, grid=[value], seed=0):  # the model is unlearnt while suspended here
@@ -68,6 +69,7 @@ def _table(args) -> None:
     from deepunlearn.bench.bootstrap import bootstrap_interval
 
     held = args.held_out.split(",")
+    group = args.every.split(",") if args.every else held
 
     def cell(values):
         if not values:
@@ -77,16 +79,16 @@ def _table(args) -> None:
         return f"{mean:.2f} [{lo:.2f}, {hi:.2f}] ({n})" if lo is not None else f"{mean:.2f} ({n})"
 
     print("| model | method (value) | primary | " + " | ".join(f"`{f}`" for f in held)
-          + " | every held-out form known before | accuracy |")
+          + f" | every form of {', '.join(group)} known before | accuracy |")
     print("|---|---|---|" + "---|" * len(held) + "---|---|")
     for path in args.table.split(","):
         rows = [json.loads(x) for x in Path(path).read_text().splitlines()]
-        for method in dict.fromkeys(r["method"] for r in rows):
-            mine = [r for r in rows if r["method"] == method and "primary" in r["before"]]
+        for method, value in dict.fromkeys((r["method"], r["value"]) for r in rows):
+            mine = [r for r in rows if (r["method"], r["value"]) == (method, value) and "primary" in r["before"]]
             prim = [float("primary" not in r["after"]) for r in mine]
             per = [[float(f not in r["after"]) for r in mine if f in r["before"]] for f in held]
-            every = [float(not any(f in r["after"] for f in held if f in r["before"]))
-                     for r in mine if any(f in r["before"] for f in held)]
+            every = [float(not any(f in r["after"] for f in group if f in r["before"]))
+                     for r in mine if any(f in r["before"] for f in group)]
             acc = [r["accuracy"] for r in mine]
             print(f"| {mine[0]['model']} | `{method}` ({mine[0]['value']:g}) | {cell(prim)} | "
                   + " | ".join(cell(v) for v in per) + f" | {cell(every)} | {cell(acc)} |")
@@ -99,10 +101,12 @@ def main() -> None:
     p.add_argument("-o", "--output")
     p.add_argument("--targets", type=int, default=12)
     p.add_argument("--methods", default="ga:4,npo:4")
-    p.add_argument("--forms", default="primary,qa1,st2,question,qa2,qa3,st3")
+    p.add_argument("--refs", default=None, help="the targets (fact ids, comma-separated; default: the KB's)")
+    p.add_argument("--forms", default="primary,qa1,st2,question,qa2,qa3,st1,st3")
     p.add_argument("--cache-dir", default=None)
     p.add_argument("--table", default=None, help="print the table of these results files (comma-separated) and stop")
-    p.add_argument("--held-out", default="qa2,qa3,st3")
+    p.add_argument("--held-out", default="qa1,st2,question,qa2,qa3,st1,st3", help="the forms of the table's columns")
+    p.add_argument("--every", default=None, help="the forms of its 'every form' column (default: --held-out)")
     args = p.parse_args()
     _table(args) if args.table else _run(args)
 
