@@ -211,3 +211,21 @@ def test_attack_cli_relearns_on_the_split(five_people_model_dir, five_people_kb,
     with pytest.raises(SystemExit) as e:
         main(args + ["--relearn-on", "half"])
     assert e.value.code == 2 and "--relearn-on: invalid choice: 'half'" in capsys.readouterr().err
+
+
+def test_unlearn_cli_attacks_on_the_split_without_the_forms_it_probes(five_people_model_dir, five_people_kb, tmp_path,
+                                                                      capsys):
+    from deepunlearn.cli import main
+    from deepunlearn.kg.io import save_kb
+
+    kb_file = save_kb(five_people_kb, tmp_path / "kb.json")
+    t = five_people_kb.targets[0]
+    assert main(["unlearn", "--model", str(five_people_model_dir), "--kb", str(kb_file), "--method", "ga", "--grid",
+                 "1,8", "--cache-dir", str(tmp_path / "cache"), "--lr", "3e-3", "--target", str(t), "--relearn", "1,4",
+                 "--relearn-on", "split", "--probe-forms", "primary,st1", "--json"]) == 0
+    first, last = json.loads(capsys.readouterr().out)["points"]
+    assert "relearn_on" not in first and last["relearn_on"] == "split"
+    assert last["held_out"][-1] == t and set(last["recovered_relearn"]) == {"1", "4"}
+    # the forms the probe asks are not trained on: neither the primary question nor st1
+    assert last["relearn_forms"] == [f.name for f in target_forms(five_people_kb, t, "primary,st1")]
+    assert "st1" not in last["relearn_forms"] and "primary" not in last["relearn_forms"]
