@@ -10,7 +10,8 @@ target's other forms). Recovery after N steps is the share of the re-probed fact
 before the attack that are known after it: for ``split`` the held-out half and the target, for
 ``other`` the whole chosen set and the target (nothing of it was trained on); only those facts
 are re-probed during the attacks (the point itself is probed on all of K). One JSON line per
-(method, target), appended as it goes; a rerun skips the lines already there. ``--table`` prints
+(method, target), appended as it goes (``--no-forms``: the split trains on the half of the set
+alone, leaving out the target's forms); a rerun skips the lines already there. ``--table`` prints
 the markdown table (means with 95 % bootstrap intervals over targets) of a results file; its
 last column is the share of the targets forgotten before the attack that are known after the last N.
 """
@@ -65,6 +66,8 @@ def _run(args) -> None:
             record["forgotten_before"] = sorted(set(held) - before)
             t0 = time.perf_counter()
             plan = split_plan(r.kb, r.chosen_set(t), t, seed=r.seed, probe_forms=r.forms)
+            if args.no_forms:  # the half of the set alone, to see what the target's forms add
+                plan = SplitPlan(plan.target, plan.relearned, plan.held_out, [])
             _, after = run_split(r.bundle.model, lambda: split_batch(r.bundle, r.kb, plan, r.unlearn_forms), plan,
                                  a.relearn, lr=lr, known=known, before=before)
             record["split_seconds"] = round(time.perf_counter() - t0, 1)
@@ -124,6 +127,8 @@ def main() -> None:
     p.add_argument("--targets", type=int, default=12)
     p.add_argument("--steps", default="1,2,4,8")
     p.add_argument("--methods", default="ga:4,npo:4,tv:1,whp:100000")
+    p.add_argument("--no-forms", action="store_true",
+                   help="split without the target's other forms (the half of the chosen set alone)")
     p.add_argument("--cache-dir", default=None)
     p.add_argument("--table", default=None, help="print the table of this results file and stop")
     args = p.parse_args()

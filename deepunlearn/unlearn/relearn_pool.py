@@ -154,7 +154,7 @@ def run_split(model, batch: Callable[[], dict], plan: SplitPlan, steps: Sequence
     return before, relearn_batch(model, batch, steps, lr=lr, known=known, on_step=on_step)
 
 
-def split_notes(kb, plan: SplitPlan, before: set[int], after: dict[int, set[int]]) -> dict[str, Any]:
+def split_notes(plan: SplitPlan, before: set[int], after: dict[int, set[int]]) -> dict[str, Any]:
     """The keys a split attack adds to a point (module docstring)."""
     return {"relearn_on": "split", "relearn_facts": list(plan.relearned),
             "relearn_forms": [f.name for f in plan.forms], "held_out": list(plan.held_out),
@@ -176,7 +176,7 @@ def annotate_split(checks, points: list, targets: Sequence[int], known: Callable
     before, after = run_split(r.bundle.model, lambda: split_batch(r.bundle, r.kb, plan, r.unlearn_forms), plan,
                               checks.attacks.relearn, lr=lr, known=known)
     measured = {n: checks._measure(points, as_before(plan, before, k)) for n, k in after.items()}
-    notes = split_notes(r.kb, plan, before, after)
+    notes = split_notes(plan, before, after)
     for k, p in enumerate(points):
         p.notes["recall_relearn"] = {str(n): m[k][0] for n, m in measured.items()}
         p.notes["accuracy_relearn"] = {str(n): m[k][1] for n, m in measured.items()}
