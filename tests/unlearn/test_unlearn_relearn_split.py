@@ -1,6 +1,6 @@
-"""The relearning attack's pools: ``other`` (a sample of K minus the target and its chosen set, as
-it always was) and ``split`` (a seeded half of the chosen set and the target's other forms, the
-held-out half and the target re-probed), on the 5-person EDU-RELAT fixture and its model."""
+"""The relearning attack's pools: ``other`` (a sample of K minus the target and its chosen set) and
+``split`` (a seeded half of the chosen set and the target's other forms, the held-out half and the
+target re-probed), on the 5-person EDU-RELAT fixture and its model."""
 
 from __future__ import annotations
 
@@ -100,7 +100,7 @@ def _target(runner) -> int:
     return next(t for t in sorted(runner.known) if len([f for f in runner.chosen_set(t) if f != t]) >= 2)
 
 
-def test_other_points_are_those_of_the_attack_as_it_always_was(five_people_model_dir, five_people_kb, tmp_path):
+def test_other_points_are_those_of_the_sample_of_other_facts(five_people_model_dir, five_people_kb, tmp_path):
     """Default, explicit 'other' and a reference built from the parts (K minus the target and its
     chosen set, sampled, relearned at the unlearned point) give bit-identical notes."""
     from deepunlearn.probe import load_model
