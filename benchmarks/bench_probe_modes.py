@@ -1,4 +1,4 @@
-"""Probe modes over forms (issue 15): milliseconds per fact of each mode on the same facts.
+"""Probe modes over forms: milliseconds per fact of each mode on the same facts.
 
     python -m pytest benchmarks/bench_probe_modes.py --benchmark-only
 

@@ -1,4 +1,4 @@
-"""Per-fact scores (issue 13): facts/s and forward passes per fact of ``score_facts`` on the tiny
+"""Per-fact scores: facts/s and forward passes per fact of ``score_facts`` on the tiny
 model finetuned on EDU-RELAT, candidates on vs off, shared-prefix (KV cache) vs ``model_fn`` path.
 
     python -m pytest benchmarks/bench_scores.py --benchmark-only

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Time the release sweep on one resident model (issue 12, item 6): the GPU path, measured.
+"""Time the release sweep on one resident model on the GPU path, measured.
 
 55 targets x GA, NPO, TV, WHP x the paper's grids, the 700-fact probe at every grid point, on a
 Llama config built with random weights (``--config 1.3b``: 24 layers x 2048 wide, 1.3B

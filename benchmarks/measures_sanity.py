@@ -1,4 +1,5 @@
-"""Sanity figures of issue 13, as TOFU and Min-K% Prob report them, on a finetuned model.
+"""Sanity figures of the membership and forget-quality measures, as TOFU and Min-K% Prob report
+them, on a finetuned model.
 
 1. Membership: the Min-K% (and PPL, zlib) ROC-AUC of the KB's facts (members) against holdout facts
    (``deepunlearn data holdout``) on the finetuned model (expected high) and on the same

@@ -62,8 +62,8 @@ def test_links_point_to_existing_files(page):
 
 def test_every_docs_page_is_in_the_nav():
     nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    pages = {p.name for p in (ROOT / "docs").glob("*.md")}
-    assert pages == set(re.findall(r":\s*([\w-]+\.md)\s*$", nav, re.MULTILINE))
+    pages = {p.relative_to(ROOT / "docs").as_posix() for p in (ROOT / "docs").rglob("*.md")}
+    assert pages == set(re.findall(r":\s*([\w/-]+\.md)\s*$", nav, re.MULTILINE))
 
 
 def test_figures_exist_and_are_linked():

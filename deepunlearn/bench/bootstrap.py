@@ -28,7 +28,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..unlearn.summary import SUCCESS_THRESHOLDS
+from ..unlearn.summary import metric_columns
 
 #: the interval's confidence level, resamples, seed and scipy method
 LEVEL = 0.95
@@ -43,9 +43,7 @@ def interval_keys(threshold: float = 0.8) -> list[str]:
     >>> interval_keys()
     ['acc_at_recall_0.8', 'recall_at_acc_0.8', 'success_du_0.8', 'success_du_0.9', 'deep_rate']
     """
-    t = f"{threshold:g}"
-    return [f"acc_at_recall_{t}", f"recall_at_acc_{t}", *(f"success_du_{a:g}" for a in SUCCESS_THRESHOLDS),
-            "deep_rate"]
+    return [name for name, _, m in metric_columns(threshold, ()) if m.interval]
 
 
 def _finite(values: Sequence[Any]) -> np.ndarray:

@@ -55,6 +55,7 @@ from ..probe.modes import AnyMode
 from .config_accuracy import ACCURACY_HELP, SAMPLE_HELP, accuracy_options
 from .config_files import describe_validation as _describe
 from .config_files import read_config_data
+from .config_paths import SET_NAMES, file_digest as _file_digest, resolve_paths as _resolve_paths
 from .config_probe import (
     ADVERSARIAL_HELP, ATTACKS_HELP, FORMS_HELP, UNLEARN_FORMS_HELP, AttackOptions, ProbeMode, probe_results_key,
     protocol_override,
@@ -66,10 +67,6 @@ from .targets import TargetSpec
 
 __all__ = ["ConfigError", "ModelSpec", "SweepConfig", "TargetSpec", "SET_NAMES", "PAPER_GRIDS", "GRID_PRESETS",
            "load_config", "parse_config", "prompt_format"]
-
-#: ``sets`` values that name a way to get the minimal sets (anything else is a folder).
-SET_NAMES = ("exact", "mdus", "release")
-
 
 class ConfigError(UserError, ValueError):
     """A sweep configuration cannot be read: the message names the file and the field."""
@@ -309,43 +306,6 @@ class SweepConfig(_Strict):
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
 
 
-def _file_digest(p: Path) -> str:
-    return "sha256:" + hashlib.sha256(p.read_bytes()).hexdigest()
-
-
-def _resolve_paths(cfg: SweepConfig, base: Path) -> SweepConfig:
-    """Paths in a config file are relative to that file; model paths only where such a folder
-    exists (otherwise they are hub names)."""
-
-    def resolve(p: Path, field: str) -> str:
-        try:
-            return str(p.resolve())
-        except (RuntimeError, OSError):  # a symbolic link loop (RuntimeError before Python 3.13)
-            raise cfg.error(field, f"{p}: a loop of symbolic links") from None
-
-    def rel(p: str | None, field: str) -> str | None:
-        if p is None or Path(p).is_absolute():
-            return p
-        return resolve(base / p, field) if p else p
-
-    models = []
-    for m in cfg.models:
-        cand = base / m.path
-        models.append(m.model_copy(update={"path": resolve(cand, "models")}) if not Path(m.path).is_absolute() and cand.exists() else m)
-    rules = cfg.rules
-    if rules and ((base / rules).is_file() or rules.endswith((".dl", ".pl", ".txt"))):
-        rules = rel(rules, "rules")
-    sets = cfg.sets if cfg.sets is None or cfg.sets in SET_NAMES else rel(cfg.sets, "sets")
-    if sets is not None and sets not in SET_NAMES and not Path(sets).is_dir():
-        raise cfg.error("sets", f"no folder {sets} (expected 'exact', 'mdus', 'release' or a folder of minimal sets)")
-    return cfg.model_copy(update={
-        "kb": rel(cfg.kb, "kb"), "holdout": rel(cfg.holdout, "holdout"), "output": rel(cfg.output, "output"),
-        "cache_dir": rel(cfg.cache_dir, "cache_dir"), "models": models, "rules": rules,
-        "adversarial_calibration": rel(cfg.adversarial_calibration, "adversarial_calibration"),
-        "sets": sets,
-    })
-
-
 def parse_config(data: Any, source: str = "<config>", base: str | os.PathLike | None = None) -> SweepConfig:
     """Validate a decoded configuration; relative paths are resolved against ``base``.
 
@@ -383,11 +343,23 @@ def parse_config(data: Any, source: str = "<config>", base: str | os.PathLike | 
 
 
 def load_config(path: str | os.PathLike, **overrides: Any) -> SweepConfig:
-    """Read a sweep configuration from ``.toml`` or ``.yaml``/``.yml`` (or ``.json``).
+    r"""Read a sweep configuration from ``.toml`` or ``.yaml``/``.yml`` (or ``.json``).
 
     ``overrides`` replace top-level fields before validation (the CLI's ``-o``, ``--executor``);
     their paths are taken as given (relative to the working directory). Any problem with the
     file is a :class:`ConfigError` naming it (and the field); see :mod:`.config_files`.
+
+    >>> import tempfile, pathlib
+    >>> cfg_file = pathlib.Path(tempfile.mkdtemp()) / "sweep.toml"
+    >>> _ = cfg_file.write_text('kb = "kb.json"\n[[models]]\nname = "tiny"\npath = "tiny"\n[methods]\nga = [1, 4]\n')
+    >>> cfg = load_config(cfg_file)
+    >>> cfg.methods, cfg.models[0].name, pathlib.Path(cfg.kb).name
+    ({'ga': [1, 4]}, 'tiny', 'kb.json')
+    >>> _ = cfg_file.write_text('kb = "kb.json"\n[[models]]\nname = "tiny"\npath = "tiny"\n[methods]\nga = [0]\n')
+    >>> load_config(cfg_file)
+    Traceback (most recent call last):
+    ...
+    deepunlearn.bench.config.ConfigError: .../sweep.toml: field methods: method 'ga': grid value 0 is not a positive whole number of steps
     """
     p = Path(path)
     data = read_config_data(p, ConfigError)

@@ -34,8 +34,8 @@ from pydantic import Field, field_validator, model_validator
 
 from .modelspec import _Strict
 
-#: every probe mode a sweep accepts (``exact`` and ``generate`` are also protocol fields)
-from ..probe.modes import MODES as PROBE_MODES, Mode as ProbeMode  # noqa: E402,F401
+#: every probe mode a sweep accepts (``exact`` and ``generate`` are also protocol fields; not ``compose``)
+from ..probe.modes import FACT_MODES as PROBE_MODES, FactMode as ProbeMode  # noqa: E402,F401
 
 FORMS_HELP = ("the primary probe's forms: a selection of deepunlearn.kg.forms ('default', 'all', a split "
               "train/test/unlearn or form names, comma-separated); None: the primary form, today's probe")

@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..unlearn.summary import SUCCESS_THRESHOLDS
-from .plots import _color, _nan, _plt
+from ..unlearn.methods import catalog
+from .plots import _color, _legend_below, _nan, _plt, _tick_style, _wrap
 
 #: hatching of the Success-DU bars, one per threshold
 _HATCH = ("", "//")
@@ -21,11 +22,14 @@ def plot_success_du(summary: Mapping[str, Mapping[str, Mapping[str, float]]], pa
     """One panel per model: per method, bars of Success-DU@0.8 (plain) and @0.9 (hatched), the
     fraction of targets deeply unlearned at that accuracy."""
     plt = _plt()
+    from matplotlib.patches import Patch
+
     models = list(summary) or ["(none)"]
     n_th = len(SUCCESS_THRESHOLDS)
     width = 0.8 / n_th
-    fig, axes = plt.subplots(len(models), 1, figsize=(max(6.0, 0.9 * len(methods) + 2), 3.6 * len(models)),
-                             squeeze=False)
+    fig_w = min(15.0, max(6.0, 0.75 * len(methods) + 2))
+    fig, axes = plt.subplots(len(models), 1, figsize=(fig_w, 3.4 * len(models) + 0.5), squeeze=False,
+                             layout="constrained")
     for ax, model in zip(axes[:, 0], models):
         per = summary.get(model, {})
         shown = [m for m in methods if m in per]
@@ -35,18 +39,19 @@ def plot_success_du(summary: Mapping[str, Mapping[str, Mapping[str, float]]], pa
                 if _nan(y):
                     continue
                 x = i + (j - (n_th - 1) / 2) * width
-                ax.bar(x, y, width * 0.92, color=_color(m, methods), hatch=_HATCH[j % len(_HATCH)],
-                       edgecolor="white", label=f"accuracy ≥ {a:g}" if i == 0 else None)
+                ax.bar(x, y, width * 0.92, color=_color(m, methods), hatch=_HATCH[j % len(_HATCH)], edgecolor="white")
                 ax.text(x, y + 0.015, f"{y:.2f}", ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(shown)))
-        ax.set_xticklabels([m.upper() for m in shown], rotation=30 if len(shown) > 6 else 0,
-                           ha="right" if len(shown) > 6 else "center")
+        labels = [catalog.title(m) for m in shown]
+        ax.set_xticklabels(labels, **_tick_style(labels, fig_w - 1.0))
         ax.set_ylim(0, 1.08)
         ax.axhline(0.9, color="grey", lw=0.8, ls="--")
         ax.set_ylabel("share of targets")
-        ax.set_title(f"{model}: Success-DU (deep with accuracy ≥ a; plain a = 0.8, hatched a = 0.9)")
+        ax.set_title(_wrap(f"{model}: Success-DU, the share of targets deeply unlearned at accuracy ≥ a", fig_w, 11))
         ax.grid(axis="y", alpha=0.25)
-    fig.tight_layout()
+    # the thresholds' legend, once for every panel: the bar's hatching says which a it counts
+    _legend_below(fig, [Patch(facecolor="#8c8c8c", edgecolor="white", hatch=_HATCH[j % len(_HATCH)],
+                              label=f"a = {a:g}") for j, a in enumerate(SUCCESS_THRESHOLDS)])
     fig.savefig(path)
     plt.close(fig)
     return path
@@ -62,7 +67,7 @@ def _lines(ax, rows: Sequence[Mapping[str, Any]], x: str, y: str, group: str, me
         if not pts:
             continue
         xs, ys = zip(*pts)
-        name = (f"{model}: " if len(models) > 1 else "") + g.upper() + label_suffix
+        name = (f"{model}: " if len(models) > 1 else "") + catalog.title(g) + label_suffix
         ax.plot(xs, ys, style, color=_color(g, methods), label=name, ms=5, lw=1.6)
 
 
@@ -71,8 +76,7 @@ def _finish(fig, axes, path: Path, title: str, plt) -> Path:
         ax.set_ylim(-0.02, 1.05)
         ax.grid(alpha=0.25)
         ax.legend(frameon=False, fontsize=7)
-    fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    fig.suptitle(_wrap(title, fig.get_figwidth()), fontsize=10)
     fig.savefig(path)
     plt.close(fig)
     return path
@@ -83,7 +87,7 @@ def plot_batch(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
     point, and mean recall with the share of deep targets (dashed), one line per base method."""
     plt = _plt()
     methods = list(dict.fromkeys(r["base_method"] for r in rows))
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10.5, 4.0))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10.5, 4.0), layout="constrained")
     _lines(a1, rows, "batch_size", "accuracy", "base_method", methods)
     _lines(a2, rows, "batch_size", "recall", "base_method", methods, label_suffix=" recall")
     _lines(a2, rows, "batch_size", "deep", "base_method", methods, style="--s", label_suffix=" deep share")
@@ -103,7 +107,7 @@ def plot_sequential(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
     recall with the share still deep (dashed) over every target served so far."""
     plt = _plt()
     methods = list(dict.fromkeys(r["base_method"] for r in rows))
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10.5, 4.0))
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10.5, 4.0), layout="constrained")
     _lines(a1, rows, "requests", "accuracy", "base_method", methods)
     _lines(a2, rows, "requests", "mean_recall_earlier", "base_method", methods, label_suffix=" recall")
     _lines(a2, rows, "requests", "deep_earlier", "base_method", methods, style="--s", label_suffix=" deep share")

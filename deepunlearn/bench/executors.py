@@ -22,6 +22,7 @@ import sys
 from collections import deque
 from typing import Any, Callable, Protocol, Sequence
 
+from ..user_error import UserError
 from .jobs import Job, ModelWorker, WorkSpec, torch_threads
 
 Sink = Callable[[Job, dict[str, Any]], None]
@@ -139,12 +140,27 @@ class RayExecutor:
             actor, job = running[gen]
             try:
                 ref = next(gen)
+                event = ray.get(ref)
             except StopIteration:
                 del running[gen]
                 idle.append((actor, job.model))
                 submit()
                 continue
-            sink(job, ray.get(ref))
+            except (ray.exceptions.OutOfMemoryError, ray.exceptions.RayActorError) as e:
+                raise RayWorkerLost(ray_lost_message(e)) from None
+            sink(job, event)
+
+
+class RayWorkerLost(UserError):
+    """A Ray worker died under the sweep (its node ran out of memory, or the process was killed):
+    the machine's, not the input's, and the points finished so far are stored."""
+
+
+def ray_lost_message(e: BaseException) -> str:
+    why = ("its node ran out of memory and Ray's memory monitor killed it"
+           if "memory" in str(e).lower() else "its process died")
+    return (f"ray: a worker was lost ({why}); the points finished so far are stored: rerun the same "
+            "command to resume, after freeing memory, with fewer workers or on a larger cluster (--ray-address)")
 
 
 def _package_dir() -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..unlearn.methods import catalog
-from .plots import _plt
+from .plots import _plt, _tick_style, _wrap
 
 #: colours of the bar kinds (primary, adversarial, quantised; relearning bars share a blue ramp)
 _PRIMARY, _ADV, _QUANT = "#4c72b0", "#c44e52", "#8172b3"
@@ -38,8 +38,8 @@ def plot_adversarial(table: Mapping[str, Mapping[str, Mapping[str, Mapping[str, 
     plt = _plt()
     models = list(table) or ["(none)"]
     n_methods = max([len(per) for per in table.values()] or [1])
-    fig, axes = plt.subplots(len(models), 1, figsize=(max(6.5, 1.6 * n_methods + 2.5), 3.8 * len(models)),
-                             squeeze=False)
+    fig_w = min(15.0, max(6.5, 1.6 * n_methods + 2.5))
+    fig, axes = plt.subplots(len(models), 1, figsize=(fig_w, 3.8 * len(models)), squeeze=False, layout="constrained")
     for ax, model in zip(axes[:, 0], models):
         per = table.get(model, {})
         shown = [m for m in methods if m in per] + [m for m in per if m not in methods]
@@ -62,17 +62,16 @@ def plot_adversarial(table: Mapping[str, Mapping[str, Mapping[str, Mapping[str, 
                 labelled.add(label)
                 ax.text(x, y + 0.015, f"{y:.2f}", ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(shown)))
-        ax.set_xticklabels([catalog.title(m) for m in shown], rotation=30 if len(shown) > 6 else 0,
-                           ha="right" if len(shown) > 6 else "center")
+        labels = [catalog.title(m) for m in shown]
+        ax.set_xticklabels(labels, **_tick_style(labels, fig_w - 1.0))
         ax.set_ylim(0, 1.32)
         ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
         ax.set_ylabel("mean recall (last grid point)")
-        ax.set_title(f"{model}: has it really forgotten? primary vs adversarial probe and attacks")
+        ax.set_title(_wrap(f"{model}: has it really forgotten? primary vs adversarial probe and attacks", fig_w, 11))
         handles, labels = ax.get_legend_handles_labels()
         if handles:
             ax.legend(handles, labels, fontsize=7, ncol=min(len(handles), 6), loc="upper center", frameon=False)
         ax.grid(axis="y", alpha=0.25)
-    fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
     return path

@@ -24,7 +24,8 @@ from .grids import param_label
 from .jobs import safe_name
 from .measures_report import bootstrap_ci, is_canary, measures_of, stop_points, value
 from .metrics import group_trajectories
-from .plots import _color, _get, _plt
+from ..unlearn.methods import catalog
+from .plots import MAX_COLS, _color, _get, _panels, _plt, _tick_style, _wrap
 
 
 def _ratios(points: Sequence[Any]) -> list[float]:
@@ -52,24 +53,23 @@ def plot_truth_ratios(points: Sequence[Any], path: Path, methods: Sequence[str],
         return None
     plt = _plt()
     bins = np.histogram_bin_edges(np.log10(everything), bins=20)
-    n = max(1, len(methods))
-    fig, axes = plt.subplots(1, n, figsize=(3.6 * n, 3.4), squeeze=False, sharey=True)
-    for ax, method in zip(axes[0], methods or [""]):
+    fig, axes = _panels(plt, len(methods), 3.4, 3.0, sharey=True)
+    for ax, method in zip(axes, methods or [""]):
         if before:
             ax.hist(np.log10(before), bins=bins, color="#999999", alpha=0.55, label="before")
         if after.get(method):
             ax.hist(np.log10(after[method]), bins=bins, color=_color(method, methods), alpha=0.6,
-                    label=f"after {method.upper()}")
+                    label=f"after {catalog.title(method)}")
         if retain:
             ax.hist(np.log10(retain), bins=bins, histtype="step", color="black", lw=1.4, label="retain model")
-        ax.set_title(method.upper() or model)
+        ax.set_title(catalog.title(method) if method else model)
         ax.set_xlabel("log10 truth ratio (U* facts)")
         ax.legend(frameon=False, fontsize=8)
         ax.grid(alpha=0.25)
-    axes[0][0].set_ylabel("facts")
+    for ax in axes[::MAX_COLS]:
+        ax.set_ylabel("facts")
     fig.suptitle(_wrap(f"{model}: truth ratios of the minimal sets (after = first point that forgets the target)",
-                       fig), fontsize=10)
-    fig.tight_layout()
+                       fig.get_figwidth()), fontsize=10)
     fig.savefig(path)
     plt.close(fig)
     return path
@@ -82,14 +82,14 @@ def plot_fq_mu(rows: Sequence[Mapping[str, Any]], path: Path, methods: Sequence[
     if not rows:
         return None
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.0, 4.4))
+    fig, ax = plt.subplots(figsize=(6.0, 4.4), layout="constrained")
     floor = 1e-300  # a KS p-value that underflowed to 0 still shows, at the bottom
     for method in methods:
         rs = [r for r in rows if r["method"] == method]
         if not rs:
             continue
         xs, ys = [r["model_utility"] for r in rs], [max(r["forget_quality"], floor) for r in rs]
-        ax.plot(xs, ys, "-o", color=_color(method, methods), label=method.upper(), ms=5)
+        ax.plot(xs, ys, "-o", color=_color(method, methods), label=catalog.title(method), ms=5)
         for r, x, y in zip(rs, xs, ys):
             ax.annotate(param_label(r["param"]), (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7,
                         color=_color(method, methods))
@@ -102,10 +102,9 @@ def plot_fq_mu(rows: Sequence[Mapping[str, Any]], path: Path, methods: Sequence[
     ax.axhline(0.05, color="grey", lw=0.8, ls="--")
     ax.set_xlabel("model utility (retain facts, harmonic mean)")
     ax.set_ylabel("forget quality (KS p-value, log)")
-    ax.set_title(f"{model}: forget quality vs model utility (mean over targets)")
+    ax.set_title(_wrap(f"{model}: forget quality vs model utility (mean over targets)", 6.0, 11))
     ax.legend(frameon=False, fontsize=8)
     ax.grid(alpha=0.25)
-    fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
     return path
@@ -116,14 +115,15 @@ def plot_privleak(points: Sequence[Any], path: Path, methods: Sequence[str], mod
     with bootstrap 95 % intervals over targets."""
     stops = stop_points(points)
     groups = [("before", [value(p, "privleak") for p in _of(points, model, "original")], "#999999")]
-    groups += [(m.upper(), [value(p, "privleak") for (mo, me, _t), p in stops.items() if mo == model and me == m],
+    groups += [(catalog.title(m), [value(p, "privleak") for (mo, me, _t), p in stops.items() if mo == model and me == m],
                 _color(m, methods)) for m in methods]
     groups = [(name, [v for v in vals if v is not None], c) for name, vals, c in groups]
     groups = [g for g in groups if g[1]]
     if not groups:
         return None
     plt = _plt()
-    fig, ax = plt.subplots(figsize=(max(4.5, 1.1 * len(groups) + 2), 3.8))
+    fig_w = min(15.0, max(4.5, 1.1 * len(groups) + 2))
+    fig, ax = plt.subplots(figsize=(fig_w, 3.8), layout="constrained")
     for i, (name, vals, color) in enumerate(groups):
         mean = float(np.mean(vals))
         lo, hi = bootstrap_ci(vals)
@@ -133,11 +133,10 @@ def plot_privleak(points: Sequence[Any], path: Path, methods: Sequence[str], mod
         ax.text(i + 0.12, tip, f"{mean:+.2f}", ha="left", va="bottom" if mean >= 0 else "top", fontsize=8)
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels([g[0] for g in groups])
+    ax.set_xticklabels([g[0] for g in groups], **_tick_style([g[0] for g in groups], fig_w - 1.0))
     ax.set_ylabel("PrivLeak (AUC − AUC_retrain) / AUC_retrain")
-    ax.set_title(f"{model}: PrivLeak (0 = like the retain model)")
+    ax.set_title(_wrap(f"{model}: PrivLeak (0 = like the retain model)", fig_w, 11))
     ax.grid(axis="y", alpha=0.25)
-    fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
     return path
@@ -164,8 +163,8 @@ def plot_exposure(points: Sequence[Any], path: Path, methods: Sequence[str], mod
         return None
     plt = _plt()
     shown = [m for m in methods if m in series] or list(methods[:1]) or [""]
-    fig, axes = plt.subplots(1, len(shown), figsize=(3.6 * len(shown), 3.4), squeeze=False, sharey=True)
-    for ax, method in zip(axes[0], shown):
+    fig, axes = _panels(plt, len(shown), 3.4, 3.0, sharey=True)
+    for ax, method in zip(axes, shown):
         params = sorted({p for g in series.get(method, {}).values() for p in g}, key=float)
         for is_c, style, label in ((False, "-o", "in-distribution"), (True, "--s", "canary")):
             g = series.get(method, {}).get(is_c, {})
@@ -177,13 +176,14 @@ def plot_exposure(points: Sequence[Any], path: Path, methods: Sequence[str], mod
                         alpha=1.0 if not is_c else 0.8)
         ax.set_xticks(range(len(params) + 1))
         ax.set_xticklabels(["before"] + [param_label(p) for p in params], rotation=45, fontsize=8)
-        ax.set_title(method.upper() or model)
+        ax.set_title(catalog.title(method) if method else model)
         ax.set_xlabel("grid value")
         ax.legend(frameon=False, fontsize=8)
         ax.grid(alpha=0.25)
-    axes[0][0].set_ylabel("exposure of the target (bits)")
-    fig.suptitle(_wrap(f"{model}: exposure along the trajectory, in-distribution vs canary targets", fig), fontsize=10)
-    fig.tight_layout()
+    for ax in axes[::MAX_COLS]:
+        ax.set_ylabel("exposure of the target (bits)")
+    fig.suptitle(_wrap(f"{model}: exposure along the trajectory, in-distribution vs canary targets",
+                       fig.get_figwidth()), fontsize=10)
     fig.savefig(path)
     plt.close(fig)
     return path
@@ -203,10 +203,3 @@ def plot_measures(points: Sequence[Any], rows: Sequence[Mapping[str, Any]], out:
             if got is not None:
                 figs[f"{name}_{model}"] = got
     return figs
-
-
-def _wrap(title: str, fig) -> str:
-    """The title broken into lines that fit the figure's width (about 11 characters per inch at 10 pt)."""
-    import textwrap
-
-    return "\n".join(textwrap.wrap(title, width=max(30, int(fig.get_figwidth() * 11))))

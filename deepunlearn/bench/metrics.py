@@ -53,7 +53,7 @@ from .bootstrap import add_intervals as add_bootstrap, format_value, has_interva
 # importing bench); bench aggregates them over targets.
 from ..unlearn.summary import (  # noqa: F401  (re-exported)
     DEFAULT_GROUPS, ENDPOINTS, EPS, SUCCESS_THRESHOLDS, _get, acc_at_recall, acc_at_superficial, auc, curve_of,
-    envelope, field_of, group_accuracy, is_deep, metric_names, point_groups, recall_at_acc, seconds_per_target,
+    envelope, field_of, group_accuracy, is_deep, metric_columns, metric_names, point_groups, recall_at_acc, seconds_per_target,
     success_du, target_metrics, with_endpoints,
 )
 
@@ -116,18 +116,16 @@ def per_target(points: Iterable[Any], threshold: float = 0.8, groups: Sequence[s
     return {k: target_metrics(v, threshold, groups) for k, v in group_trajectories(points).items()}
 
 
-#: shares of targets reported without a spread
-_RATES = ("superficial_rate", "deep_rate")
 
 
 def _aggregate(rows: Iterable[dict[str, float]], threshold: float, groups: Sequence[str],
                intervals: bool = False) -> dict[str, float]:
     rows = list(rows)
     out: dict[str, float] = {"n_targets": len(rows)}
-    for name in metric_names(threshold, groups):
+    for name, _, metric in metric_columns(threshold, groups):
         s = spread([r[name] for r in rows])
         out[name] = s["mean"]
-        if name not in _RATES:
+        if metric.spread:  # a share of targets (the deep rate) is reported without a spread
             out[f"{name}_std"] = s["std"]
             out[f"{name}_sem"] = s["sem"]
     if intervals:  # 95 % bootstrap intervals over targets of the headline metrics (bench.bootstrap)
@@ -273,11 +271,9 @@ def format_du_table(summary: Mapping[str, Mapping[str, Mapping[str, float]]], me
     |---|---|---|---|---|---|---|---|---|---|
     | tiny | ga | 0.25 | 0.76 | 0.50 | 0.10 | 0.00 | 0.90 | 12.3 | 10 |
     """
-    t = f"{threshold:g}"
-    keys = [f"acc_at_recall_{t}", f"recall_at_acc_{t}", "auc", *(f"success_du_{a:g}" for a in SUCCESS_THRESHOLDS),
-            "deep_rate"]
-    header = ["model", "method", f"Acc@R≥{t}", f"R@A≥{t}", "AUC", *(f"Success-DU@{a:g}" for a in SUCCESS_THRESHOLDS),
-              "deep rate", "s/target", "targets"]
+    columns = [(name, label) for name, label, m in metric_columns(threshold, ()) if m.du_table]
+    keys = [name for name, _ in columns]
+    header = ["model", "method", *(label for _, label in columns), "s/target", "targets"]
     if methods is None:
         methods = list(dict.fromkeys(m for per in summary.values() for m in per))
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]

@@ -67,6 +67,60 @@ def _nan(x: Any) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
+#: the most panels a figure puts side by side (more wrap onto further rows), so the image stays
+#: readable at 100 % zoom
+MAX_COLS = 4
+
+
+def _panels(plt, n: int, panel_w: float, panel_h: float, min_w: float = 4.5, **kw):
+    """A constrained-layout figure of ``n`` panels, at most :data:`MAX_COLS` a row; the unused
+    ones hidden. Returns the figure and the ``n`` axes in order."""
+    cols = max(1, min(n, MAX_COLS))
+    rows = math.ceil(max(n, 1) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(max(min_w, panel_w * cols), panel_h * rows), squeeze=False,
+                             layout="constrained", **kw)
+    flat = list(axes.flat)
+    for ax in flat[max(n, 1):]:
+        ax.set_visible(False)
+    return fig, flat[:max(n, 1)]
+
+
+def _legend_below(fig, handles: Sequence[Any], **kw) -> None:
+    """A figure legend under the panels (the constrained layout makes room for it) in as many
+    columns as fit the figure's width."""
+    renderer = fig.canvas.get_renderer()
+    ncol = max(1, len(handles))
+    while True:
+        legend = fig.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False, **kw)
+        width = legend.get_window_extent(renderer).width
+        if ncol == 1 or width <= 0.96 * fig.bbox.width:
+            return
+        legend.remove()
+        ncol = max(1, min(ncol - 1, int(ncol * 0.96 * fig.bbox.width / width)))
+
+
+def _tick_style(labels: Sequence[str], width: float, size: float = 10) -> dict[str, Any]:
+    """``set_xticklabels`` keywords that keep neighbouring labels apart on an axis ``width``
+    inches wide: level when the longest fits its slot, tilted by 30 degrees when tilted it
+    does, else upright (a capital is taken as 0.7 of the font size wide)."""
+    slot = width * 72 / max(1, len(labels))
+    longest = max((len(str(t)) for t in labels), default=0) * 0.7 * size
+    if longest <= 0.9 * slot:
+        return {"rotation": 0, "ha": "center"}
+    if longest * 0.87 + size * 0.5 <= 0.9 * slot:
+        return {"rotation": 30, "ha": "right"}
+    return {"rotation": 90, "ha": "center"}
+
+
+def _wrap(title: str, width: float, size: float = 10) -> str:
+    """``title`` broken into lines that fit ``width`` inches at ``size`` points (a character is
+    about 0.55 of the font size wide)."""
+    import textwrap
+
+    chars = width * 72 / (0.55 * size)
+    return "\n".join(textwrap.wrap(title, width=max(20, int(chars * 0.92))))
+
+
 # ---------------------------------------------------------------------------------------------
 # Figures
 
@@ -76,12 +130,15 @@ def plot_curves(points: Sequence[Any], path: Path, methods: Sequence[str], thres
     """Figure 4: per model, each method's accuracy-recall points averaged over targets, one per
     hyper-parameter value, joined in grid order and labelled with the value."""
     plt = _plt()
+    from matplotlib.lines import Line2D
+
     curves = mean_curve(points)
     models = [m for m in (models or curves) if m in curves]
     n = len(models)
     cols = min(n, 2)
     rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.6 * cols, 4.8 * rows), squeeze=False)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.6 * cols, 4.8 * rows), squeeze=False, layout="constrained")
+    drawn: list[str] = []
     for ax, model in zip(axes.flat, models):
         ax.axvspan(threshold, 1.02, ymin=(threshold + 0.02) / 1.04, color="#2ca02c", alpha=0.08, lw=0)
         ax.axvline(threshold, color="grey", lw=0.8, ls="--")
@@ -91,9 +148,10 @@ def plot_curves(points: Sequence[Any], path: Path, methods: Sequence[str], thres
             c = curves[model].get(method)
             if not c:
                 continue
+            drawn += [] if method in drawn else [method]
             color = _color(method, methods)
             xs, ys = [p["recall"] for p in c], [p["accuracy"] for p in c]
-            ax.plot(xs, ys, "-o", color=color, label=catalog.title(method), ms=5, lw=1.6)
+            ax.plot(xs, ys, "-o", color=color, ms=5, lw=1.6)
             # one label per cluster of (nearly) coincident points, each method to its own side
             dx, dy = _LABEL_OFFSETS[k % len(_LABEL_OFFSETS)]
             for group in _clusters(c):
@@ -102,17 +160,18 @@ def plot_curves(points: Sequence[Any], path: Path, methods: Sequence[str], thres
                     text += "–" + _param_label(group[-1]["param"])
                 ax.annotate(text, (group[0]["recall"], group[0]["accuracy"]), textcoords="offset points",
                             xytext=(dx, dy), fontsize=7, color=color, ha="left" if dx >= 0 else "right",
-                            va="bottom" if dy >= 0 else "top")
+                            va="bottom" if dy >= 0 else "top", annotation_clip=True)
         ax.set_xlim(-0.02, 1.02)
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("recall (deep unlearning)")
         ax.set_ylabel("accuracy (other facts kept)")
-        ax.set_title(f"{model}: accuracy vs recall (mean over targets)")
-        ax.legend(loc="lower left", frameon=False)
+        ax.set_title(_wrap(f"{model}: accuracy vs recall (mean over targets)", 5.6, 11))
         ax.grid(alpha=0.25)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
-    fig.tight_layout()
+    # one legend for every panel, under them: inside a panel it would hide the curves' start
+    _legend_below(fig, [Line2D([], [], color=_color(m, methods), marker="o", ms=5, lw=1.6, label=catalog.title(m))
+                        for m in drawn])
     fig.savefig(path)
     plt.close(fig)
     return path
@@ -151,27 +210,25 @@ def _bars(ax, summary: Mapping, models: Sequence[str], methods: Sequence[str], k
     ax.grid(axis="y", alpha=0.25)
 
 
-def _legend_below(fig, methods: Sequence[str]) -> None:
-    from matplotlib.patches import Patch
-
-    handles = [Patch(color=_color(m, methods), label=catalog.title(m)) for m in methods]
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.legend(handles=handles, loc="lower center", ncol=max(1, len(methods)), frameon=False)
-
-
 def _bar_panels(summary: Mapping, path: Path, methods: Sequence[str], panels: Sequence[tuple[str, str]],
                 sharey: bool = False) -> Path:
     """One figure of bar panels side by side, one per (metric key, title), with the same axes
-    label and the methods' legend below."""
+    label and the methods' legend below. A panel widens with the bars it holds (up to a
+    readable image; then the bars narrow)."""
     plt = _plt()
+    from matplotlib.patches import Patch
+
     models = list(summary)
     n = len(panels)
-    width = max(7.5, (2.4 * len(models) + 1) * n) if n > 1 else max(5.0, 2.4 * len(models) + 1.5)
-    fig, axes = plt.subplots(1, n, figsize=(width, 4.2 if n > 1 else 4.0), sharey=sharey, squeeze=False)
+    group = max(2.4, 0.32 * len(methods))                      # inches per model's group of bars
+    panel = min(15.0 / n, group * len(models) + (1.0 if n > 1 else 1.5))
+    width = max(7.5 if n > 1 else 5.0, panel * n)
+    fig, axes = plt.subplots(1, n, figsize=(width, 4.2 if n > 1 else 4.0), sharey=sharey, squeeze=False,
+                             layout="constrained")
     for ax, (key, title) in zip(axes[0], panels):
-        _bars(ax, summary, models, methods, key, title)
+        _bars(ax, summary, models, methods, key, _wrap(title, width / n, 11))
     axes[0][0].set_ylabel("mean over targets ± std (clipped to [0, 1])")
-    _legend_below(fig, methods)
+    _legend_below(fig, [Patch(color=_color(m, methods), label=catalog.title(m)) for m in methods])
     fig.savefig(path)
     plt.close(fig)
     return path
@@ -200,20 +257,27 @@ def plot_groups(summary: Mapping, path: Path, methods: Sequence[str], threshold:
 
 def plot_by_relation(by_rel: Mapping, path: Path, methods: Sequence[str], relations: Sequence[str],
                      threshold: float = 0.8) -> Path:
-    """Heatmaps (method x target relation) of the two headline metrics, one row per model."""
+    """Heatmaps (method x target relation) of the two headline metrics, one row per model; the
+    two side by side, or one above the other when a KB has too many relations for that."""
     plt = _plt()
     import numpy as np
 
     t = f"{threshold:g}"
     models = list(by_rel)
     keys = [(f"acc_at_recall_{t}", f"Acc@Recall≥{t}"), (f"recall_at_acc_{t}", f"Recall@Acc≥{t}")]
-    width = max(9.0, 2 * (0.62 * len(relations) + 1.2))
-    height = len(models) * (0.42 * len(methods) + 1.6) + 0.3
-    fig, axes = plt.subplots(len(models), 2, squeeze=False, figsize=(width, height), layout="constrained")
+    panel = 0.62 * len(relations) + 1.6
+    stacked = 2 * panel > 15.0
+    cell = 0.42 if len(methods) <= 8 else 0.32
+    width = min(15.0, panel) if stacked else max(9.0, 2 * panel)
+    rows = len(models) * (2 if stacked else 1)
+    height = rows * (cell * len(methods) + 1.6) + 0.3
+    fig, axes = plt.subplots(rows, 1 if stacked else 2, squeeze=False, figsize=(width, height), layout="constrained")
+    # narrow columns (many relations) take their names upright, so neighbours never touch
+    rotation = 90 if (width - 1.6) / (1 if stacked else 2) / max(1, len(relations)) < 0.55 else 45
     im = None
     for r, model in enumerate(models):
         for c, (key, label) in enumerate(keys):
-            ax = axes[r][c]
+            ax = axes[2 * r + c][0] if stacked else axes[r][c]
             grid = np.full((len(methods), len(relations)), np.nan)
             for i, m in enumerate(methods):
                 for j, rel in enumerate(relations):
@@ -229,8 +293,8 @@ def plot_by_relation(by_rel: Mapping, path: Path, methods: Sequence[str], relati
             ax.set_yticks(range(len(methods)))
             ax.set_yticklabels([catalog.title(m) for m in methods])
             ax.set_xticks(range(len(relations)))
-            ax.set_xticklabels(relations, rotation=45, ha="right")
-            ax.set_title(f"{model}: {label} by target relation")
+            ax.set_xticklabels(relations, rotation=rotation, ha="right" if rotation == 45 else "center")
+            ax.set_title(_wrap(f"{model}: {label} by target relation", width if stacked else width / 2, 11))
             ax.spines[:].set_visible(False)
     if im is not None:
         fig.colorbar(im, ax=axes, shrink=0.9, pad=0.01, aspect=30)
@@ -246,13 +310,8 @@ def plot_trajectories(points: Sequence[Any], path: Path, methods: Sequence[str],
     from .metrics import group_trajectories
 
     groups = group_trajectories(p for p in points if _get(p, "model") == model)
-    n = len(methods)
-    cols = max(1, min(n, 6))  # many methods (ten and more) wrap onto more rows
-    rows = math.ceil(n / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(3.3 * cols, 3.4 * rows), squeeze=False, sharey=True)
-    for ax in list(axes.flat)[n:]:
-        ax.set_visible(False)
-    for ax, method in zip(axes.flat, methods):
+    fig, axes = _panels(plt, len(methods), 2.9, 2.7, sharey=True)
+    for ax, method in zip(axes, methods):
         for (mo, me, _t), traj in groups.items():
             if me != method:
                 continue
@@ -267,10 +326,10 @@ def plot_trajectories(points: Sequence[Any], path: Path, methods: Sequence[str],
         ax.set_title(f"{catalog.title(method)}")
         ax.set_xlabel("recall")
         ax.grid(alpha=0.25)
-    for row in axes:
-        row[0].set_ylabel("accuracy")
-    fig.suptitle(f"{model}: each target's trajectory (from the unlearning start at (0, 1))", fontsize=10)
-    fig.tight_layout()
+    for ax in axes[::MAX_COLS]:
+        ax.set_ylabel("accuracy")
+    fig.suptitle(_wrap(f"{model}: each target's trajectory (from the unlearning start at (0, 1))",
+                       fig.get_figwidth()), fontsize=10)
     fig.savefig(path)
     plt.close(fig)
     return path

@@ -198,12 +198,12 @@ def check_config(cfg: SweepConfig) -> None:
             raise cfg.error("targets", "scores / reference measure single-target runs; batch and sequential "
                             "requests record recall, deep and accuracy only: set scores = false and reference = 'none'")
     if cfg.targets.sequential:
-        from ..unlearn.methods import GradientUnlearner
+        from ..unlearn.methods import GradientUnlearner, catalog
 
         bad = [m for m in cfg.methods if not issubclass(METHODS[m], GradientUnlearner)]
         if bad:
             raise cfg.error(f"methods.{bad[0]}", "sequential requests keep each request's weights: use gradient "
-                            "methods (ga, npo, graddiff, du_loop, ...), not TV or WHP")
+                            f"methods (ga, npo, graddiff, du_loop, ...), not {catalog.titles('strength')}")
         if cfg.lora:
             raise cfg.error("lora", "sequential requests need full mode (a weight snapshot), not LoRA")
     check_attacks(cfg)
@@ -240,7 +240,24 @@ def _hub_like(path: str) -> bool:
 
 def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: bool = False,
               progress: bool = True, kb: KnowledgeBase | None = None) -> SweepOutcome:
-    """Run (or resume) a sweep; see the module docstring. Returns the summary of all stored points."""
+    r"""Run (or resume) a sweep; see the module docstring. Returns the summary of all stored points.
+
+    One model, one target, GA at one step (an untrained model with K = the whole KB, so that
+    nothing needs finetuning); a second run finds the point stored and computes nothing:
+
+    >>> import tempfile, pathlib, deepunlearn
+    >>> from deepunlearn.probe.tiny import build_tiny_model
+    >>> work = pathlib.Path(tempfile.mkdtemp())
+    >>> kb = deepunlearn.generate_family(5, seed=0)
+    >>> _ = deepunlearn.save_kb(kb, work / "kb.json"), build_tiny_model(kb, work / "tiny", hidden=32, layers=1, heads=2)
+    >>> _ = (work / "sweep.toml").write_text(f'kb = "kb.json"\noutput = "out"\nk_mode = "dataset"\n[[models]]\nname = "tiny"\n'
+    ...     f'path = "tiny"\n[methods]\nga = [1]\n[targets]\nrefs = [{kb.targets[0]}]\n')
+    >>> out = run_sweep(deepunlearn.load_config(work / "sweep.toml"), progress=False)
+    >>> out.computed, [(p.method, p.param, p.recall) for p in out.points], (out.output / "results.sqlite").exists()
+    (1, [('ga', 1, 1.0)], True)
+    >>> run_sweep(deepunlearn.load_config(work / "sweep.toml"), progress=False).computed
+    0
+    """
     t0 = time.perf_counter()
     if kb is None:
         try:

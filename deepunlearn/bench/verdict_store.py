@@ -4,7 +4,10 @@ as a results store and a report, the same as a sweep's.
 Each verdict line becomes one point of the store (:mod:`.store`): model = the original, target,
 method = the row's method (``evaluate`` when it names none), param = the row's param (its row
 number when it names none), with recall, accuracy, the forgotten facts and, in ``extra``,
-``deep``, ``superficial`` and the checkpoint. Rows of one (method, target) at several params
+``deep``, ``superficial`` and the checkpoint. A verdict with checks (``evaluate --adversarial``,
+``--relearn``, ``--quantize``, ``--scores``) stores them under the keys a sweep's point uses
+(``recall_adv``, ``superficial``, ``recall_relearn``, ``recall_quant``, ..., and the measures), so
+the report shows the adversarial and attack columns as a sweep's does. Rows of one (method, target) at several params
 make a trajectory, so the report's Acc@Recall and AUC figures read them as they read a sweep.
 Error lines are left out; points already in the store are kept (running it again after more
 rows were judged adds the new ones).
@@ -46,6 +49,24 @@ def read_verdicts(path: str | Path) -> list[dict[str, Any]]:
     return out
 
 
+#: the attack result's keys a sweep's point records under the same name
+ATTACK_KEYS = ("recall_relearn", "accuracy_relearn", "relearn_lr", "recall_quant", "accuracy_quant")
+
+
+def check_keys(v: dict[str, Any]) -> dict[str, Any]:
+    """A verdict's checks as a sweep's point keys (``measures`` for the scores)."""
+    out: dict[str, Any] = {}
+    adv = v.get("adversarial")
+    if isinstance(adv, dict):
+        out.update({k: x for k, x in adv.items() if k != "modes"})
+    att = v.get("attacks")
+    if isinstance(att, dict):
+        out.update({k: att[k] for k in ATTACK_KEYS if att.get(k) not in (None, {})})
+    if isinstance(v.get("scores"), dict):
+        out["measures"] = v["scores"]
+    return out
+
+
 def store_verdicts(path: str | Path, output: str | Path, *, kb_file: str | None = None) -> dict[str, Any]:
     """Write the verdicts of ``path`` into the results store in ``output`` (see the module
     docstring) and its ``config.yaml``; returns ``{"points", "added", "output"}``."""
@@ -72,7 +93,7 @@ def store_verdicts(path: str | Path, output: str | Path, *, kb_file: str | None 
             **{f"accuracy_{g}": a for g, a in (v.get("accuracy_groups") or {}).items() if g in ("family", "biography")},
             "target_forgotten": v.get("target_forgotten", False), "forgotten": v["forgotten"],
             "exact": v.get("exact", True), "deep": v.get("deep"), "superficial": v.get("superficial"),
-            "checkpoint": row.get("checkpoint", v.get("unlearned"))}))
+            "checkpoint": row.get("checkpoint", v.get("unlearned")), **check_keys(v)}))
     added = 0
     with ResultsStore(out) as store:
         have = {(p.model, p.target, p.method, float(p.param)) for p in store.points()}

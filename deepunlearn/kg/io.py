@@ -255,7 +255,19 @@ def to_dict(kb: KnowledgeBase) -> dict[str, Any]:
 
 def load_kb(path: str | os.PathLike, *, flag: str | None = None) -> KnowledgeBase:
     """Read a KB file (named on the command line by ``flag``, e.g. ``--kb``); every problem is
-    one :class:`KBFileError` naming the file and the field."""
+    one :class:`KBFileError` naming the file and the field.
+
+    >>> import tempfile, pathlib
+    >>> from deepunlearn.kg.domains.family.generate import generate_family
+    >>> path = save_kb(generate_family(6, seed=3), pathlib.Path(tempfile.mkdtemp()) / "kb.json")
+    >>> kb = load_kb(path)
+    >>> kb == generate_family(6, seed=3), kb.facts[0] == generate_family(6, seed=3).facts[0]
+    (True, True)
+    >>> load_kb(path.with_name("missing.json"), flag="--kb")
+    Traceback (most recent call last):
+    ...
+    deepunlearn.kg.io.KBFileError: --kb .../missing.json: no such file
+    """
     with gc_paused():
         return from_dict(load_json(path, flag=flag, error=KBFileError), source=str(path))
 
@@ -267,5 +279,12 @@ def dumps_kb(kb: KnowledgeBase) -> str:
 
 def save_kb(kb: KnowledgeBase, path: str | os.PathLike) -> Path:
     """Write atomically (temp sibling + rename, missing folders created) so a crash never
-    leaves half a KB."""
+    leaves half a KB; returns the path written.
+
+    >>> import tempfile, pathlib
+    >>> from deepunlearn.kg.domains.family.generate import generate_family
+    >>> out = save_kb(generate_family(6, seed=3), pathlib.Path(tempfile.mkdtemp()) / "new" / "kb.json")
+    >>> out.name, load_kb(out).name
+    ('kb.json', 'family-6-seed3')
+    """
     return atomic_write_text(path, dumps_kb(kb))

@@ -14,7 +14,8 @@ Public API (torch is imported only when a function runs)::
     import_gguf(file, out_dir, *, dtype="fp32", force=False, bundle=None) -> dict
     model_info(name, *, trust_remote_code=False) -> dict  (no weights loaded)
     probe(bundle, kb, fact_ids=None, *, mode="exact", forms=None, any_modes=None, batch_size=None, model_fn=None,
-          progress=True) -> ProbeResult        (modes: MODES = exact, generate, yesno, rank, any)
+          progress=True, compose=None) -> ProbeResult  (modes: MODES = exact, generate, yesno, rank, any, compose;
+          compose takes the questions of deepunlearn.rules.compose.compose_set)
     cached_probe(bundle, kb, *, mode="exact", cache_dir=None, fact_ids=None, forms=None, any_modes=None, **kw)
     encode_forms(tokenizer, prompt, forms, *, with_rest=False) -> [(prompt ids, continuation ids)]
     form_prompt_ids(tokenizer, prompt, forms) -> [prompt ids]   (generate mode over forms)

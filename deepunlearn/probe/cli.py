@@ -1,13 +1,16 @@
 """``deepunlearn probe``: which facts of a KB does a model know?
 
 ``deepunlearn probe --model DIR --kb KB.json [-o KNOWN.json] [--protocol default|reference]
-[--mode exact|generate|yesno|rank|any] [--forms SEL] [--answer-format NAME|TEMPLATE] --json``
+[--mode exact|generate|yesno|rank|any|compose] [--forms SEL] [--answer-format NAME|TEMPLATE] --json``
 prints ``{"known": int, "total": int, "mode": ..., "prompt_format": {...}, ...}``; KNOWN.json
 lists the known fact ids and facts. ``--forms`` picks the probe forms (
 :func:`deepunlearn.kg.forms.select_forms`: ``default``, ``all``, a split, form names, comma
 separated); over forms (any selection but ``default``, or the modes yesno, rank, any) the JSON
 adds ``forms``, ``fallback`` and ``per_form`` (``{form: {mode: [known, probed]}}``) and the text
-output a table of them (:mod:`deepunlearn.probe.forms_probe`).
+output a table of them (:mod:`deepunlearn.probe.forms_probe`). ``--mode compose --compose FILE``
+asks the derived facts through the multi-hop questions of ``deepunlearn rules compose``
+(:mod:`deepunlearn.probe.compose_probe`); the JSON adds ``compose_questions``,
+``compose_answered``, ``compose_by_rule`` and KNOWN.json every question with its verdict.
 
 The protocol picks the probe mode (``reference``: generate, the reference's rule; ``default``:
 exact) and the answer format (``reference``: always the model family's, as the reference
@@ -109,7 +112,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "yesno: P(yes) vs P(no) on the yes/no forms (all right = known); rank: the true answer "
                         "ranks first among the answers of its type; any: known under any mode on any form "
                         "(adversarial; calibrated with --calibration, else the raw rule, like any_raw, which counts "
-                        "chance guesses as known); default: the protocol's (default: exact, reference: generate)")
+                        "chance guesses as known); compose: a derived fact is answered through a multi-hop question "
+                        "composing a rule's body (--compose FILE); default: the protocol's (default: exact, "
+                        "reference: generate)")
+    p.add_argument("--compose", default=None, metavar="COMPOSE.json",
+                   help="the compose questions --mode compose asks ('deepunlearn rules compose --kb KB -o FILE')")
     p.add_argument("--forms", default=None, metavar="SEL",
                    help="probe forms, comma separated: default (the primary question, today's probe), all, a split "
                         "(train, test, unlearn) or form names (primary, qa1, st1, yes1, ..., the KB's own); a fact "
@@ -197,6 +204,11 @@ def _probe(args: argparse.Namespace) -> int:
         return bundle
 
     apply_threads(args)
+    from . import calibrate_cli
+
+    if mode == "compose" and (args.scores or args.mia or args.holdout or args.facts or calibrate_cli.wanted(args)):
+        raise CLIError("--mode compose is the known/total probe of derived facts: no --scores, --mia, --holdout, "
+                       "--facts or calibration", field="--mode")
     kb = load_kb(args.kb)
     if args.forms is not None:
         from ..kg.forms import parse_selection
@@ -217,14 +229,22 @@ def _probe(args: argparse.Namespace) -> int:
         if args.facts and not (args.scores or args.mia):
             raise CLIError("--facts is for --scores or --mia", field="--facts")
         return run(args, kb, lambda: load(args.model, kb, args.device, args.dtype, **fmt))
-    from . import calibrate_cli
-
     if calibrate_cli.wanted(args):
         return calibrate_cli.run(args, kb, lambda name: load(name, kb, args.device, args.dtype, **fmt))
     if mode in ("any", "any_raw"):
         print(f"deepunlearn probe: note: --mode {mode} is uncalibrated: chance guesses count as known "
               "(calibrate with --calibrate HOLD.json, apply with --calibration FILE)", file=sys.stderr)
     label, mode = mode, ("any" if mode == "any_raw" else mode)
+    questions = None
+    if (mode == "compose") != (args.compose is not None):
+        raise CLIError("--compose FILE goes with --mode compose, and --mode compose needs it (write it with "
+                       "'deepunlearn rules compose --kb KB -o FILE')", field="--compose")
+    if mode == "compose":
+        from ..kg.compose import read_compose
+
+        if args.forms is not None or args.cache_dir:
+            raise CLIError("--mode compose asks its own questions: no --forms or --cache-dir", field="--mode")
+        questions = read_compose(kb, args.compose)
     bundle = load(args.model, kb, args.device, args.dtype, **fmt)
     warning = check_trained_on(bundle, kb, kb_file=args.kb)
     if warning:
@@ -238,7 +258,7 @@ def _probe(args: argparse.Namespace) -> int:
             res = cached_probe(bundle, kb, mode=mode, forms=args.forms, cache_dir=args.cache_dir,
                                batch_size=args.batch_size)
         else:
-            res = probe(bundle, kb, mode=mode, forms=args.forms, batch_size=args.batch_size)
+            res = probe(bundle, kb, mode=mode, forms=args.forms, batch_size=args.batch_size, compose=questions)
     except ValueError as e:  # e.g. an answer format under which an answer adds no tokens
         raise CLIError(str(e)) from None
     seconds = time.perf_counter() - t0
@@ -265,9 +285,15 @@ def _probe(args: argparse.Namespace) -> int:
     }
     if res.per_form is not None:
         out.update(forms=res.forms, fallback=int(res.fallback), per_form=res.per_form)
+    if res.compose is not None:
+        from .compose_probe import by_rule
+
+        out.update(compose_questions=len(res.compose), compose_answered=sum(r["known"] for r in res.compose),
+                   compose_by_rule=by_rule(res.compose))
     if args.output:
         ids = sorted(res.known_ids())
-        doc = {**out, "fact_ids": ids, "facts": [list(kb.facts[i]) for i in ids]}
+        doc = {**out, "fact_ids": ids, "facts": [list(kb.facts[i]) for i in ids],
+               **({} if res.compose is None else {"compose": res.compose})}
         from ..errors import atomic_write_text
 
         path = atomic_write_text(args.output, json.dumps(doc, ensure_ascii=False, indent=1) + "\n")

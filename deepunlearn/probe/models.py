@@ -20,9 +20,10 @@ import json
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import atomic_write_text, load_json
+from .hf_quiet import quiet_hf  # noqa: F401  (re-exported: many modules import it from here)
 from .gguf import find_gguf, gguf_architecture, quiet_gguf, strip_quantization
 from .chat import chat_format
 from .prompts import PromptFormat
@@ -111,34 +112,6 @@ def check_device(device: str | None, *, flag: str | None = None) -> str:
                          field=flag)
 
 
-@contextlib.contextmanager
-def quiet_hf(errors_only: bool = False) -> Iterator[None]:
-    """Silence transformers' and huggingface_hub's progress bars ("Loading weights", "Writing
-    model shards", downloads) for the block, and with ``errors_only`` transformers' warnings
-    too (a load report table of missing weights: :func:`load_model` raises its own one-line
-    error for those); then restore every setting as it was. Our own tqdm bars (probing,
-    finetuning, unlearning) are not theirs and stay."""
-    import huggingface_hub.utils as hub_utils
-    from transformers.utils import logging as tf_logging
-
-    tf_was = tf_logging.is_progress_bar_enabled()
-    hub_was_off = hub_utils.are_progress_bars_disabled()
-    verbosity = tf_logging.get_verbosity()
-    tf_logging.disable_progress_bar()  # also disables huggingface_hub's
-    if errors_only:
-        tf_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        tf_logging.set_verbosity(verbosity)
-        if tf_was:
-            tf_logging.enable_progress_bar()
-        if hub_was_off:
-            hub_utils.disable_progress_bars()
-        else:
-            hub_utils.enable_progress_bars()
-
-
 _DTYPES = {
     "bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16", "half": "float16",
     "fp32": "float32", "float32": "float32", "float": "float32",
@@ -174,7 +147,7 @@ def read_meta(folder: str | Path) -> dict:
     return data
 
 
-def _prompt_from_meta(meta: dict, source: Path) -> PromptFormat | None:
+def prompt_from_meta(meta: dict, source: Path) -> PromptFormat | None:
     if "prompt" not in meta:
         return None
     try:
@@ -218,6 +191,18 @@ def load_model(
     or weights file, weights that do not fit the config (never silently replaced by random
     ones), a hub name when the hub cannot be reached and the model is not in the local
     Hugging Face cache (at once, no retries; see :mod:`deepunlearn.probe.sources`).
+
+    >>> import tempfile
+    >>> from deepunlearn.kg.domains.family.generate import generate_family
+    >>> from deepunlearn.probe.tiny import build_tiny_model
+    >>> folder = build_tiny_model(generate_family(5, seed=0), tempfile.mkdtemp(), hidden=32, layers=1, heads=2)
+    >>> bundle = load_model(folder, device="cpu")
+    >>> bundle.prompt.name, bundle.model.config.model_type, bundle.tokenizer.padding_side
+    ('llama', 'llama', 'left')
+    >>> load_model(str(folder) + "-missing")
+    Traceback (most recent call last):
+    ...
+    deepunlearn.probe.sources.ModelLoadError: no such folder: ...-missing (a model is a checkpoint folder or a hub name; this path does not exist)
     """
     if answer_format not in ANSWER_FORMATS:
         raise ValueError(f"unknown answer_format {answer_format!r}: expected one of {ANSWER_FORMATS}")
@@ -283,7 +268,7 @@ def load_model(
     if prompt is None and answer_format == "chat" and getattr(tokenizer, "chat_template", None):
         prompt, source_kind = PromptFormat.named("chat"), "chat"  # resolved below
     if prompt is None and answer_format in ("recorded", "chat") and folder is not None and gguf is None:
-        prompt = _prompt_from_meta(meta, folder)
+        prompt = prompt_from_meta(meta, folder)
         source_kind = "recorded"
     if prompt is None:
         prompt = PromptFormat.for_model(getattr(model.config, "model_type", ""), name)

@@ -2,13 +2,15 @@
 and the probe's dispatch read them here.
 
 >>> MODES
-('exact', 'generate', 'yesno', 'rank', 'any')
+('exact', 'generate', 'yesno', 'rank', 'any', 'compose')
 >>> check_mode("rank"), ANY_MODES
 ('rank', ('exact', 'yesno', 'rank', 'generate'))
+>>> FACT_MODES
+('exact', 'generate', 'yesno', 'rank', 'any')
 >>> check_mode("guess")
 Traceback (most recent call last):
 ...
-ValueError: unknown probe mode 'guess': expected one of exact, generate, yesno, rank, any
+ValueError: unknown probe mode 'guess': expected one of exact, generate, yesno, rank, any, compose
 """
 
 from __future__ import annotations
@@ -22,14 +24,23 @@ DESCRIPTIONS = {
     "yesno": "the yes/no forms are answered right",
     "rank": "the answer ranks first among the answers of its type",
     "any": "known under any mode on any form",
+    "compose": "a derived fact is answered (generated, as in generate) through a multi-hop question that "
+               "composes the body of a rule deriving it (deepunlearn.kg.compose)",
 }
 MODES: tuple[str, ...] = tuple(DESCRIPTIONS)
 Mode = Literal[MODES]  # type: ignore[valid-type]
+#: the modes that ask a fact through its own forms: every mode but ``compose``, which asks derived
+#: facts through the rules (``probe --mode compose --compose FILE``; after unlearning, the
+#: model-derived recall of :mod:`deepunlearn.unlearn.derived`). The primary probe of unlearning,
+#: attacks and sweeps takes one of these.
+FACT_MODES: tuple[str, ...] = tuple(m for m in DESCRIPTIONS if m != "compose")
+FactMode = Literal[FACT_MODES]  # type: ignore[valid-type]
 #: the modes ``any`` combines, in the order it runs them (cheapest first)
 ANY_MODES: tuple[str, ...] = ("exact", "yesno", "rank", "generate")
 AnyMode = Literal[ANY_MODES]  # type: ignore[valid-type]
 #: the form selection each mode probes when none is given (``deepunlearn.kg.forms``)
-DEFAULT_SELECTION = {"exact": "default", "generate": "default", "rank": "default", "yesno": "all", "any": "all"}
+DEFAULT_SELECTION = {"exact": "default", "generate": "default", "rank": "default", "yesno": "all", "any": "all",
+                     "compose": "default"}
 #: the modes a protocol may name (the others probe over forms)
 PROTOCOL_MODES: tuple[str, ...] = ("exact", "generate")
 

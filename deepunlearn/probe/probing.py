@@ -41,7 +41,7 @@ import numpy as np
 from ..kg.kb import KnowledgeBase
 from .models import ModelBundle
 from .passes import (  # noqa: F401  (re-exported: the forward passes lived here)
-    _accepts, _encoded, _generate, _model_device, _right_pad, _teacher_forced, checked_ids, logits_fn,
+    accepts, encoded, generate_answers, model_device, right_pad, teacher_forced, checked_ids, logits_fn,
 )
 from .result import MODES, MAX_NEW_TOKENS, Mode, ProbeResult, ProbeResultError  # noqa: F401  (re-exported)
 
@@ -57,6 +57,7 @@ def probe(
     batch_size: int | str | None = None,
     model_fn: Callable | None = None,
     progress: bool = True,
+    compose: Sequence | None = None,
 ) -> ProbeResult:
     """Probe the model on the facts ``fact_ids`` of ``kb`` (all facts by default).
 
@@ -80,14 +81,35 @@ def probe(
     ids and decoded with Hugging Face ``generate`` and its KV cache. Runs in inference mode and
     eval mode and restores train mode.
 
+    ``compose``: the compose questions of mode ``compose`` (required there, refused elsewhere;
+    :mod:`deepunlearn.probe.compose_probe`): ``fact_ids`` are then the derived facts reported.
+
     ``batch_size``: facts per forward pass; ``None`` or ``"auto"`` (default) sizes batches to the
     free memory on CUDA (:func:`~deepunlearn.probe.batching.resolve_batch_size`) and takes 64 on
     CPU. The result keeps the order of ``fact_ids``.
+
+    >>> import tempfile
+    >>> from deepunlearn.kg.domains.family.generate import generate_family
+    >>> from deepunlearn.probe.models import load_model
+    >>> from deepunlearn.probe.tiny import build_tiny_model
+    >>> kb = generate_family(5, seed=0)
+    >>> bundle = load_model(build_tiny_model(kb, tempfile.mkdtemp(), hidden=32, layers=1, heads=2), device="cpu")
+    >>> res = probe(bundle, kb, progress=False)      # an untrained model: it knows none of the facts
+    >>> len(res) == len(kb.facts), res.known_ids(), res.mode
+    (True, set(), 'exact')
     """
     import torch
 
     if mode not in MODES:
         raise ValueError(f"unknown probe mode {mode!r}: expected one of {MODES}")
+    if (mode == "compose") != (compose is not None):
+        raise ValueError("probe: mode 'compose' takes the compose questions (compose=...), and only it does")
+    if mode == "compose":
+        from .compose_probe import probe_compose
+
+        ids = None if fact_ids is None else checked_ids(kb, fact_ids, batch_size)
+        return probe_compose(bundle, kb, list(compose), ids, batch_size=batch_size, model_fn=model_fn,
+                             progress=progress)
     ids = checked_ids(kb, fact_ids, batch_size)
     if any_modes is not None and mode != "any":
         raise ValueError(f"any_modes is for mode 'any', not {mode!r}")
@@ -97,7 +119,7 @@ def probe(
         return probe_forms(bundle, kb, ids, mode=mode, forms=forms, any_modes=any_modes, batch_size=batch_size,
                            model_fn=model_fn, progress=progress)
 
-    enc, q_alone = _encoded(bundle, kb)
+    enc, q_alone = encoded(bundle, kb)
     rows = [enc[i] for i in ids]
     gen_prompts = [q_alone[i] for i in ids]
     # Longest first: batches hold rows of similar length (little padding), and running out of
@@ -112,7 +134,7 @@ def probe(
     model = bundle.model
     was_training = model.training
     model.eval()
-    device = _model_device(bundle)
+    device = model_device(bundle)
     from .batching import resolve_batch_size
 
     from .answer_rule import rule_of_bundle
@@ -132,12 +154,12 @@ def probe(
             for start in range(0, len(order), batch_size):
                 batch = order[start:start + batch_size]
                 b_rows = [rows[j] for j in batch]
-                lp, exact = _teacher_forced(b_rows, model_fn, default_fn, pad, device)
+                lp, exact = teacher_forced(b_rows, model_fn, default_fn, pad, device)
                 logprob[batch] = lp
                 if mode == "exact":
                     known[batch] = exact
                 else:
-                    texts = _generate(bundle, [gen_prompts[j] for j in batch], model_fn, device)
+                    texts = generate_answers(bundle, [gen_prompts[j] for j in batch], model_fn, device)
                     for j, text in zip(batch, texts):
                         outputs[j] = text
                         known[j] = rule.matches(answers[j], text, subjects[j])

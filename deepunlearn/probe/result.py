@@ -24,7 +24,9 @@ class ProbeResult:
     ``{form name: {mode: [known, probed]}}`` (the per-form verdicts over the distinct facts
     probed; for ``yesno`` per yes/no form, "known" = answered right), ``fallback`` (facts that
     got their primary form because the selection picked none of theirs) and ``forms`` (the
-    selection); today's path leaves them ``None``, 0, ``None``."""
+    selection); today's path leaves them ``None``, 0, ``None``. ``compose`` mode
+    (:mod:`deepunlearn.probe.compose_probe`) also fills ``compose``: one record per compose
+    question (its fact, rule, body facts, question, answer, output and whether it was answered)."""
 
     fact_ids: np.ndarray
     known: np.ndarray
@@ -34,6 +36,7 @@ class ProbeResult:
     per_form: dict[str, dict[str, list[int]]] | None = None
     fallback: int = 0
     forms: str | None = None
+    compose: list[dict] | None = None
 
     def __post_init__(self) -> None:
         self.fact_ids = np.asarray(self.fact_ids, dtype=np.int64)
@@ -76,6 +79,7 @@ class ProbeResult:
                 "per_form": None if self.per_form is None else
                 {name: {m: [int(k), int(n)] for m, (k, n) in modes.items()} for name, modes in self.per_form.items()},
             }),
+            **({} if self.compose is None else {"compose": list(self.compose)}),
         }
 
     @classmethod
@@ -119,9 +123,15 @@ class ProbeResult:
         if len(known) != n or len(logprob) != n or (outputs is not None and len(outputs) != n):
             raise ProbeResultError(f"{source}: fact_ids, known, logprob (and outputs) must have the same length")
         per_form, fallback, forms = _form_fields(obj, source)
+        compose = obj.get("compose")
+        if compose is not None and not (isinstance(compose, list) and all(
+                isinstance(r, dict) and isinstance(r.get("fact_id"), int) and isinstance(r.get("known"), bool)
+                for r in compose)):
+            raise ProbeResultError(f"{source}: field 'compose' must be a list of records with 'fact_id' and 'known'",
+                                   field="compose")
         return cls(fact_ids=np.asarray(ids, dtype=np.int64), known=np.asarray(known, dtype=bool),
                    logprob=np.asarray([np.nan if x is None else float(x) for x in logprob], dtype=np.float64),
-                   outputs=outputs, mode=mode, per_form=per_form, fallback=fallback, forms=forms)
+                   outputs=outputs, mode=mode, per_form=per_form, fallback=fallback, forms=forms, compose=compose)
 
 
 class ProbeResultError(UserError, ValueError):

@@ -143,6 +143,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     _quiet(p)
     p.set_defaults(handler=_explain)
 
+    from .compose_cli import register as register_compose
+
+    register_compose(rsub, common, _load)
+
     p = rsub.add_parser("show", help="read a rule set and print it as Datalog, with warnings")
     p.add_argument("rules", help="rule set name or rule file")
     p.add_argument("--kb", default=None, help="also check the rules against this KB (unknown relations)")

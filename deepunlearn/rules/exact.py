@@ -61,8 +61,14 @@ def enumerate_minimal(cone: Cone, time_budget: float = 10.0) -> tuple[list[froze
     remaining = time_budget - (time.perf_counter() - start)
     if remaining <= 0:
         return [], False
+    deadline = time.perf_counter() + remaining
     with ctl.solve(on_model=on_model, async_=True) as handle:
+        # wait() may return before its timeout without the search having finished (a wake-up of
+        # the condition variable it waits on, seen on a heavily loaded machine): wait again
+        # until the search finishes or the budget is really spent
         finished = handle.wait(remaining)
+        while not finished and (left := deadline - time.perf_counter()) > 0:
+            finished = handle.wait(left)
         if not finished:
             handle.cancel()
         result = handle.get()

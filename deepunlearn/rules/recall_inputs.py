@@ -39,7 +39,9 @@ def refuse_probe_output(doc: Any, path: str | os.PathLike) -> None:
 
 
 def read_known_after(kb, path: str | os.PathLike, flag: str = "--known-after") -> list[int]:
-    """K_B from ``flag`` (``--known-after``): a probe output (any of the kinds above) or a list of facts."""
+    """K_B from ``flag`` (``--known-after``): a probe output (any of the kinds above), the output
+    of ``unlearn -o`` (K before unlearning minus the facts forgotten at its last point) or a list
+    of facts."""
     doc = load_json(path, flag=flag, error=FactRefError)
     if isinstance(doc, dict) and doc.get("format") == "deepunlearn-probe-cache" and isinstance(doc.get("result"), dict):
         doc = doc["result"]
@@ -49,6 +51,11 @@ def read_known_after(kb, path: str | os.PathLike, flag: str = "--known-after") -
             raise FactRefError(f"{flag} {path}: fields 'known' and 'fact_ids' must be lists of the same "
                                "length, 'known' of true/false", file=path, field="known")
         doc = [i for i, k in zip(ids, flags) if k]
+    elif isinstance(doc, dict) and isinstance(doc.get("forgotten"), list) and isinstance(doc.get("fact_ids"), list):
+        # `unlearn -o`: K before unlearning (fact_ids) and the facts forgotten at its last point
+        before = fact_list(kb, doc["fact_ids"], path=path, flag=flag, key="fact_ids")
+        gone = set(fact_list(kb, doc["forgotten"], path=path, flag=flag, key="forgotten"))
+        return [i for i in before if i not in gone]
     return fact_list(kb, doc, path=path, flag=flag, key="fact_ids")
 
 

@@ -112,7 +112,7 @@ class ForgettingChecks:
         t0 = time.perf_counter()
         model_fn = getattr(step, "model_fn", None)
         if self.adversarial:
-            self._adversarial(points, forgotten, model_fn)
+            self.adversarial_check(points, forgotten, model_fn)
         if self.attacks is not None and (last or self.attacks.at == "all"):
             self._attack(points, targets, model_fn, lr)
         for p in points:
@@ -131,7 +131,9 @@ class ForgettingChecks:
                     model_fn=model_fn, progress=False)
         return {int(i) for i in res.known_ids()}
 
-    def _adversarial(self, points: list, forgotten: Sequence[int], model_fn) -> None:
+    def adversarial_check(self, points: list, forgotten: Sequence[int], model_fn=None) -> None:
+        """Ask the facts the primary probe counts ``forgotten`` again (the aggregate, calibrated when a
+        calibration is given) and put ``recall_adv`` and the rest into every point's ``notes``."""
         if self.calibration is not None:
             from .checks_calibrated import annotate_calibrated
 

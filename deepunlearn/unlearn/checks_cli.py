@@ -20,23 +20,14 @@ def add_check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe-forms", default=None, metavar="SEL",
                    help="the forms the primary probe asks (a fact is known if known on any of them; default: the "
                         "primary question)")
-    p.add_argument("--adversarial", action="store_true",
-                   help="also record recall_adv / accuracy_adv (a fact is known if any of its forms is known under "
-                        "any probe mode) and the superficial forgetting rate at every point")
-    p.add_argument("--adversarial-modes", default=None, metavar="M,M,...",
-                   help="the modes of the adversarial aggregate, some of exact, yesno, rank, generate (default: all "
-                        "four; the primary probe's mode is always included)")
-    p.add_argument("--adversarial-calibration", default=None, metavar="FILE",
-                   help="calibrate the adversarial aggregate (probe --calibrate -o FILE): a mode counts only above "
-                        "the threshold set on never-seen facts; points also record the raw values and the floor "
-                        "(default: the raw rule, uncalibrated)")
+    add_adversarial_args(p)
     p.add_argument("--relearn", default=None, metavar="N,N,...",
                    help="relearning attack at the last grid point: finetune N steps (every N listed, e.g. 1,2,4,8) "
                         "on facts the method did not target, then re-probe (recall_relearn)")
     p.add_argument("--relearn-size", type=positive_int, default=None, help="facts the attack relearns (default 16)")
     p.add_argument("--relearn-lr", type=positive_float, default=None,
                    help="the attack's learning rate (default: the run's unlearning learning rate)")
-    from .attack_cli import add_relearn_on
+    from .attack_run import add_relearn_on
 
     add_relearn_on(p)
     p.add_argument("--quantize", choices=("int8", "int4", "nf4"), default=None,
@@ -46,17 +37,26 @@ def add_check_args(p: argparse.ArgumentParser) -> None:
                    help="attack at the last grid point (default) or at every one")
 
 
-def check_kwargs(args, kb) -> dict[str, Any]:
-    """The TargetRunner keyword arguments these options give (none when unused), checked: a bad
-    selection or grid is one CLI error naming the flag."""
+def add_adversarial_args(p: argparse.ArgumentParser) -> None:
+    """``--adversarial``, ``--adversarial-modes`` and ``--adversarial-calibration``."""
+    p.add_argument("--adversarial", action="store_true",
+                   help="also record recall_adv / accuracy_adv (a fact is known if any of its forms is known under "
+                        "any probe mode) and the superficial forgetting rate")
+    p.add_argument("--adversarial-modes", default=None, metavar="M,M,...",
+                   help="the modes of the adversarial aggregate, some of exact, yesno, rank, generate (default: all "
+                        "four; the primary probe's mode is always included)")
+    p.add_argument("--adversarial-calibration", default=None, metavar="FILE",
+                   help="calibrate the adversarial aggregate (probe --calibrate -o FILE): a mode counts only above "
+                        "the threshold set on never-seen facts; the raw values and the floor are recorded too "
+                        "(default: the raw rule, uncalibrated)")
+
+
+def adversarial_kwargs(args) -> dict[str, Any]:
+    """``adversarial``, ``adversarial_modes`` and ``adversarial_calibration`` of the flags (none
+    when unused), checked: a bad value is one CLI error naming the flag."""
     from ..cli import CLIError
-    from ..kg.forms import parse_selection
 
     out: dict[str, Any] = {}
-    for flag, value, key in (("--forms", args.forms, "unlearn_forms"), ("--probe-forms", args.probe_forms, "forms")):
-        if value is not None:
-            parse_selection(kb, value, flag=flag)
-            out[key] = value
     if args.adversarial:
         out["adversarial"] = True
     if args.adversarial_modes is not None:
@@ -75,7 +75,21 @@ def check_kwargs(args, kb) -> dict[str, Any]:
             raise CLIError("--adversarial-calibration: give --adversarial too", field="--adversarial-calibration")
         out["adversarial_calibration"] = load_calibration(args.adversarial_calibration,
                                                           flag="--adversarial-calibration")
-    from .attack_cli import attack_params
+    return out
+
+
+def check_kwargs(args, kb) -> dict[str, Any]:
+    """The TargetRunner keyword arguments these options give (none when unused), checked: a bad
+    selection or grid is one CLI error naming the flag."""
+    from ..kg.forms import parse_selection
+
+    out: dict[str, Any] = {}
+    for flag, value, key in (("--forms", args.forms, "unlearn_forms"), ("--probe-forms", args.probe_forms, "forms")):
+        if value is not None:
+            parse_selection(kb, value, flag=flag)
+            out[key] = value
+    out.update(adversarial_kwargs(args))
+    from .attack_run import attack_params
 
     attacks = attack_params(args, required=False)
     if attacks is not None:

@@ -9,12 +9,15 @@ from K_B is ``superficial``; the verdict then holds the surviving derivation, ru
 
 B is probed in A's answer format (a checkpoint saved elsewhere records none, and the family's
 format would then probe another question than A was asked). Models load through
-:mod:`.evaluate_models` (checkpoint folders, hub names, GGUF files, PEFT adapters).
+:mod:`.evaluate_models` (checkpoint folders, hub names, GGUF files, PEFT adapters). The checks of
+a sweep (adversarial probe, relearning and quantisation attacks, scores) run on the same loaded B
+(:mod:`.evaluate_checks`) and fill the verdict's ``adversarial``, ``attacks`` and ``scores``.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Sequence
 
 from pydantic import BaseModel, ConfigDict
@@ -35,7 +38,25 @@ class Step(BaseModel):
 
 class Verdict(BaseModel):
     """The judgement of one unlearned model (see the module docstring). Fact lists are KB fact
-    ids; ``*_facts`` spell them out."""
+    ids; ``*_facts`` spell them out.
+
+    :func:`judge_known` makes one from two known-fact sets, with no model: here B lost the
+    target and the facts of the best minimal set, so nothing derives the target back.
+
+    >>> import deepunlearn
+    >>> from deepunlearn.rules.metrics import Evaluator
+    >>> kb = deepunlearn.generate_family(8, seed=1)
+    >>> rules = deepunlearn.load_rules("family")
+    >>> t, known_a = kb.targets[0], set(range(len(kb.facts)))
+    >>> ev = Evaluator(kb, rules=rules, known=sorted(known_a))
+    >>> gone = set(ev.evaluate(t, [t]).set)          # a minimal deep-unlearning set of t
+    >>> v = judge_known(kb, rules, ev, known_a, known_a - gone, t, original="A", unlearned="B",
+    ...                 kb_name="kb", mode="exact", forms=None, budget=None)
+    >>> v.target_forgotten, v.deep, v.superficial, v.recall
+    (True, True, False, 1.0)
+    >>> print(v.text().splitlines()[-1])
+      deep: yes: the target is not derivable from what the model still knows
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -68,6 +89,16 @@ class Verdict(BaseModel):
     surviving_text: str = ""
     method: str | None = None
     param: float | str | None = None
+    #: the adversarial probe's keys, as a sweep's point records them (:mod:`.evaluate_checks`)
+    adversarial: dict[str, Any] | None = None
+    #: the relearning / quantisation attacks, as ``deepunlearn attack`` reports them
+    attacks: dict[str, Any] | None = None
+    #: how much remains (the measures a sweep records with ``scores = true``)
+    scores: dict[str, Any] | None = None
+    #: with ``model_derived=True`` (``evaluate --model-derived``): the model-derived verdict of
+    #: :func:`deepunlearn.unlearn.derived.model_derived` and its ``deep_model``
+    model_derived: dict[str, Any] | None = None
+    deep_model: bool | None = None
 
     def text(self) -> str:
         """Readable lines: the counts, the metrics and, for a superficial forgetting, the
@@ -88,7 +119,14 @@ class Verdict(BaseModel):
         if self.superficial:
             lines.append("  surviving derivation (K: facts the model still knows), rule by rule:")
             lines.append(self.surviving_text)
-        return "\n".join(lines)
+        if self.model_derived is not None:
+            md = self.model_derived
+            lines.append(f"  deep (model-derived): {'yes' if self.deep_model else 'no'} (answered directly: "
+                         f"{'yes' if md['direct'] else 'no'}; compose questions answered "
+                         f"{md['compose_answered']}/{md['compose_questions']})")
+        from .evaluate_checks import check_lines
+
+        return "\n".join(lines + check_lines(self))
 
 
 def _kb(kb) -> tuple[Any, str]:
@@ -110,13 +148,18 @@ def resolve_target_ref(kb, target, kb_file: str | None = None) -> int:
 
 class Judge:
     """The original model's side, computed once: its bundle, its probe K_A and the evaluator of
-    recall/accuracy over K_A. :meth:`verdict` judges one unlearned model for one target."""
+    recall/accuracy over K_A. :meth:`verdict` judges one unlearned model for one target (and runs
+    the :class:`~.evaluate_checks.EvalChecks` on it, which read K, the evaluator and
+    :meth:`chosen_set` as the attack command reads a TargetRunner's)."""
+
+    #: K is what A answers; the minimal sets are enumerated exactly
+    k_mode, sets = "probed", "exact"
 
     def __init__(self, original: str | os.PathLike, kb, *, rules=None, mode: str | None = None,
                  forms: str | None = None, protocol: str | None = None, device: str | None = None,
                  dtype=None, prompt=None, answer_format: str | None = None, trust_remote_code: bool = False,
                  cache_dir: str | os.PathLike | None = None, batch_size: int = 64, progress: bool = True,
-                 grounding_budget: int | None = None):
+                 grounding_budget: int | None = None, model_derived: bool = False):
         from ..probe.protocol import get_protocol
         from ..rules.budget import DEFAULT_MAX_GROUNDINGS
         from ..rules.load import load_rules
@@ -134,6 +177,7 @@ class Judge:
         self.budget = grounding_budget or DEFAULT_MAX_GROUNDINGS
         self.device, self.dtype, self.batch_size, self.progress = device, dtype, batch_size, progress
         self.trust_remote_code = trust_remote_code
+        self.model_derived = model_derived  # also ask B the target's compose questions (deep_model)
         self.original = str(original)
         self.bundle = load_original(self.original, self.kb, device=device, dtype=dtype, prompt=prompt,
                                     answer_format=answer_format or proto.answer_format,
@@ -145,8 +189,10 @@ class Judge:
 
         res = cached_probe(self.bundle, self.kb, mode=self.mode, forms=forms, batch_size=batch_size,
                            cache_dir=cache_dir if cache_dir is not None else default_cache_dir(), progress=progress)
-        self.known = res.known_ids()
+        self.known = frozenset(int(i) for i in res.known_ids())
         self.rows = int(self.bundle.model.get_input_embeddings().weight.shape[0])
+        self.device_type = next(self.bundle.model.parameters()).device.type
+        self._collateral = None
         # B's load one at a time beside A's tokenizer and format; A's weights are not needed again
         # (an adapter B reloads A from its folder), so they are freed here
         self.bundle.model = None
@@ -161,31 +207,82 @@ class Judge:
                                         max_groundings=self.budget)
         return self._evaluator
 
-    def probe_unlearned(self, unlearned: str | os.PathLike) -> set[int]:
-        """K_B: the facts the unlearned model knows, probed in A's answer format and mode."""
-        from ..probe.probing import probe
+    def chosen_set(self, target: int) -> list[int]:
+        """The target's minimal set to forget (fewest facts, then least collateral), as
+        :meth:`~deepunlearn.unlearn.loop.TargetRunner.chosen_set` picks it."""
+        from ..rules.choice import Collateral, choose_set
+
+        if self._collateral is None:
+            self._collateral = Collateral(self.kb, self.known)
+        return sorted(choose_set(self.evaluator.minimal_sets(int(target)).sets, self._collateral, ()))
+
+    def load(self, unlearned: str | os.PathLike, flag: str = "--unlearned"):
+        """B (or a retain model), in A's answer format and with A's answer rule. A name that is no
+        local folder or file and cannot be loaded from the hub either is one line naming ``flag``."""
+        from ..probe.sources import ModelLoadError, looks_local
         from .evaluate_models import load_unlearned
 
-        bundle = load_unlearned(str(unlearned), self.bundle, original_name=self.original, original_rows=self.rows,
-                                device=self.device, dtype=self.dtype, trust_remote_code=self.trust_remote_code)
-        bundle.answer_rule = self.bundle.answer_rule
+        name = str(unlearned)
         try:
-            return probe(bundle, self.kb, mode=self.mode, forms=self.forms, batch_size=self.batch_size,
-                         progress=self.progress).known_ids()
-        finally:
-            del bundle
+            bundle = load_unlearned(name, self.bundle, original_name=self.original, original_rows=self.rows,
+                                    device=self.device, dtype=self.dtype, trust_remote_code=self.trust_remote_code)
+        except ModelLoadError:
+            if Path(name).expanduser().exists():
+                raise
+            raise EvaluateError(f"{flag} {name}: no such checkpoint folder or file"
+                                + ("" if looks_local(name) else " (and not reachable as a hub name)"),
+                                file=name, field=flag) from None
+        bundle.answer_rule = self.bundle.answer_rule
+        return bundle
 
-    def verdict(self, unlearned: str | os.PathLike, target, *, method: str | None = None,
-                param: float | str | None = None) -> Verdict:
+    def probe_unlearned(self, unlearned) -> set[int]:
+        """K_B: the facts the unlearned model (a name, or a loaded bundle) knows, probed in A's
+        answer format and mode."""
+        from ..probe.probing import probe
+
+        bundle = self.load(unlearned) if isinstance(unlearned, (str, os.PathLike)) else unlearned
+        return probe(bundle, self.kb, mode=self.mode, forms=self.forms, batch_size=self.batch_size,
+                     progress=self.progress).known_ids()
+
+    def target_id(self, target) -> int:
+        """The fact id of ``target``; one the original does not know is an :class:`EvaluateError`."""
         t = resolve_target_ref(self.kb, target, self.kb_name)
         if t not in self.known:
             s, r, o = self.kb.facts[t]
             raise EvaluateError(f"--target [{t}] ({s}, {r}, {o}): the original model {self.original} does not know "
                                 "it, so there is nothing to unlearn", field="--target")
-        known_b = self.probe_unlearned(unlearned)
-        return judge_known(self.kb, self.rules, self.evaluator, self.known, known_b, t,
-                           original=self.original, unlearned=str(unlearned), kb_name=self.kb_name,
-                           mode=self.mode, forms=self.forms, budget=self.budget, method=method, param=param)
+        return t
+
+    def verdict(self, unlearned: str | os.PathLike, target, *, method: str | None = None,
+                param: float | str | None = None, checks=None, flag: str = "--unlearned") -> Verdict:
+        """The verdict of one B; ``checks`` (:class:`~.evaluate_checks.EvalChecks`) run on the same
+        loaded B. ``flag`` names B in a loading error."""
+        t = self.target_id(target)
+        if checks is not None:
+            checks.check_device(self.device_type)
+        bundle = self.load(unlearned, flag)
+        try:
+            return self.judge_bundle(bundle, str(unlearned), t, method=method, param=param, checks=checks)
+        finally:
+            del bundle
+
+    def judge_bundle(self, bundle, name: str, target: int, *, method=None, param=None, checks=None) -> Verdict:
+        """The verdict of a loaded B (``target``: a fact id A knows), its checks run on ``bundle``
+        (whose weights are as before afterwards)."""
+        known_b = self.probe_unlearned(bundle)
+        v = judge_known(self.kb, self.rules, self.evaluator, set(self.known), known_b, target,
+                        original=self.original, unlearned=name, kb_name=self.kb_name, mode=self.mode,
+                        forms=self.forms, budget=self.budget, method=method, param=param)
+        if self.model_derived:
+            from .derived import model_derived
+
+            md = model_derived(bundle, self.kb, target, self.rules, direct=target in known_b,
+                               graph=self.evaluator.graph, batch_size=self.batch_size)
+            v.deep_model = md.pop("deep_model")
+            v.model_derived = md
+        if checks is None:
+            return v
+        return Verdict(**{**v.model_dump(), **checks.run(self, bundle, target, v)})
 
 
 def judge_known(kb, rules, evaluator, known_a: set[int], known_b: set[int], target: int, *, original: str,
@@ -216,14 +313,45 @@ def judge_known(kb, rules, evaluator, known_a: set[int], known_b: set[int], targ
 
 
 def evaluate(original: str | os.PathLike, unlearned: str | os.PathLike | Sequence[str | os.PathLike], kb,
-             target, *, rules=None, mode: str | None = None, forms: str | None = None, **kw) -> Verdict | list[Verdict]:
+             target, *, rules=None, mode: str | None = None, forms: str | None = None, adversarial: bool = False,
+             adversarial_modes: Sequence[str] | None = None, adversarial_calibration=None,
+             relearn: Sequence[int] | None = None, relearn_size: int = 16, relearn_lr: float | None = None,
+             quantize: str | None = None, seed: int = 0, scores: bool = False, retain: str | os.PathLike | None = None,
+             **kw) -> Verdict | list[Verdict]:
     """Judge ``unlearned`` (one model, or a list: A is probed once) against ``original`` for
     ``target`` (a fact id or ``"S|r|O"``) on ``kb`` (a KnowledgeBase or a KB file). Keywords:
     ``protocol``, ``device``, ``dtype``, ``prompt``, ``answer_format``, ``trust_remote_code``,
     ``cache_dir`` (the probe cache of A), ``batch_size``, ``progress``, ``grounding_budget``.
-    Returns a :class:`Verdict` (a list of them for a list)."""
+    The checks (:mod:`.evaluate_checks`): ``adversarial`` (with ``adversarial_modes``,
+    ``adversarial_calibration``), the attacks ``relearn`` (a grid of step counts, e.g. ``[1, 2, 4]``),
+    ``relearn_size``, ``relearn_lr``, ``quantize`` (``"int8"``, ``"int4"``, ``"nf4"``), ``seed``,
+    and ``scores`` (with ``retain``, a retain model's checkpoint). Returns a :class:`Verdict` (a
+    list of them for a list).
+
+    A model judged against itself has forgotten nothing (here A is the tiny model finetuned on
+    a four-person family; ``examples/evaluate_own_model.py`` judges a model unlearned by plain
+    torch code):
+
+    >>> import tempfile, pathlib, deepunlearn
+    >>> from deepunlearn.probe.tiny import build_tiny_model
+    >>> from deepunlearn.unlearn.finetune import FinetuneConfig, finetune
+    >>> work = pathlib.Path(tempfile.mkdtemp())
+    >>> kb = deepunlearn.generate_family(4, seed=0)
+    >>> a = deepunlearn.load_model(build_tiny_model(kb, work / "tiny"), device="cpu")
+    >>> _ = finetune(a, kb, FinetuneConfig.tiny(), out_dir=work / "A", progress=False)
+    >>> kb_file = deepunlearn.save_kb(kb, work / "kb.json")
+    >>> v = evaluate(work / "A", work / "A", kb_file, kb.targets[0], progress=False)
+    >>> v.forgotten, v.target_forgotten, v.deep, v.recall
+    ([], False, False, 0.0)
+    """
+    from .evaluate_checks import EvalChecks
+
+    checks = EvalChecks.build(adversarial=adversarial, adversarial_modes=adversarial_modes,
+                              adversarial_calibration=adversarial_calibration, relearn=relearn,
+                              relearn_size=relearn_size, relearn_lr=relearn_lr, quantize=quantize, seed=seed,
+                              scores=scores, retain=None if retain is None else str(retain))
     judge = Judge(original, kb, rules=rules, mode=mode, forms=forms, **kw)
     if isinstance(unlearned, (str, os.PathLike)):
-        return judge.verdict(unlearned, target)
-    return [judge.verdict(u, target) for u in unlearned]
+        return judge.verdict(unlearned, target, checks=checks)
+    return [judge.verdict(u, target, checks=checks) for u in unlearned]
 

@@ -11,6 +11,12 @@ param]``) judges many B's, appending one JSON line per row to ``-o OUT.jsonl`` a
 already judged there are skipped, so an interrupted run picks up where it stopped
 (:mod:`.evaluate_manifest`); ``deepunlearn evaluate-report OUT.jsonl -o DIR`` turns those lines
 into a results store and the sweep report (:mod:`deepunlearn.bench.verdict_store`).
+
+The checks a sweep and ``deepunlearn attack`` run, on each B (:mod:`.evaluate_checks`):
+``--adversarial`` (``--adversarial-modes``, ``--adversarial-calibration``), the attacks
+``--relearn N,N,...`` (``--relearn-size``, ``--relearn-lr``, ``--seed``) and ``--quantize
+int8|int4|nf4``, and ``--scores`` (``--retain R``: a retain model for the reference-based
+measures). B is loaded once for its probe and its checks; the attacks put its weights back.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from pathlib import Path
 def register(sub: argparse._SubParsersAction) -> None:
     from ..cli import add_json, add_threads, positive_int
     from ..probe.cli import add_format_args
-    from ..probe.result import MODES
+    from ..probe.modes import FACT_MODES as MODES
 
     p = sub.add_parser(
         "evaluate", help="judge unlearned checkpoints against their original: forgotten facts, recall, "
@@ -48,6 +54,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--mode", choices=MODES, default=None, help="probe mode, as 'deepunlearn probe --mode' "
                                                                  "(default: the protocol's)")
     p.add_argument("--forms", default=None, metavar="SEL", help="probe forms, as 'deepunlearn probe --forms'")
+    p.add_argument("--model-derived", action="store_true",
+                   help="also ask each unlearned model the target's compose questions (multi-hop questions "
+                        "composing the rule bodies that derive it from K) and report model-derived deep unlearning "
+                        "(deep_model: the model answers the target neither directly nor through any of them)")
     add_format_args(p)
     p.add_argument("--batch-size", type=positive_int, default=64, metavar="N", help="questions per forward pass")
     p.add_argument("--device", default=None, help="cuda, cuda:1, cpu, mps (default: cuda when present)")
@@ -55,6 +65,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-dir", default=None,
                    help="probe cache for the original's probe (default: $DEEPUNLEARN_CACHE/probe or "
                         "~/.cache/deepunlearn/probe)")
+    from .attack_run import add_attack_args
+    from .checks_cli import add_adversarial_args
+
+    add_adversarial_args(p)
+    add_attack_args(p, quantize_choices=False)
+    p.add_argument("--scores", action="store_true",
+                   help="also record how much remains: answer probability, truth ratio, exposure, ROUGE-L, Min-K%%, "
+                        "model utility (on the target, its minimal set and the rest of K)")
+    p.add_argument("--retain", default=None, metavar="R",
+                   help="with --scores: a retain model (the base trained without the target's reference set) for "
+                        "forget quality and generalised exposure")
     p.add_argument("-o", "--output", default=None, metavar="OUT",
                    help="write the verdicts (JSON; with --manifest: JSON lines, appended, resumable)")
     add_threads(p)
@@ -71,7 +92,26 @@ def _judge(args):
     return Judge(args.original, args.kb, rules=args.rules, mode=args.mode, forms=args.forms,
                  protocol=protocol.name, device=args.device, dtype=args.dtype, prompt=fmt["prompt"],
                  answer_format=fmt["answer_format"], trust_remote_code=fmt["trust_remote_code"],
-                 cache_dir=args.cache_dir, batch_size=args.batch_size, progress=not args.json)
+                 cache_dir=args.cache_dir, batch_size=args.batch_size, progress=not args.json,
+                 model_derived=args.model_derived)
+
+
+def _checks(args):
+    """The checks of the flags (None when none is asked for); a bad value is one line naming its
+    flag, before any model loads."""
+    from ..cli import CLIError
+    from .attack_run import attack_params
+    from .checks_cli import adversarial_kwargs
+    from .evaluate_checks import EvalChecks
+
+    adv = adversarial_kwargs(args)
+    attacks = attack_params(args, required=False)
+    if args.retain is not None and not args.scores:
+        raise CLIError("--retain: the retain model is the reference of the scores: give --scores too", field="--retain")
+    checks = EvalChecks(adversarial=adv.get("adversarial", False), adversarial_modes=adv.get("adversarial_modes"),
+                        calibration=adv.get("adversarial_calibration"), attacks=attacks, relearn_lr=args.relearn_lr,
+                        seed=args.seed, scores=args.scores, retain=args.retain)
+    return checks if checks.active else None
 
 
 def _evaluate(args: argparse.Namespace) -> int:
@@ -84,17 +124,19 @@ def _evaluate(args: argparse.Namespace) -> int:
         from .evaluate_manifest import read_manifest, run_manifest
 
         rows = read_manifest(args.manifest)  # a bad manifest is one line before any model loads
+        checks = _checks(args)
         apply_threads(args)
-        return run_manifest(args, rows, _judge(args))
+        return run_manifest(args, rows, _judge(args), checks)
     if args.target is None:
         raise CLIError("--target is required (a fact index or 'subject|relation|object')", field="--target")
     if args.output and Path(args.output).is_dir():
         raise CLIError(f"-o {args.output}: is a folder, expected a file", file=args.output, field="-o")
+    checks = _checks(args)
     apply_threads(args)
     judge = _judge(args)
     from tqdm import tqdm
 
-    verdicts = [judge.verdict(b, args.target)
+    verdicts = [judge.verdict(b, args.target, checks=checks)
                 for b in tqdm(args.unlearned, desc="unlearned models", unit=" model", file=sys.stderr,
                               disable=args.json or len(args.unlearned) < 2, leave=False)]
     dicts = [v.model_dump() for v in verdicts]

@@ -71,24 +71,31 @@ def read_manifest(path: str | os.PathLike) -> list[dict]:
             raise ManifestError(f"--manifest {p}: expected [[row]] tables (checkpoint, target, method, param)",
                                 file=p, field="row")
         rows = [_row(r, f"row {i + 1}", p) for i, r in enumerate(raws)]
+        starts = [n for n, ln in enumerate(text.splitlines(), start=1) if ln.strip().replace(" ", "") in
+                  ("[[row]]", "[[rows]]")]
+        for r, n in zip(rows, starts if len(starts) == len(rows) else []):
+            r["line"] = n
     else:
-        lines = [r for r in csv.reader(io.StringIO(text)) if r and any(c.strip() for c in r)
-                 and not r[0].lstrip().startswith("#")]
-        header = [c.strip().lower() for c in lines[0]] if lines else []
+        reader = csv.reader(io.StringIO(text))
+        numbered = [(reader.line_num, r) for r in reader]  # line_num: the row's last line
+        numbered = [(n, r) for n, r in numbered if r and any(c.strip() for c in r) and not r[0].lstrip().startswith("#")]
+        header = [c.strip().lower() for c in numbered[0][1]] if numbered else []
         if header and header[0] == "checkpoint":
             bad = [c for c in header if c not in COLUMNS]
             if bad:
                 raise ManifestError(f"--manifest {p}: header: unknown column {bad[0]!r} (expected "
                                     f"{', '.join(COLUMNS)})", file=p, field=bad[0])
-            lines = lines[1:]
+            numbered = numbered[1:]
         else:
             header = list(COLUMNS)
         rows = []
+        lines = [r for _, r in numbered]
         for i, cells in enumerate(lines):
             if len(cells) > len(header):
                 raise ManifestError(f"--manifest {p}: row {i + 1}: {len(cells)} cells, expected at most "
                                     f"{len(header)} ({', '.join(header)})", file=p, field=f"row {i + 1}")
-            rows.append(_row(dict(zip(header, cells)), f"row {i + 1}", p))
+            rows.append(_row(dict(zip(header, cells)), f"row {i + 1} (line {numbered[i][0]})", p))
+            rows[-1]["line"] = numbered[i][0]
     if not rows:
         raise ManifestError(f"--manifest {p}: no rows", file=p)
     base = p.parent
@@ -126,8 +133,15 @@ def _append(out: Path, obj: dict) -> None:
         os.fsync(f.fileno())
 
 
-def run_manifest(args, rows: list[dict], judge) -> int:
-    """Judge every row not already in ``args.output``; exit status 1 when a row failed."""
+def where(manifest, i: int, row: dict) -> str:
+    """``--manifest FILE: row N (line L)``: where a row is, for its error line."""
+    return f"--manifest {manifest}: row {i + 1}" + (f" (line {row['line']})" if row.get("line") else "")
+
+
+def run_manifest(args, rows: list[dict], judge, checks=None) -> int:
+    """Judge every row not already in ``args.output`` (with ``checks``, the
+    :class:`~.evaluate_checks.EvalChecks` of the flags, on every row); exit status 1 when a row
+    failed."""
     from tqdm import tqdm
 
     from ..cli import emit
@@ -146,25 +160,46 @@ def run_manifest(args, rows: list[dict], judge) -> int:
         target = r["target"] if r["target"] is not None else args.target
         try:
             if target is None:
-                raise ManifestError(f"--manifest {args.manifest}: row {i + 1}: no target (give one in the row "
+                raise ManifestError(f"{where(args.manifest, i, r)}: no target (give one in the row "
                                     "or --target)", file=args.manifest, field="target")
-            v = judge.verdict(r["path"], target, method=r["method"], param=r["param"])
+            v = judge.verdict(r["path"], target, method=r["method"], param=r["param"], checks=checks,
+                              flag="checkpoint")
             obj: dict[str, Any] = {"row": row, **v.model_dump()}
             summary.append({"row": i + 1, "checkpoint": r["checkpoint"], "deep": v.deep,
-                            "superficial": v.superficial, "recall": v.recall, "accuracy": v.accuracy})
+                            "superficial": v.superficial, "recall": v.recall, "accuracy": v.accuracy,
+                            "checks": _check_summary(v)})
             judged += 1
         except (UserError, OSError) as e:
-            obj = {"row": row, **describe(e)}
+            msg = " ".join(str(e).split())
+            if not msg.startswith("--manifest "):
+                msg = f"{where(args.manifest, i, r)}: {msg}"
+            obj = {"row": row, **describe(e), "error": msg}
             failed.append(i + 1)
-            print(f"deepunlearn evaluate: error: manifest row {i + 1} ({r['checkpoint']}): "
-                  + " ".join(str(e).split()), file=sys.stderr)
+            tqdm.write(f"deepunlearn evaluate: error: {msg}", file=sys.stderr)  # on its own line, not the bar's
         _append(out, obj)
     result = {"rows": len(rows), "skipped": len(rows) - len(todo), "judged": judged, "failed": failed,
               "output": str(out), "verdicts": summary}
     emit(args, result, lambda: "\n".join(
         [f"row {s['row']} {s['checkpoint']}: deep {'yes' if s['deep'] else 'no'}"
          + (" (superficial)" if s["superficial"] else "") + f", recall {s['recall']:.4f}, accuracy {s['accuracy']:.4f}"
+         + "".join(f"; {k} {x}" for k, x in s["checks"].items())
          for s in summary]
         + [f"{len(rows)} rows: {judged} judged, {len(rows) - len(todo)} already in {out}, {len(failed)} failed"
            + (f" (rows {', '.join(map(str, failed))})" if failed else "")]))
     return 1 if failed else 0
+
+
+def _check_summary(v) -> dict[str, str]:
+    """The checks of a verdict in a few words, for the summary line of its row."""
+    out = {}
+    if v.adversarial is not None:
+        out["adversarial recall"] = f"{v.adversarial['recall_adv']:.4f}"
+    a = v.attacks
+    if a is not None:
+        if a["recall_relearn"]:
+            out["relearn recall"] = " ".join(f"{n}:{r:.4f}" for n, r in a["recall_relearn"].items())
+        if a["recall_quant"] is not None:
+            out[f"{a['quantize']} recall"] = f"{a['recall_quant']:.4f}"
+    if v.scores is not None and v.scores.get("model_utility") is not None:
+        out["model utility"] = f"{v.scores['model_utility']:.4f}"
+    return out

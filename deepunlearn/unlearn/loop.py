@@ -22,13 +22,12 @@ import sys
 import time
 from typing import Iterable, Iterator, Literal, Sequence
 
-import numpy as np
-
 from .lr import runner_lr
-from .methods import MethodParams, Session, Unlearner, UnlearnError
+from .methods import MethodParams, Unlearner, UnlearnError
 from .points import (  # noqa: F401  (Point, TargetNotKnownError, seed_everything: re-exported)
-    Point, TargetNotKnownError, _evaluator, _lora_methods, _mix, _number, _opt, _unlearner, seed_everything,
+    Point, TargetNotKnownError, _evaluator, _lora_methods, _number, _opt, _unlearner, seed_everything,
 )
+from .run_session import runner_session
 from .sampled import AccuracySampler
 from .snapshot import LoraAdapter, LoraParams, WeightSnapshot
 
@@ -86,6 +85,21 @@ class TargetRunner:
     accuracy, accuracy_sample:
         ``"full"``/``"sampled"``/``"auto"`` (sampled above 2,000 facts in K), ``accuracy_sample`` facts:
         :mod:`deepunlearn.unlearn.sampled`.
+    
+    Examples
+    --------
+    An untrained model with K = the whole KB (``k_mode="dataset"``) has forgotten everything
+    after one step of gradient ascent: recall 1, accuracy 0, the target gone deeply.
+
+    >>> import tempfile
+    >>> from deepunlearn.kg.domains.family.generate import generate_family
+    >>> from deepunlearn.probe.models import load_model
+    >>> from deepunlearn.probe.tiny import build_tiny_model
+    >>> kb = generate_family(5, seed=0)
+    >>> bundle = load_model(build_tiny_model(kb, tempfile.mkdtemp(), hidden=32, layers=1, heads=2), device="cpu")
+    >>> runner = TargetRunner(bundle, kb, k_mode="dataset", progress=False)
+    >>> [(p.param, p.recall, p.accuracy, p.target_forgotten, p.notes["deep"]) for p in runner.run(kb.targets[0], "ga", grid=[1])]
+    [(1, 1.0, 0.0, True, True)]
     """
 
     def __init__(
@@ -135,10 +149,11 @@ class TargetRunner:
         if sets is None:
             sets = "mdus" if exact is False else self.protocol.sets
         self.sets, self.tie = str(sets), tie or self.protocol.tie
-        from ..probe.probing import MODES
+        from ..probe.modes import FACT_MODES
 
-        if probe_mode not in MODES:
-            raise UnlearnError(f"probe_mode must be one of {', '.join(MODES)}, got {probe_mode!r}", field="probe_mode")
+        if probe_mode not in FACT_MODES:
+            raise UnlearnError(f"probe_mode must be one of {', '.join(FACT_MODES)}, got {probe_mode!r}",
+                               field="probe_mode")
         if k_mode not in ("probed", "dataset"):
             raise UnlearnError(f"k_mode must be 'probed' or 'dataset', got {k_mode!r}")
         if lr is not None and lr <= 0:
@@ -246,39 +261,8 @@ class TargetRunner:
         skip = {float(s) for s in skip_params}
         return u, values, skip, sum(1 for v in values if float(v) not in skip)
 
-    def session(self, u: Unlearner, target: int | Sequence[int], forget: Sequence[int] | None = None) -> Session:
-        """The :class:`Session` a run of ``u`` works in: the forget set (``forget``, default the
-        target(s)) as its batch, a seeded retain sampler when the method uses a retain term (K
-        minus the forget set minus every target's chosen set), the rules context for rule-aware
-        methods, and the method's own optimisation settings where it sets them, else the
-        protocol's."""
-        from .data import row_keys
-        from .methods import RetainSampler, retain_pool
-
-        targets = [int(target)] if isinstance(target, (int, np.integer)) else [int(t) for t in target]
-        forget_ids = list(dict.fromkeys([int(i) for i in (forget if forget is not None else targets)]))
-        pr, mp = self.protocol, u.params
-        pick = lambda own, default: default if own is None else own  # noqa: E731
-        session = Session(
-            self.bundle.model, self.encode(forget_ids), self._lr(u),
-            max_grad_norm=pick(mp.max_grad_norm, pr.max_grad_norm) or None,
-            weight_decay=pick(mp.weight_decay, pr.weight_decay),
-            schedule=pick(mp.schedule, pr.schedule), warmup_steps=pick(mp.warmup_steps, pr.warmup_steps),
-            reinforce_steps=pr.reinforce_steps, reinforce_schedule=pr.reinforce_schedule,
-            reinforce_warmup_steps=pr.reinforce_warmup_steps, snapshot=self.snapshot,
-            forget_ids=forget_ids, targets=targets, encode=self.encode, encode_pairs=self.encode_pairs,
-            qa=lambda ids: [(p.question, p.answer) for p in (self.kb.probe(int(i)) for i in ids)],
-            row_keys=lambda ids: row_keys(self.kb, ids, self.unlearn_forms),
-        )
-        if u.needs_rules:
-            from .deep import DeepContext
-
-            session.rules = DeepContext(self, targets, choice=getattr(mp, "choice", "fewest"))
-        if u.uses_retain:
-            chosen = [f for t in targets for f in self.chosen_set(t)]
-            session.retain = RetainSampler(self.encode, retain_pool(self.known, forget_ids, chosen),
-                                           size=mp.retain_size, seed=_mix(self.seed, targets))
-        return session
+    #: the :class:`Session` a run of ``u`` works in: ``self.session(u, target, forget=None)``
+    session = runner_session
 
     def encode(self, ids: Sequence[int]) -> dict:
         """The facts encoded as in finetuning (answer-only labels), collated on the model's device:

@@ -1,10 +1,10 @@
 """``deepunlearn plan``: the peak GPU memory of a run, from the model's config alone.
 
-``deepunlearn plan --model NAME_OR_FOLDER_OR_CONFIG_JSON --method ga|npo|tv|whp|finetune [--lora]
+``deepunlearn plan --model NAME_OR_FOLDER_OR_CONFIG_JSON --method METHOD|finetune [--lora]
 [--lora-r 8] [--dtype bf16] [--batch N] [--seq N] [--probe-batch N] --json`` prints
 ``{"model", "params", "trainable", "dtype", "peak_gib", "parts": {...}, "host_gib",
 "fits": {"24": bool, "40": bool, "80": bool, "141": bool}, "fix": str | null, ...}``
-(:mod:`deepunlearn.unlearn.plan`). Nothing is loaded but the config: it takes a second or two
+(:mod:`deepunlearn.unlearn.plan`); METHOD is any method of the catalogue. Nothing is loaded but the config: it takes a second or two
 for a 7B model, on any machine.
 """
 
@@ -25,6 +25,7 @@ llama-1.3b, llama-2-7b, llama-3-8b, smollm2-135m.
 
 def register(sub: argparse._SubParsersAction) -> None:
     from ..cli import add_json, positive_int
+    from ..probe.modes import PROTOCOL_MODES
     from .plan import DEFAULT_PROBE_BATCH, DEFAULT_SEQ, DTYPE_BYTES, plan_methods
 
     p = sub.add_parser("plan", help="estimate the peak GPU memory of a run from the model's config",
@@ -42,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"tokens per question/answer (default {DEFAULT_SEQ})")
     p.add_argument("--probe-batch", type=positive_int, default=DEFAULT_PROBE_BATCH, metavar="N",
                    help=f"facts per probe batch (default {DEFAULT_PROBE_BATCH})")
-    p.add_argument("--probe-mode", choices=("exact", "generate"), default="exact",
+    p.add_argument("--probe-mode", choices=PROTOCOL_MODES, default="exact",
                    help="how facts are probed (generate also keeps a KV cache; default exact)")
     p.add_argument("--snapshot-device", choices=("cpu", "same"), default="cpu",
                    help="where the original weights are kept (default cpu: host memory)")

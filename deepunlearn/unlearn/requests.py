@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Iterator, Sequence
 
 from .loop import Point, seed_everything
-from .methods import GradientUnlearner, MethodParams, UnlearnError
+from .methods import GradientUnlearner, MethodParams, UnlearnError, catalog
 
 
 def check_targets(runner, targets: Sequence[int | str]) -> list[int]:
@@ -50,7 +50,8 @@ def run_sequential(runner, targets: Sequence[int | str], method, grid: Sequence[
     u = runner.unlearner(method, grid, params)
     if not isinstance(u, GradientUnlearner):
         raise UnlearnError(f"sequential requests keep each request's weights: {u.name} works from a reinforced copy "
-                           "(TV, WHP), use a gradient method (ga, npo, graddiff, du_loop, ...)", field="method")
+                           f"({catalog.titles('strength')}), use a gradient method (ga, npo, graddiff, du_loop, ...)",
+                           field="method")
     if runner.lora or runner.snapshot is None:
         raise UnlearnError("sequential requests need full mode (a weight snapshot), not LoRA mode", field="lora")
     values = u.check_grid(u.params.grid)

@@ -36,7 +36,8 @@ This module imports nothing but the standard library.
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 #: The reference's end points: (recall, accuracy) of doing nothing and of forgetting everything.
 ENDPOINTS: tuple[tuple[float, float], ...] = ((0.0, 1.0), (1.0, 0.0))
@@ -235,6 +236,66 @@ def point_groups(points: Iterable[Any]) -> list[str]:
     return list(seen) if seen else list(DEFAULT_GROUPS)
 
 
+@dataclass(frozen=True)
+class Metric:
+    """One per-target metric: the one declaration that :func:`metric_names`,
+    :func:`target_metrics`, the bench layer's aggregates, bootstrap intervals and tables read.
+
+    ``key``: its name, with ``{t}`` for the threshold, and one column per relation group
+    (``each="group"``, ``{g}``) or per Success-DU threshold (``each="success"``, ``{a}``);
+    ``label``: how a table heads it; ``fn(points, curve, threshold, arg) -> float`` (``arg``: the
+    group or the Success-DU threshold); ``spread``: aggregated with ``_std``/``_sem`` (a share of
+    targets such as the deep rate is not); ``interval``: a 95 % bootstrap interval over targets;
+    ``du_table``: a column of the deep-unlearning table; ``higher``: higher is better.
+    """
+
+    key: str
+    label: str
+    fn: Callable[[Sequence[Any], list, float, Any], float]
+    each: str = ""
+    spread: bool = True
+    interval: bool = False
+    du_table: bool = False
+    higher: bool = True
+
+    def expand(self, threshold: float, groups: Sequence[str]) -> list[tuple[str, str, Any]]:
+        """``(name, label, arg)`` of each column this metric gives."""
+        t = f"{threshold:g}"
+        args = groups if self.each == "group" else SUCCESS_THRESHOLDS if self.each == "success" else [None]
+        return [(self.key.format(t=t, g=a, a=f"{a:g}" if isinstance(a, float) else a),
+                 self.label.format(t=t, g=a, a=f"{a:g}" if isinstance(a, float) else a), a) for a in args]
+
+
+def _group_acc_at_recall(points, curve, threshold, g) -> float:
+    pc = [(float(_get(p, "recall")), float(a)) for p in points if (a := group_accuracy(p, g)) is not None]
+    return acc_at_recall(pc, threshold) if pc else math.nan
+
+
+#: every per-target metric, in report order
+METRICS: tuple[Metric, ...] = (
+    Metric("acc_at_recall_{t}", "Acc@R≥{t}", lambda pts, c, t, _: acc_at_recall(c, t), interval=True, du_table=True),
+    Metric("recall_at_acc_{t}", "R@A≥{t}", lambda pts, c, t, _: recall_at_acc(c, t), interval=True, du_table=True),
+    Metric("auc", "AUC", lambda pts, c, t, _: auc(c), du_table=True),
+    Metric("acc_at_superficial", "Acc@superficial",
+           lambda pts, c, t, _: acc_at_superficial((_get(p, "accuracy"), _get(p, "target_forgotten")) for p in pts)),
+    Metric("superficial_rate", "target forgotten", lambda pts, c, t, _: float(any(_get(p, "target_forgotten") for p in pts)),
+           spread=False),
+    Metric("acc_at_recall_{t}_{g}", "Acc@R≥{t} ({g})", _group_acc_at_recall, each="group"),
+    Metric("success_du_{a}", "Success-DU@{a}", lambda pts, c, t, a: success_du(pts, a), each="success",
+           interval=True, du_table=True),
+    Metric("deep_rate", "deep rate", lambda pts, c, t, _: float(any(is_deep(p) for p in pts)), spread=False,
+           interval=True, du_table=True),
+    Metric("seconds", "s/target", lambda pts, c, t, _: seconds_per_target(pts), higher=False),
+)
+
+
+def metric_columns(threshold: float = THRESHOLD, groups: Sequence[str] = DEFAULT_GROUPS,
+                   metrics: Sequence[Metric] | None = None) -> list[tuple[str, str, Metric]]:
+    """``(name, label, metric)`` of every column of :data:`METRICS`, in report order."""
+    return [(name, label, m) for m in (METRICS if metrics is None else metrics)
+            for name, label, _ in m.expand(threshold, groups)]
+
+
 def metric_names(threshold: float = THRESHOLD, groups: Sequence[str] = DEFAULT_GROUPS) -> list[str]:
     """Names of :func:`target_metrics`' keys, in report order; one ``acc_at_recall_{t}_{group}``
     per relation group.
@@ -246,10 +307,7 @@ def metric_names(threshold: float = THRESHOLD, groups: Sequence[str] = DEFAULT_G
     >>> metric_names(groups=["reporting", "location"])[5:7]
     ['acc_at_recall_0.8_reporting', 'acc_at_recall_0.8_location']
     """
-    t = f"{threshold:g}"
-    return [f"acc_at_recall_{t}", f"recall_at_acc_{t}", "auc", "acc_at_superficial", "superficial_rate",
-            *(f"acc_at_recall_{t}_{g}" for g in groups),
-            *(f"success_du_{a:g}" for a in SUCCESS_THRESHOLDS), "deep_rate", "seconds"]
+    return [name for name, _, _ in metric_columns(threshold, groups)]
 
 
 def target_metrics(points: Sequence[Any], threshold: float = THRESHOLD,
@@ -266,23 +324,9 @@ def target_metrics(points: Sequence[Any], threshold: float = THRESHOLD,
     >>> [round(v, 4) for v in target_metrics(pts).values()]
     [0.4, 0.5, 0.61, 0.9, 1.0, 0.2, 0.7, 0.0, 0.0, 0.0, nan]
     """
-    t = f"{threshold:g}"
     curve = curve_of(points)
-    out = {
-        f"acc_at_recall_{t}": acc_at_recall(curve, threshold),
-        f"recall_at_acc_{t}": recall_at_acc(curve, threshold),
-        "auc": auc(curve),
-        "acc_at_superficial": acc_at_superficial((_get(p, "accuracy"), _get(p, "target_forgotten")) for p in points),
-        "superficial_rate": float(any(_get(p, "target_forgotten") for p in points)),
-    }
-    for g in (point_groups(points) if groups is None else groups):
-        pc = [(float(_get(p, "recall")), float(a)) for p in points if (a := group_accuracy(p, g)) is not None]
-        out[f"acc_at_recall_{t}_{g}"] = acc_at_recall(pc, threshold) if pc else math.nan
-    for a in SUCCESS_THRESHOLDS:
-        out[f"success_du_{a:g}"] = success_du(points, a)
-    out["deep_rate"] = float(any(is_deep(p) for p in points))
-    out["seconds"] = seconds_per_target(points)
-    return out
+    groups = point_groups(points) if groups is None else groups
+    return {name: m.fn(points, curve, threshold, arg) for m in METRICS for name, _, arg in m.expand(threshold, groups)}
 
 
 def format_summary(metrics: Mapping[str, float], threshold: float = THRESHOLD) -> str:

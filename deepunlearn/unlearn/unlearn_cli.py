@@ -74,7 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "10x the full-finetuning one (deepunlearn.unlearn.lr.LORA_LR_FACTOR); --lr overrides it")
     p.add_argument("--k-mode", choices=("probed", "dataset"), default=None,
                    help="K = facts the model answers before unlearning or the whole KB (default: the protocol's)")
-    from ..probe.modes import MODES
+    from ..probe.modes import FACT_MODES as MODES
 
     p.add_argument("--probe-mode", choices=MODES, default=None,
                    help="known = greedy answer is exact, or the answer appears in 10 generated tokens, or yes/no "
@@ -111,6 +111,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="save the unlearned weights at --point as a checkpoint folder (one target; ga, npo or tv "
                         "without --lora: WHP changes the output distribution, not the weights); probe it with "
                         "'deepunlearn probe --model DIR'")
+    p.add_argument("--model-derived", action="store_true",
+                   help="at --point also ask the target's compose questions (multi-hop questions composing the "
+                        "body of each rule grounding that derives it from K) and record model-derived deep "
+                        "unlearning: deep_model is false when the model answers the target directly or through "
+                        "any of them (one target at a time; not WHP)")
     from .checks_cli import add_check_args
     from .requests_cli import add_request_args
 
@@ -155,6 +160,7 @@ _GROUP_HEADS = {"family": "fam", "biography": "bio"}
 
 def _table(result: dict) -> str:
     from .checks_cli import check_line
+    from .derived import derived_line
     from .summary import format_summary, group_accuracy, is_deep, point_groups
 
     s, r, o = result["target"]
@@ -170,7 +176,7 @@ def _table(result: dict) -> str:
                      + "".join(f"{c:>{w}}  " for c, w in zip(cells, widths))
                      + f"{len(p['forgotten']):6d}  {'forgotten' if p['target_forgotten'] else 'kept':<9}  "
                      + ("yes" if is_deep(p) else "no"))
-        lines += [x for x in [check_line(p)] if x]
+        lines += [x for x in [check_line(p), derived_line(p)] if x]
     lines.append("  " + format_summary(result["summary"]))
     return "\n".join(lines)
 
@@ -201,24 +207,32 @@ def _check_outputs(args, grid, method, single: bool) -> float | None:
     if not math.isfinite(args.point) or float(args.point) not in {float(v) for v in values}:
         raise CLIError(f"--point {args.point:g}: not a value of the grid "
                        f"({', '.join(f'{v:g}' for v in values)})", field="--point")
-    if args.output is None and args.save_model is None:
-        raise CLIError("--point chooses the point -o and --save-model write; give one of them", field="--point")
+    if args.output is None and args.save_model is None and not args.model_derived:
+        raise CLIError("--point chooses the point -o, --save-model and --model-derived use; give one of them",
+                       field="--point")
     return float(args.point)
 
 
 def _check_save_model(args, method, single: bool) -> None:
     from ..cli import CLIError
 
+    if args.model_derived and (not single or method.name == "whp"):
+        raise CLIError("--model-derived: asks one target's compose questions of the unlearned weights: give one "
+                       "--target, and a method other than WHP (which changes the output distribution)",
+                       field="--model-derived")
     if args.save_model is None:
         return
     if not single:
         raise CLIError("--save-model saves one target's unlearned model: give --target one fact, not 'all'",
                        field="--save-model")
-    if method.name == "whp" or args.lora:
-        why = "WHP changes the output distribution, not the weights" if method.name == "whp" else \
+    mixed = catalog.find(method.name) is not None and catalog.find(method.name).memory.mixed_forward
+    if mixed or args.lora:
+        why = f"{catalog.title(method.name)} changes the output distribution, not the weights" if mixed else \
             "--lora trains an adapter that is removed after the run (the base weights never change, so there is " \
             "no unlearned model to save)"
-        raise CLIError(f"--save-model: {why}; use ga, npo or tv without --lora", field="--save-model")
+        keep = [n for n in catalog.names() if not catalog.get_spec(n).memory.mixed_forward]
+        raise CLIError(f"--save-model: {why}; use {', '.join(keep[:3])} or another method that changes the weights, "
+                       "without --lora", field="--save-model")
 
 
 def _unlearn(args) -> int:
@@ -351,10 +365,20 @@ def _run_target(runner, t: int, method, grid, args, point, bundle, kb) -> list:
     while the trajectory is there (before the runner restores the original weights)."""
     points = []
     values = method.check_grid(method.params.grid)
-    save_at = (float(values[-1]) if point is None else point) if args.save_model is not None else None
+    chosen = float(values[-1]) if point is None else point
+    save_at = chosen if args.save_model is not None else None
+    questions = None
+    if getattr(args, "model_derived", False):
+        from .derived import compose_questions
+
+        questions = compose_questions(kb, runner.evaluator.rules, t, graph=runner.evaluator.graph)
     for p in runner.run(t, method, seed=args.seed):
         if save_at is not None and float(p.param) == save_at:
             _save_model(bundle, args.save_model, method.name, t, p, runner, kb)
+        if questions is not None and float(p.param) == chosen:
+            from .derived import note_model_derived
+
+            note_model_derived(p, bundle, kb, t, runner.evaluator.rules, questions, args.batch_size)
         points.append(p)
     return points
 

@@ -1,7 +1,7 @@
-"""Issue 14 metrics against hand computations: Success-DU, deep rate and seconds per target on
-hand-made trajectories, their aggregation and summary.json keys, the deep-unlearning table, the
-batch and sequential tables (came-back detection) and the figures for method names no colour
-table knows."""
+"""The deep-unlearning metrics against hand computations: Success-DU, deep rate and seconds per
+target on hand-made trajectories, their aggregation and summary.json keys, the deep-unlearning
+table, the batch and sequential tables (came-back detection) and the figures for method names no
+colour table knows."""
 
 import json
 import math

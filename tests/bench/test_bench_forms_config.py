@@ -1,7 +1,7 @@
-"""Issue 15's sweep options: probe_mode beyond the protocol's two, forms / unlearn_forms,
-adversarial and [attacks]; their one-line field errors, the forms check against the KB, what
-reaches ``TargetRunner`` (and that a sweep without them builds it exactly as before), and the
-resolved config.yaml reloading to the same sweep."""
+"""The sweep options of probe forms and checks: probe_mode beyond the protocol's two, forms /
+unlearn_forms, adversarial and [attacks]; their one-line field errors, the forms check against the
+KB, what reaches ``TargetRunner`` (and that a sweep without them builds it exactly as before), and
+the resolved config.yaml reloading to the same sweep."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The report's "Has it really forgotten?" section (issue 15) from hand-made rows: the means and
+"""The report's "Has it really forgotten?" section from hand-made rows: the means and
 the pooled superficial forgetting rate computed by hand, adversarial.png, the summary.json key,
 the store keeping the keys, the bench console lines, and no section for a sweep without them."""
 

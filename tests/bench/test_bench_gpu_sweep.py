@@ -1,4 +1,4 @@
-"""The GPU path on CPU (issue 12, items 5 and 6): the sweep's memory fit check with injected free
+"""The GPU path on CPU: the sweep's memory fit check with injected free
 memory, and ``benchmarks/gpu_sweep.py`` run with a tiny config."""
 
 from __future__ import annotations

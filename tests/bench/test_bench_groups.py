@@ -1,4 +1,4 @@
-"""The bench reports accuracy per relation group of the sweep's KB (issue 16 item 5): the store
+"""The bench reports accuracy per relation group of the sweep's KB: the store
 keeps each point's groups (in the KB's order), the summary and the report have one column per
 group, and a store written before groups still reports family / biography as before."""
 
@@ -82,7 +82,7 @@ def test_the_report_of_an_org_sweep_has_a_column_and_a_panel_per_group(tmp_path)
                                      "accuracy_reporting", "accuracy_location", "accuracy_profile"]
 
 
-#: the points table as it was before issue 16 (and 13): no groups, family / biography columns
+#: the points table of a store written before group accuracies and measures: no groups, family / biography columns
 OLD_SCHEMA = PRE13_SCHEMA.split("INSERT INTO", 1)[0] + """
 INSERT INTO points VALUES ('tiny', 0, 'ga', 1.0, 0.9, 0.5, 0.4, 0.7, 1, 1, 1, '[0]', 1, '{}', 0.0);
 INSERT INTO points VALUES ('tiny', 0, 'ga', 2.0, 0.3, 0.9, 0.8, 1.0, 1, 1, 1, '[0]', 1, '{}', 0.0);

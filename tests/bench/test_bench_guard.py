@@ -1,4 +1,4 @@
-"""Issue 11 items 5, 6, 7, 9 and 20 on the sweep runner (with the fake executor of conftest.py):
+"""The sweep runner's guards (with the fake executor of conftest.py):
 a replaced checkpoint is never resumed, one sweep per results folder, a sweep whose targets are
 all skipped reports it cleanly, every JSON file is strict JSON, metadata agree."""
 
@@ -36,7 +36,7 @@ def _resave(model_dir, data: bytes) -> None:
     os.replace(tmp, model_dir / "model.safetensors")
 
 
-# ------------------------------------------------------------------------- item 5: resume with changed weights
+# ------------------------------------------------------------------------- resume with changed weights
 
 
 def test_resume_against_replaced_checkpoint_is_refused(sweep_files, fake_model):
@@ -91,7 +91,7 @@ def test_replaced_checkpoint_via_cli_is_one_error_line(sweep_files, fake_model, 
     assert _strict_json(capsys.readouterr().out)["computed"] == 8
 
 
-# ------------------------------------------------------------------------- item 6: one sweep per folder
+# ------------------------------------------------------------------------- one sweep per folder
 
 
 def test_second_sweep_on_a_locked_folder_is_refused_and_computes_nothing(sweep_files, tmp_path):

@@ -1,7 +1,6 @@
-"""Issue 11 on the bench layer's inputs and outputs: config files that are not UTF-8, nested
-too deeply or hold NaN/negative/boolean grids and targets (items 8, 9); model names as path
-components (item 10); a sweep whose targets are all skipped (item 7); the report and the
-console agree (item 20); --help says what bench and demo run (item 18)."""
+"""The bench layer's inputs and outputs: config files that are not UTF-8, nested too deeply or
+hold NaN/negative/boolean grids and targets; model names as path components; a sweep whose
+targets are all skipped; the report and the console agree; --help says what bench and demo run."""
 
 from __future__ import annotations
 
@@ -27,7 +26,7 @@ def _strict_json(text: str):
     return json.loads(text, parse_constant=refuse)
 
 
-# ------------------------------------------------------------------------- config files (item 8)
+# ------------------------------------------------------------------------- config files
 
 
 def test_non_utf8_config_is_one_clear_error(tmp_path, capsys):
@@ -75,7 +74,7 @@ def test_config_errors_keep_file_and_field_through_the_cli(tmp_path, capsys):
                    "file": str(p), "field": "methods"}
 
 
-# ------------------------------------------------------------------------- grids and targets (item 9)
+# ------------------------------------------------------------------------- grids and targets
 
 
 def _refused(tmp_path, body: str):
@@ -119,7 +118,7 @@ def test_target_refs_are_strict(tmp_path, refs, msg):
     assert str(err) == f"{p}: field targets.refs: {msg}" and err.field == "targets.refs"
 
 
-# ------------------------------------------------------------------------- model names (item 10)
+# ------------------------------------------------------------------------- model names
 
 
 @pytest.mark.parametrize("name,msg", [("", "a model name must not be empty"), (" ", "a model name must not be empty"),
@@ -159,7 +158,7 @@ def test_worker_cache_of_a_model_named_dotdot_stays_inside(tmp_path, monkeypatch
     assert Path(seen["cache"]).resolve().parent == (tmp_path / "cache").resolve()
 
 
-# ------------------------------------------------------------------------- all targets skipped (item 7)
+# ------------------------------------------------------------------------- all targets skipped
 
 
 def test_sweep_with_every_target_skipped_reports_it(sweep_files, tmp_path, monkeypatch, capsys):
@@ -204,7 +203,7 @@ def test_failed_report_leaves_the_previous_one_whole(sweep_files, tmp_path, monk
     assert not [f for f in Path(cfg.output).iterdir() if f.name.startswith(".report")]
 
 
-# ------------------------------------------------------------------------- metadata (item 20)
+# ------------------------------------------------------------------------- metadata
 
 
 def test_config_yaml_report_and_manifest_agree(sweep_files, tmp_path, capsys, monkeypatch):
@@ -241,7 +240,7 @@ def test_bench_has_one_kb_fingerprint():
     assert demo.kb_fingerprint is kb_fingerprint and runner.kb_fingerprint is kb_fingerprint
 
 
-# ------------------------------------------------------------------------- --help (item 18)
+# ------------------------------------------------------------------------- --help
 
 
 @pytest.mark.parametrize("cmd,words", [("bench", ["Run a sweep", "How long", "resume"]),

@@ -1,4 +1,4 @@
-"""Issue 13 end to end: a measured sweep (scores, a retain model per target, holdout facts) stores
+"""A measured sweep end to end (scores, a retain model per target, holdout facts) stores
 the baseline rows and every point's measures, reports them, and resumes without recomputing."""
 
 from __future__ import annotations

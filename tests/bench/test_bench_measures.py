@@ -1,4 +1,4 @@
-"""Issue 13 on the bench side: the stored ``measures`` column, baseline rows kept out of the paper's
+"""The measures on the bench side: the stored ``measures`` column, baseline rows kept out of the paper's
 metrics, the per-grid-point table with bootstrap intervals, stopping rules, the ID vs canary
 comparison and the report's new sections and figures. Synthetic points with known values; the
 statistics are checked against scipy itself."""
@@ -84,7 +84,7 @@ def test_measures_must_be_a_dict():
         Point.from_dict(pt(1, "ga", 1, 0.5, 0.9, meas=[1, 2]))
 
 
-#: the points table as it was before issue 13 (no measures column)
+#: the points table of a store written before the measures column existed
 OLD_SCHEMA = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE points (
@@ -354,6 +354,6 @@ def test_report_without_measures_is_unchanged(tmp_path):
     text = build_report(pts, tmp_path / "rep", methods=["ga", "npo"]).read_text()
     files = sorted(f.name for f in (tmp_path / "rep").iterdir())
     assert files == ["by_relation.png", "curves.png", "family_biography.png", "headline.png", "points.csv", "report.md",
-                     "success_du.png", "summary.json", "superficial.png", "trajectories_tiny.png"]  # issue 14: Success-DU
+                     "success_du.png", "summary.json", "superficial.png", "trajectories_tiny.png"]  # success_du.png: the Success-DU figure
     assert "How much remains" not in text and "baseline rows" not in text and "**points**: 32;" in text
     assert set(json.loads((tmp_path / "rep" / "summary.json").read_text())) == {"models", "intervals", "by_relation", "curves"}

@@ -1,4 +1,4 @@
-"""The sweep's progress on stderr (issue 11, item 15): the final 100 % line once, no cursor-up
+"""The sweep's progress on stderr: the final 100 % line once, no cursor-up
 escape (ESC[A) from a library's bar nested in the sweep's."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Protocols, per-model grids and job seeds in sweep configs (issue 10).
+"""Protocols, per-model grids and job seeds in sweep configs.
 
 Expected values come from the reference (wrh14/deep_unlearning): ``config/model_config.yaml``
 (gpt2-xl: ``ga_num_epochs: 32``, ``npo_num_epochs: 32``, ``tv_alpha_list: "0.2 1.0 5.0 10.0

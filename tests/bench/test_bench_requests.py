@@ -1,4 +1,4 @@
-"""Batch and sequential requests in a sweep (issue 14): rows labelled METHOD@bN / METHOD@seq with
+"""Batch and sequential requests in a sweep: rows labelled METHOD@bN / METHOD@seq with
 per-target recall and deep, resume without recomputation, the report's tables, and the config
 errors (a target named twice, an unknown base, TV served sequentially, measures with requests)."""
 

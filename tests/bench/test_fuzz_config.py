@@ -1,9 +1,9 @@
-"""Fuzzing ``load_config`` (issue 11): random bytes, random TOML/YAML/JSON text and mutations of a
+"""Fuzzing ``load_config``: random bytes, random TOML/YAML/JSON text and mutations of a
 valid configuration (a random field replaced by random JSON) give a SweepConfig or a
 ConfigError (a UserError), never another exception type.
 
 Each test records what it tried (inputs, outcomes, seconds) in ``FUZZ_LOG`` and prints it
-(``pytest -s`` shows the figures); the report of issue 11 quotes them.
+(``pytest -s`` shows the figures).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fuzzing the KB layer's loaders (issue 11): random bytes, random JSON and mutations of a valid
+"""Fuzzing the KB layer's loaders: random bytes, random JSON and mutations of a valid
 KB document go to :func:`load_kb` (through a file) and to :func:`read_fact_list`; the answer is
 a result or a :class:`UserError`, never another exception type. A few go through the CLI
 in-process (``data show --json``): exit code 0 or 1, never 70 (an internal error).

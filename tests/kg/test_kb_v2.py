@@ -1,4 +1,4 @@
-"""KB file version 2 (issue 16): relations carry a group and lists of question and statement
+"""KB file version 2: relations carry a group and lists of question and statement
 templates; version-1 files (the imported release, every KB written before domains) still load and
 mean what they meant."""
 

@@ -1,4 +1,4 @@
-"""Issue 13 item 5: canaries (``add_canaries``, ``data generate --canaries C --repeat R``):
+"""Canaries (``add_canaries``, ``data generate --canaries C --repeat R``):
 random-code facts outside every rule, with reference codes the tiny tokenizer knows."""
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def test_the_tiny_tokenizer_knows_the_reference_codes(base, tmp_path):
     kb = add_canaries(base, 2)
     question = kb.probe(kb.metadata["canaries"]["facts"][0]).question
     refs = kb.metadata["canaries"]["references"]
-    old = build_tokenizer(probe_texts(kb))  # what the tiny model was built from before issue 13
+    old = build_tokenizer(probe_texts(kb))  # from the probe texts alone: no reference codes
     assert any(old.unk_token_id in old(f"Question: {question}\nAnswer:{r}").input_ids for r in refs)
     build_tiny_model(kb, tmp_path / "m", hidden=16, layers=1, heads=2)
     bundle = load_model(tmp_path / "m", device="cpu")

@@ -1,4 +1,4 @@
-"""Answer candidates of a fact's type, true answers and seeded perturbed answers (issue 13)."""
+"""Answer candidates of a fact's type, true answers and seeded perturbed answers."""
 
 from __future__ import annotations
 

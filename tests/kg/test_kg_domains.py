@@ -1,4 +1,4 @@
-"""Domain folders (issue 16 item 1): the domain.toml schema, the loader, the family domain
+"""Domain folders: the domain.toml schema, the loader, the family domain
 folder, entry-point domains and ``data domains``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Probe forms (issue 15, item 1): built-in templates, the release's four forms, selections,
+"""Probe forms: built-in templates, the release's four forms, selections,
 splits and the KB file round trip. Checked against the release files read independently and
 against the templates' own text."""
 

@@ -1,4 +1,4 @@
-"""Forms files and ``deepunlearn data forms`` (issue 15, item 2): every error names the file and
+"""Forms files and ``deepunlearn data forms``: every error names the file and
 the line, nothing is written on an error, duplicates are skipped, ``--json`` is one object."""
 
 import json

@@ -1,4 +1,4 @@
-"""Issue 11 on the KB layer and the ``data`` commands: plain templates, strict KB files, safe
+"""The KB layer and the ``data`` commands on bad input: plain templates, strict KB files, safe
 reading, real output paths, atomic writes, strict numeric flags (in-process CLI runs)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 13 item 2: holdout facts (``make_holdout``, ``check_disjoint``, ``data holdout``): facts
+"""Holdout facts (``make_holdout``, ``check_disjoint``, ``data holdout``): facts
 of the KB's domain that share no person and no fact with it, in the KB's own words."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``kg.sample.sample_domain`` (issue 16 item 2): names, attributes and the four shapes'
+"""``kg.sample.sample_domain``: names, attributes and the four shapes'
 invariants, checked with networkx where a graph property is at stake; the same seed gives the
 same sample."""
 

@@ -1,4 +1,4 @@
-"""Fuzzing the probe layer's loaders (issue 11): random bytes and random JSON as a checkpoint's
+"""Fuzzing the probe layer's loaders: random bytes and random JSON as a checkpoint's
 ``config.json``, ``deepunlearn.json`` and ``pytorch_model.bin`` (in a copy of the minimal tiny
 checkpoint) make :func:`load_model` return a bundle or raise :class:`ModelLoadError`, never
 another exception; random JSON (and near-valid documents) make ``ProbeResult.from_json`` return

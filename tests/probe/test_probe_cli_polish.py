@@ -1,4 +1,4 @@
-"""Issue 11 items 14, 15, 18, 19 and the probe layer's readers of stored results (item 8):
+"""The probe command's flags and messages and the probe layer's readers of stored results:
 --threads, quiet transformers bars, help on every flag, the KB-mismatch warning,
 ProbeResult.from_json and the probe cache on bad input."""
 
@@ -77,7 +77,7 @@ def test_quiet_hf_restores_the_settings_it_found():
     tf_logging.enable_progress_bar()
 
 
-# --- the KB a model was trained on (item 19) --------------------------------------------------
+# --- the KB a model was trained on --------------------------------------------------
 
 
 def test_probing_on_another_kb_warns_once(mini_model_dir, mini_kb, tmp_path, capsys):
@@ -135,7 +135,7 @@ def test_probing_on_its_own_kb_does_not_warn(mini_model_dir, mini_kb_file, capsy
     assert "warning" not in capsys.readouterr().err
 
 
-# --- stored probe results (item 8) ------------------------------------------------------------
+# --- stored probe results ------------------------------------------------------------
 
 
 @pytest.mark.parametrize("text, message", [

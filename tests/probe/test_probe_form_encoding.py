@@ -1,4 +1,4 @@
-"""encode_forms / form_prompt_ids: where a form is cut into prompt and continuation (issue 15),
+"""encode_forms / form_prompt_ids: where a form is cut into prompt and continuation,
 with the tiny word-level tokenizer and a byte-level BPE one."""
 
 from __future__ import annotations

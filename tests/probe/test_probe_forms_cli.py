@@ -1,4 +1,4 @@
-"""``deepunlearn probe --mode ... --forms ...`` and the probe cache's keys over forms (issue 15)."""
+"""``deepunlearn probe --mode ... --forms ...`` and the probe cache's keys over forms."""
 
 from __future__ import annotations
 

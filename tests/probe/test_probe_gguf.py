@@ -1,4 +1,4 @@
-"""GGUF files as models and what loading checks first (issue 12, items 1, 4, 5, 6, 7), on small
+"""GGUF files as models and what loading checks first, on small
 files written here with the ``gguf`` package's writer and on the minimal 16-wide checkpoint:
 several GGUF files in a folder, a file that is not GGUF, a truncated one, an unknown
 architecture, a tokenizer with neither pad nor EOS, ``--answer-format chat`` without a chat

@@ -1,4 +1,4 @@
-"""``deepunlearn probe`` reports what the model knows per relation group (issue 16 item 5)."""
+"""``deepunlearn probe`` reports what the model knows per relation group."""
 
 from __future__ import annotations
 

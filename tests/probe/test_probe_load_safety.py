@@ -1,4 +1,4 @@
-"""Issue 11 items 1, 8, 10, 12: no code from a checkpoint folder, hub names without a network,
+"""Loading a model safely: no code from a checkpoint folder, hub names without a network,
 --device checked before loading, corrupt checkpoint files as one clear error."""
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ def test_a_hub_model_is_loaded_with_trust_remote_code_false(monkeypatch, mini_mo
     assert calls == [("org/model", False)]
 
 
-# --- hub names without a network (items 10, 12) ---------------------------------------------
+# --- hub names without a network ---------------------------------------------
 
 
 @pytest.fixture
@@ -203,7 +203,7 @@ def test_names_that_can_only_be_paths_are_no_such_folder_at_once(monkeypatch):
         assert not looks_local(name), name
 
 
-# --- --device (item 8) ----------------------------------------------------------------------
+# --- --device ----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("device, message", [
@@ -239,7 +239,7 @@ def test_device_check_in_the_shared_helper_covers_finetune_and_unlearn(monkeypat
         load_model("m", device="gpu0")
 
 
-# --- corrupt checkpoint files (item 8) ------------------------------------------------------
+# --- corrupt checkpoint files ------------------------------------------------------
 
 
 def _corrupt(folder: Path, case: str) -> Path:

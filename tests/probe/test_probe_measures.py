@@ -1,4 +1,4 @@
-"""Reference statistics (issue 13) against hand computations and scipy on random data."""
+"""Reference statistics against hand computations and scipy on random data."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Membership inference (issue 13): ROC against scikit-learn and by hand; ``probe --mia`` and
+"""Membership inference: ROC against scikit-learn and by hand; ``probe --mia`` and
 ``probe --scores`` on the CLI."""
 
 from __future__ import annotations

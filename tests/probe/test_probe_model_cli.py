@@ -1,5 +1,5 @@
-"""``deepunlearn model info|import`` on the minimal checkpoint and on bad input (issue 12,
-items 2, 3, 6): info counts parameters without loading weights and names the answer format and
+"""``deepunlearn model info|import`` on the minimal checkpoint and on bad input: info
+counts parameters without loading weights and names the answer format and
 where it comes from; import refuses a file that is not GGUF, a truncated one and an ``-o`` it
 must not replace, writing nothing."""
 

@@ -1,4 +1,4 @@
-"""Probe modes over forms (issue 15) against hand-checked verdicts of a model whose logits we set.
+"""Probe modes over forms against hand-checked verdicts of a model whose logits we set.
 
 The model is a ``model_fn`` that gives one token logit 1 and every other token logit 0 at every
 position, whatever the input: its greedy output is that token ten times, every other token is

@@ -1,4 +1,4 @@
-"""Per-fact scores (issue 13) against hand computations on a model with known logits.
+"""Per-fact scores against hand computations on a model with known logits.
 
 The model is a bigram table: the next-token logits depend only on the current token. Most rows
 are all zeros (uniform over the vocabulary V); a few rows get chosen weights w (logit log w, the

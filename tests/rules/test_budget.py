@@ -1,4 +1,4 @@
-"""The grounding budget (issue 11, item 2): explosive rules stop with one clear error naming the
+"""The grounding budget: explosive rules stop with one clear error naming the
 rule (file:line), the count reached and the budget, before the memory is taken; the budget is
 honoured exactly; the CLI's ``--grounding-budget``; every evaluating API gets the default."""
 

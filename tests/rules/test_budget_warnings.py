@@ -1,4 +1,4 @@
-"""Parse-time warnings (issue 11, items 2 and 9): cartesian-product rules are named (file:line)
+"""Parse-time warnings: cartesian-product rules are named (file:line)
 when a rule file is read, never for the shipped rule sets; a rule whose head relation the KB
 lacks is named when the rules meet a KB."""
 

@@ -1,4 +1,4 @@
-"""Fuzz the rule readers (issue 11, "What to build"): random Datalog-like text, from the rule
+"""Fuzz the rule readers: random Datalog-like text, from the rule
 language's own tokens mixed with random unicode, fed to the Datalog parser, the release's raw
 format parser and ``load_rules`` (from a file) gives a rule set or a :class:`RulesError`, never
 another exception type. Rule sets that parse are also checked against a KB and evaluated under

@@ -1,4 +1,4 @@
-"""The declarative generator ``rules.generate.generate_domain`` (issue 16 items 2 and 3): same seed
+"""The declarative generator ``rules.generate.generate_domain``: same seed
 same bytes, the stored share of derived facts, targets, metadata, the closure of a generated org
 KB against pyDatalog and a naive evaluator, derivation depths against naive rounds, and the errors
 of a domain's rules.dl."""

@@ -1,4 +1,4 @@
-"""``deepunlearn data generate --domain family|org|PATH`` (issue 16 item 6): family's bytes are
+"""``deepunlearn data generate --domain family|org|PATH``: family's bytes are
 unchanged, the family-only flags are usage errors elsewhere, org and a domain folder written by
 someone else generate, and the rules commands find a generated KB's rules from the KB alone."""
 

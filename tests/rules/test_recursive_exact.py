@@ -1,4 +1,4 @@
-"""Exact minimal deep-unlearning sets with recursive rules (issue 16 item 3), against brute force.
+"""Exact minimal deep-unlearning sets with recursive rules, against brute force.
 
 The org rules are recursive (superior through any number of managers; superior and subordinate
 derive each other, manager and report too). On small org KBs every subset of a target's cone

@@ -1,4 +1,4 @@
-"""Issue 11 on the ``rules`` commands, in-process: strict numeric flags (usage errors), ``-o``
+"""The ``rules`` commands on bad input, in-process: strict numeric flags (usage errors), ``-o``
 written atomically into missing folders, figures by suffix, fact references and fact lists whose
 errors name the flag and the KB file, and the release's ``newphe`` warning said once."""
 

@@ -64,3 +64,23 @@ def test_bad_after_file_is_one_line(small_kb, tmp_path, capsys):
     code, _, err = _run(capsys, "--kb", str(kb_file), "--target", str(small_kb.targets[0]),
                         "--after", str(tmp_path / "bad.json"))
     assert code == 1 and err.count("\n") == 1 and "--after" in err and "bad.json" in err
+
+
+def test_an_unlearn_points_file_is_read_as_k_minus_its_forgotten_facts(small_kb, tmp_path, capsys):
+    """``unlearn -o`` records K before unlearning (``fact_ids``, ``known`` a count) and the facts
+    forgotten at its last point: given as ``--after`` it means K minus those, never K itself."""
+    kb_file = save_kb(small_kb, tmp_path / "kb.json")
+    rules = load_rules("edu-relat")
+    t = small_kb.targets[0]
+    known = list(range(len(small_kb.facts)))
+    forgotten = [t] + [i for i in known if i % 3 == 0 and i != t]
+    doc = {"method": "ga", "index": t, "points": [], "known": len(known), "fact_ids": known, "point": 8,
+           "forgotten": [list(small_kb.facts[i]) for i in forgotten]}
+    (tmp_path / "points.json").write_text(json.dumps(doc))
+    code, got, err = _run(capsys, "--kb", str(kb_file), "--rules", "edu-relat", "--target", str(t),
+                          "--after", str(tmp_path / "points.json"), "--json")
+    assert code == 0, err
+    after = [i for i in known if i not in set(forgotten)]
+    assert got["known_after"] == len(after) and got["target_known"] is False
+    derivable = small_kb.facts[t] in naive_closure([small_kb.facts[i] for i in after], rules, small_kb.entities)
+    assert got["deep"] is (not derivable)

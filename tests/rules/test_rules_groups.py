@@ -1,4 +1,4 @@
-"""Accuracy per relation group (issue 16 item 5): a KB whose relations are in three groups gets
+"""Accuracy per relation group: a KB whose relations are in three groups gets
 one accuracy per group, equal to a hand computation; the family domain keeps family/biography."""
 
 from __future__ import annotations

@@ -191,7 +191,7 @@ def test_unknown_relations_are_reported(edu_kb):
     w = odd.check(edu_kb)
     assert any("'sibling'" in x for x in w) and any("'purple'" in x for x in w)
     # a relation some rule derives is not unknown in a body even if the KB lacks it; as a head
-    # the KB lacks it, which gets its own warning (issue 11, item 9: see tests/rules/test_budget_warnings.py)
+    # the KB lacks it, which gets its own warning (see tests/rules/test_budget_warnings.py)
     w = parse_datalog("p(X, Y) :- child(X, Y).\nq(X, Y) :- p(X, Y).").check(edu_kb)
     assert not any("neither in KB" in x for x in w)
     assert len(w) == 2 and "relation 'p', derived by rule 1 (<rules>:1)" in w[0]

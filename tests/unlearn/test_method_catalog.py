@@ -96,11 +96,12 @@ def test_param_refuses_a_key_its_own_flag_sets():
 
 def test_probe_modes_are_read_from_one_list():
     from deepunlearn.bench.config_probe import PROBE_MODES
-    from deepunlearn.probe.modes import ANY_MODES, DEFAULT_SELECTION, MODES
+    from deepunlearn.probe.modes import ANY_MODES, DEFAULT_SELECTION, FACT_MODES, MODES
     from deepunlearn.probe.result import MODES as RESULT_MODES
     from deepunlearn.unlearn.attack_cli import ATTACK_MODES
 
-    assert PROBE_MODES == RESULT_MODES == ATTACK_MODES == MODES and set(ANY_MODES) == set(MODES) - {"any"}
+    assert RESULT_MODES == MODES and set(FACT_MODES) == set(MODES) - {"compose"}
+    assert PROBE_MODES == ATTACK_MODES == FACT_MODES and set(ANY_MODES) == set(FACT_MODES) - {"any"}
     assert set(DEFAULT_SELECTION) == set(MODES)
 
 
@@ -119,3 +120,86 @@ def test_unlearn_help_lists_every_method():
                          env={"PYTHONPATH": str(ROOT), "PATH": ""}, capture_output=True, text=True, timeout=120)
     text = " ".join(out.stdout.split())
     assert catalog.help_names() in text and "--param KEY=VALUE" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# every list of names that still lives outside the catalogue and modes.py names all of them
+
+
+def _help_parser(*command: str) -> argparse.ArgumentParser:
+    from deepunlearn.cli import build_parser
+
+    parser = build_parser()
+    for name in command:
+        parser = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices[name]
+    return parser
+
+
+def _help(*command: str) -> str:
+    """The help text of a subcommand, joined into one line."""
+    return " ".join(_help_parser(*command).format_help().split())
+
+
+def _flag_help(text: str, flag: str) -> str:
+    """The part of a help text that describes ``flag`` (up to the next flag)."""
+    import re
+
+    after = text.split(f" {flag} ", 1)[1]
+    return re.split(r" --?[a-z][a-z-]* [A-Z{]| --?[a-z][a-z-]* [a-z](?=[a-z]*:)", after, maxsplit=1)[0]
+
+
+def _named(name: str, text: str) -> bool:
+    import re
+
+    return re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", text, re.IGNORECASE) is not None
+
+
+def test_every_probe_mode_is_named_where_the_modes_are_listed():
+    import deepunlearn.bench.config_probe as config_probe
+    import deepunlearn.probe as probe_pkg
+    import deepunlearn.probe.cli as probe_cli
+    from deepunlearn.bench.config import SweepConfig
+    from deepunlearn.probe.modes import FACT_MODES, MODES, PROTOCOL_MODES, modes_help
+
+    described = _flag_help(_help("probe"), "--mode").split("} ", 1)[1]      # past the choices
+    assert [m for m in MODES if f"{m}: " not in described] == []             # each mode says what it counts
+    texts = {
+        "sweep field probe_mode": SweepConfig.model_fields["probe_mode"].description,
+        "config_probe docstring": config_probe.__doc__,
+        "probe package docstring": probe_pkg.__doc__,
+        "probe command docstring": probe_cli.__doc__,
+        "modes_help()": modes_help(),
+    }
+    # a sweep's primary probe takes the per-fact modes; compose is the probe command's alone
+    sweep = ("sweep field probe_mode", "config_probe docstring")
+    missing = {where: [m for m in (FACT_MODES if where in sweep else MODES) if not _named(m, text)]
+               for where, text in texts.items()}
+    assert not any(missing.values()), missing
+    plan_modes = next(a for a in _help_parser("plan")._actions if a.dest == "probe_mode").choices
+    assert tuple(plan_modes) == PROTOCOL_MODES
+
+
+def test_every_method_is_named_and_drawn_where_the_methods_are_listed():
+    import deepunlearn.bench.demo as demo
+    from deepunlearn.bench.cli import DEMO_DESCRIPTION
+    from deepunlearn.bench.plots import _color
+    from deepunlearn.unlearn.methods import BASES, METHODS
+    from deepunlearn.unlearn.plan import plan_methods
+
+    names = catalog.names()
+    # the demo's help and docstring name the demo's methods
+    for where, text in (("demo help", DEMO_DESCRIPTION), ("demo docstring", demo.__doc__)):
+        assert [m for m in catalog.demo_methods() if not _named(m, text)] == [], where
+    assert _named(catalog.help_names(), _flag_help(_help("demo"), "--methods"))
+    # every method's choices, plans, bases and registry
+    assert set(names) <= set(METHODS) and tuple(names) + ("finetune",) == plan_methods()
+    assert tuple(BASES) == catalog.bases() and set(BASES) <= set(names)
+    assert next(a for a in _help_parser("plan")._actions if a.dest == "method").choices == plan_methods()
+    # the report: one colour and one label per method, all different (the paper's four keep theirs)
+    colours = [_color(m, names) for m in names]
+    assert len(set(colours)) == len(names) and [_color(m, names) for m in ("ga", "npo", "tv", "whp")] == [
+        catalog.colour(m) for m in ("ga", "npo", "tv", "whp")]
+    assert len({catalog.title(m) for m in names}) == len(names)
+    # messages that name the methods of a kind name every one of them
+    strength = [m for m in names if catalog.kind_of(m) == "strength"]
+    assert strength and all(_named(catalog.title(m), catalog.titles("strength")) for m in strength)

@@ -1,4 +1,4 @@
-"""Issue 12 item 3: the architecture matrix. Every tiny architecture (llama, phi, gpt2, qwen2,
+"""The architecture matrix. Every tiny architecture (llama, phi, gpt2, qwen2,
 qwen3, gpt_neox, gemma2, olmo2, mistral) is built, saved and loaded back through ``load_model``,
 finetuned on a 25-fact KB, probed (``exact`` and ``generate``, batched with left padding and one
 fact at a time), and unlearned with every method (GA, NPO, TV, WHP) in full mode and LoRA mode

@@ -1,4 +1,4 @@
-"""Attacks after unlearning (issue 15, item 5): relearning and int8 quantisation leave the model
+"""Attacks after unlearning: relearning and int8 quantisation leave the model
 bit for bit as it was, record what they should, and ``deepunlearn attack`` reports them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 11 items 4, 15, 18, 20, 21 for ``deepunlearn finetune``: a bad argument or a failure
+"""``deepunlearn finetune`` on bad input and failures: a bad argument or a failure
 mid-training leaves an existing checkpoint byte for byte; arguments are checked before anything
 is built; the progress bar ends at the steps taken; the metadata's ``base`` stays true."""
 

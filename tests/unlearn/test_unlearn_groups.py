@@ -1,4 +1,4 @@
-"""Unlearning points carry the accuracy per relation group (issue 16 item 5): the point JSON,
+"""Unlearning points carry the accuracy per relation group: the point JSON,
 the per-target summary (``acc_at_recall_{t}_{group}``) and the text table."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 12 item 4: LoRA for TV and WHP. TV's task vector is the reinforced adapter's delta
+"""LoRA for TV and WHP. TV's task vector is the reinforced adapter's delta
 ``ΔW = s·B·A`` and ``θ - α·ΔW`` is the adapter scaled by ``-α`` (checked against the weights
 computed by hand); WHP's two distributions are ONE model with the adapter switched off and on;
 the loop, the CLI and sweeps run both in LoRA mode; after a run the model is bit-identical."""
@@ -198,7 +198,8 @@ def test_save_model_with_lora_is_refused_before_loading(kb_file, tmp_path, capsy
     assert rc == 1
     assert cap.err.strip() == (
         "deepunlearn unlearn: error: --save-model: --lora trains an adapter that is removed after the run (the "
-        "base weights never change, so there is no unlearned model to save); use ga, npo or tv without --lora")
+        "base weights never change, so there is no unlearned model to save); use ga, npo, tv or another method that "
+        "changes the weights, without --lora")
     assert json.loads(cap.out)["field"] == "--save-model"
     assert not (tmp_path / "out").exists()
 

@@ -1,4 +1,4 @@
-"""Issue 13: points carry how much remains. The runner's measures must be the probe layer's scores of
+"""Points carry how much remains. The runner's measures must be the probe layer's scores of
 the right facts (target, the point's U*_A, the retain facts), the reference-based fields must stay
 empty (None, never 0) without a retain model, and the baseline rows must be what they claim."""
 

@@ -1,4 +1,4 @@
-"""Issue 11 item 11: ``unlearn -o POINTS.json`` is readable by ``rules recall`` and gives the same
+"""``unlearn -o POINTS.json`` is readable by ``rules recall`` and gives the same
 recall and accuracy; the per-target summary's metrics match their definitions; ``--save-model``
 saves the weights of one point."""
 

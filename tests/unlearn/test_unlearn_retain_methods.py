@@ -1,4 +1,4 @@
-"""Issue 14 items 1-2 (methods): idk, simnpo and rmu with hand-checked losses, the KL retain term,
+"""The retain-term methods: idk, simnpo and rmu with hand-checked losses, the KL retain term,
 retain samples that never hold a forget-set or chosen-set fact, an empty retain pool as one clear
 error, each new method lowering the target's answer probability on a tiny model (Llama and
 GPT-2 style), and GA / NPO / TV / WHP giving exactly the points they gave before the method-API

@@ -1,4 +1,4 @@
-"""Issue 13 item 3: finetuning honours excludes and canary repeats (``training_facts``, ``finetune
+"""Finetuning honours excludes and canary repeats (``training_facts``, ``finetune
 --exclude``), and retain models (``retrain``) come from the same base, recipe and seed, never
 see the removed facts, and are cached."""
 
@@ -160,7 +160,7 @@ def test_cli_exclude(five_people_kb, tmp_path, capsys):
 
 
 def test_a_tiny_model_recording_its_own_folder_as_base_is_rebuilt_from_scratch(finetuned, five_people_kb, tmp_path):
-    """Checkpoints of before issue 12 recorded their own folder as ``base``: a retain model must
+    """Checkpoints written by older versions recorded their own folder as ``base``: a retain model must
     still start from a fresh tiny model, not from the finetuned weights (which know every fact)."""
     import shutil
 

@@ -1,4 +1,4 @@
-"""Issue 11 items 8 and 9 for the unlearn layer: grid and parameter values are checked before a
+"""The unlearn layer's input checks: grid and parameter values are checked before a
 model is loaded (NaN, infinities, negative alpha, non-integer steps), with errors naming the flag
 and the bad value; ``parse_grid`` never raises anything but a user error (hypothesis)."""
 
@@ -93,7 +93,7 @@ def no_model_load(monkeypatch):
      "deepunlearn unlearn: error: --point 3: not a value of the grid (1, 2)"),
     (["--method", "whp", "--save-model", "m"],
      "deepunlearn unlearn: error: --save-model: WHP changes the output distribution, not the weights; "
-     "use ga, npo or tv without --lora"),
+     "use ga, npo, tv or another method that changes the weights, without --lora"),
 ])
 def test_unlearn_refuses_bad_values_before_loading(kb_file, no_model_load, capsys, extra, line):
     rc = main(["unlearn", "--model", "nowhere", "--kb", str(kb_file), "--target", "0", *extra, "--json"])

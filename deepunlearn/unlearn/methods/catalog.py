@@ -240,6 +240,16 @@ def title(name: str) -> str:
     return spec.title if spec else str(name).upper()
 
 
+def titles(kind: str) -> str:
+    """The labels of every method of one kind (:data:`KINDS`), for messages.
+
+    >>> titles("strength")
+    'TV or WHP'
+    """
+    got = [title(n) for n in names() if kind_of(n) == kind]
+    return " or ".join([", ".join(got[:-1]), got[-1]] if len(got) > 1 else got)
+
+
 def colour(name: str) -> str | None:
     spec = find(name)
     return spec.colour if spec else None

@@ -1,4 +1,4 @@
-"""Golden points of the methods that existed before issue 14's method-API change (GA, NPO, TV,
+"""Golden points of the methods that existed before the method API changed (GA, NPO, TV,
 WHP), so a test can check that today's code gives exactly the same points.
 
 Runnable against any checkout (the package is imported from ``--checkout``, default: this one)::
@@ -50,8 +50,8 @@ def old_points(work: Path, edu: Path) -> dict:
     full = import_edu_relat(edu)
     kb = full.subset(nearest_people(full, START, PEOPLE), name="edu-relat-5")
     folder = work / "model"
-    # forms=False: the questions-only vocabulary of the tiny models of 5d1e2a4 (issue 15 added the
-    # probe forms' words, which gives a different model for the same seed)
+    # forms=False: the questions-only vocabulary of the tiny models of 5d1e2a4 (the probe forms'
+    # words, added since, which gives a different model for the same seed)
     build_tiny_model(kb, folder, seed=0, hidden=64, layers=2, heads=4, forms=False)
     finetune(load_model(folder, device="cpu"), kb, FinetuneConfig.tiny(lr=3e-3, epochs=100), out_dir=folder,
              progress=False)

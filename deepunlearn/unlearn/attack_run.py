@@ -1,0 +1,283 @@
+"""The attacks on one unlearned model and their result, as ``deepunlearn attack`` and
+``deepunlearn evaluate`` run them: the flags (``--relearn``, ``--relearn-size``,
+``--relearn-lr``, ``--relearn-on``, ``--quantize``, ``--seed``), their checks, and :func:`run_attacks`.
+
+:func:`run_attacks` probes the unlearned model on K, relearns (one trajectory, re-probing after
+every step count of the grid; :func:`~deepunlearn.unlearn.attacks.relearn_attack` on a seeded
+sample of the pool K minus the target minus its chosen minimal set; ``--relearn-on split``: on
+half that set and the target's other forms, re-probing the rest, :mod:`~deepunlearn.unlearn.relearn_pool`),
+then quantises
+(:func:`~deepunlearn.unlearn.attacks.quantize_attack`). torch's RNG is seeded with ``--seed``
+for the attacks (and put back afterwards), so the same model, K and seed give the same known sets
+whichever command runs them. The weights are restored exactly after each attack.
+
+Only argparse is imported at import time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from .attacks import AttackParams
+
+#: the relearning lr when neither --relearn-lr nor the checkpoint gives one (the paper's finetuning lr)
+DEFAULT_RELEARN_LR = 2e-5
+#: what --quantize accepts (:data:`deepunlearn.unlearn.attacks.QUANT_KINDS`, spelled here to keep torch out)
+QUANT_CHOICES = ("int8", "int4", "nf4")
+
+
+class KContext(Protocol):
+    """What the attacks need of the original model's side: K, the evaluator over K, the chosen
+    minimal set of a target, and how K and the sets were made (a TargetRunner or an evaluate Judge)."""
+
+    known: frozenset[int]
+    evaluator: Any
+    k_mode: str
+    sets: str
+
+    def chosen_set(self, target: int) -> list[int]: ...
+
+
+def add_attack_args(p: argparse.ArgumentParser, *, quantize_choices: bool = True) -> None:
+    """``--relearn``, ``--relearn-size``, ``--relearn-lr``, ``--relearn-on``, ``--quantize`` and ``--seed``.
+    ``quantize_choices=False`` checks ``--quantize`` in :func:`attack_params` (one line, exit 1)
+    instead of argparse (a usage error, exit 2)."""
+    from ..cli import nonneg_int, positive_float, positive_int
+
+    p.add_argument("--relearn", default=None, metavar="N,N,...",
+                   help="relearning grid: re-probe after these many finetuning steps (sorted, distinct, >= 1), "
+                        "e.g. 1,2,4,8")
+    p.add_argument("--relearn-size", type=positive_int, default=16, metavar="N",
+                   help="facts sampled (seeded) from the pool to relearn on (default 16)")
+    p.add_argument("--relearn-lr", type=positive_float, default=None, metavar="LR",
+                   help=f"relearning learning rate (default: the finetuning lr the checkpoint records, "
+                        f"else {DEFAULT_RELEARN_LR:g})")
+    add_relearn_on(p)
+    p.add_argument("--quantize", choices=QUANT_CHOICES if quantize_choices else None, default=None,
+                   metavar=None if quantize_choices else "|".join(QUANT_CHOICES),
+                   help="int8: torch dynamic quantisation of every Linear (CPU); int4 / nf4: 4-bit round-to-nearest "
+                        "of every Linear, group-wise absmax (any device)")
+    p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the relearning sample and steps (default 0)")
+
+
+def add_relearn_on(p: argparse.ArgumentParser) -> None:
+    """The ``--relearn-on`` flag (``attack``, ``evaluate`` and ``unlearn``)."""
+    p.add_argument("--relearn-on", choices=("other", "split"), default=None,
+                   help="what relearning trains on: other = a sample of K minus the target and its chosen set "
+                        "(default); split = a seeded half of the chosen set and the target's other forms, "
+                        "re-probing the held-out half and the target")
+
+
+def parse_steps(text: str | None, flag: str = "--relearn") -> list[int]:
+    """``"1,2,4"`` -> ``[1, 2, 4]``; ``None`` -> ``[]``. Anything but comma-separated integers is
+    a :class:`~deepunlearn.cli.CLIError` naming ``flag`` (the order and range are checked by
+    :class:`~deepunlearn.unlearn.attacks.AttackParams`).
+
+    >>> parse_steps("1, 2,8")
+    [1, 2, 8]
+    """
+    from ..cli import CLIError
+
+    if text is None:
+        return []
+    out = []
+    for part in text.split(","):
+        try:
+            out.append(int(part.strip()))
+        except ValueError:
+            raise CLIError(f"{flag}: {part.strip()!r} is not an integer (expected step counts such as 1,2,4,8)",
+                           field=flag) from None
+    return out
+
+
+def attack_params(args, *, required: bool = True) -> "AttackParams | None":
+    """The :class:`AttackParams` of the flags (``--relearn``, ``--relearn-size``, ``--relearn-lr``,
+    ``--relearn-on``, ``--quantize`` and, where the command has it, ``--attack-at``; a flag left at ``None`` keeps the
+    field's default); a bad value is one line naming its flag. No attack asked for: an error when
+    ``required``, else ``None``."""
+    from pydantic import ValidationError
+
+    from ..cli import CLIError
+    from .attacks import AttackParams
+
+    flags = {"relearn": "--relearn", "relearn_size": "--relearn-size", "relearn_lr": "--relearn-lr",
+             "quantize": "--quantize", "at": "--attack-at", "relearn_on": "--relearn-on"}
+    given = {"relearn": parse_steps(args.relearn), "relearn_size": args.relearn_size, "relearn_lr": args.relearn_lr,
+             "quantize": args.quantize, "at": getattr(args, "attack_at", None),
+             "relearn_on": getattr(args, "relearn_on", None)}
+    try:
+        params = AttackParams(**{k: v for k, v in given.items() if v is not None})
+    except ValidationError as e:
+        err = e.errors()[0]
+        flag = flags.get(str(err["loc"][0]) if err["loc"] else "", "--relearn")
+        msg = err["msg"].removeprefix("Value error, ")
+        if flag == "--quantize":
+            msg = f"expected one of {', '.join(QUANT_CHOICES)}"
+        raise CLIError(f"{flag} {getattr(args, flag[2:].replace('-', '_'))}: {msg}", field=flag) from None
+    if not params.enabled():
+        if not required:
+            return None
+        raise CLIError("no attack asked for: give --relearn N,N,... and/or --quantize int8|int4|nf4", field="--relearn")
+    return params
+
+
+def relearn_lr(args, bundle) -> tuple[float, str]:
+    """The relearning lr and where it came from: ``--relearn-lr``, ``checkpoint`` (the finetuning
+    lr recorded in its ``deepunlearn.json``) or ``default``."""
+    if args.relearn_lr is not None:
+        return float(args.relearn_lr), "--relearn-lr"
+    lr = ((getattr(bundle, "meta", None) or {}).get("training") or {}).get("lr")
+    if isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr > 0:
+        return float(lr), "checkpoint"
+    return DEFAULT_RELEARN_LR, "default"
+
+
+def encoder(bundle, kb):
+    """Fact ids -> their (primary) questions and answers encoded as in finetuning, collated on
+    the model's device (as :meth:`TargetRunner.encode`, for the unlearned model)."""
+    from .data import collate, encode_qa
+
+    def encode(ids):
+        probes = [kb.probe(int(i)) for i in ids]
+        batch = collate(encode_qa(bundle.tokenizer, bundle.prompt, [(p.question, p.answer) for p in probes]),
+                        bundle.pad_id)
+        device = next(bundle.model.parameters()).device
+        return {k: v.to(device) for k, v in batch.items()}
+
+    return encode
+
+
+def run_attacks(args, params, bundle, kb, ctx: KContext, target: int, mode: str, *, progress: bool = True) -> dict:
+    """Probe the unlearned model ``bundle`` on ``ctx.known``, run the attacks of ``params`` and
+    build the result object (``args``: ``forms``, ``batch_size``, ``seed``, ``relearn_lr``)."""
+    import torch
+    from tqdm.auto import tqdm
+
+    from ..probe import probe
+    from ..rules.recall_inputs import deep_after
+    from .attacks import quantize_attack, relearn_attack, relearn_sample
+
+    ids = sorted(ctx.known)
+    extra = {"forms": args.forms} if args.forms else {}
+
+    def known() -> set[int]:
+        res = probe(bundle, kb, ids, mode=mode, batch_size=args.batch_size, progress=False, **extra)
+        return {int(i) for i in res.known_ids()}
+
+    def score(now: set[int]) -> tuple[float, float]:
+        ev = ctx.evaluator.evaluate(target, sorted(ctx.known - now))
+        return float(ev.recall), float(ev.accuracy)
+
+    before = known()
+    recall, accuracy = score(before)
+    chosen = ctx.chosen_set(target)
+    lr, lr_from = relearn_lr(args, bundle)
+    split = None
+    if params.relearn_on == "split":
+        from .relearn_pool import split_plan
+
+        split = split_plan(kb, chosen, target, seed=args.seed, probe_forms=args.forms)
+        pool, facts = sorted(set(chosen) - {target}), (split.relearned if params.relearn else [])
+    else:
+        pool = sorted(ctx.known - {target} - set(chosen))
+        facts = relearn_sample(pool, params.relearn_size, args.seed) if params.relearn else []
+    runs = bool(facts) or (split is not None and not split.empty)
+    total = (params.relearn[-1] if params.relearn and runs else 0) + (params.quantize is not None)
+    bar = tqdm(total=total, desc=f"attack target {target}", unit="step", file=sys.stderr,
+               disable=total == 0 or not progress, leave=False)
+    devices = sorted({p.device.index or 0 for p in bundle.model.parameters() if p.device.type == "cuda"})
+    try:
+        with torch.random.fork_rng(devices=devices):  # the seed drives dropout in the steps; put back after
+            torch.manual_seed(args.seed)
+            if split is not None and params.relearn:
+                from .relearn_pool import run_split, split_batch
+
+                relearned = run_split(bundle.model, lambda: split_batch(bundle, kb, split), split, params.relearn,
+                                      lr=lr, known=known, on_step=lambda s: bar.update(), before=before)[1]
+            else:
+                relearned = relearn_attack(bundle.model, encoder(bundle, kb), pool, params.relearn, lr=lr,
+                                           size=params.relearn_size, seed=args.seed, known=known,
+                                           on_step=lambda s: bar.update()) if params.relearn else {}
+        quant = None
+        if params.quantize is not None:
+            quant = quantize_attack(bundle.model, known, how=params.quantize)
+            bar.update()
+    finally:
+        bar.close()
+    if split is not None:  # a relearned fact counts as it stood before the attack
+        from .relearn_pool import as_before, recovered
+
+        recovery = {str(n): recovered(split, before, k) for n, k in relearned.items()}
+        relearned = {n: as_before(split, before, k) for n, k in relearned.items()}
+    after = {n: score(k) for n, k in relearned.items()}
+    q = score(quant) if quant is not None else (None, None)
+
+    def deep(now: set[int]) -> bool:  # the target outside the closure of what the model knows now
+        return bool(deep_after(kb, ctx.evaluator.rules, sorted(now), target, None)["deep"])
+
+    return {
+        "deep": deep(before), "deep_relearn": {str(n): deep(k) for n, k in relearned.items()},
+        "deep_quant": None if quant is None else deep(quant),
+        "target": list(kb.facts[target]), "index": target, "known": len(ctx.known), "total": len(kb),
+        "k_mode": ctx.k_mode, "mode": mode, "forms": args.forms, "sets": ctx.sets,
+        "chosen_set": [list(kb.facts[i]) for i in chosen],
+        "recall": recall, "accuracy": accuracy, "target_forgotten": target not in before,
+        "recall_relearn": {str(n): r for n, (r, _) in after.items()},
+        "accuracy_relearn": {str(n): a for n, (_, a) in after.items()},
+        "target_relearned": {str(n): target in relearned[n] for n in relearned},
+        "forgotten_relearn": {str(n): sorted(ctx.known - k) for n, k in relearned.items()},
+        "recall_quant": q[0], "accuracy_quant": q[1], "quantize": params.quantize,
+        "target_quant": None if quant is None else target in quant,
+        "forgotten_quant": None if quant is None else sorted(ctx.known - quant),
+        "relearn_pool": len(pool), "relearn_facts": [list(kb.facts[i]) for i in facts],
+        "relearn_size": params.relearn_size, "relearn_lr": lr if params.relearn else None,
+        "relearn_lr_from": lr_from if params.relearn else None, "seed": args.seed,
+        "relearn_on": params.relearn_on,
+        **({} if split is None else {
+            "relearn_forms": [f.name for f in split.forms] if params.relearn else [],
+            "held_out": [list(kb.facts[i]) for i in split.held_out],
+            "recovered_relearn": recovery if params.relearn else {}}),
+    }
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def attack_rows(obj: dict, indent: str = "  ") -> list[str]:
+    """The table rows of the attacks of :func:`run_attacks`'s object (relearning steps, the
+    quantised model, the relearning sample's line)."""
+    lines = []
+    for n, rec in obj["recall_relearn"].items():
+        label = f"relearn {n} step{'s' if n != '1' else ''}"
+        lines.append(f"{indent}{label:<22}  {rec:6.3f}  {obj['accuracy_relearn'][n]:6.3f}  "
+                     f"{'known' if obj['target_relearned'][n] else 'forgotten':<9}  {_yes(obj['deep_relearn'][n])}")
+    if obj["recall_quant"] is not None:
+        lines.append(f"{indent}{obj['quantize']:<22}  {obj['recall_quant']:6.3f}  {obj['accuracy_quant']:6.3f}  "
+                     f"{'known' if obj['target_quant'] else 'forgotten':<9}  {_yes(obj['deep_quant'])}")
+    if obj["relearn_lr"] is not None and obj.get("relearn_on") == "split":
+        lines.append(f"{indent}split: relearned on {len(obj['relearn_facts'])} of the {obj['relearn_pool']} facts of "
+                     f"the chosen set and {len(obj['relearn_forms'])} other forms of the target; re-probed "
+                     f"{len(obj['held_out']) - 1} held-out facts and the target (lr {obj['relearn_lr']:g} from "
+                     f"{obj['relearn_lr_from']}, seed {obj['seed']})")
+        for n, share in obj["recovered_relearn"].items():
+            lines.append(f"{indent}recovered after {n}: {'-' if share is None else f'{share:.3f}'} of the held-out "
+                         "facts forgotten before")
+    elif obj["relearn_lr"] is not None:
+        lines.append(f"{indent}relearned on {len(obj['relearn_facts'])} of a pool of {obj['relearn_pool']} facts "
+                     f"(lr {obj['relearn_lr']:g} from {obj['relearn_lr_from']}, seed {obj['seed']})")
+    return lines
+
+
+def attack_text(obj: dict) -> str:
+    """``deepunlearn attack``'s table."""
+    s, r, o = obj["target"]
+    lines = [f"attack on [{obj['index']}] {o} is {s}'s {r} (K: {obj['known']} of {obj['total']} facts, "
+             f"k_mode {obj['k_mode']}, probe {obj['mode']})",
+             f"  {'model':<22}  {'recall':>6}  {'acc':>6}  {'target':<9}  deep",
+             f"  {'unlearned':<22}  {obj['recall']:6.3f}  {obj['accuracy']:6.3f}  "
+             f"{'forgotten' if obj['target_forgotten'] else 'known':<9}  {_yes(obj['deep'])}"]
+    return "\n".join(lines + attack_rows(obj))
