@@ -22,7 +22,7 @@ import numpy as np
 from .budget import DEFAULT_MAX_GROUNDINGS, Guard, check_budget, row_weight
 from .errors import RulesError
 from .language import Const, RuleSet, Term, Var
-from .tables import ABSENT, Facts, Index
+from .tables import ABSENT, Facts, Index, split_by_relation
 
 
 @dataclass
@@ -210,10 +210,7 @@ def forward_chain(kb, rules: RuleSet, known: Iterable[int] | None = None, progre
         if delta.size == 0:
             break
         index = Index(np.flatnonzero(facts.birth <= t - 1), facts.node_s, facts.node_r, facts.node_o, T)
-        d_rel = facts.node_r[delta]
-        d_order = np.argsort(d_rel, kind="stable")
-        bounds = np.searchsorted(d_rel[d_order], np.arange(len(relations) + 1))
-        delta_by_rel = [delta[d_order][bounds[r]:bounds[r + 1]] for r in range(len(relations))]
+        delta_by_rel = split_by_relation(delta, facts.node_r[delta], len(relations))
 
         round_blocks: list[tuple[int, np.ndarray, np.ndarray]] = []
         guard.round = t
