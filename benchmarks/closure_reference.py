@@ -3,19 +3,22 @@ and tested against (not part of the package; used by ``benchmarks/large_kb.py --
 ``tests/rules/test_rules_tables.py``).
 
 :func:`reference_engine` swaps them into :mod:`deepunlearn.rules.engine` (and the previous
-hyperedge grouping into :mod:`deepunlearn.rules.graph`) for the duration of a ``with`` block:
+hyperedge grouping into :mod:`deepunlearn.rules.graph`, the previous term interning into the engine) for the duration of a ``with`` block:
 stable ``argsort`` of every index each round, ``np.searchsorted`` with queries in join order,
-``np.unique`` for duplicates and a full re-sort of the key table when facts are added.
+``np.unique`` for duplicates, a full re-sort of the key table when facts are added, and two
+dict passes over every name when interning.
 """
 
 from __future__ import annotations
 
+import itertools
 from contextlib import contextmanager
 
 import numpy as np
 
 import deepunlearn.rules.engine as engine
 import deepunlearn.rules.graph as graph
+from deepunlearn.rules.language import Const
 from deepunlearn.rules.tables import ABSENT
 
 
@@ -126,12 +129,46 @@ def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     return ptr, order
 
 
+def _intern(kb, rules: RuleSet, relations: list[str]) -> tuple[dict[str, int], np.ndarray, np.ndarray, np.ndarray]:
+    """Term ids (entities, rule constants, fact objects) and the KB facts as id arrays
+    (-1 for facts of relations no rule uses)."""
+    rel_id = {r: i for i, r in enumerate(relations)}
+    term_id: dict[str, int] = {}
+    for e in kb.entities:
+        term_id.setdefault(e, len(term_id))
+    for rule in rules.rules:
+        for t in [*(x for a in (rule.head, *rule.body) for x in a.args), *(x for c in rule.neq for x in (c.left, c.right))]:
+            if isinstance(t, Const):
+                term_id.setdefault(t.value, len(term_id))
+    n = len(kb.facts)
+    node_s, node_r, node_o = (np.full(n, -1, dtype=np.int64) for _ in range(3))
+    if not n:
+        return term_id, node_s, node_r, node_o
+    # The ids a loop over the facts would give (new names numbered in order of first appearance,
+    # subject before object), by C-level passes: a KB of millions of facts interned per fact
+    # spent seconds in dict.setdefault.
+    subjects, rels, objects = zip(*kb.facts)
+    r_ids = np.fromiter(map(rel_id.get, rels, itertools.repeat(-1)), dtype=np.int64, count=n)
+    used = (r_ids >= 0).tolist()
+    subs, objs = list(itertools.compress(subjects, used)), list(itertools.compress(objects, used))
+    for name in dict.fromkeys(itertools.chain.from_iterable(zip(subs, objs))):
+        if name not in term_id:
+            term_id[name] = len(term_id)
+    sel = np.flatnonzero(r_ids >= 0)
+    node_r[sel] = r_ids[sel]
+    node_s[sel] = np.fromiter(map(term_id.__getitem__, subs), dtype=np.int64, count=len(subs))
+    node_o[sel] = np.fromiter(map(term_id.__getitem__, objs), dtype=np.int64, count=len(objs))
+    return term_id, node_s, node_r, node_o
+
+
 @contextmanager
 def reference_engine():
     """Run the package's engine on the reference tables inside the block."""
     saved = {(m, name): getattr(m, name) for m, name in
-             [(engine, "Index"), (engine, "Facts"), (engine, "split_by_relation"), (graph, "_csr")]}
+             [(engine, "Index"), (engine, "Facts"), (engine, "split_by_relation"), (engine, "_intern"),
+              (graph, "_csr")]}
     engine.Index, engine.Facts, engine.split_by_relation, graph._csr = Index, Facts, split_by_relation, _csr
+    engine._intern = _intern
     try:
         yield
     finally:
