@@ -61,10 +61,25 @@ def sort_by_key(keys: np.ndarray, nodes: np.ndarray, n_keys: int, n_nodes: int) 
     if n_keys > _I64 // n_nodes:  # the pair does not fit one int64: sort the keys, ties by node
         order = np.lexsort((nodes, keys))
         return keys[order], nodes[order]
-    packed = keys * n_nodes + nodes
+    packed = keys * n_nodes
+    packed += nodes
     packed.sort()
     k = packed // n_nodes
-    return k, packed - k * n_nodes
+    np.remainder(packed, n_nodes, out=packed)
+    return k, packed
+
+
+def stable_order(keys: np.ndarray, n_keys: int) -> np.ndarray:
+    """``np.argsort(keys, kind="stable")`` for ``0 <= keys < n_keys``, by one sort of packed
+    (key, position) pairs."""
+    n = max(len(keys), 1)
+    if n_keys > _I64 // n:
+        return np.argsort(keys, kind="stable")
+    packed = keys.astype(np.int64) * n
+    packed += np.arange(len(keys), dtype=np.int64)
+    packed.sort()
+    np.remainder(packed, n, out=packed)
+    return packed
 
 
 def split_by_relation(delta: np.ndarray, d_rel: np.ndarray, n_rel: int) -> list[np.ndarray]:

@@ -170,3 +170,10 @@ def test_sort_by_key_is_a_stable_argsort(n_keys):
     k, v = tables.sort_by_key(keys, nodes, n_keys, 50_000)
     order = np.argsort(keys, kind="stable")
     assert np.array_equal(k, keys[order]) and np.array_equal(v, nodes[order])
+
+
+@pytest.mark.parametrize("n_keys", [1, 9, 10**5, 2**62])
+def test_stable_order_is_a_stable_argsort(n_keys):
+    keys = np.random.default_rng(2).integers(0, min(n_keys, 2**62), 5_000)
+    assert np.array_equal(tables.stable_order(keys, n_keys), np.argsort(keys, kind="stable"))
+    assert len(tables.stable_order(keys[:0], n_keys)) == 0
