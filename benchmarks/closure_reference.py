@@ -18,7 +18,7 @@ import numpy as np
 
 import deepunlearn.rules.engine as engine
 import deepunlearn.rules.graph as graph
-from deepunlearn.rules.language import Const
+from deepunlearn.rules.language import Const, RuleSet
 from deepunlearn.rules.tables import ABSENT
 
 
