@@ -102,16 +102,21 @@ VARS = ("X", "Y", "Z")
 
 @st.composite
 def rule_programs(draw):
-    """Random safe rules over p, q with repeated variables, constants, attribute atoms and !=."""
+    """Random safe rules over p, q (entity relations) and a (its objects values or entities, so
+    terms are interned beyond the entities) with repeated variables, constants, attribute atoms
+    and !=."""
     ents = [f"e{i}" for i in range(4)]
     kinds = draw(st.lists(st.sampled_from(["x", "y"]), min_size=4, max_size=4))
-    triples = draw(st.lists(st.tuples(st.sampled_from(ents), st.sampled_from("pq"), st.sampled_from(ents)),
-                            min_size=1, max_size=10, unique=True))
+    a_first = st.tuples(st.sampled_from(ents), st.just("a"), st.sampled_from(["v0", "v1", "v2"]))  # a's kind: value
+    a_more = st.tuples(st.sampled_from(ents), st.just("a"), st.sampled_from(["v0", "v1", "v2", "e1"]))
+    a_facts = [draw(a_first), *draw(st.lists(a_more, max_size=3))] if draw(st.booleans()) else []
+    triples = list(dict.fromkeys(a_facts + draw(st.lists(
+        st.tuples(st.sampled_from(ents), st.sampled_from("pq"), st.sampled_from(ents)), min_size=1, max_size=10))))
     kb = KnowledgeBase.build({e: {"kind": k} for e, k in zip(ents, kinds)}, triples)
     term = st.sampled_from(VARS * 3 + ('"e0"',))
     rules = []
     for _ in range(draw(st.integers(1, 4))):
-        atoms = [(draw(st.sampled_from("pq")), draw(term), draw(term)) for _ in range(draw(st.integers(1, 3)))]
+        atoms = [(draw(st.sampled_from("pqa")), draw(term), draw(term)) for _ in range(draw(st.integers(1, 3)))]
         body = [f"{r}({a}, {b})" for r, a, b in atoms]
         bound = sorted({t for _, a, b in atoms for t in (a, b) if t in VARS})
         if bound and draw(st.booleans()):
