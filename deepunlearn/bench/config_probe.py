@@ -11,6 +11,7 @@ In a sweep configuration (top level)::
     [attacks]                     # after unlearning: relearn N steps, int8 / int4 / nf4 quantisation
     relearn = [1, 2, 4, 8]
     relearn_size = 16
+    relearn_on = "other"          # or "split": a half of the target's chosen set and its other forms
     quantize = "int8"
     at = "last"                   # attack the last grid point of each trajectory, or "all"
 
@@ -41,7 +42,8 @@ FORMS_HELP = ("the primary probe's forms: a selection of deepunlearn.kg.forms ('
 UNLEARN_FORMS_HELP = "the forms the methods unlearn on (a selection as for forms); None: the primary form"
 ADVERSARIAL_HELP = ("every point also records recall_adv, accuracy_adv (known under any mode on any form) and "
                     "the superficial forgetting rate; recall_adv <= recall")
-ATTACKS_HELP = "attacks after unlearning ([attacks]: relearn, relearn_size, relearn_lr, quantize, at); None: none"
+ATTACKS_HELP = ("attacks after unlearning ([attacks]: relearn, relearn_size, relearn_lr, relearn_on, quantize, at); "
+                "None: none")
 
 
 def _no_bool(v: Any) -> Any:
@@ -58,6 +60,9 @@ class AttackOptions(_Strict):
     relearn_size: int = Field(default=16, ge=1, description="facts sampled from the relearning pool (K minus the "
                               "target and its chosen minimal set)")
     relearn_lr: float | None = Field(default=None, description="relearning lr; None: the run's unlearning lr")
+    relearn_on: Literal["other", "split"] = Field(
+        default="other", description="what relearning trains on: other = a sample of K minus the target and its "
+        "chosen set; split = a seeded half of the chosen set and the target's other forms, re-probing the rest")
     quantize: Literal["int8", "int4", "nf4"] | None = Field(
         default=None, description="int8: torch dynamic quantisation of the Linear layers (CPU); int4 / nf4: 4-bit "
         "round-to-nearest, group-wise absmax (any device); None: no quantisation attack")
@@ -142,7 +147,8 @@ def runner_probe_options(cfg: Any) -> dict[str, Any]:
         else:
             out["adversarial_calibration"] = load_calibration(path, flag="adversarial_calibration").to_json()
     if cfg.attacks is not None:
-        out["attacks"] = cfg.attacks.model_dump()
+        # relearn_on = "other" is left out, so a sweep without it keeps its results key
+        out["attacks"] = cfg.attacks.model_dump(exclude={"relearn_on"} if cfg.attacks.relearn_on == "other" else None)
     return out
 
 

@@ -131,7 +131,7 @@ def summary(kb) -> dict:
     }
 
 
-def _summary_text(kb, path: str) -> str:
+def summary_text(kb, path: str) -> str:
     s = summary(kb)
     rel = ", ".join(f"{r} {n}" for r, n in s["relations"].items())
     lines = [
@@ -222,7 +222,7 @@ def _import(args) -> int:
         print(f"note: {n}", file=sys.stderr)
     emit(args, {"output": str(out), "people": len(kb.entities), "facts": len(kb.facts), "targets": len(kb.targets),
                 "notes": notes},
-         lambda: f"wrote {out}\n" + _summary_text(kb, str(out)))
+         lambda: f"wrote {out}\n" + summary_text(kb, str(out)))
     return 0
 
 
@@ -231,7 +231,7 @@ def _show(args) -> int:
     from .io import load_kb
 
     kb = load_kb(args.kb)
-    emit(args, summary(kb), lambda: _summary_text(kb, args.kb))
+    emit(args, summary(kb), lambda: summary_text(kb, args.kb))
     return 0
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import networkx as nx
 
 from ..errors import atomic_write_bytes
-from .domains.family.layout import COUPLE_GAP, ROW, SLOT, UNIT_GAP, _family_structure, _layout, _select
+from .domains.family.layout import COUPLE_GAP, ROW, SLOT, UNIT_GAP, family_structure, family_layout, select_family
 from .figures import figure_path, save_figure
 from .kb import KBError, KnowledgeBase
 
@@ -139,16 +139,16 @@ def draw_family(kb: KnowledgeBase, path: str | os.PathLike, person: str | None =
         raise KBError(f"person {person!r} is not in knowledge base {kb.name!r}", field="--person")
     if radius < 0:
         raise KBError(f"radius must be >= 0, got {radius}", field="--radius")
-    fam = _family_structure(kb)
+    fam = family_structure(kb)
     total = len(kb.entities)
-    comps, scope, note, direct = _select(kb, fam, person, radius)
+    comps, scope, note, direct = select_family(kb, fam, person, radius)
 
     # lay out each family on its own; set them side by side, rows matched by birth years
     pos: dict[str, tuple[float, int]] = {}
     offset = 0.0
     row_years: dict[int, list[int]] = defaultdict(list)
     for i, comp in enumerate(comps):
-        p, _ = _layout(fam, comp)
+        p, _ = family_layout(fam, comp)
         shift = 0
         if i and row_years:
             ys = [fam.year[n] for n, (_, lv) in p.items() if lv == 0 and n in fam.year]

@@ -67,17 +67,17 @@ def _error(domain: Domain, key: str, problem: str) -> DomainError:
 def _person_names(n: int, rng: np.random.Generator, used: set[str]) -> list[str]:
     """``n`` unique full names (first names of either gender, surnames of names.json), named as
     the family generator names people: a middle initial where "First Last" is taken."""
-    from .domains.family.network import _Draw, _unique_name
-    from .domains.family.params import FamilyParams, _resources
+    from .domains.family.network import Draw, unique_name
+    from .domains.family.params import FamilyParams, name_resources
 
-    res = _resources()
-    d = _Draw(rng, FamilyParams(), res)
+    res = name_resources()
+    d = Draw(rng, FamilyParams(), res)
     pool = res.female + res.male
     out = []
     for _ in range(n):
         for _attempt in range(8):  # a surname whose names are all taken: draw another
             try:
-                full = _unique_name(d, pool, d.pick(res.surnames), set(), used)
+                full = unique_name(d, pool, d.pick(res.surnames), set(), used)
                 break
             except KBError:
                 continue

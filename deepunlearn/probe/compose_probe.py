@@ -43,7 +43,7 @@ def probe_compose(bundle, kb: KnowledgeBase, questions: Sequence[ComposeQuestion
 
     from .batching import resolve_batch_size
     from .forms_probe import _Runner
-    from .passes import _model_device
+    from .passes import model_device
     from .result import ProbeResult
 
     ids = list(dict.fromkeys(q.fact_id for q in questions)) if fact_ids is None else [int(i) for i in fact_ids]
@@ -57,7 +57,7 @@ def probe_compose(bundle, kb: KnowledgeBase, questions: Sequence[ComposeQuestion
     model = bundle.model
     was_training = model.training
     model.eval()
-    device = _model_device(bundle)
+    device = model_device(bundle)
     from .answer_rule import rule_of_bundle
 
     longest = max((len(bundle.prompt.text(f.text, f.answer)) for f in forms), default=1) + \

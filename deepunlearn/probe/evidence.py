@@ -37,7 +37,7 @@ def mode_evidence(bundle, kb: KnowledgeBase, ids: Sequence[int] | None = None, m
     from ..kg.forms import FORM_KINDS, select_forms
     from .batching import resolve_batch_size
     from .forms_probe import ANY_MODES, _Runner, check_any_modes, rankable
-    from .passes import _model_device
+    from .passes import model_device
     from .result import MAX_NEW_TOKENS
 
     modes = check_any_modes(list(modes) if modes is not None else list(ANY_MODES))
@@ -51,7 +51,7 @@ def mode_evidence(bundle, kb: KnowledgeBase, ids: Sequence[int] | None = None, m
     model = bundle.model
     was_training = model.training
     model.eval()
-    device = _model_device(bundle)
+    device = model_device(bundle)
     longest = max((len(bundle.prompt.text(f.text, f.answer)) for f in text + yn), default=1) + MAX_NEW_TOKENS
     batch_size = resolve_batch_size(batch_size, model, device, positions=longest, seq=longest,
                                     mode="generate" if "generate" in modes else "exact", model_fn=model_fn is not None)

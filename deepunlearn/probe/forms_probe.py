@@ -100,26 +100,26 @@ class _Runner:
 
     def teacher_forced(self, forms: list[Form]) -> tuple[np.ndarray, np.ndarray]:
         """Continuation log-probability and "argmax is gold everywhere" per form."""
-        from .passes import _teacher_forced
+        from .passes import teacher_forced
 
         b = self.bundle
         rows = self.encoded("tf", forms, lambda fs: encode_forms(b.tokenizer, b.prompt, fs))
         lp, hit = np.zeros(len(rows)), np.zeros(len(rows), dtype=bool)
         for batch in self._order([len(p) + len(a) for p, a in rows]):
-            got_lp, got_hit = _teacher_forced([rows[j] for j in batch], self.model_fn, self.default_fn, b.pad_id,
+            got_lp, got_hit = teacher_forced([rows[j] for j in batch], self.model_fn, self.default_fn, b.pad_id,
                                               self.device)
             lp[batch], hit[batch] = got_lp, got_hit
         return lp, hit
 
     def generate(self, forms: list[Form]) -> tuple[list[str], np.ndarray]:
         """Greedy output and "answer in output" per form."""
-        from .passes import _generate
+        from .passes import generate_answers
 
         b = self.bundle
         prompts = self.encoded("gen", forms, lambda fs: form_prompt_ids(b.tokenizer, b.prompt, fs))
         texts = [""] * len(forms)
         for batch in self._order([len(p) for p in prompts]):
-            for j, t in zip(batch, _generate(b, [prompts[j] for j in batch], self.model_fn, self.device)):
+            for j, t in zip(batch, generate_answers(b, [prompts[j] for j in batch], self.model_fn, self.device)):
                 texts[j] = t
         from .answer_rule import rule_of_bundle
 
@@ -163,7 +163,7 @@ class _Runner:
     def rank(self, forms: list[Form]) -> np.ndarray:
         """Per rankable form: the gold answer ranks first among its type's candidates."""
         from ..kg.candidates import answer_candidates
-        from .scores import _candidate_stats
+        from .scores import candidate_stats
         from .scoring import candidate_rows
 
         b, kb = self.bundle, self.kb
@@ -177,7 +177,7 @@ class _Runner:
         built = self.encoded("rank", forms, build)
         known = np.zeros(len(forms), dtype=bool)
         for j, ((sums, lens), (_, gold)) in enumerate(zip(self.candidate_logprobs([r for r, _ in built]), built)):
-            rank = _candidate_stats(np.exp(sums / lens), gold, [])[0]
+            rank = candidate_stats(np.exp(sums / lens), gold, [])[0]
             known[j] = rank == 1.0
         return known
 
@@ -208,7 +208,7 @@ def probe_forms(bundle, kb: KnowledgeBase, ids: np.ndarray, *, mode: str, forms:
     from tqdm.auto import tqdm
 
     from .batching import resolve_batch_size
-    from .passes import _model_device
+    from .passes import model_device
     from .result import MAX_NEW_TOKENS, ProbeResult
 
     modes = check_any_modes(any_modes) if check_mode(mode) == "any" else (mode,)
@@ -232,7 +232,7 @@ def probe_forms(bundle, kb: KnowledgeBase, ids: np.ndarray, *, mode: str, forms:
     model = bundle.model
     was_training = model.training
     model.eval()
-    device = _model_device(bundle)
+    device = model_device(bundle)
     all_forms = [f for i in uniq for f in sel.forms[i]]
     # Characters bound tokens from above: batches sized on them are never too large.
     longest = max((len(bundle.prompt.text(f.text, f.answer)) for f in all_forms), default=1) + MAX_NEW_TOKENS

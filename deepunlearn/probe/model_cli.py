@@ -100,7 +100,7 @@ def model_info(name: str | Path, *, trust_remote_code: bool = False) -> dict[str
     file: no such folder, an unknown architecture, a damaged GGUF or JSON file."""
     from .gguf import find_gguf, gguf_summary
     from .model_headers import folder_summary
-    from .models import _prompt_from_meta, quiet_hf, read_meta
+    from .models import prompt_from_meta, quiet_hf, read_meta
     from .prompts import PromptFormat
     from .sources import ModelLoadError, check_folder, first_line, looks_local, resolve_hub
 
@@ -158,10 +158,10 @@ def model_info(name: str | Path, *, trust_remote_code: bool = False) -> dict[str
 
 def _finish(info: dict[str, Any], meta: dict, folder: Path | None, text: str, t0: float) -> dict[str, Any]:
     """A folder's or hub model's info with its answer format (recorded, else the family's)."""
-    from .models import _prompt_from_meta
+    from .models import prompt_from_meta
     from .prompts import PromptFormat
 
-    recorded = _prompt_from_meta(meta, folder) if folder is not None else None
+    recorded = prompt_from_meta(meta, folder) if folder is not None else None
     fmt, where = (recorded, "recorded") if recorded is not None else \
         (PromptFormat.for_model(info["architecture"], text), "family")
     if meta.get("origin") is not None:

@@ -147,7 +147,7 @@ def read_meta(folder: str | Path) -> dict:
     return data
 
 
-def _prompt_from_meta(meta: dict, source: Path) -> PromptFormat | None:
+def prompt_from_meta(meta: dict, source: Path) -> PromptFormat | None:
     if "prompt" not in meta:
         return None
     try:
@@ -268,7 +268,7 @@ def load_model(
     if prompt is None and answer_format == "chat" and getattr(tokenizer, "chat_template", None):
         prompt, source_kind = PromptFormat.named("chat"), "chat"  # resolved below
     if prompt is None and answer_format in ("recorded", "chat") and folder is not None and gguf is None:
-        prompt = _prompt_from_meta(meta, folder)
+        prompt = prompt_from_meta(meta, folder)
         source_kind = "recorded"
     if prompt is None:
         prompt = PromptFormat.for_model(getattr(model.config, "model_type", ""), name)

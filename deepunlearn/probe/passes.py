@@ -16,7 +16,7 @@ from .models import ModelBundle
 from .prompts import encode_pairs, left_pad, position_ids, question_ids
 from .result import MAX_NEW_TOKENS
 
-def _accepts(model, name: str) -> bool:
+def accepts(model, name: str) -> bool:
     try:
         return name in inspect.signature(model.forward).parameters
     except (TypeError, ValueError):
@@ -30,8 +30,8 @@ def logits_fn(model) -> Callable:
     positions. (Right-padded batches, as a ``model_fn`` gets, need no position ids; this
     callable is exact for them too.)
     """
-    takes_pos = _accepts(model, "position_ids")
-    takes_keep = _accepts(model, "logits_to_keep")
+    takes_pos = accepts(model, "position_ids")
+    takes_keep = accepts(model, "logits_to_keep")
 
     def fn(input_ids, attention_mask, keep: int | None = None):
         kw = {}
@@ -45,7 +45,7 @@ def logits_fn(model) -> Callable:
     return fn
 
 
-def _encoded(bundle: ModelBundle, kb: KnowledgeBase) -> tuple[list[tuple[list[int], list[int]]], list[list[int]]]:
+def encoded(bundle: ModelBundle, kb: KnowledgeBase) -> tuple[list[tuple[list[int], list[int]]], list[list[int]]]:
     """Per fact of ``kb``: (question part, continuation) ids as in finetuning, and the question
     part tokenised alone (the generate prompt); computed once per (bundle, KB content)."""
     from .fingerprint import kb_fingerprint
@@ -61,7 +61,7 @@ def _encoded(bundle: ModelBundle, kb: KnowledgeBase) -> tuple[list[tuple[list[in
     return cache[key]
 
 
-def _model_device(bundle: ModelBundle):
+def model_device(bundle: ModelBundle):
     import torch
 
     try:
@@ -83,7 +83,7 @@ def checked_ids(kb: KnowledgeBase, fact_ids: Iterable[int] | None, batch_size) -
     return ids
 
 
-def _teacher_forced(b_rows, model_fn, default_fn, pad: int, device):
+def teacher_forced(b_rows, model_fn, default_fn, pad: int, device):
     """Summed answer log-probability and "argmax is gold at every answer token" per row."""
     import torch
 
@@ -106,7 +106,7 @@ def _teacher_forced(b_rows, model_fn, default_fn, pad: int, device):
             col[r, :len(a)] = longest - len(a) + torch.arange(len(a))
     else:
         # Right-padded, so the callable may run any model with plain positions 0..n-1.
-        ids, mask = _right_pad(seqs, pad)
+        ids, mask = right_pad(seqs, pad)
         logits = model_fn(ids.to(device), mask.to(device))
         col = torch.zeros((n, longest), dtype=torch.long)
         for r, (p, a) in enumerate(b_rows):
@@ -120,7 +120,7 @@ def _teacher_forced(b_rows, model_fn, default_fn, pad: int, device):
     return lp.double().cpu().numpy(), hit.all(-1).cpu().numpy()
 
 
-def _right_pad(rows, pad: int, extra: int = 0):
+def right_pad(rows, pad: int, extra: int = 0):
     import torch
 
     width = max(len(r) for r in rows) + extra
@@ -132,7 +132,7 @@ def _right_pad(rows, pad: int, extra: int = 0):
     return ids, mask
 
 
-def _generate(bundle: ModelBundle, prompts: list[list[int]], model_fn, device) -> list[str]:
+def generate_answers(bundle: ModelBundle, prompts: list[list[int]], model_fn, device) -> list[str]:
     """Greedy decoding of the bundle's answer rule's new tokens (:data:`MAX_NEW_TOKENS` by
     default); the decoded new text per prompt."""
     import torch
@@ -155,7 +155,7 @@ def _generate(bundle: ModelBundle, prompts: list[list[int]], model_fn, device) -
     else:
         # Right-padded rows, each continued at its own end; no KV cache (the callable may mix
         # several models), so every step reruns the sequences.
-        ids, mask = _right_pad(prompts, bundle.pad_id, extra=new_tokens)
+        ids, mask = right_pad(prompts, bundle.pad_id, extra=new_tokens)
         ids, mask = ids.to(device), mask.to(device)
         lens = torch.as_tensor([len(p) for p in prompts], device=device)
         rows = torch.arange(n, device=device)

@@ -41,7 +41,7 @@ import numpy as np
 from ..kg.kb import KnowledgeBase
 from .models import ModelBundle
 from .passes import (  # noqa: F401  (re-exported: the forward passes lived here)
-    _accepts, _encoded, _generate, _model_device, _right_pad, _teacher_forced, checked_ids, logits_fn,
+    accepts, encoded, generate_answers, model_device, right_pad, teacher_forced, checked_ids, logits_fn,
 )
 from .result import MODES, MAX_NEW_TOKENS, Mode, ProbeResult, ProbeResultError  # noqa: F401  (re-exported)
 
@@ -119,7 +119,7 @@ def probe(
         return probe_forms(bundle, kb, ids, mode=mode, forms=forms, any_modes=any_modes, batch_size=batch_size,
                            model_fn=model_fn, progress=progress)
 
-    enc, q_alone = _encoded(bundle, kb)
+    enc, q_alone = encoded(bundle, kb)
     rows = [enc[i] for i in ids]
     gen_prompts = [q_alone[i] for i in ids]
     # Longest first: batches hold rows of similar length (little padding), and running out of
@@ -134,7 +134,7 @@ def probe(
     model = bundle.model
     was_training = model.training
     model.eval()
-    device = _model_device(bundle)
+    device = model_device(bundle)
     from .batching import resolve_batch_size
 
     from .answer_rule import rule_of_bundle
@@ -154,12 +154,12 @@ def probe(
             for start in range(0, len(order), batch_size):
                 batch = order[start:start + batch_size]
                 b_rows = [rows[j] for j in batch]
-                lp, exact = _teacher_forced(b_rows, model_fn, default_fn, pad, device)
+                lp, exact = teacher_forced(b_rows, model_fn, default_fn, pad, device)
                 logprob[batch] = lp
                 if mode == "exact":
                     known[batch] = exact
                 else:
-                    texts = _generate(bundle, [gen_prompts[j] for j in batch], model_fn, device)
+                    texts = generate_answers(bundle, [gen_prompts[j] for j in batch], model_fn, device)
                     for j, text in zip(batch, texts):
                         outputs[j] = text
                         known[j] = rule.matches(answers[j], text, subjects[j])

@@ -210,7 +210,7 @@ def rouge_l_recall(output: str, answer: str) -> float:
     return float(_SCORER.score(answer, output)["rougeL"].recall)
 
 
-def _candidate_stats(probs: np.ndarray, gold: int, pert: list[int]) -> tuple[float, float, float, float]:
+def candidate_stats(probs: np.ndarray, gold: int, pert: list[int]) -> tuple[float, float, float, float]:
     """rank, exposure, mc_prob, truth_ratio of the gold answer among normalised ``probs``."""
     from scipy.stats import rankdata
 
@@ -239,7 +239,7 @@ def score_facts(bundle: ModelBundle, kb: KnowledgeBase, fact_ids: Iterable[int] 
 
     from ..kg.candidates import perturbed
     from .batching import resolve_batch_size
-    from .passes import _encoded, _generate, _model_device, checked_ids
+    from .passes import encoded, generate_answers, model_device, checked_ids
     from .scoring import full_sequence_logprobs, shared_prefix_logprobs
 
     k = check_k(k)
@@ -254,14 +254,14 @@ def score_facts(bundle: ModelBundle, kb: KnowledgeBase, fact_ids: Iterable[int] 
     model = bundle.model
     was_training = model.training
     model.eval()
-    device = _model_device(bundle)
+    device = model_device(bundle)
     longest = max((len(r.prefix) + max(len(a) for a in r.answers) for r in rows), default=1)
     batch_size = resolve_batch_size(batch_size, model, device, positions=longest, seq=longest + 10,
                                     mode="generate" if generate else "exact", model_fn=model_fn is not None)
     order = sorted(range(len(rows)), key=lambda j: (-len(rows[j].prefix), j))
     lps: list = [None] * len(rows)
     outputs = [""] * len(rows) if generate else None
-    q_alone = _encoded(bundle, kb)[1] if generate else None
+    q_alone = encoded(bundle, kb)[1] if generate else None
     from tqdm.auto import tqdm
 
     bar = tqdm(total=len(rows), desc="score", unit="fact", file=sys.stderr, disable=not progress, leave=False)
@@ -277,7 +277,7 @@ def score_facts(bundle: ModelBundle, kb: KnowledgeBase, fact_ids: Iterable[int] 
                 for j, g in zip(batch, got):
                     lps[j] = g
                 if generate:
-                    texts_out = _generate(bundle, [q_alone[int(ids[j])] for j in batch], model_fn, device)
+                    texts_out = generate_answers(bundle, [q_alone[int(ids[j])] for j in batch], model_fn, device)
                     for j, t in zip(batch, texts_out):
                         outputs[j] = t
                 bar.update(len(batch))
@@ -298,7 +298,7 @@ def score_facts(bundle: ModelBundle, kb: KnowledgeBase, fact_ids: Iterable[int] 
         if candidates:
             index = {a: i for i, a in enumerate(c)}
             pert = [index[a] for a in perturbed(kb, int(ids[j]), n_perturbed, seed)]
-            r, e, mc, tr = _candidate_stats(norm, gi, pert)
+            r, e, mc, tr = candidate_stats(norm, gi, pert)
             cols["rank"][j], cols["exposure"][j], cols["mc_prob"][j], cols["truth_ratio"][j] = r, e, mc, tr
             cols["n_candidates"][j] = len(c)
             per_tok = -sums / lens

@@ -62,12 +62,12 @@ def shared_prefix_logprobs(rows: list[FactRows], model, pad: int, device, *, row
 
     import torch
 
-    from .passes import _accepts
+    from .passes import accepts
     from .prompts import left_pad
 
     ids, mask, pos = left_pad([r.prefix for r in rows], pad)
     ids, mask, pos = ids.to(device), mask.to(device), pos.to(device)
-    takes_pos = _accepts(model, "position_ids")
+    takes_pos = accepts(model, "position_ids")
     kw = {"position_ids": pos} if takes_pos else {}
     out = model(input_ids=ids, attention_mask=mask, use_cache=True, **kw)
     logp = _lsm(out.logits)  # [B, W, V]
@@ -121,7 +121,7 @@ def full_sequence_logprobs(rows: list[FactRows], model_fn: Callable, pad: int, d
     candidate's row."""
     import torch
 
-    from .passes import _right_pad
+    from .passes import right_pad
 
     flat = [(b, c) for b, r in enumerate(rows) for c in range(len(r.answers))]
     flat.sort(key=lambda bc: -(len(rows[bc[0]].prefix) + len(rows[bc[0]].answers[bc[1]])))
@@ -129,7 +129,7 @@ def full_sequence_logprobs(rows: list[FactRows], model_fn: Callable, pad: int, d
     for start in range(0, len(flat), row_budget):
         chunk = flat[start:start + row_budget]
         seqs = [rows[b].prefix + rows[b].answers[c] for b, c in chunk]
-        ids, mask = _right_pad(seqs, pad)
+        ids, mask = right_pad(seqs, pad)
         logp = _lsm(model_fn(ids.to(device), mask.to(device)))
         for j, (b, c) in enumerate(chunk):
             p = len(rows[b].prefix)

@@ -14,6 +14,7 @@ keeps its id), new facts get ``n, n+1, ...`` in the order they are found.
 from __future__ import annotations
 
 import itertools
+from operator import itemgetter
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -22,7 +23,7 @@ import numpy as np
 from .budget import DEFAULT_MAX_GROUNDINGS, Guard, check_budget, row_weight
 from .errors import RulesError
 from .language import Const, RuleSet, Term, Var
-from .tables import ABSENT, Facts, Index
+from .tables import ABSENT, Facts, Index, split_by_relation
 
 
 @dataclass
@@ -144,19 +145,25 @@ def _intern(kb, rules: RuleSet, relations: list[str]) -> tuple[dict[str, int], n
     if not n:
         return term_id, node_s, node_r, node_o
     # The ids a loop over the facts would give (new names numbered in order of first appearance,
-    # subject before object), by C-level passes: a KB of millions of facts interned per fact
-    # spent seconds in dict.setdefault.
-    subjects, rels, objects = zip(*kb.facts)
-    r_ids = np.fromiter(map(rel_id.get, rels, itertools.repeat(-1)), dtype=np.int64, count=n)
-    used = (r_ids >= 0).tolist()
-    subs, objs = list(itertools.compress(subjects, used)), list(itertools.compress(objects, used))
-    for name in dict.fromkeys(itertools.chain.from_iterable(zip(subs, objs))):
-        if name not in term_id:
+    # subject before object), by C-level passes: one dict lookup per name (most are entities,
+    # already numbered), then the few names still missing in the order they first appear.
+    # (zip(*facts) would build three tuples of n; itemgetter streams)
+    r_ids = np.fromiter(map(rel_id.get, map(itemgetter(1), kb.facts), itertools.repeat(-1)), dtype=np.int64, count=n)
+    used = list(itertools.compress(kb.facts, (r_ids >= 0).tolist()))
+    m = len(used)
+    codes = np.empty(2 * m, dtype=np.int64)  # subject, object, subject, object, ...
+    for k, at in ((0, 0), (1, 2)):
+        codes[k::2] = np.fromiter(map(term_id.get, map(itemgetter(at), used), itertools.repeat(-1)), dtype=np.int64,
+                                  count=m)
+    missing = np.flatnonzero(codes < 0).tolist()
+    if missing:
+        names = [used[i >> 1][2 * (i & 1)] for i in missing]
+        for name in dict.fromkeys(names):
             term_id[name] = len(term_id)
+        codes[missing] = np.fromiter(map(term_id.__getitem__, names), dtype=np.int64, count=len(names))
     sel = np.flatnonzero(r_ids >= 0)
     node_r[sel] = r_ids[sel]
-    node_s[sel] = np.fromiter(map(term_id.__getitem__, subs), dtype=np.int64, count=len(subs))
-    node_o[sel] = np.fromiter(map(term_id.__getitem__, objs), dtype=np.int64, count=len(objs))
+    node_s[sel], node_o[sel] = codes[0::2], codes[1::2]
     return term_id, node_s, node_r, node_o
 
 
@@ -210,10 +217,7 @@ def forward_chain(kb, rules: RuleSet, known: Iterable[int] | None = None, progre
         if delta.size == 0:
             break
         index = Index(np.flatnonzero(facts.birth <= t - 1), facts.node_s, facts.node_r, facts.node_o, T)
-        d_rel = facts.node_r[delta]
-        d_order = np.argsort(d_rel, kind="stable")
-        bounds = np.searchsorted(d_rel[d_order], np.arange(len(relations) + 1))
-        delta_by_rel = [delta[d_order][bounds[r]:bounds[r + 1]] for r in range(len(relations))]
+        delta_by_rel = split_by_relation(delta, facts.node_r[delta], len(relations))
 
         round_blocks: list[tuple[int, np.ndarray, np.ndarray]] = []
         guard.round = t

@@ -88,7 +88,7 @@ def _family(args):
 
 def _generate(args) -> int:
     from ..cli import emit
-    from ..kg.cli import _summary_text, summary
+    from ..kg.cli import summary_text, summary
     from ..kg.io import save_kb
 
     from ..limits import MAX_GENERATE_PEOPLE, MAX_REPEAT, check_at_most
@@ -127,7 +127,7 @@ def _generate(args) -> int:
         extra = {"canaries": len(kb.metadata["canaries"]["facts"])} if "canaries" in kb.metadata else {}
         emit(args, {"output": str(out), "domain": "family", **{k: s[k] for k in ("people", "facts", "relations")},
                     "targets": len(kb.targets), **extra},
-             lambda: f"wrote {out}\n" + _summary_text(kb, str(out)))
+             lambda: f"wrote {out}\n" + summary_text(kb, str(out)))
         return 0
 
     from .depths import deepest_chain, derivation_depths

@@ -19,11 +19,13 @@ from .engine import ABSENT, Grounded, forward_chain
 from .errors import RulesError
 from .language import RuleSet
 from .load import load_rules
+from .tables import stable_order
 
 
 def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Group positions ``0..len(keys)-1`` by key: ``items[ptr[k]:ptr[k+1]]`` hold key k's."""
-    order = np.argsort(keys, kind="stable")
+    """Group positions ``0..len(keys)-1`` by key: ``items[ptr[k]:ptr[k+1]]`` hold key k's
+    (in position order: the order of a stable argsort, by one sort of (key, position) pairs)."""
+    order = stable_order(keys, n)
     ptr = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(np.bincount(keys, minlength=n), out=ptr[1:])
     return ptr, order

@@ -62,7 +62,7 @@ def _import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from ..cli import emit
-    from ..kg.cli import _summary_text
+    from ..kg.cli import summary_text
     from ..kg.domain import load_domain
     from ..kg.io import save_kb
     from ..kg.triples import TriplesError, check_triples, read_triples, triples_format, triples_kb
@@ -114,7 +114,7 @@ def _import(args: argparse.Namespace) -> int:
         if obj["aliases"]:
             lines.append(f"  aliases: {obj['aliases']} (kept in the KB; {obj['alias_forms']} probe forms named "
                          "'alias')")
-        return "\n".join(lines + [_summary_text(kb, str(out))])
+        return "\n".join(lines + [summary_text(kb, str(out))])
 
     emit(args, obj, text)
     return 0

@@ -1,7 +1,8 @@
 """``deepunlearn attack``: attack a model unlearned anywhere.
 
     deepunlearn attack --model UNLEARNED --kb KB --target T [--original ORIG]
-                       [--relearn 1,2,4,8] [--relearn-size 16] [--relearn-lr LR] [--quantize int8|int4|nf4]
+                       [--relearn 1,2,4,8] [--relearn-size 16] [--relearn-lr LR] [--relearn-on other|split]
+                       [--quantize int8|int4|nf4]
                        [--mode exact] [--forms SEL] [--rules R] [--sets S] [--json]
 
 K is what the original model knew: the facts ``--original`` answers (a
@@ -10,7 +11,8 @@ every fact of the KB (k_mode ``dataset``). The target must be in K. The unlearne
 on K (``--mode``, ``--forms``), and recall and accuracy come from the rules layer's evaluator
 against the target's minimal deep-unlearning sets; then after each relearning step count
 (:func:`~deepunlearn.unlearn.attacks.relearn_attack` on a seeded sample of the pool K minus the
-target minus its chosen minimal set) and after quantisation
+target minus its chosen minimal set; ``--relearn-on split``: half the chosen set and the
+target's other forms, :mod:`~deepunlearn.unlearn.relearn_pool`) and after quantisation
 (:func:`~deepunlearn.unlearn.attacks.quantize_attack`). The model is restored exactly after each
 attack; nothing is written.
 
@@ -41,7 +43,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="attack an unlearned model: relearn on facts it was not asked to forget, or quantise it, and re-probe",
         description=(
             "Probe an unlearned model on K (what --original knew, or the whole KB), then attack it: finetune "
-            "N steps (each N of --relearn) on a sample of K minus the target and its chosen minimal set, and/or "
+            "N steps (each N of --relearn) on a sample of K minus the target and its chosen minimal set (or, with "
+            "--relearn-on split, on half that set and the target's other forms), and/or "
             "quantise its Linear layers (--quantize), re-probing after each; prints recall and accuracy before "
             "and after every attack. The weights are restored exactly after each attack; nothing is written."
         ),

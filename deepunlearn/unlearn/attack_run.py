@@ -1,10 +1,12 @@
 """The attacks on one unlearned model and their result, as ``deepunlearn attack`` and
 ``deepunlearn evaluate`` run them: the flags (``--relearn``, ``--relearn-size``,
-``--relearn-lr``, ``--quantize``, ``--seed``), their checks, and :func:`run_attacks`.
+``--relearn-lr``, ``--relearn-on``, ``--quantize``, ``--seed``), their checks, and :func:`run_attacks`.
 
 :func:`run_attacks` probes the unlearned model on K, relearns (one trajectory, re-probing after
 every step count of the grid; :func:`~deepunlearn.unlearn.attacks.relearn_attack` on a seeded
-sample of the pool K minus the target minus its chosen minimal set), then quantises
+sample of the pool K minus the target minus its chosen minimal set; ``--relearn-on split``: on
+half that set and the target's other forms, re-probing the rest, :mod:`~deepunlearn.unlearn.relearn_pool`),
+then quantises
 (:func:`~deepunlearn.unlearn.attacks.quantize_attack`). torch's RNG is seeded with ``--seed``
 for the attacks (and put back afterwards), so the same model, K and seed give the same known sets
 whichever command runs them. The weights are restored exactly after each attack.
@@ -40,7 +42,7 @@ class KContext(Protocol):
 
 
 def add_attack_args(p: argparse.ArgumentParser, *, quantize_choices: bool = True) -> None:
-    """``--relearn``, ``--relearn-size``, ``--relearn-lr``, ``--quantize`` and ``--seed``.
+    """``--relearn``, ``--relearn-size``, ``--relearn-lr``, ``--relearn-on``, ``--quantize`` and ``--seed``.
     ``quantize_choices=False`` checks ``--quantize`` in :func:`attack_params` (one line, exit 1)
     instead of argparse (a usage error, exit 2)."""
     from ..cli import nonneg_int, positive_float, positive_int
@@ -53,11 +55,20 @@ def add_attack_args(p: argparse.ArgumentParser, *, quantize_choices: bool = True
     p.add_argument("--relearn-lr", type=positive_float, default=None, metavar="LR",
                    help=f"relearning learning rate (default: the finetuning lr the checkpoint records, "
                         f"else {DEFAULT_RELEARN_LR:g})")
+    add_relearn_on(p)
     p.add_argument("--quantize", choices=QUANT_CHOICES if quantize_choices else None, default=None,
                    metavar=None if quantize_choices else "|".join(QUANT_CHOICES),
                    help="int8: torch dynamic quantisation of every Linear (CPU); int4 / nf4: 4-bit round-to-nearest "
                         "of every Linear, group-wise absmax (any device)")
     p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the relearning sample and steps (default 0)")
+
+
+def add_relearn_on(p: argparse.ArgumentParser) -> None:
+    """The ``--relearn-on`` flag (``attack``, ``evaluate`` and ``unlearn``)."""
+    p.add_argument("--relearn-on", choices=("other", "split"), default=None,
+                   help="what relearning trains on: other = a sample of K minus the target and its chosen set "
+                        "(default); split = a seeded half of the chosen set and the target's other forms, "
+                        "re-probing the held-out half and the target")
 
 
 def parse_steps(text: str | None, flag: str = "--relearn") -> list[int]:
@@ -84,7 +95,7 @@ def parse_steps(text: str | None, flag: str = "--relearn") -> list[int]:
 
 def attack_params(args, *, required: bool = True) -> "AttackParams | None":
     """The :class:`AttackParams` of the flags (``--relearn``, ``--relearn-size``, ``--relearn-lr``,
-    ``--quantize`` and, where the command has it, ``--attack-at``; a flag left at ``None`` keeps the
+    ``--relearn-on``, ``--quantize`` and, where the command has it, ``--attack-at``; a flag left at ``None`` keeps the
     field's default); a bad value is one line naming its flag. No attack asked for: an error when
     ``required``, else ``None``."""
     from pydantic import ValidationError
@@ -93,9 +104,10 @@ def attack_params(args, *, required: bool = True) -> "AttackParams | None":
     from .attacks import AttackParams
 
     flags = {"relearn": "--relearn", "relearn_size": "--relearn-size", "relearn_lr": "--relearn-lr",
-             "quantize": "--quantize", "at": "--attack-at"}
+             "quantize": "--quantize", "at": "--attack-at", "relearn_on": "--relearn-on"}
     given = {"relearn": parse_steps(args.relearn), "relearn_size": args.relearn_size, "relearn_lr": args.relearn_lr,
-             "quantize": args.quantize, "at": getattr(args, "attack_at", None)}
+             "quantize": args.quantize, "at": getattr(args, "attack_at", None),
+             "relearn_on": getattr(args, "relearn_on", None)}
     try:
         params = AttackParams(**{k: v for k, v in given.items() if v is not None})
     except ValidationError as e:
@@ -162,25 +174,44 @@ def run_attacks(args, params, bundle, kb, ctx: KContext, target: int, mode: str,
     before = known()
     recall, accuracy = score(before)
     chosen = ctx.chosen_set(target)
-    pool = sorted(ctx.known - {target} - set(chosen))
     lr, lr_from = relearn_lr(args, bundle)
-    facts = relearn_sample(pool, params.relearn_size, args.seed) if params.relearn else []
-    total = (params.relearn[-1] if params.relearn and facts else 0) + (params.quantize is not None)
+    split = None
+    if params.relearn_on == "split":
+        from .relearn_pool import split_plan
+
+        split = split_plan(kb, chosen, target, seed=args.seed, probe_forms=args.forms)
+        pool, facts = sorted(set(chosen) - {target}), (split.relearned if params.relearn else [])
+    else:
+        pool = sorted(ctx.known - {target} - set(chosen))
+        facts = relearn_sample(pool, params.relearn_size, args.seed) if params.relearn else []
+    runs = bool(facts) or (split is not None and not split.empty)
+    total = (params.relearn[-1] if params.relearn and runs else 0) + (params.quantize is not None)
     bar = tqdm(total=total, desc=f"attack target {target}", unit="step", file=sys.stderr,
                disable=total == 0 or not progress, leave=False)
     devices = sorted({p.device.index or 0 for p in bundle.model.parameters() if p.device.type == "cuda"})
     try:
         with torch.random.fork_rng(devices=devices):  # the seed drives dropout in the steps; put back after
             torch.manual_seed(args.seed)
-            relearned = relearn_attack(bundle.model, encoder(bundle, kb), pool, params.relearn, lr=lr,
-                                       size=params.relearn_size, seed=args.seed, known=known,
-                                       on_step=lambda s: bar.update()) if params.relearn else {}
+            if split is not None and params.relearn:
+                from .relearn_pool import run_split, split_batch
+
+                relearned = run_split(bundle.model, lambda: split_batch(bundle, kb, split), split, params.relearn,
+                                      lr=lr, known=known, on_step=lambda s: bar.update(), before=before)[1]
+            else:
+                relearned = relearn_attack(bundle.model, encoder(bundle, kb), pool, params.relearn, lr=lr,
+                                           size=params.relearn_size, seed=args.seed, known=known,
+                                           on_step=lambda s: bar.update()) if params.relearn else {}
         quant = None
         if params.quantize is not None:
             quant = quantize_attack(bundle.model, known, how=params.quantize)
             bar.update()
     finally:
         bar.close()
+    if split is not None:  # a relearned fact counts as it stood before the attack
+        from .relearn_pool import as_before, recovered
+
+        recovery = {str(n): recovered(split, before, k) for n, k in relearned.items()}
+        relearned = {n: as_before(split, before, k) for n, k in relearned.items()}
     after = {n: score(k) for n, k in relearned.items()}
     q = score(quant) if quant is not None else (None, None)
 
@@ -204,6 +235,11 @@ def run_attacks(args, params, bundle, kb, ctx: KContext, target: int, mode: str,
         "relearn_pool": len(pool), "relearn_facts": [list(kb.facts[i]) for i in facts],
         "relearn_size": params.relearn_size, "relearn_lr": lr if params.relearn else None,
         "relearn_lr_from": lr_from if params.relearn else None, "seed": args.seed,
+        "relearn_on": params.relearn_on,
+        **({} if split is None else {
+            "relearn_forms": [f.name for f in split.forms] if params.relearn else [],
+            "held_out": [list(kb.facts[i]) for i in split.held_out],
+            "recovered_relearn": recovery if params.relearn else {}}),
     }
 
 
@@ -222,7 +258,15 @@ def attack_rows(obj: dict, indent: str = "  ") -> list[str]:
     if obj["recall_quant"] is not None:
         lines.append(f"{indent}{obj['quantize']:<22}  {obj['recall_quant']:6.3f}  {obj['accuracy_quant']:6.3f}  "
                      f"{'known' if obj['target_quant'] else 'forgotten':<9}  {_yes(obj['deep_quant'])}")
-    if obj["relearn_lr"] is not None:
+    if obj["relearn_lr"] is not None and obj.get("relearn_on") == "split":
+        lines.append(f"{indent}split: relearned on {len(obj['relearn_facts'])} of the {obj['relearn_pool']} facts of "
+                     f"the chosen set and {len(obj['relearn_forms'])} other forms of the target; re-probed "
+                     f"{len(obj['held_out']) - 1} held-out facts and the target (lr {obj['relearn_lr']:g} from "
+                     f"{obj['relearn_lr_from']}, seed {obj['seed']})")
+        for n, share in obj["recovered_relearn"].items():
+            lines.append(f"{indent}recovered after {n}: {'-' if share is None else f'{share:.3f}'} of the held-out "
+                         "facts forgotten before")
+    elif obj["relearn_lr"] is not None:
         lines.append(f"{indent}relearned on {len(obj['relearn_facts'])} of a pool of {obj['relearn_pool']} facts "
                      f"(lr {obj['relearn_lr']:g} from {obj['relearn_lr_from']}, seed {obj['seed']})")
     return lines

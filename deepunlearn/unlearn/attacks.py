@@ -7,7 +7,10 @@ and the RNG state), so the per-target loop can attack a grid point and carry on:
 * :func:`relearn_attack` (Deeb & Roger; Lynch et al.): finetune a few steps on a sample of facts
   the method did NOT target (by default K minus the target's chosen minimal set) and re-probe
   after each step count of a grid such as 1, 2, 4, 8. Shallow unlearning comes back for facts
-  that were never trained on during the attack.
+  that were never trained on during the attack. ``relearn_on = "split"`` trains instead on half
+  of the target's chosen minimal set and the target's other forms and re-probes the held-out
+  half and the target (:mod:`~deepunlearn.unlearn.relearn_pool`); :func:`relearn_batch` is the
+  training loop both use.
 * :func:`quantize_attack` (arXiv 2410.16454): quantise the Linear layers (int8 dynamic on CPU;
   4-bit ``int4`` / ``nf4`` round-to-nearest on any device, :mod:`~deepunlearn.unlearn.quant4`;
   ``nf4`` of a model on a GPU with bitsandbytes installed uses bitsandbytes' kernels), re-probe,
@@ -47,7 +50,10 @@ class AttackParams(BaseModel):
     ``relearn``: the relearning grid, the step counts after which to re-probe (sorted, distinct,
     each >= 1; ``[]``: no relearning); ``relearn_size``: facts drawn (seeded) from the pool;
     ``relearn_lr``: the attack's learning rate (``None``: the one the caller passes, the run's
-    unlearning lr); ``quantize``: ``"int8"`` (CPU), ``"int4"`` / ``"nf4"`` (4-bit, any device) or ``None``;
+    unlearning lr); ``relearn_on``: what the attack trains on, ``"other"`` (a sample of K minus
+    the target and its chosen set) or ``"split"`` (half the chosen set and the target's other
+    forms, :mod:`~deepunlearn.unlearn.relearn_pool`; ``relearn_size`` does not apply);
+    ``quantize``: ``"int8"`` (CPU), ``"int4"`` / ``"nf4"`` (4-bit, any device) or ``None``;
     ``at``: attack at the ``last`` grid point only or at ``all`` of them."""
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
@@ -55,6 +61,8 @@ class AttackParams(BaseModel):
     relearn: list[int] = Field(default_factory=list, description="relearning grid (steps); [] = none")
     relearn_size: int = Field(16, ge=1, description="facts sampled from the relearning pool")
     relearn_lr: float | None = Field(None, gt=0, description="relearning lr; None: the run's lr")
+    relearn_on: Literal["other", "split"] = Field(
+        "other", description="relearn on other facts of K, or on a half of the target's chosen set and its other forms")
     quantize: Literal["int8", "int4", "nf4"] | None = None
     at: Literal["last", "all"] = "last"
 
@@ -151,13 +159,30 @@ def relearn_attack(model, encode: Callable[[Sequence[int]], dict], pool: Sequenc
     called after every optimiser step (a progress bar). An empty pool or grid: ``{}``, nothing run.
     """
 
+    steps = check_steps(steps)
+    _check_lr(lr)
+    facts = relearn_sample(pool, size, seed)
+    if not facts or not steps:
+        return {}
+    return relearn_batch(model, lambda: encode(facts), steps, lr=lr, known=known, on_step=on_step)
+
+
+def _check_lr(lr) -> None:
+    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
+        raise UnlearnError(f"the relearning lr must be a finite number > 0, got {lr!r}", field="relearn_lr")
+
+
+def relearn_batch(model, batch: Callable[[], dict], steps: Sequence[int], *, lr: float,
+                  known: Callable[[], set[int]],
+                  on_step: Callable[[int], None] | None = None) -> dict[int, set[int]]:
+    """The training loop of :func:`relearn_attack` on the batch ``batch()`` gives (called once,
+    after the model's state is saved): ``{N: known set}`` after each step count N of ``steps``;
+    the model is exactly as before afterwards. An empty grid: ``{}``."""
     from .finetune import _answer_loss
 
     steps = check_steps(steps)
-    if not (isinstance(lr, (int, float)) and math.isfinite(lr) and lr > 0):
-        raise UnlearnError(f"the relearning lr must be a finite number > 0, got {lr!r}", field="relearn_lr")
-    facts = relearn_sample(pool, size, seed)
-    if not facts or not steps:
+    _check_lr(lr)
+    if not steps:
         return {}
     out: dict[int, set[int]] = {}
     with _preserved(model):
@@ -167,14 +192,14 @@ def relearn_attack(model, encode: Callable[[Sequence[int]], dict], pool: Sequenc
         masters = [p.detach().float().clone().requires_grad_(True) if p.dtype in (torch.float16, torch.bfloat16)
                    else p for p in params]
         opt = torch.optim.AdamW(masters, lr=float(lr), weight_decay=0.0)
-        batch = encode(facts)
+        data = batch()
         wanted = set(steps)
         for step in range(1, steps[-1] + 1):
             model.train()
             for p, m in zip(params, masters):
                 p.grad, m.grad = None, None
-            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-            loss, _, _ = _answer_loss(logits, batch["labels"])
+            logits = model(input_ids=data["input_ids"], attention_mask=data["attention_mask"]).logits
+            loss, _, _ = _answer_loss(logits, data["labels"])
             loss.backward()
             for p, m in zip(params, masters):
                 if m is not p and p.grad is not None:

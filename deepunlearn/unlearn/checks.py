@@ -25,7 +25,9 @@ adversarial aggregate (``adversarial=True``)
 attacks (``attacks``: :class:`~deepunlearn.unlearn.attacks.AttackParams`)
     at the last grid point (``at = "last"``) or at every one: ``relearn`` finetunes the unlearned
     model for N steps (every N of the grid, one trajectory) on ``relearn_size`` facts drawn from
-    K minus the targets and their chosen minimal sets, re-probing (primary probe) after each N;
+    K minus the targets and their chosen minimal sets (``relearn_on = "split"``: on half the
+    target's chosen set and its other forms, :mod:`~deepunlearn.unlearn.relearn_pool`),
+    re-probing (primary probe) after each N;
     ``quantize`` re-probes the model with its Linear layers quantised. The weights are put back
     bit for bit after each attack, so the trajectory goes on from where it was. Notes:
     ``recall_relearn`` / ``accuracy_relearn`` keyed by ``str(N)``, ``recall_quant`` /
@@ -171,13 +173,18 @@ class ForgettingChecks:
             if relearn_lr is None:
                 raise UnlearnError("attacks.relearn_lr: no learning rate to relearn with: give relearn_lr",
                                    field="attacks.relearn_lr")
-            after = relearn_attack(r.bundle.model, r.encode, self.relearn_pool(targets), a.relearn, lr=relearn_lr,
-                                   size=a.relearn_size, seed=r.seed, known=known)
-            measured = {n: self._measure(points, ks) for n, ks in after.items()}
-            for k, p in enumerate(points):
-                p.notes["recall_relearn"] = {str(n): m[k][0] for n, m in measured.items()}
-                p.notes["accuracy_relearn"] = {str(n): m[k][1] for n, m in measured.items()}
-                p.notes["relearn_lr"] = relearn_lr
+            if a.relearn_on == "split":  # half the chosen set and the target's forms; notes of its own
+                from .relearn_pool import annotate_split
+
+                annotate_split(self, points, targets, known, relearn_lr)
+            else:
+                after = relearn_attack(r.bundle.model, r.encode, self.relearn_pool(targets), a.relearn, lr=relearn_lr,
+                                       size=a.relearn_size, seed=r.seed, known=known)
+                measured = {n: self._measure(points, ks) for n, ks in after.items()}
+                for k, p in enumerate(points):
+                    p.notes["recall_relearn"] = {str(n): m[k][0] for n, m in measured.items()}
+                    p.notes["accuracy_relearn"] = {str(n): m[k][1] for n, m in measured.items()}
+                    p.notes["relearn_lr"] = relearn_lr
         if a.quantize:
             measured_q = self._measure(points, quantize_attack(r.bundle.model, known, how=a.quantize))
             for k, p in enumerate(points):

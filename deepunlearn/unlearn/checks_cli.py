@@ -1,7 +1,8 @@
 """``deepunlearn unlearn``'s options for probe forms and for asking again:
 ``--forms`` (what the methods unlearn on), ``--probe-forms`` (the primary probe's forms),
 ``--adversarial`` (recall under any form and any mode, and the superficial forgetting rate) and
-the attacks ``--relearn`` / ``--relearn-size`` / ``--relearn-lr`` / ``--quantize`` / ``--attack-at``."""
+the attacks ``--relearn`` / ``--relearn-size`` / ``--relearn-lr`` / ``--relearn-on`` / ``--quantize`` /
+``--attack-at``."""
 
 from __future__ import annotations
 
@@ -26,6 +27,9 @@ def add_check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--relearn-size", type=positive_int, default=None, help="facts the attack relearns (default 16)")
     p.add_argument("--relearn-lr", type=positive_float, default=None,
                    help="the attack's learning rate (default: the run's unlearning learning rate)")
+    from .attack_run import add_relearn_on
+
+    add_relearn_on(p)
     p.add_argument("--quantize", choices=("int8", "int4", "nf4"), default=None,
                    help="quantisation attack at the last grid point: int8 dynamic quantisation of the Linear layers "
                         "(CPU) or int4 / nf4 4-bit round-to-nearest (any device), then re-probe (recall_quant)")

@@ -25,7 +25,7 @@ def test_the_new_fields_parse(sweep_files):
     cfg = load_config(sweep_files(extra=FULL))
     assert (cfg.probe_mode, cfg.forms, cfg.unlearn_forms, cfg.adversarial) == ("any", "test,qa1", "unlearn", True)
     assert cfg.attacks.model_dump() == {"relearn": [1, 2, 4, 8], "relearn_size": 4, "relearn_lr": None,
-                                        "quantize": "int8", "at": "last"}
+                                        "relearn_on": "other", "quantize": "int8", "at": "last"}
     m = cfg.models[0]
     assert cfg.probe_mode_for(m) == "any"
     # the protocol holds exact/generate; a mode it cannot hold does not break it
@@ -115,6 +115,18 @@ def test_each_option_changes_the_fingerprint(sweep_files):
                                          "[attacks]\nrelearn = [1]\n", "[attacks]\nquantize = \"int8\"\n",
                                          'probe_mode = "yesno"\n', 'probe_mode = "rank"\n'])}
     assert len(prints) == 7 and base not in prints
+
+
+def test_relearn_on_split_reaches_the_runner_and_other_keeps_the_fingerprint(sweep_files, tmp_path, monkeypatch):
+    plain = load_config(sweep_files(extra="[attacks]\nrelearn = [1]\n"))
+    other = load_config(sweep_files(name="o.toml", extra='[attacks]\nrelearn = [1]\nrelearn_on = "other"\n'))
+    split = load_config(sweep_files(name="s.toml", extra='[attacks]\nrelearn = [1]\nrelearn_on = "split"\n'))
+    assert plain.fingerprint("kb") == other.fingerprint("kb") != split.fingerprint("kb")
+    assert "relearn_on" not in plain.results_key("kb")["probe"]["attacks"]
+    kw = _runner_kwargs(monkeypatch, split, load_kb(tmp_path / "kb.json"))
+    assert kw["attacks"]["relearn_on"] == "split"
+    with pytest.raises(ConfigError, match=r"field attacks.relearn_on: Input should be 'other' or 'split'"):
+        load_config(sweep_files(name="b.toml", extra='[attacks]\nrelearn = [1]\nrelearn_on = "half"\n'))
 
 
 def test_the_resolved_config_reloads_to_the_same_sweep(sweep_files, tmp_path):

@@ -20,7 +20,7 @@ import pytest
 
 from deepunlearn.kg import FAMILY_RELATIONS, KBError
 from deepunlearn.kg.domains.family.network import _job_decade
-from deepunlearn.kg.domains.family.params import _resources
+from deepunlearn.kg.domains.family.params import name_resources
 from deepunlearn.kg.domains.family.generate import BACKBONE_RELATIONS, FamilyParams, generate_family
 from deepunlearn.kg.io import dumps_kb
 
@@ -325,7 +325,7 @@ def test_surnames_come_from_the_father(generated):
 
 def test_names_are_unique_realistic_and_gendered():
     kb = generate_family(3000, 2)
-    res = _resources()
+    res = name_resources()
     assert len(kb.entities) == 3000              # dict keys: a clash would have merged people
     for name, attrs in kb.entities.items():
         first = name.split(" ")[0]
@@ -336,12 +336,12 @@ def test_names_are_unique_realistic_and_gendered():
 def test_middle_initials_keep_names_unique_when_lists_run_short(monkeypatch):
     """With five first names per gender and one surname, only middle initials tell people apart."""
     import deepunlearn.kg.domains.family.network as net
-    from deepunlearn.kg.domains.family.params import _Resources
+    from deepunlearn.kg.domains.family.params import NameResources
 
-    real = _resources()
-    small = _Resources(real.male[:5], real.female[:5], real.surnames[:1], real.states, real.state_cum,
+    real = name_resources()
+    small = NameResources(real.male[:5], real.female[:5], real.surnames[:1], real.states, real.state_cum,
                        real.jobs_by_decade)
-    monkeypatch.setattr(net, "_resources", lambda: small)  # where the growing and naming steps look it up
+    monkeypatch.setattr(net, "name_resources", lambda: small)  # where the growing and naming steps look it up
     kb = generate_family(60, 0)
     assert len(kb.entities) == 60
     initials = [n for n in kb.entities if ". " in n]
@@ -350,7 +350,7 @@ def test_middle_initials_keep_names_unique_when_lists_run_short(monkeypatch):
 
 
 def test_biography_values(generated):
-    res = _resources()
+    res = name_resources()
     states = {f"{s} state" for s in res.states}
     for _, _, kb, truth in generated:
         bio = _bio(kb)

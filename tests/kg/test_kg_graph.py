@@ -113,8 +113,8 @@ def test_unknown_person_is_an_error_naming_them(tmp_path, edu_kb):
 
 
 def test_neighbourhood_selection(edu_kb):
-    fam = layout._family_structure(edu_kb)
-    comps, scope, note, direct = layout._select(edu_kb, fam, "Zoey Jenkins", 1)
+    fam = layout.family_structure(edu_kb)
+    comps, scope, note, direct = layout.select_family(edu_kb, fam, "Zoey Jenkins", 1)
     drawn = {n for c in comps for n in c}
     # radius 1: parents, spouse and child, plus everyone the KB relates to her directly
     related = {o for s, r, o in edu_kb.facts if s == "Zoey Jenkins" and edu_kb.relations[r].kind == "entity"}
@@ -122,21 +122,21 @@ def test_neighbourhood_selection(edu_kb):
     assert drawn == {"Zoey Jenkins"} | related
     assert direct["Xander Jenkins"] == "father" and direct["Xavier Ross"] == "husband"
     assert "Zoey Jenkins" in comps[0] and note == ""
-    comps2, *_ = layout._select(edu_kb, fam, "Zoey Jenkins", 2)
+    comps2, *_ = layout.select_family(edu_kb, fam, "Zoey Jenkins", 2)
     assert drawn < {n for c in comps2 for n in c}
 
 
 def test_large_families_are_cut_and_say_so(monkeypatch, edu_kb):
     monkeypatch.setattr(layout, "MAX_DRAWN_PEOPLE", 30)
-    fam = layout._family_structure(edu_kb)
-    comps, scope, note, _ = layout._select(edu_kb, fam, None, 2)
+    fam = layout.family_structure(edu_kb)
+    comps, scope, note, _ = layout.select_family(edu_kb, fam, None, 2)
     assert sum(map(len, comps)) == 30 and "cut to the 30 nearest" in note and scope.startswith("part of")
 
 
 def _check_layout(kb):
-    fam = layout._family_structure(kb)
+    fam = layout.family_structure(kb)
     for comp in layout._components(fam, set(kb.entities)):
-        pos, units = layout._layout(fam, comp)
+        pos, units = layout.family_layout(fam, comp)
         assert set(pos) == set(comp)
         for c in comp:                                   # generations run top-down
             for p in fam.parents[c]:
@@ -173,6 +173,6 @@ def test_layout_survives_inconsistent_data():
 
     kb = KnowledgeBase.build({"A": {"gender": "male"}, "B": {"gender": "male"}, "C": {"gender": "female"}},
                              [("A", "father", "B"), ("B", "father", "A"), ("C", "husband", "A")])
-    fam = layout._family_structure(kb)
-    pos, _ = layout._layout(fam, list(kb.entities))
+    fam = layout.family_structure(kb)
+    pos, _ = layout.family_layout(fam, list(kb.entities))
     assert set(pos) == {"A", "B", "C"}

@@ -34,7 +34,7 @@ class _Family:
     spouses: dict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
 
 
-def _family_structure(kb: KnowledgeBase) -> _Family:
+def family_structure(kb: KnowledgeBase) -> _Family:
     year: dict[str, int] = {}
     for s, r, o in kb.facts:
         if r == "birthyear" and o.strip().lstrip("-").isdigit():
@@ -109,7 +109,7 @@ class _Unit:
         return self.x + self.width / 2
 
 
-def _layout(fam: _Family, people: list[str]) -> tuple[dict[str, tuple[float, int]], list[_Unit]]:
+def family_layout(fam: _Family, people: list[str]) -> tuple[dict[str, tuple[float, int]], list[_Unit]]:
     """Positions (x centre, generation row) of ``people`` (one connected family): a layered
     (Sugiyama-style) drawing of couples.
 
@@ -313,7 +313,7 @@ def _isotonic(y: list[float], w: list[float]) -> list[float]:
 
 
 # ---------------------------------------------------------------------------------- selection
-def _select(kb: KnowledgeBase, fam: _Family, person: str | None, radius: int
+def select_family(kb: KnowledgeBase, fam: _Family, person: str | None, radius: int
             ) -> tuple[list[list[str]], str, str, dict[str, str]]:
     """Who is drawn: the families (connected groups, the focus's or the biggest first),
     a phrase for the title, a note if people were cut, and the focus's stored relation to

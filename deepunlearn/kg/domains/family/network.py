@@ -12,7 +12,7 @@ from itertools import accumulate
 
 import numpy as np
 
-from .params import FEMALE, MALE, FamilyParams, _Resources, _resources
+from .params import FEMALE, MALE, FamilyParams, NameResources, name_resources
 from ...kb import KBError
 
 # ---------------------------------------------------------------------------------- the network
@@ -74,10 +74,10 @@ def _gauss_cdf(offset: float, width: int, sd: float) -> tuple[float, ...] | None
     return tuple(accumulate(x / total for x in w))
 
 
-class _Draw:
+class Draw:
     """All random draws of the generator, from one ``numpy`` generator in a fixed order."""
 
-    def __init__(self, rng: np.random.Generator, params: FamilyParams, res: _Resources):
+    def __init__(self, rng: np.random.Generator, params: FamilyParams, res: NameResources):
         self.rng, self.p, self.res = rng, params, res
         ks = range(params.min_children, params.max_children + 1)
         w = [(1 - params.p_child) ** (k - params.min_children) for k in ks]
@@ -133,7 +133,7 @@ def grow_family(people: int, params: FamilyParams, rng: np.random.Generator) -> 
     if people < 0:
         raise KBError(f"people must be >= 0 (got {people})")
     p = params
-    d = _Draw(rng, p, _resources())
+    d = Draw(rng, p, name_resources())
     net = FamilyNetwork()
     queue: deque[int] = deque()
     trees = 0
@@ -235,7 +235,7 @@ def name_people(net: FamilyNetwork, params: FamilyParams, rng: np.random.Generat
     from the siblings'; where "First Last" is taken a middle initial is added
     ("Mary J. Smith"); names are unique in the KB.
     """
-    d = _Draw(rng, params, _resources())
+    d = Draw(rng, params, name_resources())
     res = d.res
     shown = list(net.surname)
     for x in range(len(net)):
@@ -248,14 +248,14 @@ def name_people(net: FamilyNetwork, params: FamilyParams, rng: np.random.Generat
     for x in range(len(net)):
         pool = res.male if net.gender[x] == MALE else res.female
         avoid = {first[c] for c in net.siblings(x) if c < x}
-        full = _unique_name(d, pool, shown[x], avoid, used)
+        full = unique_name(d, pool, shown[x], avoid, used)
         used.add(full)
         first.append(full.split(" ", 1)[0])
         net.name.append(full)
     net.job = [d.pick(res.jobs_by_decade[_job_decade(y, res.jobs_by_decade)]) for y in net.year]
 
 
-def _unique_name(d: _Draw, pool: tuple[str, ...], surname: str, avoid: set[str], used: set[str]) -> str:
+def unique_name(d: Draw, pool: tuple[str, ...], surname: str, avoid: set[str], used: set[str]) -> str:
     for _ in range(16):
         fn = d.pick(pool)
         if fn not in avoid and f"{fn} {surname}" not in used:

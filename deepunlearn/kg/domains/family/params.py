@@ -105,7 +105,7 @@ class FamilyParams(BaseModel):
 
 # ---------------------------------------------------------------------------------- resources
 @dataclass(frozen=True)
-class _Resources:
+class NameResources:
     male: tuple[str, ...]
     female: tuple[str, ...]
     surnames: tuple[str, ...]
@@ -115,7 +115,7 @@ class _Resources:
 
 
 @lru_cache(maxsize=1)
-def _resources() -> _Resources:
+def name_resources() -> NameResources:
     base = resources.files("deepunlearn.kg") / "resources"
 
     def read(name: str) -> dict:
@@ -126,5 +126,5 @@ def _resources() -> _Resources:
     weights = np.array([pop["population"][s] for s in states], dtype=float)
     cum = tuple(float(x) for x in np.cumsum(weights / weights.sum()))
     by_decade = {int(k[:4]): tuple(v) for k, v in jobs["jobs_by_decade"].items()}
-    return _Resources(tuple(names["male"]), tuple(names["female"]), tuple(names["surnames"]),
+    return NameResources(tuple(names["male"]), tuple(names["female"]), tuple(names["surnames"]),
                       states, cum, by_decade)
