@@ -33,7 +33,7 @@ def test_mkdocs_build_strict(tmp_path):
     pytest.importorskip("mkdocs", reason="the docs extra (pip install -e '.[docs]') is not installed")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "PYTHONPATH": os.pathsep.join(
         p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)}
-    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q",
+    proc = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict",  # no -q: it hides the warnings --strict counts
                            "-f", str(ROOT / "mkdocs.yml"), "-d", str(tmp_path / "site")],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]

@@ -86,8 +86,6 @@ class TargetRunner:
         ``"full"``/``"sampled"``/``"auto"`` (sampled above 2,000 facts in K), ``accuracy_sample`` facts:
         :mod:`deepunlearn.unlearn.sampled`.
     
-    Examples
-    --------
     An untrained model with K = the whole KB (``k_mode="dataset"``) has forgotten everything
     after one step of gradient ascent: recall 1, accuracy 0, the target gone deeply.
 
@@ -98,8 +96,9 @@ class TargetRunner:
     >>> kb = generate_family(5, seed=0)
     >>> bundle = load_model(build_tiny_model(kb, tempfile.mkdtemp(), hidden=32, layers=1, heads=2), device="cpu")
     >>> runner = TargetRunner(bundle, kb, k_mode="dataset", progress=False)
-    >>> [(p.param, p.recall, p.accuracy, p.target_forgotten, p.notes["deep"]) for p in runner.run(kb.targets[0], "ga", grid=[1])]
-    [(1, 1.0, 0.0, True, True)]
+    >>> p, = runner.run(kb.targets[0], "ga", grid=[1])
+    >>> p.param, p.recall, p.accuracy, p.target_forgotten, p.notes["deep"]
+    (1, 1.0, 0.0, True, True)
     """
 
     def __init__(
