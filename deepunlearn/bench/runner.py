@@ -21,23 +21,20 @@ import hashlib
 import json
 import os
 import platform
-import random
 import socket
 import sys
 import time
-from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..errors import atomic_write_text, check_output, dumps
 from ..kg.io import load_kb, to_dict
-from ..kg.refs import resolve_item
 from ..kg.kb import KBError, KnowledgeBase
 from ..probe.cache import CacheDirError, check_cache_dir
 from ..probe.fingerprint import kb_fingerprint
 from ..probe.protocol import get_protocol
-from .config import SET_NAMES, ConfigError, SweepConfig, TargetSpec
+from .config import SET_NAMES, SweepConfig
 from .config_run import model_paths, per_seed, run_seeds, seeds_manifest
 from .config_accuracy import accuracy_options, check_accuracy
 from .config_probe import check_attacks, check_forms, runner_probe_options
@@ -45,6 +42,7 @@ from .executors import Executor, make_executor
 from .guard import SweepLock, check_models, model_identity, record_models
 from .jobs import Job, WorkSpec
 from .scheduling import _grids_with_baselines, plan_jobs  # noqa: F401  (plan_jobs: re-exported)
+from .target_selection import select_targets  # noqa: F401  (re-exported)
 from .progress import SweepBar
 from .metrics import summarize
 from .store import Point, ResultsStore
@@ -75,62 +73,6 @@ def _sweep_kb_key(kb: KnowledgeBase, kb_fp: str) -> str:
     rest = json.dumps([sorted((e, sorted(a.items())) for e, a in kb.entities.items()), list(kb.targets)],
                       ensure_ascii=False)
     return kb_fp + ":" + hashlib.sha256(rest.encode()).hexdigest()[:16]
-
-
-def select_targets(kb: KnowledgeBase, spec: TargetSpec, cfg: SweepConfig | None = None,
-                   known: set[int] | frozenset[int] | None = None) -> list[int]:
-    """The fact ids to unlearn, in a stable order.
-
-    ``stratified = N`` draws N facts per relation with ``spec.seed`` from the KB's target list
-    (or, when the KB lists none, from all its family facts), relations in order of first
-    appearance and facts by id within a relation. With ``known`` (the facts a model knows before
-    unlearning) the draw is among known facts only, taking known family facts of a relation
-    when none of its listed targets is known, so no relation is lost to a skipped target.
-
-    >>> kb = KnowledgeBase.build({"A": {}, "B": {}, "C": {}},
-    ...     [("A", "child", "B"), ("A", "child", "C"), ("B", "father", "A"), ("C", "father", "A")], targets=[0, 1, 2])
-    >>> select_targets(kb, TargetSpec(refs=["B|father|A", 0]))
-    [2, 0]
-    >>> got = select_targets(kb, TargetSpec(stratified=1)); [kb.facts[t][1] for t in got]
-    ['child', 'father']
-    >>> select_targets(kb, TargetSpec(stratified=1)) == got     # deterministic
-    True
-    >>> select_targets(kb, TargetSpec(stratified=1), known={1, 3})   # fact 3 is no listed target
-    [1, 3]
-    """
-    def error(field: str, msg: str) -> ConfigError:
-        return cfg.error(field, msg) if cfg is not None else ConfigError(f"field {field}: {msg}")
-
-    if spec.refs is not None:
-        out: list[int] = []
-        for i, ref in enumerate(spec.refs):
-            try:
-                t = resolve_item(kb, ref)
-            except KBError as e:
-                raise error(f"targets.refs.{i}", str(e)) from None
-            if t in out and (spec.batch or spec.sequential):
-                raise error(f"targets.refs.{i}", f"fact {t} {list(kb.facts[t])} is named twice: a batch or a "
-                            "sequence of requests names each target once")
-            if t not in out:
-                out.append(t)
-        return out
-    if spec.all:
-        if not kb.targets:
-            raise error("targets", f"KB {kb.name!r} lists no targets: set targets.stratified = N or "
-                        "targets.refs = [...]")
-        return list(dict.fromkeys(kb.targets))
-    listed = list(dict.fromkeys(kb.targets)) or kb.entity_facts()
-    by_rel: dict[str, list[int]] = defaultdict(list)
-    for t in listed:
-        by_rel[kb.facts[t][1]].append(t)
-    out = []
-    for rel, ids in by_rel.items():
-        if known is not None:
-            ids = [t for t in ids if t in known] or [
-                t for t in kb.entity_facts() if kb.facts[t][1] == rel and t in known]
-        rng = random.Random(f"{spec.seed}:{rel}")
-        out.extend(sorted(rng.sample(sorted(ids), min(spec.stratified or 0, len(ids)))))
-    return out
 
 
 def _versions() -> dict[str, str]:
