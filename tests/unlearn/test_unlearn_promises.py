@@ -179,3 +179,34 @@ def test_accuracy_guard_undoes_a_request_that_would_fall_below_the_threshold():
     assert len(stopped) == 2 and w2.served == [0, 4]
     with pytest.raises(UnlearnError, match="min_accuracy"):
         run_sequential(World(), [0], "ga", min_accuracy=1.5)
+
+
+def test_unlearn_cli_sequential_guard_and_recheck(five_people_model_dir, five_people_kb, tmp_path, capsys):
+    import json
+
+    from deepunlearn.cli import main
+    from deepunlearn.kg.io import save_kb
+    from deepunlearn.probe import load_model, probe
+
+    kb_file = tmp_path / "kb.json"
+    save_kb(five_people_kb, kb_file)
+    known = probe(load_model(five_people_model_dir, device="cpu"), five_people_kb, progress=False).known_ids()
+    a, b = [i for i in five_people_kb.entity_facts() if i in known][:2]
+    common = ["unlearn", "--model", str(five_people_model_dir), "--kb", str(kb_file), "--grid", "2", "--json",
+              "--method", "ga"]
+    # a guard of 1.0 undoes any request that loses a fact outside the kept sets
+    assert main(common + ["--target", f"{a},{b}", "--sequential", "--recheck", "--min-accuracy", "1"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    for r in obj["targets"]:
+        notes = r["points"][-1]
+        assert "reunlearned" in notes
+        assert notes.get("skipped", False) == ("accuracy_would_be" in notes)
+        if notes.get("skipped"):
+            assert notes["accuracy_would_be"] < 1
+        else:
+            assert notes["accuracy_after"] == 1.0
+    for extra, message in ((["--target", str(a), "--recheck"], "--recheck: applies to --sequential"),
+                           (["--target", f"{a},{b}", "--sequential", "--min-accuracy", "2"], "between 0 and 1")):
+        assert main(common + extra) == 1
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
