@@ -7,6 +7,7 @@ skips those already in the output (resumes).
 
 Run::
 
+    python benchmarks/duloop_variants.py --kb edu.json --model tiny-edu-llama --make-calibration hold.json -o cal.json
     python benchmarks/duloop_variants.py --kb edu.json --model tiny-edu-llama --calibration cal.json \\
         --targets 21:29 -o variants.jsonl
     python benchmarks/duloop_variants.py --kb edu.json --model tiny-edu-llama --rmu-scan --targets 0:5 -o rmu.jsonl
@@ -26,6 +27,8 @@ import time
 from pathlib import Path
 
 EPS = 1e-9
+#: the adversarial aggregate's modes (generate, the costliest, left out on this CPU)
+MODES = ("exact", "yesno", "rank")
 VARIANTS = {
     "ga": ("ga", {}),
     "du_loop": ("du_loop", {}),
@@ -86,7 +89,7 @@ def runner_for(args, calibration=True):
     bundle = load_model(args.model, device="cpu")
     kw = {}
     if calibration:
-        kw = dict(adversarial=True, adversarial_calibration=args.calibration,
+        kw = dict(adversarial=True, adversarial_calibration=args.calibration, adversarial_modes=MODES,
                   attacks={"relearn": [8], "quantize": "int8", "relearn_lr": args.relearn_lr})
     return kb, TargetRunner(bundle, kb, cache_dir=args.cache, progress=False, seed=0, **kw)
 
@@ -126,9 +129,9 @@ def rmu_scan(args) -> None:
     for t in kb.targets[a:b]:
         if t not in runner.known:
             continue
-        for lr in [None] + [float(x) for x in args.lrs.split(",")]:
+        for lr in [None if x == "default" else float(x) for x in args.lrs.split(",")]:
             u = runner.unlearner("rmu")
-            u = type(u)(u.params, grid=[4, 16], lr=lr)
+            u = type(u)(u.params, grid=[int(g) for g in args.scan_grid.split(",")], lr=lr)
             for p in runner.run(t, u, seed=0):
                 row = {"rmu_lr": p.lr, "target": t, "steps": p.param, "target_forgotten": t in p.forgotten,
                        "recall": p.recall, "accuracy": p.accuracy, "deep": bool(p.notes.get("deep")),
@@ -138,13 +141,32 @@ def rmu_scan(args) -> None:
                 print(json.dumps(row), file=sys.stderr, flush=True)
 
 
+def make_calibration(args) -> None:
+    """The calibrated aggregate on ``MODES`` (every form), thresholds for FPR 0.05 on the holdout."""
+    from deepunlearn.kg import load_kb
+    from deepunlearn.probe import load_model
+    from deepunlearn.probe.calibration import calibrate
+    from deepunlearn.probe.evidence import fact_groups, mode_evidence
+
+    kb, hold = load_kb(args.kb), load_kb(args.make_calibration)
+    bundle = load_model(args.model, device="cpu")
+    pos_ids, neg_ids = list(range(len(kb.facts))), list(range(len(hold.facts)))
+    pos = mode_evidence(bundle, kb, pos_ids, MODES, forms="all")
+    neg = mode_evidence(bundle, hold, neg_ids, MODES, forms="all")
+    cal = calibrate(neg, fact_groups(hold, neg_ids), pos, fact_groups(kb, pos_ids), meta={"forms": "all"})
+    Path(args.output).write_text(json.dumps(cal.to_json(), indent=1))
+
+
 def sequential(args) -> None:
     from deepunlearn.unlearn.requests import run_sequential
 
     kb, runner = runner_for(args, calibration=False)
     refs = [int(x) for x in args.refs.split(",")]
     out = Path(args.output)
-    for label, kw in (("plain", {}), ("recheck+guard", {"recheck": True, "min_accuracy": args.min_accuracy})):
+    runs = {"plain": {}, "recheck+guard": {"recheck": True, "min_accuracy": args.min_accuracy},
+            "recheck": {"recheck": True}}
+    for label in args.sequences.split(","):
+        kw = runs[label]
         t0 = time.perf_counter()
         for p in run_sequential(runner, refs, "du_loop", seed=0, **kw):
             if "accuracy_after" not in p.notes:
@@ -205,17 +227,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rmu-lr", type=float, default=None, help="du_loop(rmu)'s learning rate")
     ap.add_argument("--relearn-lr", type=float, default=None, help="the relearning attack's rate (default: the run's)")
     ap.add_argument("--rmu-scan", action="store_true")
-    ap.add_argument("--lrs", default="1e-3,3e-3,1e-2,3e-2")
+    ap.add_argument("--lrs", default="default,4e-3,1.6e-2,6.4e-2", help="rates of the RMU scan ('default': the rule's)")
+    ap.add_argument("--scan-grid", default="16", help="the RMU scan's step counts")
     ap.add_argument("--sequential", action="store_true")
     ap.add_argument("--refs", default="79,220,61,68,127,343,219,349,28,250,214")
     ap.add_argument("--min-accuracy", type=float, default=0.8)
+    ap.add_argument("--sequences", default="plain,recheck+guard", help="which sequences: plain, recheck, recheck+guard")
+    ap.add_argument("--make-calibration", default=None, metavar="HOLD.json",
+                    help="write the calibration of the aggregate's modes on this holdout to -o and exit")
     ap.add_argument("--summary", default=None, help="print the table of a variants output and exit")
     ap.add_argument("-o", "--output", default="variants.jsonl")
     args = ap.parse_args(argv)
     if args.summary:
         print(summarise(args.summary))
         return 0
-    if args.rmu_scan:
+    if args.make_calibration:
+        make_calibration(args)
+    elif args.rmu_scan:
         rmu_scan(args)
     elif args.sequential:
         sequential(args)
