@@ -34,6 +34,11 @@ from .base import GradientUnlearner, MethodParams, Session, Step, UnlearnError, 
 
 #: base losses a rule-aware method can use (the catalogue's ``base`` methods)
 BASES = catalog.bases()
+#: a base's learning rate as a rule-aware base, relative to its own rule: RMU at its own rate (the
+#: rule's 2.5e-4 on a checkpoint finetuned at 1e-3) changed nothing in 16 steps on the release's first
+#: five targets; 16x (du_loop's half rate: 2e-3) forgot 3 of the 5 targets in 16 steps at accuracy 0.98
+#: (docs/results.md); 4e-3 collapsed the model
+BASE_LR_FACTOR = {"rmu": 16.0}
 
 
 class DUParams(MethodParams):
@@ -84,7 +89,7 @@ class _RuleAware(GradientUnlearner):
                                field="base")
         self.base = cls(None, grid=[1], retain="none", retain_size=self.params.retain_size)
         # the base's learning rate policy (NPO runs at twice GA's rate, as in the paper), scaled
-        scale = getattr(self.params, "lr_scale", 1.0)
+        scale = getattr(self.params, "lr_scale", 1.0) * BASE_LR_FACTOR.get(cls.name, 1.0)
         self.paper_lr, self.paper_lr_large = cls.paper_lr * scale, cls.paper_lr_large * scale
         self.paper_lr_ratio = cls.paper_lr_ratio * scale
 
