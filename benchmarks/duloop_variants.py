@@ -174,6 +174,7 @@ def sequential(args) -> None:
             e = p.notes["earlier"]
             row = {"sequence": label, "request": p.notes["request"], "target": p.target,
                    "accuracy_after": p.notes["accuracy_after"], "skipped": bool(p.notes.get("skipped")),
+                   "accuracy_would_be": p.notes.get("accuracy_would_be"),
                    "served": len(e), "deep": sum(bool(x["deep"]) for x in e),
                    "reunlearned": [x["target"] for x in p.notes.get("reunlearned", [])],
                    "seconds": round(time.perf_counter() - t0, 1)}
