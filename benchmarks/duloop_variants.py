@@ -192,9 +192,10 @@ def summarise(path: str) -> str:
     for r in rows:
         by.setdefault(r["variant"], {})[r["target"]] = r
     ga = by.get("ga", {})
-    keys = ["success_du_0.9", "adv_deep", "relearn_deep", "int8_deep", "int4_deep"]
-    lines = ["| variant | Success-DU@0.9 | adversarial deep | deep after relearn@8 | deep after int8 | deep after int4 "
-             "| s/target ÷ GA's | targets |", "|---|---|---|---|---|---|---|---|"]
+    keys = ["success_du_0.9", "deep", "accuracy_last", "adv_deep", "relearn_deep", "int8_deep", "int4_deep"]
+    lines = ["| variant | Success-DU@0.9 | deep rate | accuracy (last point) | calibrated-adversarial deep "
+             "| deep after relearn@8 | deep after int8 | deep after int4 | s/target ÷ GA's | targets |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, per in by.items():
         cells = []
         for k in keys:
