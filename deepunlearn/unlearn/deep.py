@@ -5,7 +5,8 @@ deep-unlearning sets over the model's probed K (the rules layer's exact sets), w
 *watch* (the union of those sets: whether a target is still derivable depends on them only),
 and can
 
-* probe the watched facts on the model as it is now (:meth:`forgotten_now`),
+* probe the watched facts on the model as it is now (:meth:`forgotten_now`; under every form and
+  mode, calibrated: :meth:`forgotten_now_adversarial`),
 * tell whether a target is deeply unlearned, t ∉ Ω(K \\ forgotten, R) (:meth:`deep`),
 * pick the set to forget next given what is already forgotten (:meth:`choose`, the rules layer's
   :func:`~deepunlearn.rules.choice.choose_set`).
@@ -32,6 +33,29 @@ class DeepContext:
     def forgotten_now(self) -> set[int]:
         """The watched facts the model no longer answers."""
         return set(self.watch) - self.runner.known_among(self.watch)
+
+    def forgotten_now_adversarial(self) -> set[int]:
+        """The watched facts neither the primary probe nor the adversarial aggregate answers: every
+        form under every mode of the runner's checks, with the calibrated thresholds when the runner
+        has a calibration (:mod:`~deepunlearn.unlearn.checks_calibrated`), else the raw rule."""
+        forgotten = self.forgotten_now()
+        checks = self.runner.checks
+        if checks.calibration is not None:
+            from .checks_calibrated import calibrated_known
+
+            still = calibrated_known(checks, sorted(forgotten))[0]
+        else:
+            still = checks.adversarial_known(sorted(forgotten))
+        return forgotten - set(still)
+
+    def use_forms(self, session, forms: str) -> None:
+        """Make ``session`` unlearn every fact on the forms ``forms`` picks (a
+        :mod:`deepunlearn.kg.forms` selection; a fact it picks none of keeps its primary question)."""
+        from .data import encode_facts, row_keys
+
+        r = self.runner
+        session.encode = lambda ids: encode_facts(r.bundle, r.kb, ids, forms)
+        session.row_keys = lambda ids: row_keys(r.kb, ids, forms)
 
     def deep(self, target: int, forgotten: Iterable[int]) -> bool:
         return self.runner.deep(int(target), sorted(forgotten))

@@ -9,7 +9,10 @@
   one also ``earlier`` (recall and ``deep`` of every target served so far, on the model after
   request j: does an earlier target come back through the rules?) and ``accuracy_after``
   (accuracy over K minus the union of the served targets' sets). The original weights are back
-  when the iterator finishes or is closed.
+  when the iterator finishes or is closed. Two options keep the requests' promises: an accuracy
+  guard (``min_accuracy``: a request that would take accuracy below it is undone and marked
+  ``skipped``, or ends the sequence) and a re-check (``recheck``: after each request an earlier
+  target that came back through the rules is unlearnt again; docs/unlearning.md).
 """
 
 from __future__ import annotations
@@ -44,8 +47,17 @@ def run_batch(runner, targets: Sequence[int | str], method, grid: Sequence[float
 
 
 def run_sequential(runner, targets: Sequence[int | str], method, grid: Sequence[float] | None = None,
-                   params: MethodParams | None = None, seed: int | None = None) -> Iterator[Point]:
-    """Serve ``targets`` one after another; see the module docstring."""
+                   params: MethodParams | None = None, seed: int | None = None, *,
+                   min_accuracy: float | None = None, on_guard: str = "skip", recheck: bool = False) -> Iterator[Point]:
+    """Serve ``targets`` one after another; see the module docstring.
+
+    ``min_accuracy`` (the accuracy guard): when the accuracy after a request (over K minus every
+    kept target's chosen set) would fall below it, the request's weights are undone (the model is
+    put back as it was before the request) and the request is marked ``skipped``; ``on_guard =
+    "stop"`` also ends the sequence there. ``recheck``: after each request every earlier kept target
+    is checked on the model as it is now; one that is derivable again is unlearnt again with the same
+    method (its points are not yielded; the request's last point lists it under ``reunlearned``).
+    """
     ids = check_targets(runner, targets)
     u = runner.unlearner(method, grid, params)
     if not isinstance(u, GradientUnlearner):
@@ -54,26 +66,73 @@ def run_sequential(runner, targets: Sequence[int | str], method, grid: Sequence[
                            field="method")
     if runner.lora or runner.snapshot is None:
         raise UnlearnError("sequential requests need full mode (a weight snapshot), not LoRA mode", field="lora")
+    if min_accuracy is not None and not 0 <= float(min_accuracy) <= 1:
+        raise UnlearnError(f"min_accuracy must be between 0 and 1, got {min_accuracy}", field="min_accuracy")
+    if on_guard not in ("skip", "stop"):
+        raise UnlearnError(f"on_guard must be 'skip' or 'stop', got {on_guard!r}", field="on_guard")
     values = u.check_grid(u.params.grid)
-    return _sequential(runner, ids, u, values, seed)
+    return _sequential(runner, ids, u, values, seed, min_accuracy, on_guard, recheck)
 
 
-def _sequential(runner, ids: list[int], u, values: list[float], seed: int | None) -> Iterator[Point]:
-    served: list[int] = []
+def _serve(runner, t: int, u, values: list[float], seed: int | None) -> list[Point]:
+    return [ps[0] for ps in runner.steps([t], u, values, set(), len(values), seed, restore=False)]
+
+
+def _accuracy(runner, kept: Sequence[int], forgotten: Sequence[int]) -> tuple[list, float]:
+    evals = [runner.evaluator.evaluate(s, forgotten) for s in kept]
+    union = {int(f) for e in evals for f in e.set}
+    return evals, float(runner.evaluator.accuracies(union, forgotten)[0])
+
+
+def _recheck(runner, u, values: list[float], earlier: Sequence[int], forgotten: list[int], seed: int | None):
+    """Unlearn again every target of ``earlier`` that is derivable on the model as it is now (one
+    pass, in serving order); the facts forgotten afterwards and what was redone."""
+    redone = []
+    for k, s in enumerate(earlier):
+        if runner.deep(s, forgotten):
+            continue
+        points = _serve(runner, s, u, values, None if seed is None else seed + 1000 + k)
+        forgotten = list(points[-1].forgotten)
+        redone.append({"target": s, "deep": runner.deep(s, forgotten), "steps": points[-1].notes.get("steps_used")})
+    return forgotten, redone
+
+
+def _sequential(runner, ids: list[int], u, values: list[float], seed: int | None, min_accuracy: float | None,
+                on_guard: str, recheck: bool) -> Iterator[Point]:
+    from .snapshot import WeightSnapshot
+
+    kept: list[int] = []
+    forgotten = sorted(runner.known - runner.known_after()) if (recheck or min_accuracy is not None) else []
     try:
         for j, t in enumerate(ids):
-            points = [ps[0] for ps in runner.steps([t], u, values, set(), len(values),
-                                                   None if seed is None else seed + j, restore=False)]
-            served.append(t)
+            before = WeightSnapshot(runner.bundle.model) if min_accuracy is not None else None
+            points = _serve(runner, t, u, values, None if seed is None else seed + j)
             last = points[-1]
-            evals = [runner.evaluator.evaluate(s, last.forgotten) for s in served]
-            union = {int(f) for e in evals for f in e.set}
-            last.notes["earlier"] = [{"target": s, "recall": float(e.recall), "deep": runner.deep(s, last.forgotten)}
+            now = list(last.forgotten)
+            redone: list[dict] = []
+            if recheck:
+                now, redone = _recheck(runner, u, values, kept, now, seed)
+            evals, acc = _accuracy(runner, kept + [t], now)
+            skipped = min_accuracy is not None and acc < float(min_accuracy)
+            if skipped:
+                before.restore(runner.bundle.model)
+                runner.bundle.model.eval()
+                last.notes.update(skipped=True, accuracy_would_be=acc)
+                evals, acc = _accuracy(runner, kept, forgotten)
+                served = kept
+            else:
+                kept.append(t)
+                forgotten, served = now, kept
+            last.notes["earlier"] = [{"target": s, "recall": float(e.recall), "deep": runner.deep(s, forgotten)}
                                      for s, e in zip(served, evals)]
-            last.notes["accuracy_after"] = float(runner.evaluator.accuracies(union, last.forgotten)[0])
+            last.notes["accuracy_after"] = acc
+            if recheck:
+                last.notes["reunlearned"] = redone
             for p in points:
                 p.notes["request"] = j
             yield from points
+            if skipped and on_guard == "stop":
+                break
     finally:
         runner.snapshot.restore(runner.bundle.model)
         runner.bundle.model.eval()

@@ -1,7 +1,8 @@
 """``deepunlearn unlearn``'s options for the new methods and for several requests:
 ``--retain`` / ``--retain-weight`` (any gradient method), ``--base`` / ``--choice`` (rule-aware
 methods), ``--target A,B,C`` (a batch forgotten in one run) and ``--sequential`` (the same
-targets served one after another without restoring the weights)."""
+targets served one after another without restoring the weights; ``--min-accuracy`` and
+``--recheck``: the accuracy guard and the re-check of earlier targets)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,12 @@ def add_request_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sequential", action="store_true",
                    help="with --target A,B,C: serve the targets one after another without restoring the weights, "
                         "recording after each request the recall and deep flag of every earlier target")
+    p.add_argument("--min-accuracy", type=float, default=None, metavar="A",
+                   help="with --sequential: the accuracy guard: a request that would take accuracy (over K minus the "
+                        "kept targets' sets) below A is undone and marked skipped")
+    p.add_argument("--recheck", action="store_true",
+                   help="with --sequential: after each request unlearn again every earlier target that came back "
+                        "through the rules")
 
 
 def method_overrides(args) -> dict[str, Any]:
@@ -107,14 +114,28 @@ def parse_targets(kb, text: str, kb_file) -> list[int]:
     return ids
 
 
+def check_request_flags(args) -> tuple[float | None, bool]:
+    """``--min-accuracy`` and ``--recheck``, refused without ``--sequential`` or out of [0, 1]."""
+    from ..cli import CLIError
+
+    guard, recheck = getattr(args, "min_accuracy", None), getattr(args, "recheck", False)
+    if not args.sequential and (guard is not None or recheck):
+        flag = "--min-accuracy" if guard is not None else "--recheck"
+        raise CLIError(f"{flag}: applies to --sequential requests only", field=flag)
+    if guard is not None and not 0 <= guard <= 1:
+        raise CLIError(f"--min-accuracy {guard}: must be between 0 and 1", field="--min-accuracy")
+    return guard, recheck
+
+
 def run_requests(args, runner, method, kb, targets: list[int]) -> dict:
     """Run the batch (or the sequential requests) and return the command's JSON object."""
     from .requests import run_batch, run_sequential
     from .summary import target_metrics
     from .summary import point_json
 
+    guard, recheck = check_request_flags(args)
     if args.sequential:
-        points = list(run_sequential(runner, targets, method, seed=args.seed))
+        points = list(run_sequential(runner, targets, method, seed=args.seed, min_accuracy=guard, recheck=recheck))
         by_target = {t: [p for p in points if p.target == t] for t in targets}
     else:
         rows = list(run_batch(runner, targets, method, seed=args.seed))

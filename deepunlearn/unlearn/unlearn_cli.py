@@ -246,13 +246,14 @@ def _unlearn(args) -> int:
     apply_threads(args)
     kb = load_kb(args.kb)
     grid = parse_grid(args.grid)
-    from .requests_cli import build_method, parse_targets, requests_table, run_requests
+    from .requests_cli import build_method, check_request_flags, parse_targets, requests_table, run_requests
 
     many = "," in args.target
     single = args.target.strip().lower() != "all" and not many
     targets = parse_targets(kb, args.target, args.kb) if many else resolve_target(kb, args.target, kb_file=args.kb)
     if args.sequential and not many:
         raise CLIError("--sequential serves several requests: give --target A,B,C", field="--sequential")
+    check_request_flags(args)
 
     from .loop import TargetNotKnownError, TargetRunner
     from .methods import UnlearnError, get_method

@@ -24,6 +24,7 @@ import torch
 from pydantic import ValidationError
 
 from ...limits import MAX_STEPS, bound_message, too_large
+from ..sam import sam_gradients
 from ..snapshot import LoraAdapter, WeightSnapshot
 from .params import MethodParams, UnlearnError, describe_params_error, first_field, show_values  # noqa: F401
 from .retain import RetainSampler, retain_term
@@ -126,6 +127,8 @@ class Session:
     snapshot: WeightSnapshot | None = None
     lora: LoraAdapter | None = None
     master_weights: bool = True
+    #: sharpness-aware minimisation's radius (0: plain steps; :func:`deepunlearn.unlearn.sam.sam_gradients`)
+    sam_rho: float = 0.0
     losses: list[float] = field(default_factory=list)
     #: the learning rate of every optimiser step taken so far (reinforcement included)
     rates: list[float] = field(default_factory=list)
@@ -206,6 +209,10 @@ class Session:
         AdamW's moment estimates, as in the reference. ``params``: the parameters to train
         instead of :meth:`trainable` (RMU trains a few MLP matrices only).
 
+        ``sam_rho > 0`` makes every step a sharpness-aware one (:func:`~deepunlearn.unlearn.sam.sam_gradients`:
+        the gradient is taken again at ``w + rho * g / ||g||`` and the step uses it); the loss
+        recorded is the one at ``w``. ``sam_rho = 0`` runs exactly the plain step.
+
         Half-precision (bf16/fp16) parameters get float32 master copies that the optimizer
         updates (``master_weights``, default on): a step of lr 1e-5 is below bf16's resolution
         (2^-8 relative) and would mostly round away. The model itself stays in its dtype, so every
@@ -235,6 +242,8 @@ class Session:
                     m.grad = None
                 loss = loss_fn(self)
                 loss.backward()
+                if self.sam_rho:
+                    sam_gradients(params, lambda: loss_fn(self), self.sam_rho)
                 for p, m in zip(params, masters):
                     if m is not p and p.grad is not None:
                         m.grad, p.grad = p.grad.float(), None
@@ -289,6 +298,9 @@ class Unlearner(ABC):
         except ValidationError as e:
             raise UnlearnError(f"{self.name}: {describe_params_error(e)}", field=first_field(e)) from None
         self.check_grid(self.params.grid)
+        if getattr(self.params, "sam_rho", 0) and not isinstance(self, GradientUnlearner):
+            raise UnlearnError(f"{self.name}: sam_rho applies to the gradient methods' steps; {self.name} changes the "
+                               "weights by arithmetic (leave sam_rho at 0)", field="sam_rho")
 
     def check_grid(self, grid: Sequence[float]) -> list[float]:
         """The grid in the order its points are produced; raises :class:`UnlearnError` (field
@@ -364,6 +376,7 @@ class GradientUnlearner(Unlearner):
         wanted = set(steps)
         if prepare:
             self.prepare(session)
+        session.sam_rho = self.params.sam_rho
         for step in session.descend(self.total_loss, steps[-1], params=self.train_parameters(session)):
             if step in wanted:
                 yield Step(float(step))

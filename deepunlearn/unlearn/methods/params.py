@@ -20,6 +20,8 @@ class MethodParams(BaseModel):
     :func:`deepunlearn.unlearn.lr.choose_lr`. The optimisation settings left at ``None`` come from
     the run's protocol (:class:`~deepunlearn.probe.protocol.Protocol`: the reference's AdamW with
     weight decay 0.01, no clipping, a linear schedule over the grid's largest step count).
+    ``sam_rho > 0`` makes every optimiser step of a gradient method sharpness-aware
+    (:mod:`deepunlearn.unlearn.sam`); TV and WHP refuse it.
     Every number must be finite: NaN and infinities are refused (``allow_inf_nan=False``)."""
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
@@ -35,6 +37,8 @@ class MethodParams(BaseModel):
         "(KL to the original model); None: the method's own default")
     retain_weight: float = Field(1.0, ge=0, description="lambda of forget loss + lambda * retain term")
     retain_size: int = Field(8, ge=1, description="retain facts drawn per optimiser step")
+    sam_rho: float = Field(0.0, ge=0, description="sharpness-aware minimisation's radius for a gradient method's "
+                           "steps (the gradient taken at w + rho * g / ||g||); 0: off")
 
 
 def show_values(values: Sequence) -> str:

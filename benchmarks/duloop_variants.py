@@ -1,0 +1,258 @@
+"""du_loop's options against GA on a finetuned model: per target, Success-DU@0.9, deep under the
+calibrated adversarial aggregate, deep after relearning and after int8 / 4-bit quantisation, and
+seconds per target divided by GA's in the same run; 95 % bootstrap intervals over targets
+(:mod:`deepunlearn.bench.bootstrap`). Also the RMU learning-rate scan (``--rmu-scan``) and the
+sequential requests (``--sequential``). Writes one JSON line per target and variant as it goes and
+skips those already in the output (resumes).
+
+Run::
+
+    python benchmarks/duloop_variants.py --kb edu.json --model tiny-edu-llama --make-calibration hold.json -o cal.json
+    python benchmarks/duloop_variants.py --kb edu.json --model tiny-edu-llama --calibration cal.json \\
+        --targets 21:29 -o variants.jsonl
+    python benchmarks/duloop_variants.py --kb edu.json --model tiny-edu-llama --rmu-scan --targets 0:5 -o rmu.jsonl
+    python benchmarks/duloop_variants.py --kb edu.json --model tiny-edu-llama --sequential \\
+        --refs 79,220,61,68,127,343,219,349,28,250,214 -o seq.jsonl
+
+``--targets A:B`` takes the KB's listed targets A..B-1 (0-based, in the order the release lists
+them). CPU, one torch thread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+EPS = 1e-9
+#: the adversarial aggregate's modes (generate, the costliest, left out on this CPU)
+MODES = ("exact", "yesno", "rank")
+VARIANTS = {
+    "ga": ("ga", {}),
+    "du_loop": ("du_loop", {}),
+    "du_loop+adv": ("du_loop", {"watch": "adversarial"}),
+    "du_loop+sam": ("du_loop", {"sam_rho": 0.05}),
+    "du_loop(rmu)": ("du_loop", {"base": "rmu"}),
+}
+
+
+def _patch_int4():
+    """Every attack also re-probes the model quantised to 4 bits (``recall_int4``)."""
+    from deepunlearn.unlearn.attacks import quantize_attack
+    from deepunlearn.unlearn.checks import ForgettingChecks
+
+    real = ForgettingChecks._attack
+
+    def attack(self, points, targets, model_fn, lr):
+        real(self, points, targets, model_fn, lr)
+        r = self.runner
+        ks = quantize_attack(r.bundle.model, lambda: r.known_after(model_fn), how="int4")
+        for p, (rec, acc) in zip(points, self._measure(points, ks)):
+            p.notes["recall_int4"], p.notes["accuracy_int4"] = rec, acc
+
+    ForgettingChecks._attack = attack
+
+
+def _done(path: Path) -> set[tuple]:
+    if not path.exists():
+        return set()
+    return {(r["variant"], r["target"]) for r in map(json.loads, path.read_text().splitlines()) if r.get("variant")}
+
+
+def _row(variant, t, points) -> dict:
+    last = points[-1]
+    n = last.notes
+    check = sum(p.notes.get("check_seconds", 0) for p in points[:-1])
+    return {
+        "variant": variant, "target": t,
+        "success_du_0.9": float(any(p.notes.get("deep") and p.accuracy >= 0.9 - EPS for p in points)),
+        "success_du_0.8": float(any(p.notes.get("deep") and p.accuracy >= 0.8 - EPS for p in points)),
+        "deep": float(any(p.notes.get("deep") for p in points)),
+        "accuracy_last": last.accuracy, "deep_last": float(bool(n.get("deep"))),
+        "adv_deep": float(n.get("recall_adv", 0) >= 1 - EPS),
+        "relearn_deep": float(min(n.get("recall_relearn", {"": 0}).values()) >= 1 - EPS),
+        "int8_deep": float(n.get("recall_quant", 0) >= 1 - EPS),
+        "int4_deep": float(n.get("recall_int4", 0) >= 1 - EPS),
+        "seconds": max(0.0, float(n.get("seconds", 0)) - check),
+        "steps_used": n.get("steps_used"), "lr": last.lr,
+    }
+
+
+def runner_for(args, calibration=True):
+    from deepunlearn.kg import load_kb
+    from deepunlearn.probe import load_model
+    from deepunlearn.unlearn import TargetRunner
+
+    kb = load_kb(args.kb)
+    bundle = load_model(args.model, device="cpu")
+    kw = {}
+    if calibration:
+        kw = dict(adversarial=True, adversarial_calibration=args.calibration, adversarial_modes=MODES,
+                  attacks={"relearn": [8], "quantize": "int8", "relearn_lr": args.relearn_lr})
+    return kb, TargetRunner(bundle, kb, cache_dir=args.cache, progress=False, seed=0, **kw)
+
+
+def variants(args) -> None:
+    _patch_int4()
+    kb, runner = runner_for(args)
+    a, b = (int(x) for x in args.targets.split(":"))
+    out = Path(args.output)
+    done = _done(out)
+    for t in kb.targets[a:b]:
+        if t not in runner.known:
+            continue
+        for name in args.variants.split(","):
+            if (name, t) in done:
+                continue
+            method, params = VARIANTS[name]
+            u = runner.unlearner(method)
+            grid = [128] if method == "du_loop" else list(u.params.grid)
+            extra = dict(params)
+            if name == "du_loop(rmu)":
+                extra["lr"] = args.rmu_lr
+            u = type(u)(u.params, grid=grid, **extra)
+            t0 = time.perf_counter()
+            points = list(runner.run(t, u, seed=0))
+            row = _row(name, t, points)
+            row["wall"] = round(time.perf_counter() - t0, 2)
+            with out.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(json.dumps(row), file=sys.stderr, flush=True)
+
+
+def rmu_scan(args) -> None:
+    kb, runner = runner_for(args, calibration=False)
+    a, b = (int(x) for x in args.targets.split(":"))
+    out = Path(args.output)
+    for t in kb.targets[a:b]:
+        if t not in runner.known:
+            continue
+        for lr in [None if x == "default" else float(x) for x in args.lrs.split(",")]:
+            u = runner.unlearner("rmu")
+            u = type(u)(u.params, grid=[int(g) for g in args.scan_grid.split(",")], lr=lr)
+            for p in runner.run(t, u, seed=0):
+                row = {"rmu_lr": p.lr, "target": t, "steps": p.param, "target_forgotten": t in p.forgotten,
+                       "recall": p.recall, "accuracy": p.accuracy, "deep": bool(p.notes.get("deep")),
+                       "forgotten": len(p.forgotten)}
+                with out.open("a") as f:
+                    f.write(json.dumps(row) + "\n")
+                print(json.dumps(row), file=sys.stderr, flush=True)
+
+
+def make_calibration(args) -> None:
+    """The calibrated aggregate on ``MODES`` (every form), thresholds for FPR 0.05 on the holdout."""
+    from deepunlearn.kg import load_kb
+    from deepunlearn.probe import load_model
+    from deepunlearn.probe.calibration import calibrate
+    from deepunlearn.probe.evidence import fact_groups, mode_evidence
+
+    kb, hold = load_kb(args.kb), load_kb(args.make_calibration)
+    bundle = load_model(args.model, device="cpu")
+    pos_ids, neg_ids = list(range(len(kb.facts))), list(range(len(hold.facts)))
+    pos = mode_evidence(bundle, kb, pos_ids, MODES, forms="all")
+    neg = mode_evidence(bundle, hold, neg_ids, MODES, forms="all")
+    cal = calibrate(neg, fact_groups(hold, neg_ids), pos, fact_groups(kb, pos_ids), meta={"forms": "all"})
+    Path(args.output).write_text(json.dumps(cal.to_json(), indent=1))
+
+
+def sequential(args) -> None:
+    from deepunlearn.unlearn.requests import run_sequential
+
+    kb, runner = runner_for(args, calibration=False)
+    refs = [int(x) for x in args.refs.split(",")]
+    out = Path(args.output)
+    runs = {"plain": {}, "recheck+guard": {"recheck": True, "min_accuracy": args.min_accuracy},
+            "recheck": {"recheck": True}}
+    for label in args.sequences.split(","):
+        kw = runs[label]
+        t0 = time.perf_counter()
+        for p in run_sequential(runner, refs, "du_loop", seed=0, **kw):
+            if "accuracy_after" not in p.notes:
+                continue
+            e = p.notes["earlier"]
+            row = {"sequence": label, "request": p.notes["request"], "target": p.target,
+                   "accuracy_after": p.notes["accuracy_after"], "skipped": bool(p.notes.get("skipped")),
+                   "accuracy_would_be": p.notes.get("accuracy_would_be"),
+                   "served": len(e), "deep": sum(bool(x["deep"]) for x in e),
+                   "reunlearned": [x["target"] for x in p.notes.get("reunlearned", [])],
+                   "seconds": round(time.perf_counter() - t0, 1)}
+            with out.open("a") as f:
+                f.write(json.dumps(row) + "\n")
+            print(json.dumps(row), file=sys.stderr, flush=True)
+
+
+def summarise(path: str) -> str:
+    """The markdown table of a ``variants`` output: means with 95 % bootstrap intervals."""
+    from deepunlearn.bench.bootstrap import bootstrap_interval
+
+    rows = [json.loads(x) for x in Path(path).read_text().splitlines()]
+    by: dict[str, dict[int, dict]] = {}
+    for r in rows:
+        by.setdefault(r["variant"], {})[r["target"]] = r
+    ga = by.get("ga", {})
+    keys = ["success_du_0.9", "deep", "accuracy_last", "adv_deep", "relearn_deep", "int8_deep", "int4_deep"]
+    lines = ["| variant | Success-DU@0.9 | deep rate | accuracy (last point) | calibrated-adversarial deep "
+             "| deep after relearn@8 | deep after int8 | deep after int4 | s/target ÷ GA's | targets |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, per in by.items():
+        cells = []
+        for k in keys:
+            vals = [r[k] for r in per.values()]
+            lo, hi = bootstrap_interval(vals)[:2]
+            mean = sum(vals) / len(vals)
+            cells.append(f"{mean:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None else ""))
+        common = [t for t in per if t in ga and ga[t]["seconds"] > 0]
+        ratios = [per[t]["seconds"] / ga[t]["seconds"] for t in common]
+        if ratios:
+            lo, hi = bootstrap_interval(ratios)[:2]
+            mean = sum(ratios) / len(ratios)
+            ratio = f"{mean:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None else "")
+        else:
+            ratio = "–"
+        lines.append(f"| `{name}` | " + " | ".join(cells) + f" | {ratio} | {len(per)} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    torch.set_num_threads(1)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--kb", required=False)
+    ap.add_argument("--model", required=False)
+    ap.add_argument("--calibration", default=None, help="probe --calibrate output for the adversarial aggregate")
+    ap.add_argument("--cache", default="probe-cache")
+    ap.add_argument("--targets", default="20:55", help="A:B: the KB's listed targets A..B-1")
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--rmu-lr", type=float, default=None, help="du_loop(rmu)'s learning rate")
+    ap.add_argument("--relearn-lr", type=float, default=None, help="the relearning attack's rate (default: the run's)")
+    ap.add_argument("--rmu-scan", action="store_true")
+    ap.add_argument("--lrs", default="default,4e-3,1.6e-2,6.4e-2", help="rates of the RMU scan ('default': the rule's)")
+    ap.add_argument("--scan-grid", default="16", help="the RMU scan's step counts")
+    ap.add_argument("--sequential", action="store_true")
+    ap.add_argument("--refs", default="79,220,61,68,127,343,219,349,28,250,214")
+    ap.add_argument("--min-accuracy", type=float, default=0.8)
+    ap.add_argument("--sequences", default="plain,recheck+guard", help="which sequences: plain, recheck, recheck+guard")
+    ap.add_argument("--make-calibration", default=None, metavar="HOLD.json",
+                    help="write the calibration of the aggregate's modes on this holdout to -o and exit")
+    ap.add_argument("--summary", default=None, help="print the table of a variants output and exit")
+    ap.add_argument("-o", "--output", default="variants.jsonl")
+    args = ap.parse_args(argv)
+    if args.summary:
+        print(summarise(args.summary))
+        return 0
+    if args.make_calibration:
+        make_calibration(args)
+    elif args.rmu_scan:
+        rmu_scan(args)
+    elif args.sequential:
+        sequential(args)
+    else:
+        variants(args)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

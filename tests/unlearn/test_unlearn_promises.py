@@ -1,0 +1,212 @@
+"""du_loop's adversarial watch and sequential requests that keep their promises, on scripted
+worlds whose truth is written out: du_loop watching the adversarial aggregate stops only when
+the target is out of the closure under it (later than under the primary probe); the sequential
+re-check unlearns again an earlier target a later request brought back through the rules; the
+accuracy guard undoes a request that would take accuracy below the threshold."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from deepunlearn.unlearn.methods import UnlearnError, get_method
+from deepunlearn.unlearn.requests import run_sequential
+from deepunlearn.unlearn.snapshot import WeightSnapshot
+
+
+class TwoProbes:
+    """The primary probe loses the target at the 2nd probe, the adversarial aggregate at the 4th."""
+
+    def __init__(self, runner, targets, choice="fewest"):
+        self.targets, self.watch = list(targets), list(targets)
+        self.calls, self.forms = 0, None
+
+    def forgotten_now(self):
+        self.calls += 1
+        return set(self.targets) if self.calls >= 2 else set()
+
+    def forgotten_now_adversarial(self):
+        self.calls += 1
+        return set(self.targets) if self.calls >= 4 else set()
+
+    def use_forms(self, session, forms):
+        self.forms = forms
+        TwoProbes.seen_forms = forms
+
+    def deep(self, t, forgotten):
+        return t in forgotten
+
+    def choose(self, t, forgotten):
+        return [t]
+
+
+@pytest.mark.parametrize("watch, stop", [("primary", 2), ("adversarial", 4)])
+def test_du_loop_stops_when_the_watched_probe_says_deep(five_people_runner, monkeypatch, watch, stop):
+    import deepunlearn.unlearn.deep as deep
+
+    monkeypatch.setattr(deep, "DeepContext", TwoProbes)
+    TwoProbes.seen_forms = None
+    runner = five_people_runner
+    t = sorted(runner.known)[0]
+    u = runner.unlearner("du_loop")
+    u = type(u)(u.params, grid=[8], watch=watch)
+    (point,) = list(runner.run(t, u, seed=0))
+    assert point.notes["steps_used"] == stop and point.notes["stopped_deep"]
+    assert TwoProbes.seen_forms == ("train" if watch == "adversarial" else None)
+
+
+def test_adversarial_watch_unlearns_on_the_watch_forms(five_people_runner):
+    """The adversarial watch trains on the train forms of the facts it unlearns: with every
+    form picked (``all``), the forget batch has one row per form of each fact."""
+    from deepunlearn.kg.forms import select_forms
+    from deepunlearn.unlearn.methods import du
+
+    runner = five_people_runner
+    t = sorted(runner.known)[0]
+    seen = {}
+    real = du.DULoop.trajectory
+
+    def spy(self, session, grid):
+        for step in real(self, session, grid):
+            seen.setdefault("rows", session.batch["input_ids"].shape[0])
+            seen.setdefault("ids", list(session.forget_ids))
+            yield step
+
+    du.DULoop.trajectory = spy
+    try:
+        u = runner.unlearner("du_loop")
+        list(runner.run(t, type(u)(u.params, grid=[1], watch="adversarial", watch_forms="all"), seed=0))
+    finally:
+        du.DULoop.trajectory = real
+    sel = select_forms(runner.kb, "all", seen["ids"])
+    assert seen["rows"] == sum(len(sel.forms[i]) for i in seen["ids"]) > len(seen["ids"])
+
+
+# ---------------------------------------------------------------------- sequential requests
+class World:
+    """Six facts, all known; the model's weight w[f] = 1 says fact f is forgotten. Target 0 is
+    derivable while 0 is known or (1 and 2 are both known): deep when 0 and one of 1, 2 are
+    forgotten. Serving 0 forgets {0, 1}; serving 3 forgets 3 and brings 1 back (a later request
+    re-teaches a member of 0's set); serving 4 forgets 4 and 5 (collateral)."""
+
+    EFFECT = {0: ({0, 1}, set()), 3: ({3}, {1}), 4: ({4, 5}, set())}
+    SETS = {0: {0, 1}, 3: {3}, 4: {4}}
+
+    def __init__(self):
+        self.known = frozenset(range(6))
+        self.bundle = SimpleNamespace(model=torch.nn.Linear(6, 1, bias=False))
+        with torch.no_grad():
+            self.bundle.model.weight.zero_()
+        self.snapshot = WeightSnapshot(self.bundle.model)
+        self.lora = False
+        self.kb = SimpleNamespace(resolve=int, facts={i: (i, 0, 0) for i in range(6)})
+        self.served: list[int] = []
+        world = self
+
+        class Ev:
+            def evaluate(self, s, forgotten):
+                return SimpleNamespace(recall=1.0 if world.deep(s, forgotten) else 0.5, set=sorted(World.SETS[s]))
+
+            def accuracies(self, union, forgotten):
+                rest = world.known - set(union)
+                return (1 - len(set(forgotten) & rest) / len(rest),)
+
+        self.evaluator = Ev()
+
+    def known_target(self, t, field=None):
+        return int(t)
+
+    def unlearner(self, method, grid=None, params=None):
+        return get_method(method)(None, grid=[1])
+
+    def forgotten(self) -> set[int]:
+        return {i for i in range(6) if self.bundle.model.weight[0, i] > 0.5}
+
+    def known_after(self, model_fn=None):
+        return set(self.known) - self.forgotten()
+
+    def deep(self, s, forgotten):
+        f = set(forgotten)
+        return s in f and (s != 0 or bool(f & {1, 2}))
+
+    def steps(self, targets, u, values, skip, n, seed=None, restore=True, sample=False):
+        (t,) = targets
+        self.served.append(t)
+        lose, back = World.EFFECT[t]
+        with torch.no_grad():
+            for f in lose:
+                self.bundle.model.weight[0, f] = 1.0
+            for f in back:
+                self.bundle.model.weight[0, f] = 0.0
+        yield [SimpleNamespace(target=t, forgotten=sorted(self.forgotten()), notes={"steps_used": 1})]
+
+
+def _last_points(points):
+    return [p for p in points if "accuracy_after" in p.notes]
+
+
+def test_recheck_unlearns_again_a_target_a_later_request_brought_back():
+    plain = World()
+    last = _last_points(run_sequential(plain, [0, 3], "ga"))
+    assert [e["deep"] for e in last[1].notes["earlier"]] == [False, True]  # 0 came back through the rules
+    w = World()
+    last = _last_points(run_sequential(w, [0, 3], "ga", recheck=True))
+    assert w.served == [0, 3, 0]  # 0 unlearnt again after request 3
+    assert last[1].notes["reunlearned"] == [{"target": 0, "deep": True, "steps": 1}]
+    assert [e["deep"] for e in last[1].notes["earlier"]] == [True, True]
+    assert last[0].notes["reunlearned"] == []
+    assert w.forgotten() == set()  # the original weights are back at the end
+
+
+def test_accuracy_guard_undoes_a_request_that_would_fall_below_the_threshold():
+    w = World()
+    seen_weights = []
+    points = []
+    for p in run_sequential(w, [0, 4, 3], "ga", min_accuracy=0.8, recheck=True):
+        points.append(p)
+        seen_weights.append(sorted(w.forgotten()))
+    last = _last_points(points)
+    # request 4 would forget 5 too: accuracy over K minus {0, 1, 4} is 1 - 1/3 < 0.8: undone
+    assert last[1].notes["skipped"] and last[1].notes["accuracy_would_be"] == pytest.approx(2 / 3)
+    assert seen_weights[1] == [0, 1]  # the model as before request 4
+    assert [e["target"] for e in last[1].notes["earlier"]] == [0] and last[1].notes["accuracy_after"] == 1.0
+    # request 3 is still served (skip, not stop), and the re-check brings 0 back to deep
+    assert not last[2].notes.get("skipped") and [e["deep"] for e in last[2].notes["earlier"]] == [True, True]
+    w2 = World()
+    stopped = _last_points(run_sequential(w2, [0, 4, 3], "ga", min_accuracy=0.8, on_guard="stop"))
+    assert len(stopped) == 2 and w2.served == [0, 4]
+    with pytest.raises(UnlearnError, match="min_accuracy"):
+        run_sequential(World(), [0], "ga", min_accuracy=1.5)
+
+
+def test_unlearn_cli_sequential_guard_and_recheck(five_people_model_dir, five_people_kb, tmp_path, capsys):
+    import json
+
+    from deepunlearn.cli import main
+    from deepunlearn.kg.io import save_kb
+    from deepunlearn.probe import load_model, probe
+
+    kb_file = tmp_path / "kb.json"
+    save_kb(five_people_kb, kb_file)
+    known = probe(load_model(five_people_model_dir, device="cpu"), five_people_kb, progress=False).known_ids()
+    a, b = [i for i in five_people_kb.entity_facts() if i in known][:2]
+    common = ["unlearn", "--model", str(five_people_model_dir), "--kb", str(kb_file), "--grid", "2", "--json",
+              "--method", "ga"]
+    # a guard of 1.0 undoes any request that loses a fact outside the kept sets
+    assert main(common + ["--target", f"{a},{b}", "--sequential", "--recheck", "--min-accuracy", "1"]) == 0
+    obj = json.loads(capsys.readouterr().out)
+    for r in obj["targets"]:
+        notes = r["points"][-1]
+        assert "reunlearned" in notes
+        assert notes.get("skipped", False) == ("accuracy_would_be" in notes)
+        if notes.get("skipped"):
+            assert notes["accuracy_would_be"] < 1
+        else:
+            assert notes["accuracy_after"] == 1.0
+    for extra, message in ((["--target", str(a), "--recheck"], "--recheck: applies to --sequential"),
+                           (["--target", f"{a},{b}", "--sequential", "--min-accuracy", "2"], "between 0 and 1")):
+        assert main(common + extra) == 1
+        err = capsys.readouterr().err
+        assert message in err and len(err.strip().splitlines()) == 1, err
