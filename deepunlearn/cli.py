@@ -1,4 +1,4 @@
-"""The ``deepunlearn`` command (docs/safety.md).
+"""The ``deepunlearn`` command (docs/safety.md; its contract: docs/design.md section 3).
 
 Every layer contributes its subcommands through a ``register(subparsers)`` function in its own
 ``cli`` module. Those modules import only argparse-level things at import time; heavy imports

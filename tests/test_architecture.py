@@ -1,4 +1,4 @@
-"""The layout's two rules, checked on the source: data flows kg -> rules, kg -> probe -> unlearn ->
+"""The layout's two rules (docs/design.md section 1), checked on the source: data flows kg -> rules, kg -> probe -> unlearn ->
 bench, so no module imports a layer to its right; and no modules import each other in a circle,
 counting the imports inside functions (a lazy import hides a circle from Python, not from the
 reader)."""

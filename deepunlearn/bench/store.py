@@ -1,4 +1,5 @@
-"""The results store: every (model, target, method, parameter) point, written atomically.
+"""The results store: every (model, target, method, parameter) point, written atomically
+(its contract: docs/design.md section 5).
 
 Why SQLite (WAL journal, one transaction per point) rather than JSON lines:
 

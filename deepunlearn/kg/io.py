@@ -1,4 +1,5 @@
-"""The versioned JSON file format of a knowledge base, validated with pydantic at the boundary.
+"""The versioned JSON file format of a knowledge base, validated with pydantic at the boundary
+(docs/design.md section 4).
 
 ::
 

@@ -1,5 +1,5 @@
-"""The probe modes, in one place (torch-free): every command-line choice, config field, report
-and the probe's dispatch read them here.
+"""The probe modes, in one place (torch-free; docs/design.md section 2): every command-line
+choice, config field, report and the probe's dispatch read them here.
 
 >>> MODES
 ('exact', 'generate', 'yesno', 'rank', 'any', 'compose')

@@ -128,7 +128,7 @@ def family_closure(facts, gender) -> set:
 
 def test_forward_chainer_reproduces_the_release_closure(edu_kb):
     """Outside truth for the checker itself: the release's 400 facts close to 562 under the
-    release's semantics (DESIGN.md section 4; rules 6/16/19 never fire there, and the
+    release's semantics (docs/rules.md, the release's rules; rules 6/16/19 never fire there, and the
     corrections here add nothing on the release)."""
     gender = {n: a["gender"] for n, a in edu_kb.entities.items()}
     family = [f for f in edu_kb.facts if edu_kb.relations[f[1]].kind == "entity"]

@@ -99,7 +99,7 @@ def test_answer_tokens_are_the_tail_of_the_whole_text(edu_kb):
 
 
 def test_release_tiny_model_matches_design(edu_kb, tmp_path):
-    # DESIGN.md section 6: 2 layers, 512 wide, ~291-word vocabulary -> 8.7M parameters. That is
+    # docs/models.md, the tiny model: 2 layers, 512 wide, ~291-word vocabulary -> 8.7M parameters. That is
     # the vocabulary of the questions alone; the tokenizer also reads every probe
     # form (paraphrases, statements, the release's own forms, yes/no), which brings it to 558
     # words: 267 more rows in the embedding and the output layer (2 x 512 each), ~8.97M.

@@ -1,4 +1,4 @@
-"""``deepunlearn rules ...`` end to end, in subprocesses (the contract of DESIGN.md section 7)."""
+"""``deepunlearn rules ...`` end to end, in subprocesses (the contract of docs/design.md section 3)."""
 
 from __future__ import annotations
 

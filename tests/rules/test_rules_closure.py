@@ -18,7 +18,7 @@ FEMALE_OBJECT = {"wife", "aunt", "mother", "sister", "niece"}
 
 
 def reference_semantics(kb, release_rules):
-    """The release's closure and groundings, written from DESIGN.md section 4 (independent of
+    """The release's closure and groundings, written from the release's rule semantics in docs/rules.md (independent of
     the engine): rules are the raw tuples of family_rule.pt; a *newly* derived fact is rejected
     if it is a self loop or has the wrong gender; a grounding of a closure fact is any
     assignment with its body and head in the closure (no filter)."""

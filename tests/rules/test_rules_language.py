@@ -21,7 +21,7 @@ FEMALE_OBJECT = {"wife", "aunt", "mother", "sister", "niece"}
 
 
 def reference_filter_atoms(head) -> set[str]:
-    """The reference's filter on a derived fact r(X, Y), as atoms (DESIGN.md section 4)."""
+    """The reference's filter on a derived fact r(X, Y), as atoms (docs/rules.md, the release's rules)."""
     r, (x, y) = head.relation, head.args
     atoms = set()
     if r in MALE_OBJECT:

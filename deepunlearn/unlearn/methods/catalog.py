@@ -1,4 +1,5 @@
-"""The catalogue of unlearning methods: one :class:`MethodSpec` per method, torch-free.
+"""The catalogue of unlearning methods: one :class:`MethodSpec` per method, torch-free
+(docs/design.md section 2: one source for every list).
 
 Every command-line choice, sweep grid, demo list, memory plan, GPU guard, report label and
 colour reads the method's spec here; the method's class (which needs torch) is imported only
