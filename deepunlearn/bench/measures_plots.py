@@ -98,6 +98,9 @@ def plot_fq_mu(rows: Sequence[Mapping[str, Any]], path: Path, methods: Sequence[
             if r["method"] == method:
                 ax.plot([r["model_utility"]], [max(r["forget_quality"], floor)], marker, color="black", ms=9,
                         label=label)
+    ys_all = [y for line in ax.get_lines() for y in line.get_ydata()]
+    if ys_all and min(ys_all) == max(ys_all):  # one value: give the log axis a decade each side
+        ax.set_ylim(ys_all[0] / 10, ys_all[0] * 10)
     ax.set_yscale("log")
     ax.axhline(0.05, color="grey", lw=0.8, ls="--")
     ax.set_xlabel("model utility (retain facts, harmonic mean)")

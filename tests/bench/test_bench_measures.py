@@ -111,7 +111,7 @@ def test_old_store_opens(tmp_path):
         got = s.points()
     assert [q.measures is None for q in got] == [True, False] and got[1].measures["retain"]["prob"] == 0.9
     cols = [r[1] for r in sqlite3.connect(tmp_path / "results.sqlite").execute("PRAGMA table_info(points)")]
-    assert cols[-3:] == ["measures", "accuracy_low", "accuracy_high"]  # appended in this order
+    assert cols[-4:] == ["measures", "accuracy_low", "accuracy_high", "seed"]  # appended in this order
 
 
 # ---------------------------------------------------------------------------------------------
