@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from deepunlearn.kg import FAMILY_RELATIONS, KBError
-from deepunlearn.kg.domains.family.network import _job_decade
-from deepunlearn.kg.domains.family.params import name_resources
 from deepunlearn.kg.domains.family.generate import BACKBONE_RELATIONS, FamilyParams, generate_family
 from deepunlearn.kg.io import dumps_kb
+
+from kg_helpers import bio_of as _bio, generated, surname as _surname  # noqa: F401  (generated: a fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -138,26 +138,6 @@ def test_forward_chainer_reproduces_the_release_closure(edu_kb):
 # ------------------------------------------------------------------------------ helpers
 def _family(kb):
     return [f for f in kb.facts if kb.relations[f[1]].kind == "entity"]
-
-
-def _bio(kb):
-    out = defaultdict(dict)
-    for s, r, o in kb.facts:
-        if kb.relations[r].kind == "value":
-            assert r not in out[s], f"{s} has two {r} facts"
-            out[s][r] = o
-    return out
-
-
-def _surname(name: str) -> str:
-    return name.rsplit(" ", 1)[-1]
-
-
-@pytest.fixture(scope="module")
-def generated():
-    """Several generated KBs with their truth: sizes and seeds that exercise several trees."""
-    cases = [(100, 0), (100, 7), (100, 11), (250, 3), (40, 5)]
-    return [(n, seed, *generate_family(n, seed, return_truth=True)) for n, seed in cases]
 
 
 # ------------------------------------------------------------------------------ the CLI contract
@@ -321,69 +301,6 @@ def test_surnames_come_from_the_father(generated):
                 assert s in husband and _surname(s) == _surname(husband[s]), (s, o)
                 took += 1
         assert took <= max(3, daughters // 2)    # a small chance, not the rule
-
-
-def test_names_are_unique_realistic_and_gendered():
-    kb = generate_family(3000, 2)
-    res = name_resources()
-    assert len(kb.entities) == 3000              # dict keys: a clash would have merged people
-    for name, attrs in kb.entities.items():
-        first = name.split(" ")[0]
-        assert first in (res.male if attrs["gender"] == M else res.female), name
-        assert _surname(name) in res.surnames
-
-
-def test_middle_initials_keep_names_unique_when_lists_run_short(monkeypatch):
-    """With five first names per gender and one surname, only middle initials tell people apart."""
-    import deepunlearn.kg.domains.family.network as net
-    from deepunlearn.kg.domains.family.params import NameResources
-
-    real = name_resources()
-    small = NameResources(real.male[:5], real.female[:5], real.surnames[:1], real.states, real.state_cum,
-                       real.jobs_by_decade)
-    monkeypatch.setattr(net, "name_resources", lambda: small)  # where the growing and naming steps look it up
-    kb = generate_family(60, 0)
-    assert len(kb.entities) == 60
-    initials = [n for n in kb.entities if ". " in n]
-    assert len(initials) >= 40
-    assert all(n.split(" ")[1][0].isupper() and n.split(" ")[1].endswith(".") for n in initials)
-
-
-def test_biography_values(generated):
-    res = name_resources()
-    states = {f"{s} state" for s in res.states}
-    for _, _, kb, truth in generated:
-        bio = _bio(kb)
-        for p, v in bio.items():
-            assert v["birthyear"].isdigit()
-            assert v["birthplace"] in states
-            assert v["job"] in res.jobs_by_decade[_job_decade(int(v["birthyear"]), res.jobs_by_decade)]
-        same = total = 0
-        for s, r, o in truth:
-            if r == "father":
-                mother = next(m for x, rr, m in truth if x == s and rr == "mother")
-                total += 1
-                same += bio[s]["birthplace"] in (bio[o]["birthplace"], bio[mother]["birthplace"])
-        assert same / total >= 0.7          # children are mostly born where a parent was
-
-
-def test_birthplaces_follow_the_population():
-    """Over many founders, the populous states dominate (California ~12 % of the US)."""
-    kb = generate_family(4000, 9)
-    places = Counter(v["birthplace"] for v in _bio(kb).values())
-    assert places.most_common(1)[0][1] < 0.5 * 4000
-    big = sum(places[f"{s} state"] for s in ("California", "Texas", "Florida", "New York"))
-    small = sum(places[f"{s} state"] for s in ("Wyoming", "Vermont", "Alaska", "North Dakota"))
-    assert big > 5 * max(small, 1)
-
-
-def test_birth_years_spread_over_four_generations(generated):
-    for n, _, kb, _ in generated:
-        years = sorted(int(v["birthyear"]) for v in _bio(kb).values())
-        if n >= 100:
-            assert years[-1] - years[0] >= 60
-            decades = Counter(y // 10 for y in years)
-            assert len(decades) >= 6
 
 
 # ------------------------------------------------------------------------------ derivability
