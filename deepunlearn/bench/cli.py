@@ -122,7 +122,7 @@ def _wrap_errors(fn):
         try:
             return fn(args)
         except KeyboardInterrupt:
-            print(f"\nstopped; every finished point is saved. Run the same command again to resume.", file=sys.stderr)
+            print("\nstopped; every finished point is saved. Run the same command again to resume.", file=sys.stderr)
             raise
     return handler
 

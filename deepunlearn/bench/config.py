@@ -65,7 +65,7 @@ from .config_probe import (
 )
 from .grids import GRID_PRESETS, PAPER_GRIDS, check_grid, family_default, folder_digest, is_gpt2_family, resolve_grids
 from .grids import refuse_bools, unset_methods
-from .modelspec import ModelSpec, _protocol_name, _Strict, prompt_format
+from .modelspec import ModelSpec, protocol_name, StrictModel, prompt_format
 from .targets import TargetSpec
 
 __all__ = ["ConfigError", "ModelSpec", "SweepConfig", "TargetSpec", "SET_NAMES", "PAPER_GRIDS", "GRID_PRESETS",
@@ -75,7 +75,7 @@ class ConfigError(UserError, ValueError):
     """A sweep configuration cannot be read: the message names the file and the field."""
 
 
-class SweepConfig(_Strict):
+class SweepConfig(StrictModel):
     """Everything a sweep needs; the resolved copy is written next to the results."""
 
     kb: str = Field(description="KB file (deepunlearn JSON)")
@@ -189,7 +189,7 @@ class SweepConfig(_Strict):
     @field_validator("protocol")
     @classmethod
     def _protocol(cls, v: str) -> str:
-        return _protocol_name(v)
+        return protocol_name(v)
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "SweepConfig":

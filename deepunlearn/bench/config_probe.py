@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .modelspec import _Strict
+from .modelspec import StrictModel
 
 #: every probe mode a sweep accepts (``exact`` and ``generate`` are also protocol fields; not ``compose``)
 from ..probe.modes import FACT_MODES as PROBE_MODES, FactMode as ProbeMode  # noqa: E402,F401
@@ -52,7 +52,7 @@ def _no_bool(v: Any) -> Any:
     return v
 
 
-class AttackOptions(_Strict):
+class AttackOptions(StrictModel):
     """The ``[attacks]`` table: the fields of ``unlearn.attacks.AttackParams``, checked here."""
 
     relearn: list[int] = Field(default_factory=list, description="relearning grid: finetuning steps N after "

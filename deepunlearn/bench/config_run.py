@@ -27,7 +27,7 @@ from typing import Any
 
 from pydantic import Field, field_validator
 
-from .modelspec import _Strict
+from .modelspec import StrictModel
 
 #: the placeholder of a per-seed path (model checkpoint, calibration file)
 SEED_FIELD = "{seed}"
@@ -37,7 +37,7 @@ RUN_HELP = ("repeated runs: [run] seeds = [0, 1, 2] runs every trajectory once p
 MDUS_HELP = "DUS+RP seeds when sets are approximated (MDUS); the top-level 'seeds = N' of older configs"
 
 
-class RunOptions(_Strict):
+class RunOptions(StrictModel):
     """The ``[run]`` table."""
 
     seeds: list[int] | None = Field(default=None, min_length=1, description="the seeds of the repeated runs")

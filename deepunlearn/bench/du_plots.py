@@ -1,7 +1,7 @@
 """The deep-unlearning figures of a report: Success-DU bars per method
 (``success_du.png``), accuracy / recall / deep share against batch size (``batch.png``) and
 against the number of sequential requests served (``sequential.png``). Any method name works
-(colours come from :func:`.plots._color`, which never raises on an unknown name)."""
+(colours come from :func:`.plots.method_color`, which never raises on an unknown name)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Mapping, Sequence
 
 from ..unlearn.summary import SUCCESS_THRESHOLDS
 from ..unlearn.methods import catalog
-from .plots import _color, _legend_below, _nan, _plt, _tick_style, _wrap
+from .plots import method_color, legend_below, is_missing, load_pyplot, tick_style, wrap_title
 
 #: hatching of the Success-DU bars, one per threshold
 _HATCH = ("", "//")
@@ -21,7 +21,7 @@ def plot_success_du(summary: Mapping[str, Mapping[str, Mapping[str, float]]], pa
                     methods: Sequence[str]) -> Path:
     """One panel per model: per method, bars of Success-DU@0.8 (plain) and @0.9 (hatched), the
     fraction of targets deeply unlearned at that accuracy."""
-    plt = _plt()
+    plt = load_pyplot()
     from matplotlib.patches import Patch
 
     models = list(summary) or ["(none)"]
@@ -36,21 +36,21 @@ def plot_success_du(summary: Mapping[str, Mapping[str, Mapping[str, float]]], pa
         for i, m in enumerate(shown):
             for j, a in enumerate(SUCCESS_THRESHOLDS):
                 y = per[m].get(f"success_du_{a:g}")
-                if _nan(y):
+                if is_missing(y):
                     continue
                 x = i + (j - (n_th - 1) / 2) * width
-                ax.bar(x, y, width * 0.92, color=_color(m, methods), hatch=_HATCH[j % len(_HATCH)], edgecolor="white")
+                ax.bar(x, y, width * 0.92, color=method_color(m, methods), hatch=_HATCH[j % len(_HATCH)], edgecolor="white")
                 ax.text(x, y + 0.015, f"{y:.2f}", ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(shown)))
         labels = [catalog.title(m) for m in shown]
-        ax.set_xticklabels(labels, **_tick_style(labels, fig_w - 1.0))
+        ax.set_xticklabels(labels, **tick_style(labels, fig_w - 1.0))
         ax.set_ylim(0, 1.08)
         ax.axhline(0.9, color="grey", lw=0.8, ls="--")
         ax.set_ylabel("share of targets")
-        ax.set_title(_wrap(f"{model}: Success-DU, the share of targets deeply unlearned at accuracy ≥ a", fig_w, 11))
+        ax.set_title(wrap_title(f"{model}: Success-DU, the share of targets deeply unlearned at accuracy ≥ a", fig_w, 11))
         ax.grid(axis="y", alpha=0.25)
     # the thresholds' legend, once for every panel: the bar's hatching says which a it counts
-    _legend_below(fig, [Patch(facecolor="#8c8c8c", edgecolor="white", hatch=_HATCH[j % len(_HATCH)],
+    legend_below(fig, [Patch(facecolor="#8c8c8c", edgecolor="white", hatch=_HATCH[j % len(_HATCH)],
                               label=f"a = {a:g}") for j, a in enumerate(SUCCESS_THRESHOLDS)])
     fig.savefig(path)
     plt.close(fig)
@@ -63,12 +63,12 @@ def _lines(ax, rows: Sequence[Mapping[str, Any]], x: str, y: str, group: str, me
     models = {r["model"] for r in rows}
     keys = list(dict.fromkeys((r["model"], r[group]) for r in rows))
     for model, g in keys:
-        pts = sorted((r[x], r[y]) for r in rows if r["model"] == model and r[group] == g and not _nan(r[y]))
+        pts = sorted((r[x], r[y]) for r in rows if r["model"] == model and r[group] == g and not is_missing(r[y]))
         if not pts:
             continue
         xs, ys = zip(*pts)
         name = (f"{model}: " if len(models) > 1 else "") + catalog.title(g) + label_suffix
-        ax.plot(xs, ys, style, color=_color(g, methods), label=name, ms=5, lw=1.6)
+        ax.plot(xs, ys, style, color=method_color(g, methods), label=name, ms=5, lw=1.6)
 
 
 def _finish(fig, axes, path: Path, title: str, plt) -> Path:
@@ -76,7 +76,7 @@ def _finish(fig, axes, path: Path, title: str, plt) -> Path:
         ax.set_ylim(-0.02, 1.05)
         ax.grid(alpha=0.25)
         ax.legend(frameon=False, fontsize=7)
-    fig.suptitle(_wrap(title, fig.get_figwidth()), fontsize=10)
+    fig.suptitle(wrap_title(title, fig.get_figwidth()), fontsize=10)
     fig.savefig(path)
     plt.close(fig)
     return path
@@ -85,7 +85,7 @@ def _finish(fig, axes, path: Path, title: str, plt) -> Path:
 def plot_batch(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
     """Two panels against the batch size (log2 axis): mean accuracy at each batch's last grid
     point, and mean recall with the share of deep targets (dashed), one line per base method."""
-    plt = _plt()
+    plt = load_pyplot()
     methods = list(dict.fromkeys(r["base_method"] for r in rows))
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10.5, 4.0), layout="constrained")
     _lines(a1, rows, "batch_size", "accuracy", "base_method", methods)
@@ -105,7 +105,7 @@ def plot_batch(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
 def plot_sequential(rows: Sequence[Mapping[str, Any]], path: Path) -> Path:
     """Two panels against the number of requests served: accuracy after each request, and mean
     recall with the share still deep (dashed) over every target served so far."""
-    plt = _plt()
+    plt = load_pyplot()
     methods = list(dict.fromkeys(r["base_method"] for r in rows))
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(10.5, 4.0), layout="constrained")
     _lines(a1, rows, "requests", "accuracy", "base_method", methods)

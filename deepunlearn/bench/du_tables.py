@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .metrics import _get, field_of, group_trajectories, is_deep, success_du
+from .metrics import value_of, field_of, group_trajectories, is_deep, success_du
 
 _BATCH = re.compile(r"^(?P<base>.+)@b(?P<n>[0-9]+)$")
 _SEQ = re.compile(r"^(?P<base>.+)@seq$")
@@ -43,11 +43,11 @@ def batch_info(p: Any) -> tuple[str, int] | None:
     >>> batch_info({"method": "ga"}) is None
     True
     """
-    m = _BATCH.match(str(_get(p, "method")))
+    m = _BATCH.match(str(value_of(p, "method")))
     n = field_of(p, "batch_size")
     if n is None and m is None:
         return None
-    base = field_of(p, "base_method") or (m.group("base") if m else str(_get(p, "method")))
+    base = field_of(p, "base_method") or (m.group("base") if m else str(value_of(p, "method")))
     return str(base), int(n if n is not None else m.group("n"))
 
 
@@ -57,7 +57,7 @@ def seq_base(p: Any) -> str | None:
     >>> seq_base({"method": "npo@seq"}), seq_base({"method": "npo"})
     ('npo', None)
     """
-    m = _SEQ.match(str(_get(p, "method")))
+    m = _SEQ.match(str(value_of(p, "method")))
     if m is None:
         return None
     return str(field_of(p, "base_method") or m.group("base"))
@@ -81,8 +81,8 @@ def _mean(xs: Sequence[float]) -> float:
 def _row(model: str, method: str, base: str, size: int, lasts: list[Any], trajectories: list[list[Any]],
          n_batches: int) -> dict[str, Any]:
     return {"model": model, "method": method, "base_method": base, "batch_size": size, "n_batches": n_batches,
-            "n_targets": len(lasts), "accuracy": _mean([_get(p, "accuracy") for p in lasts]),
-            "recall": _mean([_get(p, "recall") for p in lasts]), "deep": _mean([float(is_deep(p)) for p in lasts]),
+            "n_targets": len(lasts), "accuracy": _mean([value_of(p, "accuracy") for p in lasts]),
+            "recall": _mean([value_of(p, "recall") for p in lasts]), "deep": _mean([float(is_deep(p)) for p in lasts]),
             "success_du_0.8": _mean([success_du(t, 0.8) for t in trajectories])}
 
 
@@ -128,8 +128,8 @@ def _batch_lasts(trajs: list[list[Any]]) -> tuple[list[Any], int]:
         by_batch[field_of(traj[0], "batch")].append(traj)
     lasts = []
     for members in by_batch.values():
-        last = max(float(_get(p, "param")) for traj in members for p in traj)
-        lasts += [p for traj in members for p in traj if float(_get(p, "param")) == last]
+        last = max(float(value_of(p, "param")) for traj in members for p in traj)
+        lasts += [p for traj in members for p in traj if float(value_of(p, "param")) == last]
     return lasts, len(by_batch)
 
 
@@ -138,7 +138,7 @@ def _own_deep(requests: Mapping[int, Any]) -> dict[int, bool]:
     request's ``earlier`` list, else the request point's own flag)."""
     own: dict[int, bool] = {}
     for p in requests.values():
-        t = int(_get(p, "target"))
+        t = int(value_of(p, "target"))
         entry = next((e for e in field_of(p, "earlier") or () if int(e["target"]) == t), None)
         own[t] = bool(entry["deep"]) if entry is not None and entry.get("deep") is not None else is_deep(p)
     return own
@@ -163,9 +163,9 @@ def sequential_table(points: Iterable[Any]) -> list[dict[str, Any]]:
     for p in points:
         if seq_base(p) is None or field_of(p, "earlier") is None:
             continue
-        key, req = (str(_get(p, "model")), str(_get(p, "method"))), int(field_of(p, "request", 0))
+        key, req = (str(value_of(p, "model")), str(value_of(p, "method"))), int(field_of(p, "request", 0))
         prev = seqs[key].get(req)
-        if prev is None or float(_get(p, "param")) > float(_get(prev, "param")):
+        if prev is None or float(value_of(p, "param")) > float(value_of(prev, "param")):
             seqs[key][req] = p
     rows = []
     for (model, method), requests in sorted(seqs.items()):
@@ -176,7 +176,7 @@ def sequential_table(points: Iterable[Any]) -> list[dict[str, Any]]:
             acc = field_of(p, "accuracy_after")
             rows.append({
                 "model": model, "method": method, "base_method": seq_base(p), "requests": req + 1,
-                "target": int(_get(p, "target")), "accuracy": math.nan if acc is None else float(acc),
+                "target": int(value_of(p, "target")), "accuracy": math.nan if acc is None else float(acc),
                 "mean_recall_earlier": _mean([e.get("recall") for e in earlier]),
                 "deep_earlier": _mean([float(bool(e["deep"])) for e in earlier if e.get("deep") is not None]),
                 "came_back": sorted(int(e["target"]) for e in earlier

@@ -25,7 +25,7 @@ from collections import defaultdict
 from typing import Any, Iterable, Mapping, Sequence
 
 from .bootstrap import cluster_interval
-from .metrics import _get, field_of, is_baseline
+from .metrics import value_of, field_of, is_baseline
 
 #: the values of the table, in column order
 VALUES = ("recall", "recall_adv_raw", "recall_adv", "superficial_excess")
@@ -44,7 +44,7 @@ def run_values(p: Any) -> dict[str, float | None]:
     {'recall': 1.0, 'recall_adv_raw': 0.0, 'recall_adv': 0.5, 'superficial_excess': 0.45}
     """
     sup, floor = _num(field_of(p, "superficial")), _num(field_of(p, "adv_floor"))
-    return {"recall": _num(_get(p, "recall")), "recall_adv_raw": _num(field_of(p, "recall_adv_raw")),
+    return {"recall": _num(value_of(p, "recall")), "recall_adv_raw": _num(field_of(p, "recall_adv_raw")),
             "recall_adv": _num(field_of(p, "recall_adv")),
             "superficial_excess": None if sup is None or floor is None else round(sup - floor, 12)}
 
@@ -55,8 +55,8 @@ def last_points(points: Iterable[Any]) -> dict[tuple[str, str, int, Any], Any]:
     for p in points:
         if is_baseline(p):
             continue
-        key = (_get(p, "model"), _get(p, "method"), int(_get(p, "target")), field_of(p, "seed"))
-        if key not in out or float(_get(p, "param")) > float(_get(out[key], "param")):
+        key = (value_of(p, "model"), value_of(p, "method"), int(value_of(p, "target")), field_of(p, "seed"))
+        if key not in out or float(value_of(p, "param")) > float(value_of(out[key], "param")):
             out[key] = p
     return out
 

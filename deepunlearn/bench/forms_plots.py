@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..unlearn.methods import catalog
-from .plots import _plt, _tick_style, _wrap
+from .plots import load_pyplot, tick_style, wrap_title
 
 #: colours of the bar kinds (primary, adversarial, quantised; relearning bars share a blue ramp)
 _PRIMARY, _ADV, _QUANT = "#4c72b0", "#c44e52", "#8172b3"
@@ -35,7 +35,7 @@ def _bars(s: Mapping[str, Any], steps: Sequence[str]) -> list[tuple[str, str, An
 def plot_adversarial(table: Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]], path: Path,
                      methods: Sequence[str]) -> Path:
     """Draw ``adversarial.png`` from :func:`.forms_report.forgetting_table`'s table."""
-    plt = _plt()
+    plt = load_pyplot()
     models = list(table) or ["(none)"]
     n_methods = max([len(per) for per in table.values()] or [1])
     fig_w = min(15.0, max(6.5, 1.6 * n_methods + 2.5))
@@ -63,11 +63,11 @@ def plot_adversarial(table: Mapping[str, Mapping[str, Mapping[str, Mapping[str, 
                 ax.text(x, y + 0.015, f"{y:.2f}", ha="center", va="bottom", fontsize=7)
         ax.set_xticks(range(len(shown)))
         labels = [catalog.title(m) for m in shown]
-        ax.set_xticklabels(labels, **_tick_style(labels, fig_w - 1.0))
+        ax.set_xticklabels(labels, **tick_style(labels, fig_w - 1.0))
         ax.set_ylim(0, 1.32)
         ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
         ax.set_ylabel("mean recall (last grid point)")
-        ax.set_title(_wrap(f"{model}: has it really forgotten? primary vs adversarial probe and attacks", fig_w, 11))
+        ax.set_title(wrap_title(f"{model}: has it really forgotten? primary vs adversarial probe and attacks", fig_w, 11))
         handles, labels = ax.get_legend_handles_labels()
         if handles:
             ax.legend(handles, labels, fontsize=7, ncol=min(len(handles), 6), loc="upper center", frameon=False)

@@ -35,7 +35,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .metrics import _get, field_of, group_trajectories
+from .metrics import value_of, field_of, group_trajectories
 
 #: keys whose presence on a point makes the section appear
 CHECK_KEYS = ("recall_adv", "recall_relearn", "recall_quant")
@@ -91,9 +91,9 @@ def scope_stats(points: Sequence[Any]) -> dict[str, Any]:
         if isinstance(n, (list, tuple)) and len(n) == 2 and all(_num(x) is not None for x in n):
             sup, forgotten = sup + int(n[0]), forgotten + int(n[1])
     out: dict[str, Any] = {
-        "n_points": len(points), "n_targets": len({int(_get(p, "target")) for p in points}),
-        "recall": _mean(_get(p, "recall") for p in points),
-        "accuracy": _mean(_get(p, "accuracy") for p in points),
+        "n_points": len(points), "n_targets": len({int(value_of(p, "target")) for p in points}),
+        "recall": _mean(value_of(p, "recall") for p in points),
+        "accuracy": _mean(value_of(p, "accuracy") for p in points),
         "n_adv": sum(1 for p in points if _num(field_of(p, "recall_adv")) is not None),
         "recall_adv": _mean(field_of(p, "recall_adv") for p in points),
         "accuracy_adv": _mean(field_of(p, "accuracy_adv") for p in points),

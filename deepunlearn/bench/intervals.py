@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from ..unlearn.summary import SUCCESS_THRESHOLDS, _get, acc_at_recall, field_of, is_deep, recall_at_acc, success_du
+from ..unlearn.summary import SUCCESS_THRESHOLDS, value_of, acc_at_recall, field_of, is_deep, recall_at_acc, success_du
 
 
 def interval_metrics(threshold: float = 0.8) -> list[str]:
@@ -32,8 +32,8 @@ def _at(points: list, bound: str) -> list[dict]:
     out = []
     for p in points:
         a = field_of(p, bound)
-        a = _get(p, "accuracy") if a is None else a
-        out.append({"recall": float(_get(p, "recall")), "accuracy": None if a is None else float(a),
+        a = value_of(p, "accuracy") if a is None else a
+        out.append({"recall": float(value_of(p, "recall")), "accuracy": None if a is None else float(a),
                     "deep": is_deep(p)})
     return out
 

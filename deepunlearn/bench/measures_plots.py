@@ -25,7 +25,7 @@ from .jobs import safe_name
 from .measures_report import bootstrap_ci, is_canary, measures_of, stop_points, value
 from .metrics import group_trajectories
 from ..unlearn.methods import catalog
-from .plots import MAX_COLS, _color, _get, _panels, _plt, _tick_style, _wrap
+from .plots import MAX_COLS, method_color, value_of, panel_grid, load_pyplot, tick_style, wrap_title
 
 
 def _ratios(points: Sequence[Any]) -> list[float]:
@@ -40,7 +40,7 @@ def _ratios(points: Sequence[Any]) -> list[float]:
 
 
 def _of(points: Sequence[Any], model: str, method: str) -> list[Any]:
-    return [p for p in points if _get(p, "model") == model and _get(p, "method") == method]
+    return [p for p in points if value_of(p, "model") == model and value_of(p, "method") == method]
 
 
 def plot_truth_ratios(points: Sequence[Any], path: Path, methods: Sequence[str], model: str) -> Path | None:
@@ -51,14 +51,14 @@ def plot_truth_ratios(points: Sequence[Any], path: Path, methods: Sequence[str],
     everything = before + retain + [v for a in after.values() for v in a]
     if not everything:
         return None
-    plt = _plt()
+    plt = load_pyplot()
     bins = np.histogram_bin_edges(np.log10(everything), bins=20)
-    fig, axes = _panels(plt, len(methods), 3.4, 3.0, sharey=True)
+    fig, axes = panel_grid(plt, len(methods), 3.4, 3.0, sharey=True)
     for ax, method in zip(axes, methods or [""]):
         if before:
             ax.hist(np.log10(before), bins=bins, color="#999999", alpha=0.55, label="before")
         if after.get(method):
-            ax.hist(np.log10(after[method]), bins=bins, color=_color(method, methods), alpha=0.6,
+            ax.hist(np.log10(after[method]), bins=bins, color=method_color(method, methods), alpha=0.6,
                     label=f"after {catalog.title(method)}")
         if retain:
             ax.hist(np.log10(retain), bins=bins, histtype="step", color="black", lw=1.4, label="retain model")
@@ -68,7 +68,7 @@ def plot_truth_ratios(points: Sequence[Any], path: Path, methods: Sequence[str],
         ax.grid(alpha=0.25)
     for ax in axes[::MAX_COLS]:
         ax.set_ylabel("facts")
-    fig.suptitle(_wrap(f"{model}: truth ratios of the minimal sets (after = first point that forgets the target)",
+    fig.suptitle(wrap_title(f"{model}: truth ratios of the minimal sets (after = first point that forgets the target)",
                        fig.get_figwidth()), fontsize=10)
     fig.savefig(path)
     plt.close(fig)
@@ -81,7 +81,7 @@ def plot_fq_mu(rows: Sequence[Mapping[str, Any]], path: Path, methods: Sequence[
             and r.get("model_utility") is not None]
     if not rows:
         return None
-    plt = _plt()
+    plt = load_pyplot()
     fig, ax = plt.subplots(figsize=(6.0, 4.4), layout="constrained")
     floor = 1e-300  # a KS p-value that underflowed to 0 still shows, at the bottom
     for method in methods:
@@ -89,10 +89,10 @@ def plot_fq_mu(rows: Sequence[Mapping[str, Any]], path: Path, methods: Sequence[
         if not rs:
             continue
         xs, ys = [r["model_utility"] for r in rs], [max(r["forget_quality"], floor) for r in rs]
-        ax.plot(xs, ys, "-o", color=_color(method, methods), label=catalog.title(method), ms=5)
+        ax.plot(xs, ys, "-o", color=method_color(method, methods), label=catalog.title(method), ms=5)
         for r, x, y in zip(rs, xs, ys):
             ax.annotate(param_label(r["param"]), (x, y), textcoords="offset points", xytext=(4, 3), fontsize=7,
-                        color=_color(method, methods))
+                        color=method_color(method, methods))
     for method, marker, label in (("original", "s", "before (original)"), ("retrain", "*", "retain model")):
         for r in rows:
             if r["method"] == method:
@@ -105,7 +105,7 @@ def plot_fq_mu(rows: Sequence[Mapping[str, Any]], path: Path, methods: Sequence[
     ax.axhline(0.05, color="grey", lw=0.8, ls="--")
     ax.set_xlabel("model utility (retain facts, harmonic mean)")
     ax.set_ylabel("forget quality (KS p-value, log)")
-    ax.set_title(_wrap(f"{model}: forget quality vs model utility (mean over targets)", 6.0, 11))
+    ax.set_title(wrap_title(f"{model}: forget quality vs model utility (mean over targets)", 6.0, 11))
     ax.legend(frameon=False, fontsize=8)
     ax.grid(alpha=0.25)
     fig.savefig(path)
@@ -119,12 +119,12 @@ def plot_privleak(points: Sequence[Any], path: Path, methods: Sequence[str], mod
     stops = stop_points(points)
     groups = [("before", [value(p, "privleak") for p in _of(points, model, "original")], "#999999")]
     groups += [(catalog.title(m), [value(p, "privleak") for (mo, me, _t), p in stops.items() if mo == model and me == m],
-                _color(m, methods)) for m in methods]
+                method_color(m, methods)) for m in methods]
     groups = [(name, [v for v in vals if v is not None], c) for name, vals, c in groups]
     groups = [g for g in groups if g[1]]
     if not groups:
         return None
-    plt = _plt()
+    plt = load_pyplot()
     fig_w = min(15.0, max(4.5, 1.1 * len(groups) + 2))
     fig, ax = plt.subplots(figsize=(fig_w, 3.8), layout="constrained")
     for i, (name, vals, color) in enumerate(groups):
@@ -136,9 +136,9 @@ def plot_privleak(points: Sequence[Any], path: Path, methods: Sequence[str], mod
         ax.text(i + 0.12, tip, f"{mean:+.2f}", ha="left", va="bottom" if mean >= 0 else "top", fontsize=8)
     ax.axhline(0, color="black", lw=0.8)
     ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels([g[0] for g in groups], **_tick_style([g[0] for g in groups], fig_w - 1.0))
+    ax.set_xticklabels([g[0] for g in groups], **tick_style([g[0] for g in groups], fig_w - 1.0))
     ax.set_ylabel("PrivLeak (AUC − AUC_retrain) / AUC_retrain")
-    ax.set_title(_wrap(f"{model}: PrivLeak (0 = like the retain model)", fig_w, 11))
+    ax.set_title(wrap_title(f"{model}: PrivLeak (0 = like the retain model)", fig_w, 11))
     ax.grid(axis="y", alpha=0.25)
     fig.savefig(path)
     plt.close(fig)
@@ -153,7 +153,7 @@ def plot_exposure(points: Sequence[Any], path: Path, methods: Sequence[str], mod
     for p in _of(points, model, "original"):
         v = value(p, "target.exposure")
         if v is not None:
-            before[canary.get((model, int(_get(p, "target"))), False)].append(v)
+            before[canary.get((model, int(value_of(p, "target"))), False)].append(v)
     series: dict[str, dict[bool, dict[Any, list[float]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     for (mo, me, t), traj in group_trajectories(points).items():
         if mo != model or me not in methods:
@@ -161,12 +161,12 @@ def plot_exposure(points: Sequence[Any], path: Path, methods: Sequence[str], mod
         for p in traj:
             v = value(p, "target.exposure")
             if v is not None:
-                series[me][canary.get((mo, t), False)][_get(p, "param")].append(v)
+                series[me][canary.get((mo, t), False)][value_of(p, "param")].append(v)
     if not series and not before:
         return None
-    plt = _plt()
+    plt = load_pyplot()
     shown = [m for m in methods if m in series] or list(methods[:1]) or [""]
-    fig, axes = _panels(plt, len(shown), 3.4, 3.0, sharey=True)
+    fig, axes = panel_grid(plt, len(shown), 3.4, 3.0, sharey=True)
     for ax, method in zip(axes, shown):
         params = sorted({p for g in series.get(method, {}).values() for p in g}, key=float)
         for is_c, style, label in ((False, "-o", "in-distribution"), (True, "--s", "canary")):
@@ -175,7 +175,7 @@ def plot_exposure(points: Sequence[Any], path: Path, methods: Sequence[str], mod
             ys = ([float(np.mean(before[is_c]))] if before.get(is_c) else []) + [
                 float(np.mean(g[p])) for p in params if p in g]
             if xs:
-                ax.plot(xs, ys, style, color=_color(method, methods) if method else "#333333", ms=4, label=label,
+                ax.plot(xs, ys, style, color=method_color(method, methods) if method else "#333333", ms=4, label=label,
                         alpha=1.0 if not is_c else 0.8)
         ax.set_xticks(range(len(params) + 1))
         ax.set_xticklabels(["before"] + [param_label(p) for p in params], rotation=45, fontsize=8)
@@ -185,7 +185,7 @@ def plot_exposure(points: Sequence[Any], path: Path, methods: Sequence[str], mod
         ax.grid(alpha=0.25)
     for ax in axes[::MAX_COLS]:
         ax.set_ylabel("exposure of the target (bits)")
-    fig.suptitle(_wrap(f"{model}: exposure along the trajectory, in-distribution vs canary targets",
+    fig.suptitle(wrap_title(f"{model}: exposure along the trajectory, in-distribution vs canary targets",
                        fig.get_figwidth()), fontsize=10)
     fig.savefig(path)
     plt.close(fig)

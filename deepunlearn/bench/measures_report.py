@@ -33,7 +33,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..unlearn.summary import EPS, THRESHOLD, _get, acc_at_recall, curve_of
+from ..unlearn.summary import EPS, THRESHOLD, value_of, acc_at_recall, curve_of
 from .metrics import BASELINES, group_trajectories, is_baseline
 
 PARTS = ("target", "forget", "retain")
@@ -72,7 +72,7 @@ def value(p: Any, column: str) -> float | None:
     True
     """
     if column in ("recall", "accuracy"):
-        return _finite(_get(p, column))
+        return _finite(value_of(p, column))
     m = measures_of(p)
     if m is None:
         return None
@@ -103,8 +103,8 @@ def bootstrap_ci(values: Sequence[float], level: float = 0.95, n_resamples: int 
 
 
 def _order(points: Sequence[Any]) -> tuple[list[str], list[str]]:
-    models = list(dict.fromkeys(_get(p, "model") for p in points))
-    methods = list(dict.fromkeys(_get(p, "method") for p in points if not is_baseline(p)))
+    models = list(dict.fromkeys(value_of(p, "model") for p in points))
+    methods = list(dict.fromkeys(value_of(p, "method") for p in points if not is_baseline(p)))
     return models, methods
 
 
@@ -116,7 +116,7 @@ def measures_table(points: Iterable[Any], *, level: float = 0.95, n_resamples: i
     points = list(points)
     groups: dict[tuple[str, str, Any], list[Any]] = defaultdict(list)
     for p in points:
-        groups[(_get(p, "model"), _get(p, "method"), _get(p, "param"))].append(p)
+        groups[(value_of(p, "model"), value_of(p, "method"), value_of(p, "param"))].append(p)
     models, methods = _order(points)
     rank = {m: i for i, m in enumerate([*BASELINES, *methods])}
     keys = sorted(groups, key=lambda k: (models.index(k[0]), rank[k[1]], float(k[2])))
@@ -124,7 +124,7 @@ def measures_table(points: Iterable[Any], *, level: float = 0.95, n_resamples: i
     for model, method, param in keys:
         pts = groups[(model, method, param)]
         row: dict[str, Any] = {"model": model, "method": method, "param": param, "baseline": method in BASELINES,
-                               "n_targets": len({int(_get(p, "target")) for p in pts})}
+                               "n_targets": len({int(value_of(p, "target")) for p in pts})}
         for c in COLUMNS:
             vals = [v for v in (value(p, c) for p in pts) if v is not None]
             row[c] = float(np.mean(vals)) if vals else None
@@ -139,14 +139,14 @@ def measures_table(points: Iterable[Any], *, level: float = 0.95, n_resamples: i
 
 
 def _baseline_rows(points: Iterable[Any], method: str) -> dict[tuple[str, int], Any]:
-    return {(_get(p, "model"), int(_get(p, "target"))): p for p in points if _get(p, "method") == method}
+    return {(value_of(p, "model"), int(value_of(p, "target"))): p for p in points if value_of(p, "method") == method}
 
 
 def _oracle(traj: Sequence[Any], threshold: float) -> Any | None:
     """The best-of-grid point of Acc@Recall>=t, None for the end point (recall 1, accuracy 0)."""
     best = acc_at_recall(curve_of(traj), threshold)
     for p in traj:
-        if float(_get(p, "recall")) >= threshold - EPS and float(_get(p, "accuracy")) == best:
+        if float(value_of(p, "recall")) >= threshold - EPS and float(value_of(p, "accuracy")) == best:
             return p
     return None
 
@@ -173,7 +173,7 @@ def choose(traj: Sequence[Any], rule: str, *, reference: float | None = None,
     for "before unlearning" and the end point."""
     if rule == "first_forgotten":
         for p in traj:
-            if _get(p, "target_forgotten"):
+            if value_of(p, "target_forgotten"):
                 return p, True
         return traj[-1], False
     if rule == "muse":
@@ -212,10 +212,10 @@ def _rule_summary(picks: Mapping[int, tuple[Any, bool]]) -> dict[str, Any] | Non
         return None
     pts = [p for p, _ in picks.values()]
     return {"n_targets": len(picks), "n_fired": sum(f for _, f in picks.values()),
-            "recall": float(np.mean([float(_get(p, "recall")) for p in pts])),
-            "accuracy": float(np.mean([float(_get(p, "accuracy")) for p in pts])),
-            "target_forgotten": float(np.mean([bool(_get(p, "target_forgotten")) for p in pts])),
-            "params": {str(t): _get(p, "param") for t, (p, _) in sorted(picks.items())}}
+            "recall": float(np.mean([float(value_of(p, "recall")) for p in pts])),
+            "accuracy": float(np.mean([float(value_of(p, "accuracy")) for p in pts])),
+            "target_forgotten": float(np.mean([bool(value_of(p, "target_forgotten")) for p in pts])),
+            "params": {str(t): value_of(p, "param") for t, (p, _) in sorted(picks.items())}}
 
 
 def stop_points(points: Iterable[Any], rule: str = "first_forgotten",
@@ -244,7 +244,7 @@ def is_canary(points: Iterable[Any]) -> dict[tuple[str, int], bool]:
     for p in points:
         m = measures_of(p)
         if m is not None and "canary" in m:
-            key = (_get(p, "model"), int(_get(p, "target")))
+            key = (value_of(p, "model"), int(value_of(p, "target")))
             out[key] = out.get(key, False) or bool(m["canary"])
     return out
 
@@ -268,12 +268,12 @@ def canary_comparison(points: Iterable[Any]) -> dict[str, dict[str, dict[str, di
             continue
         g = acc[(model, method, "canary" if canary[(model, target)] else "id")]
         g["targets"].append(target)
-        first = next((p for p in traj if _get(p, "target_forgotten")), None)
+        first = next((p for p in traj if value_of(p, "target_forgotten")), None)
         before = original.get((model, target))
         g["exposure_before"].append(value(before, "target.exposure") if before is not None else None)
         g["exposure_last"].append(value(traj[-1], "target.exposure"))
         if first is not None:
-            g["steps"].append(float(_get(first, "param")))
+            g["steps"].append(float(value_of(first, "param")))
             g["exposure_at_forgotten"].append(value(first, "target.exposure"))
             g["accuracy_at_forgotten"].append(value(first, "accuracy"))
     out: dict = {}
@@ -291,8 +291,8 @@ def retrain_inference(points: Iterable[Any]) -> dict[str, dict[str, Any]]:
     knowledge inferred from what it kept, which no rule set captures."""
     by: dict[str, list[Any]] = defaultdict(list)
     for p in points:
-        if _get(p, "method") == "retrain":
-            by[_get(p, "model")].append(p)
+        if value_of(p, "method") == "retrain":
+            by[value_of(p, "model")].append(p)
     out = {}
     for model, rows in by.items():
         d = [r if isinstance(r, Mapping) else r.to_dict() for r in rows]

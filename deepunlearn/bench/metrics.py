@@ -52,7 +52,7 @@ from .bootstrap import add_intervals as add_bootstrap, format_value, has_interva
 # The per-curve metrics live in the unlearn layer (``unlearn`` prints them per target without
 # importing bench); bench aggregates them over targets.
 from ..unlearn.summary import (  # noqa: F401  (re-exported)
-    DEFAULT_GROUPS, ENDPOINTS, EPS, SUCCESS_THRESHOLDS, _get, acc_at_recall, acc_at_superficial, auc, curve_of,
+    DEFAULT_GROUPS, ENDPOINTS, EPS, SUCCESS_THRESHOLDS, value_of, acc_at_recall, acc_at_superficial, auc, curve_of,
     envelope, field_of, group_accuracy, is_deep, metric_columns, metric_names, point_groups, recall_at_acc, seconds_per_target,
     success_du, target_metrics, with_endpoints,
 )
@@ -72,7 +72,7 @@ def is_baseline(p: Any) -> bool:
     >>> is_baseline({"method": "retrain"}), is_baseline({"method": "ga"})
     (True, False)
     """
-    return _get(p, "method") in BASELINES
+    return value_of(p, "method") in BASELINES
 
 
 def method_points(points: Iterable[Any]) -> list[Any]:
@@ -101,9 +101,9 @@ def group_trajectories(points: Iterable[Any]) -> dict[tuple[str, str, int], list
     are left out."""
     groups: dict[tuple[str, str, int], list[Any]] = defaultdict(list)
     for p in method_points(points):
-        groups[(_get(p, "model"), _get(p, "method"), int(_get(p, "target")))].append(p)
+        groups[(value_of(p, "model"), value_of(p, "method"), int(value_of(p, "target")))].append(p)
     for g in groups.values():
-        g.sort(key=lambda p: float(_get(p, "param")))
+        g.sort(key=lambda p: float(value_of(p, "param")))
     return dict(groups)
 
 
@@ -230,8 +230,8 @@ def mean_curve(points: Iterable[Any]) -> dict[str, dict[str, list[dict[str, floa
     """
     acc: dict[tuple[str, str, Any], list[tuple[float, float]]] = defaultdict(list)
     for p in method_points(points):
-        acc[(_get(p, "model"), _get(p, "method"), _get(p, "param"))].append(
-            (float(_get(p, "recall")), float(_get(p, "accuracy"))))
+        acc[(value_of(p, "model"), value_of(p, "method"), value_of(p, "param"))].append(
+            (float(value_of(p, "recall")), float(value_of(p, "accuracy"))))
     out: dict = {}
     for (model, method, param), vals in sorted(acc.items(), key=lambda kv: (kv[0][0], kv[0][1], float(kv[0][2]))):
         r, a = zip(*vals)

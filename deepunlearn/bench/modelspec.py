@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from .grids import GRID_PRESETS, check_grid, refuse_bools
 
 
-def _protocol_name(v: str) -> str:
+def protocol_name(v: str) -> str:
     from ..probe.protocol import PROTOCOL_NAMES
 
     key = v.lower()
@@ -19,11 +19,11 @@ def _protocol_name(v: str) -> str:
     return key
 
 
-class _Strict(BaseModel):
+class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class ModelSpec(_Strict):
+class ModelSpec(StrictModel):
     """One model to evaluate: a hub name or a local folder, loaded with ``load_model``."""
 
     name: str = Field(description="label used in the results store, tables and plots")
@@ -60,7 +60,7 @@ class ModelSpec(_Strict):
     @field_validator("protocol")
     @classmethod
     def _protocol(cls, v: str | None) -> str | None:
-        return None if v is None else _protocol_name(v)
+        return None if v is None else protocol_name(v)
 
     @field_validator("grids", mode="before")
     @classmethod

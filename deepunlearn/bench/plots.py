@@ -13,10 +13,7 @@ from typing import Any, Mapping, Sequence
 from ..unlearn.methods import catalog
 from .grids import param_label as _param_label
 from .metrics import mean_curve
-
-def _get(p: Any, key: str) -> Any:
-    return p[key] if isinstance(p, Mapping) else getattr(p, key)
-
+from ..unlearn.summary import value_of  # noqa: F401  (re-exported)
 
 #: Stable colours per method: the catalogue's (the paper's four have one); any other name, e.g.
 #: ``graddiff``, ``du_loop`` or a batch label ``ga@b5``, takes the next colour of :data:`_CYCLE` in
@@ -27,14 +24,14 @@ _LABELS = {"acc_at_recall_0.8": "Acc@Recall≥0.8", "recall_at_acc_0.8": "Recall
            "acc_at_superficial": "Acc@Superficial"}
 
 
-def _color(method: str, methods: Sequence[str]) -> str:
+def method_color(method: str, methods: Sequence[str]) -> str:
     if catalog.colour(method):
         return catalog.colour(method)
     others = [m for m in methods if not catalog.colour(m)]
     return _CYCLE[others.index(method) % len(_CYCLE)] if method in others else "#333333"
 
 
-def _plt():
+def load_pyplot():
     import matplotlib
 
     matplotlib.use("Agg", force=True)
@@ -63,7 +60,7 @@ def _clusters(curve: Sequence[Mapping[str, Any]], tol: float = 0.02) -> list[lis
     return groups
 
 
-def _nan(x: Any) -> bool:
+def is_missing(x: Any) -> bool:
     return x is None or (isinstance(x, float) and math.isnan(x))
 
 
@@ -72,7 +69,7 @@ def _nan(x: Any) -> bool:
 MAX_COLS = 4
 
 
-def _panels(plt, n: int, panel_w: float, panel_h: float, min_w: float = 4.5, **kw):
+def panel_grid(plt, n: int, panel_w: float, panel_h: float, min_w: float = 4.5, **kw):
     """A constrained-layout figure of ``n`` panels, at most :data:`MAX_COLS` a row; the unused
     ones hidden. Returns the figure and the ``n`` axes in order."""
     cols = max(1, min(n, MAX_COLS))
@@ -85,7 +82,7 @@ def _panels(plt, n: int, panel_w: float, panel_h: float, min_w: float = 4.5, **k
     return fig, flat[:max(n, 1)]
 
 
-def _legend_below(fig, handles: Sequence[Any], **kw) -> None:
+def legend_below(fig, handles: Sequence[Any], **kw) -> None:
     """A figure legend under the panels (the constrained layout makes room for it) in as many
     columns as fit the figure's width."""
     renderer = fig.canvas.get_renderer()
@@ -99,7 +96,7 @@ def _legend_below(fig, handles: Sequence[Any], **kw) -> None:
         ncol = max(1, min(ncol - 1, int(ncol * 0.96 * fig.bbox.width / width)))
 
 
-def _tick_style(labels: Sequence[str], width: float, size: float = 10) -> dict[str, Any]:
+def tick_style(labels: Sequence[str], width: float, size: float = 10) -> dict[str, Any]:
     """``set_xticklabels`` keywords that keep neighbouring labels apart on an axis ``width``
     inches wide: level when the longest fits its slot, tilted by 30 degrees when tilted it
     does, else upright (a capital is taken as 0.7 of the font size wide)."""
@@ -112,7 +109,7 @@ def _tick_style(labels: Sequence[str], width: float, size: float = 10) -> dict[s
     return {"rotation": 90, "ha": "center"}
 
 
-def _wrap(title: str, width: float, size: float = 10) -> str:
+def wrap_title(title: str, width: float, size: float = 10) -> str:
     """``title`` broken into lines that fit ``width`` inches at ``size`` points (a character is
     about 0.55 of the font size wide)."""
     import textwrap
@@ -129,7 +126,7 @@ def plot_curves(points: Sequence[Any], path: Path, methods: Sequence[str], thres
                 models: Sequence[str] | None = None) -> Path:
     """Figure 4: per model, each method's accuracy-recall points averaged over targets, one per
     hyper-parameter value, joined in grid order and labelled with the value."""
-    plt = _plt()
+    plt = load_pyplot()
     from matplotlib.lines import Line2D
 
     curves = mean_curve(points)
@@ -149,7 +146,7 @@ def plot_curves(points: Sequence[Any], path: Path, methods: Sequence[str], thres
             if not c:
                 continue
             drawn += [] if method in drawn else [method]
-            color = _color(method, methods)
+            color = method_color(method, methods)
             xs, ys = [p["recall"] for p in c], [p["accuracy"] for p in c]
             ax.plot(xs, ys, "-o", color=color, ms=5, lw=1.6)
             # one label per cluster of (nearly) coincident points, each method to its own side
@@ -165,12 +162,12 @@ def plot_curves(points: Sequence[Any], path: Path, methods: Sequence[str], thres
         ax.set_ylim(-0.02, 1.02)
         ax.set_xlabel("recall (deep unlearning)")
         ax.set_ylabel("accuracy (other facts kept)")
-        ax.set_title(_wrap(f"{model}: accuracy vs recall (mean over targets)", 5.6, 11))
+        ax.set_title(wrap_title(f"{model}: accuracy vs recall (mean over targets)", 5.6, 11))
         ax.grid(alpha=0.25)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
     # one legend for every panel, under them: inside a panel it would hide the curves' start
-    _legend_below(fig, [Line2D([], [], color=_color(m, methods), marker="o", ms=5, lw=1.6, label=catalog.title(m))
+    legend_below(fig, [Line2D([], [], color=method_color(m, methods), marker="o", ms=5, lw=1.6, label=catalog.title(m))
                         for m in drawn])
     fig.savefig(path)
     plt.close(fig)
@@ -184,17 +181,17 @@ def _bars(ax, summary: Mapping, models: Sequence[str], methods: Sequence[str], k
         xs, ys, es = [], [], []
         for i, model in enumerate(models):
             s = summary.get(model, {}).get(method)
-            if not s or _nan(s.get(key)):
+            if not s or is_missing(s.get(key)):
                 continue
             xs.append(i + (j - (len(methods) - 1) / 2) * width)
             ys.append(s[key])
             e = s.get(key + err) if err else None
-            es.append(0.0 if _nan(e) else e)
+            es.append(0.0 if is_missing(e) else e)
         if not xs:
             continue
         # std bars are clipped to the metric's range [0, 1]
         yerr = [[min(e, y) for y, e in zip(ys, es)], [min(e, 1.0 - y) for y, e in zip(ys, es)]] if err else None
-        ax.bar(xs, ys, width * 0.92, yerr=yerr, capsize=3, color=_color(method, methods),
+        ax.bar(xs, ys, width * 0.92, yerr=yerr, capsize=3, color=method_color(method, methods),
                label=catalog.title(method), error_kw={"lw": 1, "ecolor": "#333333"})
         for x, y in zip(xs, ys):
             inside = y >= 0.15
@@ -215,7 +212,7 @@ def _bar_panels(summary: Mapping, path: Path, methods: Sequence[str], panels: Se
     """One figure of bar panels side by side, one per (metric key, title), with the same axes
     label and the methods' legend below. A panel widens with the bars it holds (up to a
     readable image; then the bars narrow)."""
-    plt = _plt()
+    plt = load_pyplot()
     from matplotlib.patches import Patch
 
     models = list(summary)
@@ -226,9 +223,9 @@ def _bar_panels(summary: Mapping, path: Path, methods: Sequence[str], panels: Se
     fig, axes = plt.subplots(1, n, figsize=(width, 4.2 if n > 1 else 4.0), sharey=sharey, squeeze=False,
                              layout="constrained")
     for ax, (key, title) in zip(axes[0], panels):
-        _bars(ax, summary, models, methods, key, _wrap(title, width / n, 11))
+        _bars(ax, summary, models, methods, key, wrap_title(title, width / n, 11))
     axes[0][0].set_ylabel("mean over targets ± std (clipped to [0, 1])")
-    _legend_below(fig, [Patch(color=_color(m, methods), label=catalog.title(m)) for m in methods])
+    legend_below(fig, [Patch(color=method_color(m, methods), label=catalog.title(m)) for m in methods])
     fig.savefig(path)
     plt.close(fig)
     return path
@@ -259,7 +256,7 @@ def plot_by_relation(by_rel: Mapping, path: Path, methods: Sequence[str], relati
                      threshold: float = 0.8) -> Path:
     """Heatmaps (method x target relation) of the two headline metrics, one row per model; the
     two side by side, or one above the other when a KB has too many relations for that."""
-    plt = _plt()
+    plt = load_pyplot()
     import numpy as np
 
     t = f"{threshold:g}"
@@ -282,7 +279,7 @@ def plot_by_relation(by_rel: Mapping, path: Path, methods: Sequence[str], relati
             for i, m in enumerate(methods):
                 for j, rel in enumerate(relations):
                     s = by_rel[model].get(m, {}).get(rel)
-                    if s is not None and not _nan(s.get(key)):
+                    if s is not None and not is_missing(s.get(key)):
                         grid[i, j] = s[key]
             im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto")
             for i in range(len(methods)):
@@ -294,7 +291,7 @@ def plot_by_relation(by_rel: Mapping, path: Path, methods: Sequence[str], relati
             ax.set_yticklabels([catalog.title(m) for m in methods])
             ax.set_xticks(range(len(relations)))
             ax.set_xticklabels(relations, rotation=rotation, ha="right" if rotation == 45 else "center")
-            ax.set_title(_wrap(f"{model}: {label} by target relation", width if stacked else width / 2, 11))
+            ax.set_title(wrap_title(f"{model}: {label} by target relation", width if stacked else width / 2, 11))
             ax.spines[:].set_visible(False)
     if im is not None:
         fig.colorbar(im, ax=axes, shrink=0.9, pad=0.01, aspect=30)
@@ -306,19 +303,19 @@ def plot_by_relation(by_rel: Mapping, path: Path, methods: Sequence[str], relati
 def plot_trajectories(points: Sequence[Any], path: Path, methods: Sequence[str], model: str,
                       threshold: float = 0.8) -> Path:
     """Every target's own trajectory, one panel per method (the spread behind the means)."""
-    plt = _plt()
+    plt = load_pyplot()
     from .metrics import group_trajectories
 
-    groups = group_trajectories(p for p in points if _get(p, "model") == model)
-    fig, axes = _panels(plt, len(methods), 2.9, 2.7, sharey=True)
+    groups = group_trajectories(p for p in points if value_of(p, "model") == model)
+    fig, axes = panel_grid(plt, len(methods), 2.9, 2.7, sharey=True)
     for ax, method in zip(axes, methods):
         for (mo, me, _t), traj in groups.items():
             if me != method:
                 continue
-            xs = [0.0] + [float(_get(p, "recall")) for p in traj]
-            ys = [1.0] + [float(_get(p, "accuracy")) for p in traj]
-            ax.plot(xs, ys, "-", color=_color(method, methods), alpha=0.35, lw=1)
-            ax.plot(xs[1:], ys[1:], "o", color=_color(method, methods), alpha=0.5, ms=2.5)
+            xs = [0.0] + [float(value_of(p, "recall")) for p in traj]
+            ys = [1.0] + [float(value_of(p, "accuracy")) for p in traj]
+            ax.plot(xs, ys, "-", color=method_color(method, methods), alpha=0.35, lw=1)
+            ax.plot(xs[1:], ys[1:], "o", color=method_color(method, methods), alpha=0.5, ms=2.5)
         ax.axvline(threshold, color="grey", lw=0.8, ls="--")
         ax.axhline(threshold, color="grey", lw=0.8, ls="--")
         ax.set_xlim(-0.02, 1.02)
@@ -328,7 +325,7 @@ def plot_trajectories(points: Sequence[Any], path: Path, methods: Sequence[str],
         ax.grid(alpha=0.25)
     for ax in axes[::MAX_COLS]:
         ax.set_ylabel("accuracy")
-    fig.suptitle(_wrap(f"{model}: each target's trajectory (from the unlearning start at (0, 1))",
+    fig.suptitle(wrap_title(f"{model}: each target's trajectory (from the unlearning start at (0, 1))",
                        fig.get_figwidth()), fontsize=10)
     fig.savefig(path)
     plt.close(fig)

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .plots import (
-    _get,
-    _nan,
+    value_of,
+    is_missing,
     plot_by_relation,
     plot_curves,
     plot_groups,
@@ -65,12 +65,12 @@ def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 def _pm(s: Mapping, key: str) -> str:
     v = s.get(key)
-    if _nan(v):
+    if is_missing(v):
         return "–"
     if has_ci(s, key):  # the headline metrics: 95 % bootstrap interval over targets
         return format_value(s, key, 3, n_targets=s.get("n_targets"))
     e = s.get(f"{key}_std")
-    return f"{v:.3f} ± {e:.3f}" if not _nan(e) else f"{v:.3f}"
+    return f"{v:.3f} ± {e:.3f}" if not is_missing(e) else f"{v:.3f}"
 
 
 def methods_json(summary: Mapping) -> dict[str, Any]:
@@ -120,16 +120,16 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
     n_seeds = len(point_seeds(points))
     every_seed, points = points, first_seed(points)  # per-trajectory sections: the first run seed
     if methods is None:
-        methods = list(dict.fromkeys(_get(p, "method") for p in points))
+        methods = list(dict.fromkeys(value_of(p, "method") for p in points))
     methods = [m for m in methods if any(m in s for s in summary.values())]
     # batch / sequential rows (``ga@b5``, ``ga@seq``) are labelled apart from the configured methods
     methods += [m for m in dict.fromkeys(m for s in summary.values() for m in s) if "@" in m and m not in methods]
-    order = list(dict.fromkeys(list(models or []) + [_get(p, "model") for p in points]))
+    order = list(dict.fromkeys(list(models or []) + [value_of(p, "model") for p in points]))
     summary = {m: summary[m] for m in order if m in summary}
     rel_of = (lambda i: kb.facts[i][1]) if kb is not None else (lambda i: "?")
     by_rel = summarize_by(points, rel_of, threshold, groups)
     by_rel = {m: by_rel[m] for m in order if m in by_rel}
-    relations = list(dict.fromkeys(rel_of(int(_get(p, "target"))) for p in sorted(points, key=lambda p: _get(p, "target"))))
+    relations = list(dict.fromkeys(rel_of(int(value_of(p, "target"))) for p in sorted(points, key=lambda p: value_of(p, "target"))))
     if kb is not None:
         rel_order = list(kb.relations)
         relations.sort(key=lambda r: rel_order.index(r) if r in rel_order else len(rel_order))
@@ -154,7 +154,7 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
         rows = measures_table(points)
         write_measures_csv(rows, out / "measures.csv")
         rules, canary, retrain = stopping_rules(points, threshold), canary_comparison(points), retrain_inference(points)
-        mfigs = plot_measures(points, rows, out, methods, [m for m in order if any(_get(p, "model") == m for p in points)])
+        mfigs = plot_measures(points, rows, out, methods, [m for m in order if any(value_of(p, "model") == m for p in points)])
         remains = measures_section(rows, rules, canary, retrain, mfigs, threshold)
         extra_summary = {"stopping_rules": rules, "canary_comparison": canary, "retrain_inference": retrain}
 
@@ -179,8 +179,8 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
 
     n_base = sum(1 for p in points if is_baseline(p))
     n_points = len(points) - n_base
-    n_exact = sum(1 for p in points if _get(p, "exact") and not is_baseline(p))
-    targets = sorted({int(_get(p, "target")) for p in points})
+    n_exact = sum(1 for p in points if value_of(p, "exact") and not is_baseline(p))
+    targets = sorted({int(value_of(p, "target")) for p in points})
     md = [f"# {title}", "", f"Generated {_dt.datetime.now().isoformat(timespec='seconds')}."]
     if config:
         md += setup_lines(config, manifest, kb, points)
@@ -273,7 +273,7 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
 
 
 def _num3(v: Any, digits: int = 3) -> str:
-    return "–" if _nan(v) else f"{v:.{digits}f}"
+    return "–" if is_missing(v) else f"{v:.{digits}f}"
 
 
 def nothing_evaluated_text(skipped: Mapping | None) -> str:

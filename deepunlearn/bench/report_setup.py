@@ -11,10 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from .grids import grids_text
-
-
-def _get(p: Any, key: str) -> Any:
-    return p[key] if isinstance(p, Mapping) else getattr(p, key)
+from ..unlearn.summary import value_of  # noqa: F401  (re-exported)
 
 
 def learning_rates(points: Sequence[Any]) -> dict[tuple[str, str], set[float]]:
@@ -24,7 +21,7 @@ def learning_rates(points: Sequence[Any]) -> dict[tuple[str, str], set[float]]:
         extra = p.get("extra", p) if isinstance(p, Mapping) else p.extra
         lr = extra.get("lr") if isinstance(extra, Mapping) else None
         if isinstance(lr, (int, float)):
-            out.setdefault((_get(p, "model"), _get(p, "method")), set()).add(float(lr))
+            out.setdefault((value_of(p, "model"), value_of(p, "method")), set()).add(float(lr))
     return out
 
 

@@ -41,7 +41,7 @@ from .config_probe import check_attacks, check_forms, runner_probe_options
 from .executors import Executor, make_executor
 from .guard import SweepLock, check_models, model_identity, record_models
 from .jobs import Job, WorkSpec
-from .scheduling import _grids_with_baselines, plan_jobs  # noqa: F401  (plan_jobs: re-exported)
+from .scheduling import grids_with_baselines, plan_jobs  # noqa: F401  (plan_jobs: re-exported)
 from .target_selection import select_targets  # noqa: F401  (re-exported)
 from .progress import SweepBar
 from .metrics import summarize
@@ -251,7 +251,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
 
         requests = bool(cfg.targets.batch or cfg.targets.sequential)
         total = len(run_seeds(cfg)) * len(targets) * len(cfg.targets.batch or [1]) * sum(len(g) for m in cfg.models for g in (
-            cfg.grids_for(m) if requests else _grids_with_baselines(cfg, m)).values())
+            cfg.grids_for(m) if requests else grids_with_baselines(cfg, m)).values())
         skipped: dict[tuple[str, int, str], str] = {k: r or "" for k, (s, r) in store.jobs().items() if s == "skipped"}
         computed = 0
         warned: set[tuple[str, int]] = set()

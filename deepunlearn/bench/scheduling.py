@@ -29,7 +29,7 @@ def _plan_single(cfg: SweepConfig, targets: Sequence[int], store: ResultsStore, 
     finished = store.jobs(seed)
     jobs, done_points = [], 0
     for m in cfg.models:
-        grids = _grids_with_baselines(cfg, m)
+        grids = grids_with_baselines(cfg, m)
         for t in targets:
             for method, grid in grids.items():
                 key = (m.name, t, method)
@@ -79,6 +79,6 @@ def _plan_requests(cfg: SweepConfig, targets: Sequence[int], store: ResultsStore
     return jobs, done_points
 
 
-def _grids_with_baselines(cfg: SweepConfig, m) -> dict[str, list[int | float]]:
+def grids_with_baselines(cfg: SweepConfig, m) -> dict[str, list[int | float]]:
     """The model's grids, after the baseline rows (one point each, param 0) of a measured sweep."""
     return {**{b: [0] for b in cfg.baseline_methods()}, **cfg.grids_for(m)}

@@ -52,7 +52,7 @@ from typing import Any, Iterable, Iterator, Sequence
 
 from ..errors import UserError, dumps
 from .store_guard import discard, guard, is_corrupt
-from .store_point import METRIC_COLUMNS, TIMING_KEYS, Point, _param  # noqa: F401  (re-exported)
+from .store_point import METRIC_COLUMNS, TIMING_KEYS, Point, param_value  # noqa: F401  (re-exported)
 
 SCHEMA_VERSION = 1
 STORE_NAME = "results.sqlite"
@@ -325,7 +325,7 @@ class ResultsStore:
         rows = self._db.execute(
             f"SELECT param FROM points WHERE model = ? AND target = ? AND method = ? AND {self._seed_sql('points')} = ?",
             (model, int(target), method, self._seed(seed)))
-        return {_param(r[0]) for r in rows}
+        return {param_value(r[0]) for r in rows}
 
     def count_points(self) -> int:
         return self._db.execute("SELECT COUNT(*) FROM points").fetchone()[0]
@@ -342,7 +342,7 @@ class ResultsStore:
 
     def evaluations(self) -> list[tuple[str, int, str, float, int]]:
         """The evaluation log: ``(model, target, method, param, pid)`` in the order computed."""
-        return [(m, t, me, _param(p), pid) for m, t, me, p, pid in self._db.execute(
+        return [(m, t, me, param_value(p), pid) for m, t, me, p, pid in self._db.execute(
             "SELECT model, target, method, param, pid FROM evaluations ORDER BY seq")]
 
     @staticmethod
@@ -351,7 +351,7 @@ class ResultsStore:
          measures, low, high, seed) = r
         extra = json.loads(extra)
         pairs = extra.pop(_GROUPS_KEY, None)
-        return Point(model, int(target), method, _param(param), recall, acc, fam, bio, rule, other,
+        return Point(model, int(target), method, param_value(param), recall, acc, fam, bio, rule, other,
                      bool(tf), tuple(json.loads(forgotten)), bool(exact), extra,
                      None if measures is None else json.loads(measures),
                      None if pairs is None else {str(g): a for g, a in pairs}, low, high, int(seed))

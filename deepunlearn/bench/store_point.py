@@ -66,7 +66,7 @@ class Point:
             model=str(model if model is not None else d["model"]),
             target=int(d["target"]),
             method=str(d["method"]),
-            param=_param(d["param"]),
+            param=param_value(d["param"]),
             **{c: _opt_float(d.get(c)) for c in METRIC_COLUMNS},
             target_forgotten=bool(d.get("target_forgotten", False)),
             forgotten=tuple(sorted(int(i) for i in d.get("forgotten", ()))),
@@ -94,7 +94,7 @@ class Point:
         return d
 
 
-def _param(x: Any) -> float:
+def param_value(x: Any) -> float:
     f = float(x)
     return int(f) if f.is_integer() and abs(f) < 2**53 else f
 

@@ -280,7 +280,7 @@ class Cone:
         return true, missing
 
 
-def _check_removed(g: DerivationGraph, removed: Iterable[int]) -> list[int]:
+def check_removed(g: DerivationGraph, removed: Iterable[int]) -> list[int]:
     out = []
     for f in removed:
         f = int(f)
@@ -303,7 +303,7 @@ def derivable(graph: DerivationGraph, target: int, removed: Iterable[int] = ()) 
     target = int(target)
     if not 0 <= target < graph.n_nodes or not graph.in_closure[target]:
         return False
-    removed = _check_removed(graph, removed)
+    removed = check_removed(graph, removed)
     cone = graph.cone(target)
     true, _ = cone.fixpoint(cone.local(removed))
     return bool(true[0])

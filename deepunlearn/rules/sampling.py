@@ -10,7 +10,7 @@ import random
 import numpy as np
 
 from .errors import RulesError
-from .graph import Cone, DerivationGraph, _check_removed
+from .graph import Cone, DerivationGraph, check_removed
 
 
 class _Draws:
@@ -120,7 +120,7 @@ def dus(graph: DerivationGraph, target: int, rng: np.random.Generator | None = N
     [0, 1]
     """
     cone = graph.cone(int(target))
-    _check_removed(graph, [int(target)])
+    check_removed(graph, [int(target)])
     draws = _Draws(rng if rng is not None else np.random.default_rng(0))
     return frozenset(int(cone.nodes[f]) for f in _dus(cone, draws))
 
@@ -128,7 +128,7 @@ def dus(graph: DerivationGraph, target: int, rng: np.random.Generator | None = N
 def prune(graph: DerivationGraph, target: int, removed, rng: np.random.Generator | None = None) -> frozenset[int]:
     """Algorithm 2: a minimal deep-unlearning set inside the deep-unlearning set ``removed``,
     trying its facts in a random order."""
-    removed = _check_removed(graph, removed)
+    removed = check_removed(graph, removed)
     cone = graph.cone(int(target))
     draws = _Draws(rng if rng is not None else np.random.default_rng(0))
     loc = cone.local(removed)  # facts outside the cone never help derive the target: they all go
@@ -148,7 +148,7 @@ def mdus(graph: DerivationGraph, target: int, seeds: int = 100,
     [[0, 1]]
     """
     cone = graph.cone(int(target))
-    _check_removed(graph, [int(target)])
+    check_removed(graph, [int(target)])
     draws = _Draws(rng if rng is not None else np.random.default_rng(0))
     found: set[frozenset[int]] = set()
     nodes = cone.nodes

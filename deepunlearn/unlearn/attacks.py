@@ -178,7 +178,7 @@ def relearn_batch(model, batch: Callable[[], dict], steps: Sequence[int], *, lr:
     """The training loop of :func:`relearn_attack` on the batch ``batch()`` gives (called once,
     after the model's state is saved): ``{N: known set}`` after each step count N of ``steps``;
     the model is exactly as before afterwards. An empty grid: ``{}``."""
-    from .finetune import _answer_loss
+    from .finetune import answer_loss
 
     steps = check_steps(steps)
     _check_lr(lr)
@@ -199,7 +199,7 @@ def relearn_batch(model, batch: Callable[[], dict], steps: Sequence[int], *, lr:
             for p, m in zip(params, masters):
                 p.grad, m.grad = None, None
             logits = model(input_ids=data["input_ids"], attention_mask=data["attention_mask"]).logits
-            loss, _, _ = _answer_loss(logits, data["labels"])
+            loss, _, _ = answer_loss(logits, data["labels"])
             loss.backward()
             for p, m in zip(params, masters):
                 if m is not p and p.grad is not None:

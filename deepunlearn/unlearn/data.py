@@ -98,7 +98,7 @@ def answer_logprob(model, batch: dict[str, Any]):
     return token_logprobs(model, batch).sum(-1)
 
 
-def _on_device(bundle, examples: Sequence[dict[str, list[int]]]) -> dict[str, Any]:
+def on_device(bundle, examples: Sequence[dict[str, list[int]]]) -> dict[str, Any]:
     batch = collate(examples, bundle.pad_id)
     device = next(bundle.model.parameters()).device
     return {k: v.to(device) for k, v in batch.items()}
@@ -106,7 +106,7 @@ def _on_device(bundle, examples: Sequence[dict[str, list[int]]]) -> dict[str, An
 
 def encode_pair_batch(bundle, pairs: Sequence[tuple[str, str]]) -> dict[str, Any]:
     """(question, answer) pairs encoded by :func:`encode_qa`, collated on the model's device."""
-    return _on_device(bundle, encode_qa(bundle.tokenizer, bundle.prompt, list(pairs)))
+    return on_device(bundle, encode_qa(bundle.tokenizer, bundle.prompt, list(pairs)))
 
 
 def encode_facts(bundle, kb, ids: Sequence[int], forms: str | None = None) -> dict[str, Any]:
@@ -118,7 +118,7 @@ def encode_facts(bundle, kb, ids: Sequence[int], forms: str | None = None) -> di
     from ..kg.forms import select_forms
 
     sel = select_forms(kb, forms, [int(i) for i in ids])
-    return _on_device(bundle, encode_forms_qa(bundle.tokenizer, bundle.prompt, sel.all()))
+    return on_device(bundle, encode_forms_qa(bundle.tokenizer, bundle.prompt, sel.all()))
 
 
 def row_keys(kb, ids: Sequence[int], forms: str | None = None) -> list[tuple[int, str | None]]:

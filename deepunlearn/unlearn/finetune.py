@@ -266,7 +266,7 @@ def finetune(
                 batch = to_device(collate([examples[i] for i in perm[s:s + config.batch_size]], bundle.pad_id), device)
                 with torch.autocast(device.type, dtype=autocast_dtype, enabled=autocast_dtype is not None):
                     out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"])
-                    loss, n_tok, n_hit = _answer_loss(out.logits, batch["labels"])
+                    loss, n_tok, n_hit = answer_loss(out.logits, batch["labels"])
                 optimizer.zero_grad(set_to_none=True)
                 if scaler is not None:
                     scaler.scale(loss).backward()
@@ -356,7 +356,7 @@ def base_of(bundle: ModelBundle) -> Any:
     return str(Path(bundle.path).resolve())
 
 
-def _answer_loss(logits, labels):
+def answer_loss(logits, labels):
     """Mean cross-entropy over the labelled (answer and EOS) tokens; also the number of such
     tokens and of rows whose labelled tokens are all the argmax."""
     import torch

@@ -62,7 +62,7 @@ class Point:
         )
 
 
-def _mix(seed: int, targets: Sequence[int]) -> int:
+def target_seed(seed: int, targets: Sequence[int]) -> int:
     """A seed of its own for a run on ``targets`` (the retain draws differ between targets)."""
     import hashlib
 

@@ -112,10 +112,10 @@ def split_batch(bundle, kb, plan: SplitPlan, unlearn_forms: str | None = None) -
     methods' forget batch encodes them (primary question, or ``unlearn_forms``), then the
     target's forms, all as in finetuning (answer-only labels)."""
     from ..kg.forms import select_forms
-    from .data import _on_device, encode_forms_qa
+    from .data import on_device, encode_forms_qa
 
     rows = select_forms(kb, unlearn_forms or "default", plan.relearned).all() if plan.relearned else []
-    return _on_device(bundle, encode_forms_qa(bundle.tokenizer, bundle.prompt, rows + list(plan.forms)))
+    return on_device(bundle, encode_forms_qa(bundle.tokenizer, bundle.prompt, rows + list(plan.forms)))
 
 
 def as_before(plan: SplitPlan, before: set[int], after: set[int]) -> set[int]:

@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from .methods import Session, Unlearner
-from .points import _mix
+from .points import target_seed
 
 
 def runner_session(self, u: Unlearner, target: int | Sequence[int],
@@ -47,5 +47,5 @@ def runner_session(self, u: Unlearner, target: int | Sequence[int],
     if u.uses_retain:
         chosen = [f for t in targets for f in self.chosen_set(t)]
         session.retain = RetainSampler(self.encode, retain_pool(self.known, forget_ids, chosen),
-                                       size=mp.retain_size, seed=_mix(self.seed, targets))
+                                       size=mp.retain_size, seed=target_seed(self.seed, targets))
     return session

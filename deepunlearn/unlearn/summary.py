@@ -126,7 +126,8 @@ def acc_at_superficial(points: Iterable[tuple[float, bool]]) -> float:
     return max([0.0] + [float(a) for a, forgotten in points if forgotten])
 
 
-def _get(p: Any, key: str) -> Any:
+def value_of(p: Any, key: str) -> Any:
+    """``p[key]`` for a mapping (a stored point's dict), else ``p.key`` (a Point)."""
     return p[key] if isinstance(p, Mapping) else getattr(p, key)
 
 
@@ -161,7 +162,7 @@ def is_deep(p: Any) -> bool:
     """
     d = field_of(p, "deep")
     if d is None:
-        r = _get(p, "recall")
+        r = value_of(p, "recall")
         return r is not None and float(r) >= 1.0 - EPS
     return bool(d)
 
@@ -174,7 +175,7 @@ def success_du(points: Iterable[Any], threshold: float = THRESHOLD) -> float:
     >>> success_du(pts, 0.8), success_du(pts, 0.9), success_du([])
     (1.0, 0.0, 0.0)
     """
-    return float(any(is_deep(p) and _get(p, "accuracy") is not None and float(_get(p, "accuracy")) >= threshold - EPS
+    return float(any(is_deep(p) and value_of(p, "accuracy") is not None and float(value_of(p, "accuracy")) >= threshold - EPS
                      for p in points))
 
 
@@ -204,7 +205,7 @@ def seconds_per_target(points: Iterable[Any]) -> float:
 def curve_of(points: Sequence[Any], acc_key: str = "accuracy") -> list[tuple[float, float]]:
     """``(recall, accuracy)`` of points (objects or dicts); points whose ``acc_key`` is None
     (a part with no facts to measure) are left out."""
-    return [(float(_get(p, "recall")), float(_get(p, acc_key))) for p in points if _get(p, acc_key) is not None]
+    return [(float(value_of(p, "recall")), float(value_of(p, acc_key))) for p in points if value_of(p, acc_key) is not None]
 
 
 def group_accuracy(p: Any, group: str) -> float | None:
@@ -267,7 +268,7 @@ class Metric:
 
 
 def _group_acc_at_recall(points, curve, threshold, g) -> float:
-    pc = [(float(_get(p, "recall")), float(a)) for p in points if (a := group_accuracy(p, g)) is not None]
+    pc = [(float(value_of(p, "recall")), float(a)) for p in points if (a := group_accuracy(p, g)) is not None]
     return acc_at_recall(pc, threshold) if pc else math.nan
 
 
@@ -277,8 +278,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("recall_at_acc_{t}", "R@A≥{t}", lambda pts, c, t, _: recall_at_acc(c, t), interval=True, du_table=True),
     Metric("auc", "AUC", lambda pts, c, t, _: auc(c), du_table=True),
     Metric("acc_at_superficial", "Acc@superficial",
-           lambda pts, c, t, _: acc_at_superficial((_get(p, "accuracy"), _get(p, "target_forgotten")) for p in pts)),
-    Metric("superficial_rate", "target forgotten", lambda pts, c, t, _: float(any(_get(p, "target_forgotten") for p in pts)),
+           lambda pts, c, t, _: acc_at_superficial((value_of(p, "accuracy"), value_of(p, "target_forgotten")) for p in pts)),
+    Metric("superficial_rate", "target forgotten", lambda pts, c, t, _: float(any(value_of(p, "target_forgotten") for p in pts)),
            spread=False),
     Metric("acc_at_recall_{t}_{g}", "Acc@R≥{t} ({g})", _group_acc_at_recall, each="group"),
     Metric("success_du_{a}", "Success-DU@{a}", lambda pts, c, t, a: success_du(pts, a), each="success",

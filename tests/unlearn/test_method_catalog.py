@@ -182,7 +182,7 @@ def test_every_probe_mode_is_named_where_the_modes_are_listed():
 def test_every_method_is_named_and_drawn_where_the_methods_are_listed():
     import deepunlearn.bench.demo as demo
     from deepunlearn.bench.cli import DEMO_DESCRIPTION
-    from deepunlearn.bench.plots import _color
+    from deepunlearn.bench.plots import method_color
     from deepunlearn.unlearn.methods import BASES, METHODS
     from deepunlearn.unlearn.plan import plan_methods
 
@@ -196,8 +196,8 @@ def test_every_method_is_named_and_drawn_where_the_methods_are_listed():
     assert tuple(BASES) == catalog.bases() and set(BASES) <= set(names)
     assert next(a for a in _help_parser("plan")._actions if a.dest == "method").choices == plan_methods()
     # the report: one colour and one label per method, all different (the paper's four keep theirs)
-    colours = [_color(m, names) for m in names]
-    assert len(set(colours)) == len(names) and [_color(m, names) for m in ("ga", "npo", "tv", "whp")] == [
+    colours = [method_color(m, names) for m in names]
+    assert len(set(colours)) == len(names) and [method_color(m, names) for m in ("ga", "npo", "tv", "whp")] == [
         catalog.colour(m) for m in ("ga", "npo", "tv", "whp")]
     assert len({catalog.title(m) for m in names}) == len(names)
     # messages that name the methods of a kind name every one of them

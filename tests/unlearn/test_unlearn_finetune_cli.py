@@ -94,7 +94,7 @@ def test_failure_mid_training_leaves_the_checkpoint_untouched(kb_file, checkpoin
         calls.append(1)
         raise exc
 
-    monkeypatch.setattr(ft, "_answer_loss", failing_loss)
+    monkeypatch.setattr(ft, "answer_loss", failing_loss)
     before = tree_hash(checkpoint)
     rc = main(["finetune", "--kb", str(kb_file), *TINY, "-o", str(checkpoint), "--epochs", "1"])
     assert rc == code and calls == [1]  # it did get as far as training
