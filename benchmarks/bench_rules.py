@@ -7,7 +7,8 @@
 * the native closure against the pyDatalog engine on the same 1,000-person generated KB.
 
 Run: ``python -m pytest benchmarks/bench_rules.py --benchmark-only -q``
-(the release is found as in the tests: ``../shared/edu-relat`` or ``DEEPUNLEARN_EDU_RELAT``).
+(the release is found as in the tests: the copy shipped in ``deepunlearn/kg/resources/edu-relat``,
+or the folder ``DEEPUNLEARN_EDU_RELAT`` names).
 """
 
 from __future__ import annotations
