@@ -10,22 +10,18 @@ from __future__ import annotations
 import json
 
 import pytest
-import torch
 
 from deepunlearn.cli import main
 from deepunlearn.kg.io import save_kb
-from deepunlearn.kg.kb import KnowledgeBase
 from deepunlearn.probe import ProbeResult, build_tiny_model, load_model, probe
 from deepunlearn.rules.compose import compose_set
+
+from scripted import constant_fn, two_families as two_family_kb
 
 
 @pytest.fixture(scope="module")
 def two_families():
-    people = {"Kid": "male", "Bob": "male", "Ann": "female", "Tom": "male", "Dan": "male", "Eve": "female"}
-    return KnowledgeBase.build({p: {"gender": g} for p, g in people.items()},
-                               [("Kid", "father", "Bob"), ("Bob", "wife", "Ann"), ("Kid", "mother", "Ann"),
-                                ("Tom", "father", "Dan"), ("Dan", "wife", "Eve"), ("Tom", "mother", "Eve")],
-                               name="two-families")
+    return two_family_kb()
 
 
 @pytest.fixture(scope="module")
@@ -34,25 +30,12 @@ def bundle(two_families, tmp_path_factory):
     return load_model(folder, device="cpu")
 
 
-def says(bundle, word: str):
-    tid = bundle.tokenizer.convert_tokens_to_ids(word)
-    assert tid != bundle.tokenizer.unk_token_id, word
-    vocab = len(bundle.tokenizer)
-
-    def fn(ids, mask):
-        logits = torch.zeros(ids.shape[0], ids.shape[1], vocab)
-        logits[..., tid] = 1.0
-        return logits
-
-    return fn
-
-
 def test_compose_mode_knows_exactly_the_questions_answered(bundle, two_families):
     kb = two_families
     cs = compose_set(kb, "family")
     answers = {kb.facts[i][2] for i in cs.fact_ids()}
     assert answers == {"Ann", "Eve"}  # both outcomes are exercised
-    res = probe(bundle, kb, mode="compose", compose=cs.questions, model_fn=says(bundle, "Ann"), progress=False)
+    res = probe(bundle, kb, mode="compose", compose=cs.questions, model_fn=constant_fn(bundle, "Ann"), progress=False)
     assert res.mode == "compose" and list(res.fact_ids) == cs.fact_ids()
     assert list(res.known) == [kb.facts[i][2] == "Ann" for i in res.fact_ids]
     assert len(res.compose) == len(cs.questions)

@@ -13,10 +13,11 @@ import math
 
 import numpy as np
 import pytest
-import torch
 
 from deepunlearn.kg.kb import KnowledgeBase
 from deepunlearn.probe import ProbeResult, build_tiny_model, load_model, probe
+
+from scripted import constant_fn
 
 TEXT_FORMS = ("primary", "qa1", "qa2", "qa3", "st1", "st2", "st3")
 
@@ -34,20 +35,6 @@ def bundle4(family4, tmp_path_factory):
     return load_model(folder, device="cpu")
 
 
-def constant(bundle, token: str):
-    """A model_fn preferring ``token`` (logit 1) over every other token (logit 0) everywhere."""
-    tid = bundle.tokenizer.convert_tokens_to_ids(token)
-    assert tid != bundle.tokenizer.unk_token_id, token
-    vocab = len(bundle.tokenizer)
-
-    def fn(ids, mask):
-        logits = torch.zeros(ids.shape[0], ids.shape[1], vocab)
-        logits[..., tid] = 1.0
-        return logits
-
-    return fn
-
-
 def test_every_form_is_read_without_unknown_words(bundle4, family4):
     from deepunlearn.kg.forms import forms_of
 
@@ -63,7 +50,7 @@ def test_every_form_is_read_without_unknown_words(bundle4, family4):
 def test_exact_over_forms_known_iff_any_form(bundle4, family4):
     # Always " child": a qa continuation is "Answer", ":", answer (never all " child"); a
     # statement's is the one token " child" for fact 0 only. So fact 0 is known, on st1..st3.
-    res = probe(bundle4, family4, mode="exact", forms="all", model_fn=constant(bundle4, "Ġchild"), progress=False)
+    res = probe(bundle4, family4, mode="exact", forms="all", model_fn=constant_fn(bundle4, "Ġchild"), progress=False)
     assert res.known.tolist() == [True, False, False, False]
     assert res.per_form == {**{n: {"exact": [0, 4]} for n in TEXT_FORMS[:4]},
                             **{n: {"exact": [1, 4]} for n in TEXT_FORMS[4:]}}
@@ -72,13 +59,13 @@ def test_exact_over_forms_known_iff_any_form(bundle4, family4):
     # + log P(answer), each -log(e + V - 1) under logits (1 on " child", 0 elsewhere).
     z = math.log(math.e + len(bundle4.tokenizer) - 1)
     np.testing.assert_allclose(res.logprob, [-3 * z] * 4, rtol=1e-6)
-    st = probe(bundle4, family4, mode="exact", forms="st1", model_fn=constant(bundle4, "Ġchild"), progress=False)
+    st = probe(bundle4, family4, mode="exact", forms="st1", model_fn=constant_fn(bundle4, "Ġchild"), progress=False)
     np.testing.assert_allclose(st.logprob, [1 - z, -z, -z, -z], rtol=1e-6)
 
 
 def test_generate_over_forms(bundle4, family4):
     # Ten times " child": "child" is in the output of every form of fact 0, of no other fact's.
-    res = probe(bundle4, family4, mode="generate", forms="all", model_fn=constant(bundle4, "Ġchild"), progress=False)
+    res = probe(bundle4, family4, mode="generate", forms="all", model_fn=constant_fn(bundle4, "Ġchild"), progress=False)
     assert res.known.tolist() == [True, False, False, False]
     assert res.per_form == {n: {"generate": [1, 4]} for n in TEXT_FORMS}
     assert res.outputs == [" child" * 10] * 4
@@ -92,7 +79,7 @@ def test_rank_a_tie_is_not_known(bundle4, family4):
     from deepunlearn.kg.candidates import answer_candidates
 
     assert answer_candidates(family4, 0) == ["child", "father", "husband", "wife"]
-    res = probe(bundle4, family4, mode="rank", forms="all", model_fn=constant(bundle4, "Ġchild"), progress=False)
+    res = probe(bundle4, family4, mode="rank", forms="all", model_fn=constant_fn(bundle4, "Ġchild"), progress=False)
     assert res.known.tolist() == [True, False, False, False]
     assert res.per_form == {**{n: {"rank": [0, 4]} for n in TEXT_FORMS[:4]},
                             **{n: {"rank": [1, 4]} for n in TEXT_FORMS[4:]}}
@@ -116,26 +103,26 @@ def test_rank_a_tie_is_not_known(bundle4, family4):
     ("Ġchild", "all", {"yes1": [0, 4], "no1": [0, 4]}, [False] * 4),
 ])
 def test_yesno_every_selected_form_must_be_right(bundle4, family4, token, forms, right, known):
-    res = probe(bundle4, family4, mode="yesno", forms=forms, model_fn=constant(bundle4, token), progress=False)
+    res = probe(bundle4, family4, mode="yesno", forms=forms, model_fn=constant_fn(bundle4, token), progress=False)
     assert res.per_form == {n: {"yesno": v} for n, v in right.items()}
     assert res.known.tolist() == known
     assert np.isnan(res.logprob).all()  # no qa/statement form is selected under yesno
 
 
 def test_yesno_without_yes_no_forms_knows_nothing(bundle4, family4):
-    res = probe(bundle4, family4, mode="yesno", forms="primary", model_fn=constant(bundle4, "yes"), progress=False)
+    res = probe(bundle4, family4, mode="yesno", forms="primary", model_fn=constant_fn(bundle4, "yes"), progress=False)
     assert res.known.tolist() == [False] * 4 and res.fallback == 4 and res.per_form == {}
 
 
 def test_any_is_the_union_and_runs_later_modes_on_unknown_facts_only(bundle4, family4):
-    fn = constant(bundle4, "Ġchild")
+    fn = constant_fn(bundle4, "Ġchild")
     res = probe(bundle4, family4, mode="any", model_fn=fn, progress=False)  # forms: all
     assert res.known.tolist() == [True, False, False, False] and res.forms == "all"
     # exact on every fact; yes/no, rank and generate only on facts 1..3 (fact 0 is exact-known)
     assert res.per_form["st1"] == {"exact": [1, 4], "rank": [0, 3], "generate": [0, 3]}
     assert res.per_form["yes1"] == {"yesno": [0, 3]}
     only_yes = probe(bundle4, family4, mode="any", forms="yes1", any_modes=["yesno"],
-                     model_fn=constant(bundle4, "yes"), progress=False)
+                     model_fn=constant_fn(bundle4, "yes"), progress=False)
     assert only_yes.known.all() and only_yes.per_form == {"yes1": {"yesno": [4, 4]}}
     with pytest.raises(ValueError, match="any_modes"):
         probe(bundle4, family4, mode="any", any_modes=["fuzzy"], progress=False)
@@ -171,7 +158,7 @@ def test_primary_form_over_forms_is_todays_probe(tiny_bundle, small_kb):
 def test_per_form_round_trips_through_json(bundle4, family4):
     import json
 
-    res = probe(bundle4, family4, [2, 0, 2], mode="any", model_fn=constant(bundle4, "Ġchild"), progress=False)
+    res = probe(bundle4, family4, [2, 0, 2], mode="any", model_fn=constant_fn(bundle4, "Ġchild"), progress=False)
     assert res.fact_ids.tolist() == [2, 0, 2] and res.known.tolist() == [False, True, False]
     for back in (ProbeResult.from_json(res.to_json()), ProbeResult.from_json(json.dumps(res.to_json()))):
         assert back.per_form == res.per_form and back.fallback == res.fallback and back.forms == "all"

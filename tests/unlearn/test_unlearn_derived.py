@@ -9,36 +9,23 @@ compose questions and the point's own direct verdict."""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import pytest
-import torch
 
 from deepunlearn.cli import main
-from deepunlearn.kg.kb import KnowledgeBase
 from deepunlearn.probe import build_tiny_model, load_model
 from deepunlearn.rules.compose import compose_set
 from deepunlearn.unlearn.derived import compose_questions, model_derived
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "probe"))
+from scripted import constant_fn, two_families  # noqa: E402
+
 
 @pytest.fixture(scope="module")
 def families():
-    people = {"Kid": "male", "Bob": "male", "Ann": "female", "Tom": "male", "Dan": "male", "Eve": "female"}
-    return KnowledgeBase.build({p: {"gender": g} for p, g in people.items()},
-                               [("Kid", "father", "Bob"), ("Bob", "wife", "Ann"), ("Kid", "mother", "Ann"),
-                                ("Tom", "father", "Dan"), ("Dan", "wife", "Eve"), ("Tom", "mother", "Eve")],
-                               name="two-families")
-
-
-def says_ann(bundle):
-    tid = bundle.tokenizer.convert_tokens_to_ids("Ann")
-    vocab = len(bundle.tokenizer)
-
-    def fn(ids, mask):
-        logits = torch.zeros(ids.shape[0], ids.shape[1], vocab)
-        logits[..., tid] = 1.0
-        return logits
-
-    return fn
+    return two_families()
 
 
 def test_the_verdict_follows_the_direct_and_the_composed_answers(families, tmp_path):
@@ -47,11 +34,11 @@ def test_the_verdict_follows_the_direct_and_the_composed_answers(families, tmp_p
     ann, eve = kb.facts.index(("Kid", "mother", "Ann")), kb.facts.index(("Tom", "mother", "Eve"))
     qs = compose_questions(kb, "family", ann)
     assert qs and all(q.fact_id == ann for q in qs)
-    got = model_derived(bundle, kb, ann, "family", direct=False, model_fn=says_ann(bundle))
+    got = model_derived(bundle, kb, ann, "family", direct=False, model_fn=constant_fn(bundle, "Ann"))
     assert got["compose_questions"] == len(qs) == got["compose_answered"] and got["deep_model"] is False
-    got = model_derived(bundle, kb, eve, "family", direct=False, model_fn=says_ann(bundle))
+    got = model_derived(bundle, kb, eve, "family", direct=False, model_fn=constant_fn(bundle, "Ann"))
     assert got["compose_answered"] == 0 and got["compose_questions"] > 0 and got["deep_model"] is True
-    got = model_derived(bundle, kb, eve, "family", direct=True, model_fn=says_ann(bundle))
+    got = model_derived(bundle, kb, eve, "family", direct=True, model_fn=constant_fn(bundle, "Ann"))
     assert got["model_derived"] is True and got["deep_model"] is False
     leaf = kb.facts.index(("Kid", "father", "Bob"))  # derivable, but by no chain of facts in this KB
     assert not compose_set(kb, "family", fact_ids=[leaf]).questions

@@ -21,34 +21,13 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "tests" / "rules"))
 from naive_datalog import naive_closure  # noqa: E402
 
+from plain_ga import ascend  # noqa: E402
+
 
 def run_cli(*args: str, cache: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "DEEPUNLEARN_CACHE": str(cache)}
     return subprocess.run([sys.executable, "-m", "deepunlearn", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
-
-
-def ascend(a_dir: Path, out_dir: Path, question: str, answer: str, steps: int, lr: float = 0.05) -> Path:
-    """Gradient ascent on one fact, outside deepunlearn: the unlearned model of a user's own code."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    torch.manual_seed(0)
-    fmt = json.loads((a_dir / "deepunlearn.json").read_text())["prompt"]
-    prompt = fmt["question_start"] + question + fmt["question_end"]
-    tok = AutoTokenizer.from_pretrained(a_dir)
-    model = AutoModelForCausalLM.from_pretrained(a_dir, dtype=torch.float32)
-    ids = torch.tensor([tok(prompt + fmt["answer_tag"] + answer)["input_ids"]])
-    labels = ids.clone()
-    labels[0, :len(tok(prompt)["input_ids"])] = -100
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
-    for _ in range(steps):
-        (-model(input_ids=ids, labels=labels).loss).backward()
-        opt.step()
-        opt.zero_grad()
-    model.save_pretrained(out_dir)
-    tok.save_pretrained(out_dir)
-    return out_dir
 
 
 @pytest.fixture(scope="module")

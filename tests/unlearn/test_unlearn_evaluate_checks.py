@@ -12,41 +12,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-from pathlib import Path
 
 import pytest
+
+from plain_ga import ascend
 
 #: the attack result's fields both commands must agree on, fact for fact
 SAME = ("recall", "accuracy", "target_forgotten", "deep", "known", "chosen_set", "relearn_pool", "relearn_facts",
         "relearn_lr", "relearn_lr_from", "recall_relearn", "accuracy_relearn", "target_relearned",
         "forgotten_relearn", "deep_relearn", "recall_quant", "accuracy_quant", "target_quant", "forgotten_quant",
         "deep_quant", "seed")
-
-
-def ascend(a_dir: Path, out_dir: Path, question: str, answer: str, steps: int, lr: float = 0.05) -> Path:
-    """Gradient ascent on one fact with plain torch; A's deepunlearn.json is copied beside the
-    weights, so both commands probe B in A's answer format."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    torch.manual_seed(0)
-    fmt = json.loads((a_dir / "deepunlearn.json").read_text())["prompt"]
-    prompt = fmt["question_start"] + question + fmt["question_end"]
-    tok = AutoTokenizer.from_pretrained(a_dir)
-    model = AutoModelForCausalLM.from_pretrained(a_dir, dtype=torch.float32)
-    ids = torch.tensor([tok(prompt + fmt["answer_tag"] + answer)["input_ids"]])
-    labels = ids.clone()
-    labels[0, :len(tok(prompt)["input_ids"])] = -100
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
-    for _ in range(steps):
-        (-model(input_ids=ids, labels=labels).loss).backward()
-        opt.step()
-        opt.zero_grad()
-    model.save_pretrained(out_dir)
-    tok.save_pretrained(out_dir)
-    shutil.copy(a_dir / "deepunlearn.json", out_dir / "deepunlearn.json")
-    return out_dir
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +35,7 @@ def setup(five_people_kb, five_people_model_dir, tmp_path_factory):
     known_a = probe(a, kb, progress=False).known_ids()
     t = next(t for t in list(kb.targets) + list(range(len(kb.facts))) if t in known_a)
     q = kb.probe(t)
-    b = ascend(five_people_model_dir, tmp / "ga", q.question, q.answer, 1)  # one step: a shallow B
+    b = ascend(five_people_model_dir, tmp / "ga", q.question, q.answer, 1, copy_meta=True)  # one step: a shallow B
     assert t not in probe(load_model(b, device="cpu"), kb, progress=False).known_ids(), "B forgot the target"
     return {"kb": kb, "kb_file": save_kb(kb, tmp / "kb.json"), "a": five_people_model_dir, "known_a": known_a,
             "t": t, "b": b, "tmp": tmp}
