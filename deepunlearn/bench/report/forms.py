@@ -35,7 +35,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..forms_intervals import adversarial_intervals, interval_table
+from ..bootstrap import format_value
+from ..forms_intervals import VALUES, adversarial_intervals
 from ..metrics import value_of, field_of, group_trajectories
 from .tables import in_order, md_table, number
 
@@ -209,6 +210,16 @@ def forgetting_section(points: Sequence[Any], methods: Sequence[str], out) -> tu
           "step count and after quantisation. A bar lower than the primary one: forgetting the primary probe "
           "overstated (adversarial) or undid (attacks).*", ""]
     return md, {"forgetting_checks": table}
+
+
+def interval_table(table: Mapping[str, Mapping[str, Mapping[str, Any]]], methods: Sequence[str]) -> list[str]:
+    """The markdown table of :func:`~deepunlearn.bench.forms_intervals.adversarial_intervals`
+    (``0.12 [0.05, 0.20]``, n per cell)."""
+    rows = [[str(model), str(m), *(format_value(per[m], k, 2, False) for k in VALUES),
+             number(per[m].get("adv_floor"), 3), f"{per[m]['n_targets']} × {per[m]['n_seeds']}"]
+            for model, per in table.items() for m in in_order(per, methods)]
+    return md_table(["model", "method", "recall", "recall_adv raw", "recall_adv calibrated", "superficial − floor",
+                     "floor", "targets × seeds"], rows)
 
 
 def calibrated_section(points: Sequence[Any], methods: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
