@@ -25,7 +25,7 @@ value (``n_adv``, ``n_relearn``, ``n_quant`` count them): attacks made at the la
 
 The section (with ``adversarial.png``, :mod:`.forms_plots`) and the ``forgetting_checks`` key of
 ``summary.json`` exist only when some point carries one of these keys: the report of any other
-sweep is byte-for-byte what it was.
+sweep has neither.
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def setup_lines(config: Mapping[str, Any], manifest: Mapping[str, Any] | None, k
 def probe_checks_text(config: Mapping[str, Any]) -> str:
     """The options a sweep set to check that a fact is really forgotten (forms, unlearn_forms,
     adversarial, attacks), as one phrase; empty when it set none (the Setup section of any other
-    sweep is unchanged).
+    sweep has no such line).
 
     >>> probe_checks_text({"forms": "test", "adversarial": True, "attacks": {"relearn": [1, 2], "quantize": "int8",
     ...                    "relearn_size": 16, "relearn_lr": None, "at": "last"}})
