@@ -25,18 +25,9 @@ from .errors import UserError, describe, dumps
 #: Layer CLI modules, in the order their commands appear in ``--help``.
 LAYER_CLIS = (
     "deepunlearn.kg.cli",
-    "deepunlearn.rules.generate_cli",  # data generate: joins the kg layer's data group
-    "deepunlearn.rules.triples_cli",  # data import-triples, data export --format tsv
-    "deepunlearn.rules.never_true",  # data never-true: calibration negatives of a real-world KB
-    "deepunlearn.rules.cli",
-    "deepunlearn.probe.cli",
-    "deepunlearn.probe.model_cli",
-    "deepunlearn.probe.lmeval_cli",  # data export --format lm-eval, data import-lm-eval-samples
-    "deepunlearn.unlearn.finetune_cli",
-    "deepunlearn.unlearn.unlearn_cli",
-    "deepunlearn.unlearn.evaluate_cli",
-    "deepunlearn.unlearn.plan_cli",
-    "deepunlearn.unlearn.attack_cli",
+    "deepunlearn.rules.cli",  # data generate, import-triples, never-true join the kg layer's data group; rules
+    "deepunlearn.probe.cli",  # probe, model; data export --format lm-eval, data import-lm-eval-samples
+    "deepunlearn.unlearn.cli",  # finetune, unlearn, evaluate, plan, attack
     "deepunlearn.bench.cli",
     "deepunlearn.bench.verdict_store",
 )

@@ -1,7 +1,7 @@
 """``deepunlearn data domains | holdout | import-edu-relat | show | forms | export | draw``.
 
 ``data generate`` needs the rules' closure for domains other than family, so the rules layer
-registers it (:mod:`deepunlearn.rules.generate_cli`) through :func:`data_subcommands`.
+registers it (:mod:`deepunlearn.rules.cli.generate`) through :func:`data_subcommands`.
 
 Every ``-o`` is written atomically (a temporary sibling renamed into place, missing folders
 created), and every numeric flag has a strict argparse type (a bad value is a usage error, exit 2).

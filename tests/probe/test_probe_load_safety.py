@@ -69,7 +69,7 @@ def test_trust_remote_code_is_passed_explicitly_and_the_flag_reaches_every_model
     import transformers
 
     from deepunlearn.cli import build_parser
-    from deepunlearn.probe.cli import resolve_format
+    from deepunlearn.probe.cli.probe import resolve_format
 
     seen = []
 
@@ -227,7 +227,7 @@ def test_bad_device_is_refused_before_anything_loads(monkeypatch, tmp_path, caps
 
 def test_device_check_in_the_shared_helper_covers_finetune_and_unlearn(monkeypatch):
     from deepunlearn.cli import build_parser
-    from deepunlearn.probe.cli import resolve_format
+    from deepunlearn.probe.cli.probe import resolve_format
 
     parser = build_parser()
     for argv in (["finetune", "--model", "m", "--kb", "k", "-o", "o"],

@@ -59,7 +59,7 @@ def _args(*params: str, **kw) -> argparse.Namespace:
 
 def test_param_sets_any_field_of_the_method_params():
     from deepunlearn.unlearn.methods import get_method
-    from deepunlearn.unlearn.requests_cli import build_method
+    from deepunlearn.unlearn.cli.requests import build_method
 
     m = build_method(get_method("npo"), None, _args("max_grad_norm=1", "beta=0.5", "schedule=constant",
                                                      "warmup_steps=null"))
@@ -76,7 +76,7 @@ def test_param_sets_any_field_of_the_method_params():
 def test_param_errors_name_the_flag_the_key_and_the_allowed_keys(item, words):
     from deepunlearn.cli import CLIError
     from deepunlearn.unlearn.methods import get_method
-    from deepunlearn.unlearn.requests_cli import build_method
+    from deepunlearn.unlearn.cli.requests import build_method
 
     with pytest.raises(CLIError) as e:
         build_method(get_method("npo"), None, _args(item))
@@ -88,7 +88,7 @@ def test_param_errors_name_the_flag_the_key_and_the_allowed_keys(item, words):
 def test_param_refuses_a_key_its_own_flag_sets():
     from deepunlearn.cli import CLIError
     from deepunlearn.unlearn.methods import get_method
-    from deepunlearn.unlearn.requests_cli import build_method
+    from deepunlearn.unlearn.cli.requests import build_method
 
     with pytest.raises(CLIError, match="--param retain: set twice"):
         build_method(get_method("ga"), None, _args("retain=kl", retain="nll"))
@@ -98,7 +98,7 @@ def test_probe_modes_are_read_from_one_list():
     from deepunlearn.bench.config_probe import PROBE_MODES
     from deepunlearn.probe.modes import ANY_MODES, DEFAULT_SELECTION, FACT_MODES, MODES
     from deepunlearn.probe.result import MODES as RESULT_MODES
-    from deepunlearn.unlearn.attack_cli import ATTACK_MODES
+    from deepunlearn.unlearn.cli.attack import ATTACK_MODES
 
     assert RESULT_MODES == MODES and set(FACT_MODES) == set(MODES) - {"compose"}
     assert PROBE_MODES == ATTACK_MODES == FACT_MODES and set(ANY_MODES) == set(FACT_MODES) - {"any"}
@@ -157,7 +157,7 @@ def _named(name: str, text: str) -> bool:
 def test_every_probe_mode_is_named_where_the_modes_are_listed():
     import deepunlearn.bench.config_probe as config_probe
     import deepunlearn.probe as probe_pkg
-    import deepunlearn.probe.cli as probe_cli
+    import deepunlearn.probe.cli.probe as probe_cli
     from deepunlearn.bench.config import SweepConfig
     from deepunlearn.probe.modes import FACT_MODES, MODES, PROTOCOL_MODES, modes_help
 

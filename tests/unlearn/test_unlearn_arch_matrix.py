@@ -114,7 +114,7 @@ def kb_file(arch_kb, tmp_path):
 
 
 def test_the_cli_lists_the_architectures_the_builder_has():
-    from deepunlearn.unlearn.finetune_cli import TINY_ARCHS
+    from deepunlearn.unlearn.cli.finetune import TINY_ARCHS
 
     assert TINY_ARCHS == ARCHS
 

@@ -30,7 +30,7 @@ def kb_file(tmp_path):
 @pytest.fixture
 def no_model_load(monkeypatch):
     """Any attempt to load a model fails the test: the checks must come first."""
-    import deepunlearn.probe.cli as pcli
+    import deepunlearn.probe.cli.probe as pcli
 
     def boom(*a, **k):
         raise AssertionError("a model was loaded before the arguments were checked")

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from deepunlearn.cli import main
 from deepunlearn.errors import UserError
 from deepunlearn.unlearn.methods import METHODS, NPO, GradientAscent, TaskVector, UnlearnError, WhoIsHarryPotter
-from deepunlearn.unlearn.unlearn_cli import parse_grid
+from deepunlearn.unlearn.cli.unlearn import parse_grid
 
 
 @pytest.mark.parametrize("cls,grid,msg", [
@@ -68,7 +68,7 @@ def kb_file(small_kb, tmp_path):
 @pytest.fixture
 def no_model_load(monkeypatch):
     """Any attempt to load a model fails the test: the checks must come first."""
-    import deepunlearn.probe.cli as pcli
+    import deepunlearn.probe.cli.probe as pcli
 
     def boom(*a, **k):
         raise AssertionError("a model was loaded before the arguments were checked")

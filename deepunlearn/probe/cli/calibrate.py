@@ -49,7 +49,7 @@ def wanted(args) -> bool:
 
 
 def _check(args) -> None:
-    from ..cli import CLIError
+    from ...cli import CLIError
 
     if args.calibrate and args.exclude:
         raise CLIError("--exclude: give either --calibrate HOLD.json or --exclude F.json", field="--exclude")
@@ -80,12 +80,12 @@ def run(args, kb, load: Callable) -> int:
     """The calibrated ``probe`` (module docstring); ``load(name)`` loads a model for the CLI."""
     import time
 
-    from ..cli import CLIError, emit
-    from ..errors import atomic_write_text
-    from ..kg.fingerprint import kb_fingerprint
-    from .calibration import (DEFAULT_FPR, DEFAULT_MIN_TPR, CalibrationError, calibrate, load_calibration,
+    from ...cli import CLIError, emit
+    from ...errors import atomic_write_text
+    from ...kg.fingerprint import kb_fingerprint
+    from ..calibration import (DEFAULT_FPR, DEFAULT_MIN_TPR, CalibrationError, calibrate, load_calibration,
                               raw_rates, table)
-    from .evidence import fact_groups, mode_evidence
+    from ..evidence import fact_groups, mode_evidence
 
     _check(args)
     mode = args.mode or "any"
@@ -99,13 +99,13 @@ def run(args, kb, load: Callable) -> int:
     ids = list(range(len(kb.facts)))
     raw = None
     if cal is None:
-        from ..kg.io import load_kb
+        from ...kg.io import load_kb
 
         if args.calibrate:
             neg_kb = load_kb(args.calibrate)
             neg_ids, what = list(range(len(neg_kb.facts))), "holdout"
         else:
-            from ..kg.refs import read_fact_list
+            from ...kg.refs import read_fact_list
 
             neg_kb, what = kb, "excluded"
             neg_ids = sorted(set(read_fact_list(kb, args.exclude, flag="--exclude", key="exclude")))

@@ -27,9 +27,9 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json, add_threads, positive_int
-    from ..probe.cli import add_format_args
-    from ..probe.modes import FACT_MODES as MODES
+    from ...cli import add_json, add_threads, positive_int
+    from ...probe.cli.probe import add_format_args
+    from ...probe.modes import FACT_MODES as MODES
 
     p = sub.add_parser(
         "evaluate", help="judge unlearned checkpoints against their original: forgotten facts, recall, "
@@ -65,8 +65,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-dir", default=None,
                    help="probe cache for the original's probe (default: $DEEPUNLEARN_CACHE/probe or "
                         "~/.cache/deepunlearn/probe)")
-    from .attack_run import add_attack_args
-    from .checks_cli import add_adversarial_args
+    from ..attack_run import add_attack_args
+    from .checks import add_adversarial_args
 
     add_adversarial_args(p)
     add_attack_args(p, quantize_choices=False)
@@ -84,8 +84,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _judge(args):
-    from ..probe.cli import resolve_format, resolve_protocol
-    from .evaluate import Judge
+    from ...probe.cli.probe import resolve_format, resolve_protocol
+    from ..evaluate import Judge
 
     protocol = resolve_protocol(args)
     fmt = resolve_format(args, protocol)  # checks --device and --answer-format before anything loads
@@ -99,10 +99,10 @@ def _judge(args):
 def _checks(args):
     """The checks of the flags (None when none is asked for); a bad value is one line naming its
     flag, before any model loads."""
-    from ..cli import CLIError
-    from .attack_run import attack_params
-    from .checks_cli import adversarial_kwargs
-    from .evaluate_checks import EvalChecks
+    from ...cli import CLIError
+    from ..attack_run import attack_params
+    from .checks import adversarial_kwargs
+    from ..evaluate_checks import EvalChecks
 
     adv = adversarial_kwargs(args)
     attacks = attack_params(args, required=False)
@@ -115,13 +115,13 @@ def _checks(args):
 
 
 def _evaluate(args: argparse.Namespace) -> int:
-    from ..cli import CLIError, apply_threads, emit
-    from ..errors import atomic_write_text, dumps
+    from ...cli import CLIError, apply_threads, emit
+    from ...errors import atomic_write_text, dumps
 
     if args.manifest is not None:
         if not args.output:
             raise CLIError("--manifest writes one JSON line per row: give -o OUT.jsonl", field="-o")
-        from .evaluate_manifest import read_manifest, run_manifest
+        from ..evaluate_manifest import read_manifest, run_manifest
 
         rows = read_manifest(args.manifest)  # a bad manifest is one line before any model loads
         checks = _checks(args)

@@ -11,7 +11,7 @@ from typing import Any
 
 
 def add_check_args(p: argparse.ArgumentParser) -> None:
-    from ..cli import positive_float, positive_int
+    from ...cli import positive_float, positive_int
 
     p.add_argument("--forms", default=None, metavar="SEL",
                    help="the probe forms the method unlearns, one row per form: a split (train, test, unlearn), form "
@@ -27,7 +27,7 @@ def add_check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--relearn-size", type=positive_int, default=None, help="facts the attack relearns (default 16)")
     p.add_argument("--relearn-lr", type=positive_float, default=None,
                    help="the attack's learning rate (default: the run's unlearning learning rate)")
-    from .attack_run import add_relearn_on
+    from ..attack_run import add_relearn_on
 
     add_relearn_on(p)
     p.add_argument("--quantize", choices=("int8", "int4", "nf4"), default=None,
@@ -54,13 +54,13 @@ def add_adversarial_args(p: argparse.ArgumentParser) -> None:
 def adversarial_kwargs(args) -> dict[str, Any]:
     """``adversarial``, ``adversarial_modes`` and ``adversarial_calibration`` of the flags (none
     when unused), checked: a bad value is one CLI error naming the flag."""
-    from ..cli import CLIError
+    from ...cli import CLIError
 
     out: dict[str, Any] = {}
     if args.adversarial:
         out["adversarial"] = True
     if args.adversarial_modes is not None:
-        from ..probe.forms_probe import check_any_modes
+        from ...probe.forms_probe import check_any_modes
 
         if not args.adversarial:
             raise CLIError("--adversarial-modes: give --adversarial too", field="--adversarial-modes")
@@ -69,7 +69,7 @@ def adversarial_kwargs(args) -> dict[str, Any]:
         except ValueError as e:
             raise CLIError(f"--adversarial-modes: {e}", field="--adversarial-modes") from None
     if args.adversarial_calibration is not None:
-        from ..probe.calibration import load_calibration
+        from ...probe.calibration import load_calibration
 
         if not args.adversarial:
             raise CLIError("--adversarial-calibration: give --adversarial too", field="--adversarial-calibration")
@@ -81,7 +81,7 @@ def adversarial_kwargs(args) -> dict[str, Any]:
 def check_kwargs(args, kb) -> dict[str, Any]:
     """The TargetRunner keyword arguments these options give (none when unused), checked: a bad
     selection or grid is one CLI error naming the flag."""
-    from ..kg.forms import parse_selection
+    from ...kg.forms import parse_selection
 
     out: dict[str, Any] = {}
     for flag, value, key in (("--forms", args.forms, "unlearn_forms"), ("--probe-forms", args.probe_forms, "forms")):
@@ -89,7 +89,7 @@ def check_kwargs(args, kb) -> dict[str, Any]:
             parse_selection(kb, value, flag=flag)
             out[key] = value
     out.update(adversarial_kwargs(args))
-    from .attack_run import attack_params
+    from ..attack_run import attack_params
 
     attacks = attack_params(args, required=False)
     if attacks is not None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 def add_args(p: argparse.ArgumentParser) -> None:
     """The scoring flags of ``deepunlearn probe``."""
-    from ..cli import number_in
+    from ...cli import number_in
 
     what = p.add_mutually_exclusive_group()
     what.add_argument("--scores", action="store_true",
@@ -37,16 +37,16 @@ def add_args(p: argparse.ArgumentParser) -> None:
 def _facts(args, kb) -> list[int] | None:
     if not args.facts:
         return None
-    from ..kg.refs import read_fact_list
+    from ...kg.refs import read_fact_list
 
     return read_fact_list(kb, args.facts, flag="--facts", key="fact_ids")
 
 
 def _holdout(args, kb):
-    from ..cli import CLIError
-    from ..errors import UserError
-    from ..kg.io import load_kb
-    from ..kg.holdout import check_disjoint
+    from ...cli import CLIError
+    from ...errors import UserError
+    from ...kg.io import load_kb
+    from ...kg.holdout import check_disjoint
 
     path = args.holdout
     if not path:
@@ -67,10 +67,10 @@ def _holdout(args, kb):
 def run(args: argparse.Namespace, kb, load_bundle) -> int:
     """The ``--scores`` / ``--mia`` branch of ``deepunlearn probe``; ``load_bundle()`` loads the
     model (after the cheap checks of the flags' files)."""
-    from ..cli import emit
-    from ..errors import atomic_write_text, dumps
-    from .mia import mia_report
-    from .scores import score_facts
+    from ...cli import emit
+    from ...errors import atomic_write_text, dumps
+    from ..mia import mia_report
+    from ..scores import score_facts
 
     ids = _facts(args, kb)
     hold = _holdout(args, kb) if args.mia else None

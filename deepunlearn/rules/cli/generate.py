@@ -13,8 +13,8 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_force, add_json, int_at_least, nonneg_int, number_in, positive_int
-    from ..kg.cli import data_subcommands
+    from ...cli import add_force, add_json, int_at_least, nonneg_int, number_in, positive_int
+    from ...kg.cli import data_subcommands
 
     dsub = data_subcommands(sub)
     p = dsub.add_parser(
@@ -60,13 +60,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _share_or_release(text: str) -> float | str:
     """``--stored-derived``: ``release`` or a number in [0, 1]."""
-    from ..cli import fraction
+    from ...cli import fraction
 
     return "release" if text.strip() == "release" else fraction(text)
 
 
 def _family(args):
-    from ..kg.domains.family.generate import FamilyParams, generate_family
+    from ...kg.domains.family.generate import FamilyParams, generate_family
 
     params = FamilyParams()
     if args.stored_share is not None:
@@ -80,19 +80,19 @@ def _family(args):
                           f"(--people is {people})")
     kb = generate_family(people, seed=args.seed, params=params)
     if args.canaries is not None:
-        from ..kg.canaries import add_canaries
+        from ...kg.canaries import add_canaries
 
         kb = add_canaries(kb, args.canaries, repeat=args.repeat or 1, seed=args.seed)
     return kb
 
 
 def _generate(args) -> int:
-    from ..cli import emit
-    from ..kg.cli import summary_text, summary
-    from ..kg.io import save_kb
+    from ...cli import emit
+    from ...kg.cli import summary_text, summary
+    from ...kg.io import save_kb
 
-    from ..limits import MAX_GENERATE_PEOPLE, MAX_REPEAT, check_at_most
-    from .generate import is_family
+    from ...limits import MAX_GENERATE_PEOPLE, MAX_REPEAT, check_at_most
+    from ..generate import is_family
 
     # a billion people or repeats would fill memory long before any file is written
     for flag, value, bound, unit in (("--people", args.people, MAX_GENERATE_PEOPLE, "people"),
@@ -100,12 +100,12 @@ def _generate(args) -> int:
                                      ("--repeat", args.repeat, MAX_REPEAT, "repeats")):
         if value is not None:
             check_at_most(value, bound, where=f"{flag} {value}", unit=unit, field=flag)
-    from ..outputs import check_output, kb_file
+    from ...outputs import check_output, kb_file
 
     check_output(args.output, force=args.force, ours=kb_file, what="a KB file")
     family = is_family(args.domain)
     if args.countries is not None:  # --people under the name a country domain gives its first type
-        from ..kg.domain import load_domain
+        from ...kg.domain import load_domain
 
         if args.people is not None:
             args._usage_error("argument --countries: give --countries or --people, not both")
@@ -130,9 +130,9 @@ def _generate(args) -> int:
              lambda: f"wrote {out}\n" + summary_text(kb, str(out)))
         return 0
 
-    from .depths import deepest_chain, derivation_depths
-    from .generate import generate_domain
-    from .graph import derivation_graph
+    from ..depths import deepest_chain, derivation_depths
+    from ..generate import generate_domain
+    from ..graph import derivation_graph
 
     kb = generate_domain(args.domain, args.people, args.seed, stored_derived=args.stored_derived,
                          targets_per_relation=args.targets_per_relation)

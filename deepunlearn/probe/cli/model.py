@@ -40,11 +40,11 @@ def import_gguf(file: str | Path, out_dir: str | Path, *, dtype: str = "fp32", f
     ``out_dir`` (see the module docstring); returns the ``--json`` object. Every failure is a
     UserError (ModelLoadError for the file, CLIError for ``-o``) and leaves ``out_dir`` as it was.
     ``bundle``: this file already loaded with :func:`load_model` (spares a second long load)."""
-    from ..cli import CLIError
-    from ..errors import atomic_dir, atomic_write_text
-    from .gguf import check_gguf, file_sha256, find_gguf
-    from .models import META_FILE, META_FORMAT, load_model, quiet_hf
-    from .sources import ModelLoadError
+    from ...cli import CLIError
+    from ...errors import atomic_dir, atomic_write_text
+    from ..gguf import check_gguf, file_sha256, find_gguf
+    from ..models import META_FILE, META_FORMAT, load_model, quiet_hf
+    from ..sources import ModelLoadError
 
     src = Path(file).expanduser()
     if not src.exists():
@@ -53,7 +53,7 @@ def import_gguf(file: str | Path, out_dir: str | Path, *, dtype: str = "fp32", f
     if gguf is None:
         raise ModelLoadError(f"{src}: no GGUF file in this folder", file=src)
     check_gguf(gguf)  # magic and header before anything else (a non-.gguf name included)
-    from ..outputs import check_output, model_dir
+    from ...outputs import check_output, model_dir
 
     out = Path(out_dir).expanduser()
     if out.is_dir() and not out.is_symlink() and gguf.resolve().is_relative_to(out.resolve()):
@@ -98,11 +98,11 @@ def model_info(name: str | Path, *, trust_remote_code: bool = False) -> dict[str
     """What ``deepunlearn model info`` prints for a hub name, a checkpoint folder or a GGUF file
     (see the module docstring); no weights are loaded. Errors are ModelLoadError naming the
     file: no such folder, an unknown architecture, a damaged GGUF or JSON file."""
-    from .gguf import find_gguf, gguf_summary
-    from .model_headers import folder_summary
-    from .models import prompt_from_meta, quiet_hf, read_meta
-    from .prompts import PromptFormat
-    from .sources import ModelLoadError, check_folder, first_line, looks_local, resolve_hub
+    from ..gguf import find_gguf, gguf_summary
+    from ..model_headers import folder_summary
+    from ..models import prompt_from_meta, quiet_hf, read_meta
+    from ..prompts import PromptFormat
+    from ..sources import ModelLoadError, check_folder, first_line, looks_local, resolve_hub
 
     t0 = time.perf_counter()
     text = str(name)
@@ -158,8 +158,8 @@ def model_info(name: str | Path, *, trust_remote_code: bool = False) -> dict[str
 
 def _finish(info: dict[str, Any], meta: dict, folder: Path | None, text: str, t0: float) -> dict[str, Any]:
     """A folder's or hub model's info with its answer format (recorded, else the family's)."""
-    from .models import prompt_from_meta
-    from .prompts import PromptFormat
+    from ..models import prompt_from_meta
+    from ..prompts import PromptFormat
 
     recorded = prompt_from_meta(meta, folder) if folder is not None else None
     fmt, where = (recorded, "recorded") if recorded is not None else \
@@ -183,7 +183,7 @@ def _info_text(d: dict[str, Any]) -> str:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json, add_threads
+    from ...cli import add_json, add_threads
 
     p = sub.add_parser("model", help="import a GGUF model into a checkpoint folder, or describe a model")
     msub = p.add_subparsers(dest="model_command", metavar="ACTION")
@@ -210,7 +210,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from ..cli import apply_threads, emit
+    from ...cli import apply_threads, emit
 
     apply_threads(args)
     out = import_gguf(args.file, args.output, dtype=args.dtype, force=args.force)
@@ -220,7 +220,7 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from ..cli import emit
+    from ...cli import emit
 
     out = model_info(args.model, trust_remote_code=args.trust_remote_code)
     emit(args, out, lambda: _info_text(out))

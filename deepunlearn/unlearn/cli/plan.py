@@ -24,9 +24,9 @@ llama-1.3b, llama-2-7b, llama-3-8b, smollm2-135m.
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json, positive_int
-    from ..probe.modes import PROTOCOL_MODES
-    from .plan import DEFAULT_PROBE_BATCH, DEFAULT_SEQ, DTYPE_BYTES, plan_methods
+    from ...cli import add_json, positive_int
+    from ...probe.modes import PROTOCOL_MODES
+    from ..plan import DEFAULT_PROBE_BATCH, DEFAULT_SEQ, DTYPE_BYTES, plan_methods
 
     p = sub.add_parser("plan", help="estimate the peak GPU memory of a run from the model's config",
                        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -52,8 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from ..cli import emit
-    from .plan import plan_memory
+    from ...cli import emit
+    from ..plan import plan_memory
 
     plan = plan_memory(args.model, args.method, lora=args.lora, lora_r=args.lora_r, dtype=args.dtype,
                        batch=args.batch, seq=args.seq, probe_batch=args.probe_batch, probe_mode=args.probe_mode,

@@ -28,15 +28,15 @@ import argparse
 import sys
 
 #: probe modes offered (the probe layer checks them; deepunlearn.probe.probing.MODES)
-from ..probe.modes import FACT_MODES as ATTACK_MODES  # noqa: E402
+from ...probe.modes import FACT_MODES as ATTACK_MODES  # noqa: E402
 # the flags, their checks and the attacks themselves are shared with ``deepunlearn evaluate``
-from .attack_run import DEFAULT_RELEARN_LR, attack_params, parse_steps, relearn_lr  # noqa: E402,F401
+from ..attack_run import DEFAULT_RELEARN_LR, attack_params, parse_steps, relearn_lr  # noqa: E402,F401
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json, add_threads, positive_int
-    from .attack_run import add_attack_args
-    from ..probe.cli import add_format_args
+    from ...cli import add_json, add_threads, positive_int
+    from ..attack_run import add_attack_args
+    from ...probe.cli.probe import add_format_args
 
     p = sub.add_parser(
         "attack",
@@ -77,14 +77,14 @@ def _check_probe_args(kb, mode: str, forms: str | None) -> None:
     """``--mode`` and ``--forms`` against what the probe layer offers, before any model loads."""
     import inspect
 
-    from ..cli import CLIError
-    from ..probe import probe
-    from ..probe.modes import FACT_MODES
+    from ...cli import CLIError
+    from ...probe import probe
+    from ...probe.modes import FACT_MODES
 
     if mode not in FACT_MODES:
         raise CLIError(f"--mode {mode}: this probe layer offers {', '.join(FACT_MODES)}", field="--mode")
     if forms is not None:
-        from ..kg.forms import parse_selection
+        from ...kg.forms import parse_selection
 
         parse_selection(kb, forms, flag="--forms")
         if "forms" not in inspect.signature(probe).parameters:
@@ -94,17 +94,17 @@ def _check_probe_args(kb, mode: str, forms: str | None) -> None:
 def _attack(args) -> int:
     import time
 
-    from ..cli import CLIError, apply_threads, emit
-    from ..kg.io import load_kb
-    from ..kg.refs import resolve_target
-    from ..probe import get_protocol
-    from ..probe.cache import check_cache_dir
-    from ..probe.cli import resolve_format
-    from ..probe.fingerprint import check_trained_on
-    from .attack_run import attack_text, run_attacks
-    from .attacks import check_quantize
-    from .loop import TargetRunner
-    from .methods import UnlearnError
+    from ...cli import CLIError, apply_threads, emit
+    from ...kg.io import load_kb
+    from ...kg.refs import resolve_target
+    from ...probe import get_protocol
+    from ...probe.cache import check_cache_dir
+    from ...probe.cli.probe import resolve_format
+    from ...probe.fingerprint import check_trained_on
+    from ..attack_run import attack_text, run_attacks
+    from ..attacks import check_quantize
+    from ..loop import TargetRunner
+    from ..methods import UnlearnError
 
     t0 = time.perf_counter()
     if args.cache_dir is not None:  # before the model loads, not when the probe is cached
@@ -114,7 +114,7 @@ def _attack(args) -> int:
     (target,) = resolve_target(kb, args.target, kb_file=args.kb, allow_all=False)
     params = attack_params(args, required=False)  # no attack: the unlearned model's verdict alone
     if params is None:
-        from .attacks import AttackParams
+        from ..attacks import AttackParams
 
         params = AttackParams()
     protocol = get_protocol(args.protocol)
@@ -148,11 +148,11 @@ def _attack(args) -> int:
 
 
 def _load(flag: str, name: str, kb, args, fmt):
-    """:func:`~deepunlearn.probe.cli.load_for_cli`, its errors naming ``flag`` (``--model`` or
+    """:func:`~deepunlearn.probe.cli.probe.load_for_cli`, its errors naming ``flag`` (``--model`` or
     ``--original``: two models are loaded, the line must say which one failed)."""
-    from ..cli import CLIError
-    from ..errors import UserError
-    from ..probe.cli import load_for_cli
+    from ...cli import CLIError
+    from ...errors import UserError
+    from ...probe.cli.probe import load_for_cli
 
     try:
         return load_for_cli(name, kb, args.device, args.dtype, **fmt)

@@ -14,8 +14,8 @@ import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json
-    from ..kg.cli import data_subcommands
+    from ...cli import add_json
+    from ...kg.cli import data_subcommands
 
     dsub = data_subcommands(sub)
     p = dsub.choices["export"]
@@ -50,9 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _export(args: argparse.Namespace, kb_file: str) -> int:
-    from ..cli import emit
-    from ..kg.io import load_kb
-    from .lmeval import export_tasks, resolve_prompt
+    from ...cli import emit
+    from ...kg.io import load_kb
+    from ..lmeval import export_tasks, resolve_prompt
 
     prompt, source = resolve_prompt(args.model, args.prompt_format)
     kb = load_kb(kb_file, flag="--kb" if args.kb_flag is not None else None)
@@ -71,10 +71,10 @@ def _export(args: argparse.Namespace, kb_file: str) -> int:
 def _import(args: argparse.Namespace) -> int:
     import json
 
-    from ..cli import emit
-    from ..errors import atomic_write_text
-    from ..kg.io import load_kb
-    from .lmeval import known_from_samples
+    from ...cli import emit
+    from ...errors import atomic_write_text
+    from ...kg.io import load_kb
+    from ..lmeval import known_from_samples
 
     kb = load_kb(args.kb, flag="--kb")
     doc = known_from_samples(kb, list(args.samples), kb_file=args.kb)

@@ -19,15 +19,15 @@ import argparse
 import math
 import sys
 
-from .methods import catalog
-from .summary import point_json  # noqa: F401  (the JSON of one point; it lived here)
+from ..methods import catalog
+from ..summary import point_json  # noqa: F401  (the JSON of one point; it lived here)
 
 #: protocol presets (deepunlearn.probe.protocol.PROTOCOL_NAMES, repeated so --help needs no import)
 PROTOCOLS = ("default", "reference")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_force, add_json, add_threads, nonneg_int, positive_float, positive_int
+    from ...cli import add_force, add_json, add_threads, nonneg_int, positive_float, positive_int
 
     kinds = {k: ", ".join(s.name for s in catalog.BUILTIN if s.kind == k) for k in catalog.KINDS}
     p = sub.add_parser(
@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="protocol preset: default, or reference (the paper's code: linear schedule with a zero-lr "
                         "warm-up step, generate probe, K = the KB, the release's sets, first-set ties); README's "
                         "protocol table lists every choice")
-    from ..probe.cli import add_format_args
+    from ...probe.cli.probe import add_format_args
 
     add_format_args(p, protocol=False)
     p.add_argument("--lora", action="store_true",
@@ -74,7 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "10x the full-finetuning one (deepunlearn.unlearn.lr.LORA_LR_FACTOR); --lr overrides it")
     p.add_argument("--k-mode", choices=("probed", "dataset"), default=None,
                    help="K = facts the model answers before unlearning or the whole KB (default: the protocol's)")
-    from ..probe.modes import FACT_MODES as MODES
+    from ...probe.modes import FACT_MODES as MODES
 
     p.add_argument("--probe-mode", choices=MODES, default=None,
                    help="known = greedy answer is exact, or the answer appears in 10 generated tokens, or yes/no "
@@ -116,8 +116,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "body of each rule grounding that derives it from K) and record model-derived deep "
                         "unlearning: deep_model is false when the model answers the target directly or through "
                         "any of them (one target at a time; not WHP)")
-    from .checks_cli import add_check_args
-    from .requests_cli import add_request_args
+    from .checks import add_check_args
+    from .requests import add_request_args
 
     add_check_args(p)
 
@@ -136,7 +136,7 @@ def parse_grid(text: str | None) -> list[float] | None:
     >>> parse_grid("1, 2,4e1")
     [1.0, 2.0, 40.0]
     """
-    from ..cli import CLIError
+    from ...cli import CLIError
 
     if text is None:
         return None
@@ -159,9 +159,9 @@ _GROUP_HEADS = {"family": "fam", "biography": "bio"}
 
 
 def _table(result: dict) -> str:
-    from .checks_cli import check_line
-    from .derived import derived_line
-    from .summary import format_summary, group_accuracy, is_deep, point_groups
+    from .checks import check_line
+    from ..derived import derived_line
+    from ..summary import format_summary, group_accuracy, is_deep, point_groups
 
     s, r, o = result["target"]
     groups = point_groups(result["points"])
@@ -192,9 +192,9 @@ def mean_summary(summaries: list[dict]) -> dict:
 
 def _check_outputs(args, grid, method, single: bool) -> float | None:
     """Check -o, --point and --save-model before anything is loaded; the wanted point or None."""
-    from ..cli import CLIError
+    from ...cli import CLIError
 
-    from ..outputs import check_output, json_file, model_dir
+    from ...outputs import check_output, json_file, model_dir
 
     if args.output is not None:
         check_output(args.output, force=args.force, ours=json_file, what="a JSON file")
@@ -214,7 +214,7 @@ def _check_outputs(args, grid, method, single: bool) -> float | None:
 
 
 def _check_save_model(args, method, single: bool) -> None:
-    from ..cli import CLIError
+    from ...cli import CLIError
 
     if args.model_derived and (not single or method.name == "whp"):
         raise CLIError("--model-derived: asks one target's compose questions of the unlearned weights: give one "
@@ -236,17 +236,17 @@ def _check_save_model(args, method, single: bool) -> None:
 
 
 def _unlearn(args) -> int:
-    from ..cli import CLIError, apply_threads, emit
-    from ..kg.io import load_kb
-    from ..kg.refs import resolve_target
-    from ..probe.cache import check_cache_dir
+    from ...cli import CLIError, apply_threads, emit
+    from ...kg.io import load_kb
+    from ...kg.refs import resolve_target
+    from ...probe.cache import check_cache_dir
 
     if args.cache_dir is not None:  # before the model loads, not when the baseline is cached
         check_cache_dir(args.cache_dir, where="--cache-dir")
     apply_threads(args)
     kb = load_kb(args.kb)
     grid = parse_grid(args.grid)
-    from .requests_cli import build_method, check_request_flags, parse_targets, requests_table, run_requests
+    from .requests import build_method, check_request_flags, parse_targets, requests_table, run_requests
 
     many = "," in args.target
     single = args.target.strip().lower() != "all" and not many
@@ -255,8 +255,8 @@ def _unlearn(args) -> int:
         raise CLIError("--sequential serves several requests: give --target A,B,C", field="--sequential")
     check_request_flags(args)
 
-    from .loop import TargetNotKnownError, TargetRunner
-    from .methods import UnlearnError, get_method
+    from ..loop import TargetNotKnownError, TargetRunner
+    from ..methods import UnlearnError, get_method
 
     try:
         method_cls = get_method(args.method)
@@ -268,11 +268,11 @@ def _unlearn(args) -> int:
     _check_save_model(args, method, single)
     point = _check_outputs(args, grid, method, single)
 
-    from ..probe import get_protocol
-    from ..probe.cli import load_for_cli, resolve_format
-    from ..probe.fingerprint import check_trained_on
+    from ...probe import get_protocol
+    from ...probe.cli.probe import load_for_cli, resolve_format
+    from ...probe.fingerprint import check_trained_on
 
-    from .checks_cli import check_kwargs
+    from .checks import check_kwargs
 
     protocol = get_protocol(args.protocol)
     if args.accuracy == "sampled" and (many or protocol.name == "reference"):  # checked before the model loads
@@ -295,7 +295,7 @@ def _unlearn(args) -> int:
         if many:
             obj = run_requests(args, runner, method, kb, targets)
             if args.output is not None:
-                from ..errors import atomic_write_text, dumps
+                from ...errors import atomic_write_text, dumps
 
                 atomic_write_text(args.output, dumps(obj, ensure_ascii=False, indent=1) + "\n")
             emit(args, obj, lambda: requests_table(obj))
@@ -310,7 +310,7 @@ def _unlearn(args) -> int:
                 print(f"deepunlearn unlearn: warning: skipping target {t}: {e}", file=sys.stderr)
                 skipped.append(list(kb.facts[t]))
                 continue
-            from .summary import target_metrics
+            from ..summary import target_metrics
 
             lr = points[0].lr if points else None
             results.append({
@@ -340,7 +340,7 @@ def _unlearn(args) -> int:
     if args.save_model is not None:
         obj["saved_model"] = str(args.save_model)
     if args.output is not None:
-        from ..errors import atomic_write_text, dumps
+        from ...errors import atomic_write_text, dumps
 
         atomic_write_text(args.output, dumps(obj, ensure_ascii=False, indent=1) + "\n")
         obj = {**obj, "output": str(args.output)}
@@ -349,7 +349,7 @@ def _unlearn(args) -> int:
 
 
 def _fmt_summary(summary: dict) -> str:
-    from .summary import format_summary
+    from ..summary import format_summary
 
     return format_summary(summary)
 
@@ -370,14 +370,14 @@ def _run_target(runner, t: int, method, grid, args, point, bundle, kb) -> list:
     save_at = chosen if args.save_model is not None else None
     questions = None
     if getattr(args, "model_derived", False):
-        from .derived import compose_questions
+        from ..derived import compose_questions
 
         questions = compose_questions(kb, runner.evaluator.rules, t, graph=runner.evaluator.graph)
     for p in runner.run(t, method, seed=args.seed):
         if save_at is not None and float(p.param) == save_at:
             _save_model(bundle, args.save_model, method.name, t, p, runner, kb)
         if questions is not None and float(p.param) == chosen:
-            from .derived import note_model_derived
+            from ..derived import note_model_derived
 
             note_model_derived(p, bundle, kb, t, runner.evaluator.rules, questions, args.batch_size)
         points.append(p)
@@ -386,8 +386,8 @@ def _run_target(runner, t: int, method, grid, args, point, bundle, kb) -> list:
 
 def _save_model(bundle, out: str, method: str, t: int, p, runner, kb) -> None:
     """The model as it is now (at point ``p``) into ``out``, through a temporary sibling folder."""
-    from ..errors import atomic_dir
-    from ..probe.models import save_bundle
+    from ...errors import atomic_dir
+    from ...probe.models import save_bundle
 
     meta = dict(bundle.meta)
     record = {"method": method, "target": list(kb.facts[t]), "target_id": t, "param": p.param, "lr": p.lr,

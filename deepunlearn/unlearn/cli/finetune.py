@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..cli import number_in
+from ...cli import number_in
 
 #: the tiny architectures (deepunlearn.probe.tiny.ARCHS, repeated so --help needs no import; a test
 #: checks they agree)
@@ -44,7 +44,7 @@ def nonneg_float(text: str) -> float:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_force, add_json, add_threads, nonneg_int, positive_float, positive_int
+    from ...cli import add_force, add_json, add_threads, nonneg_int, positive_float, positive_int
 
     p = sub.add_parser("finetune", help="finetune a causal LM on a KB's question/answer pairs",
                        description="Train a model on every fact of a KB (answer-only loss) until it knows "
@@ -67,7 +67,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--protocol", choices=("default", "reference"), default="default",
                    help="default: stop once --target-known of the facts are known; reference: train every epoch "
                         "(10, 15 for GPT-2), as the paper's code")
-    from ..probe.cli import add_format_args
+    from ...probe.cli.probe import add_format_args
 
     add_format_args(p, protocol=False)
     p.add_argument("--config", default=None, help="YAML/JSON file of FinetuneConfig fields (over the preset)")
@@ -118,8 +118,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _read_config_file(path: str) -> dict:
     """The ``--config`` file's mapping (JSON by suffix, else YAML); any problem is one CLIError
     naming the file."""
-    from ..cli import CLIError
-    from ..errors import parse_json, read_text
+    from ...cli import CLIError
+    from ...errors import parse_json, read_text
 
     text = read_text(path, flag="--config", error=CLIError)
     if Path(path).suffix.lower() == ".json":
@@ -139,7 +139,7 @@ def _read_config_file(path: str) -> dict:
 
 def collect_overrides(args: argparse.Namespace) -> tuple[dict, set[str]]:
     """The config file's fields, then the flags given, and the names that came from flags."""
-    from ..probe.protocol import get_protocol
+    from ...probe.protocol import get_protocol
 
     overrides = _read_config_file(args.config) if args.config else {}
     if not get_protocol(args.protocol).finetune_early_stop:
@@ -162,11 +162,11 @@ def _preset(args: argparse.Namespace, bundle=None) -> str:
         return "tiny" if bundle.meta.get("origin") == "tiny" else "paper"
     if args.model == "tiny":
         return "tiny"
-    from ..probe.models import META_FILE
+    from ...probe.models import META_FILE
 
     meta = Path(args.model).expanduser() / META_FILE
     if meta.is_file():
-        from ..errors import load_json
+        from ...errors import load_json
 
         try:
             data = load_json(meta)
@@ -183,8 +183,8 @@ def build_config(args: argparse.Namespace, bundle=None, overrides: tuple[dict, s
     early; errors name the flag or the ``--config`` file and field."""
     from pydantic import ValidationError
 
-    from ..cli import CLIError
-    from .finetune import FinetuneConfig
+    from ...cli import CLIError
+    from ..finetune import FinetuneConfig
 
     values, flags = overrides if overrides is not None else collect_overrides(args)
     try:
@@ -209,16 +209,16 @@ def build_config(args: argparse.Namespace, bundle=None, overrides: tuple[dict, s
 
 
 def _finetune(args: argparse.Namespace) -> int:
-    from ..cli import CLIError, apply_threads, emit
-    from ..errors import atomic_dir
-    from ..kg.io import load_kb
-    from ..probe.cli import load_for_cli, resolve_format
+    from ...cli import CLIError, apply_threads, emit
+    from ...errors import atomic_dir
+    from ...kg.io import load_kb
+    from ...probe.cli.probe import load_for_cli, resolve_format
 
     if args.arch is not None and args.model != "tiny":
         args._usage_error(f"argument --arch: only with --model tiny (it picks the architecture of the tiny model "
                           f"built for the KB; {args.model!r} has its own)")  # exits 2, --json error object too
     apply_threads(args)
-    from ..outputs import check_output, model_dir
+    from ...outputs import check_output, model_dir
 
     out_dir = check_output(args.output, force=args.force, folder=True, ours=model_dir,
                            what="a model folder (no config.json)")
@@ -230,26 +230,26 @@ def _finetune(args: argparse.Namespace) -> int:
         raise CLIError(f"--kb {args.kb}: the KB has no facts to finetune on", file=args.kb, field="--kb")
     exclude: list[int] = []
     if args.exclude is not None:
-        from ..kg.refs import read_fact_list
+        from ...kg.refs import read_fact_list
 
         exclude = sorted(set(read_fact_list(kb, args.exclude, flag="--exclude", key="exclude")))
         if len(exclude) == len(kb.facts):
             raise CLIError(f"--exclude {args.exclude}: excludes every fact of the KB, nothing is left to finetune on",
                            file=args.exclude, field="--exclude")
     if args.forms is not None:
-        from ..kg.forms import parse_selection
+        from ...kg.forms import parse_selection
 
         parse_selection(kb, args.forms, flag="--forms")  # checked before anything is built
     fmt = resolve_format(args)
     overrides = collect_overrides(args)
     build_config(args, None, overrides)  # every value checked before anything is built or written
 
-    from .finetune import finetune
+    from ..finetune import finetune
 
     with atomic_dir(out_dir) as tmp:
         model = args.model
         if model == "tiny":
-            from ..probe.tiny import build_tiny_model
+            from ...probe.tiny import build_tiny_model
 
             try:
                 build_tiny_model(kb, tmp, hidden=args.tiny_hidden, layers=args.tiny_layers, heads=args.tiny_heads,

@@ -49,8 +49,8 @@ def _quiet(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_force, add_json, nonneg_int, positive_int
-    from .budget import DEFAULT_CLOSURE_SECONDS, DEFAULT_MAX_GROUNDINGS
+    from ...cli import add_force, add_json, nonneg_int, positive_int
+    from ..budget import DEFAULT_CLOSURE_SECONDS, DEFAULT_MAX_GROUNDINGS
 
     rules = sub.add_parser("rules", help="rules: closure, minimal deep-unlearning sets, recall/accuracy, explanations")
     rsub = rules.add_subparsers(dest="rules_command", metavar="ACTION")
@@ -143,7 +143,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     _quiet(p)
     p.set_defaults(handler=_explain)
 
-    from .compose_cli import register as register_compose
+    from .compose import register as register_compose
 
     register_compose(rsub, common, _load)
 
@@ -156,9 +156,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 # ---------------------------------------------------------------------------------------- helpers
 def _load(args):
-    from ..kg.io import load_kb
-    from ..kg.refs import read_fact_list
-    from .load import load_rules
+    from ...kg.io import load_kb
+    from ...kg.refs import read_fact_list
+    from ..load import load_rules
 
     kb = load_kb(args.kb, flag="--kb")
     rules = load_rules(args.rules if args.rules is not None else kb.metadata.get("rules", "family"))
@@ -171,7 +171,7 @@ def _load(args):
 def _print_warnings(args, kb, rules, warnings: list[str]) -> None:
     """Warnings on stderr, less those about relations the KB's metadata acknowledges (the user
     was told at import) and all of them with ``--quiet``."""
-    from ..kg.edu_relat import acknowledged_relations
+    from ...kg.edu_relat import acknowledged_relations
 
     if getattr(args, "quiet", False):
         return
@@ -183,15 +183,15 @@ def _print_warnings(args, kb, rules, warnings: list[str]) -> None:
 
 def _targets(args, kb) -> list[int]:
     """``--target``: fact ids; errors name the flag and the KB file."""
-    from ..kg.refs import resolve_target
+    from ...kg.refs import resolve_target
 
     return resolve_target(kb, args.target, kb_file=args.kb, flag="--target")
 
 
 def _evaluator(args, kb, rules, known):
-    from ..cli import CLIError
-    from .metrics import Evaluator
-    from .stored import stored_sets
+    from ...cli import CLIError
+    from ..metrics import Evaluator
+    from ..stored import stored_sets
 
     if args.seeds is not None and args.seeds < 1:
         raise CLIError(f"--seeds must be at least 1, got {args.seeds}")
@@ -218,11 +218,11 @@ def _fact(kb, f: int) -> list[str]:
 
 # ---------------------------------------------------------------------------------------- handlers
 def _closure(args) -> int:
-    from ..cli import emit
-    from .closure import closure
+    from ...cli import emit
+    from ..closure import closure
 
     if args.output:
-        from ..outputs import check_output, json_file
+        from ...outputs import check_output, json_file
 
         check_output(args.output, force=args.force, ours=json_file, what="a JSON file")
     kb, rules, known, warnings = _load(args)
@@ -232,7 +232,7 @@ def _closure(args) -> int:
     out = {**c.to_dict(), "rules": rules.name, "kb_facts": len(kb.facts),
            "warnings": warnings, "seconds": round(time.perf_counter() - t0, 4)}
     if args.output:
-        from ..errors import atomic_write_text
+        from ...errors import atomic_write_text
 
         out["output"] = str(atomic_write_text(args.output, json.dumps([list(f) for f in c.facts], ensure_ascii=False) + "\n"))
 
@@ -271,7 +271,7 @@ def _sets_text(kb, objs: list[dict]) -> str:
 
 
 def _sets(args) -> int:
-    from ..cli import emit
+    from ...cli import emit
 
     kb, rules, known, warnings = _load(args)
     targets = _targets(args, kb)
@@ -293,22 +293,22 @@ def _sets(args) -> int:
 def _recall(args) -> int:
     import numpy as np
 
-    from ..cli import CLIError, emit
-    from ..errors import load_json
-    from ..kg.refs import FactRefError, fact_list
+    from ...cli import CLIError, emit
+    from ...errors import load_json
+    from ...kg.refs import FactRefError, fact_list
 
     kb, rules, known, warnings = _load(args)
     if args.target == "all":
         raise CLIError("rules recall: --target must be one fact (the one the forgotten facts were unlearned for)")
     t = _targets(args, kb)[0]
     if args.known_after is not None:
-        from .recall_inputs import read_known_after
+        from ..recall_inputs import read_known_after
 
         known_after = read_known_after(kb, args.known_after)
         doc = None
         forgotten = sorted(set(known if known is not None else range(len(kb.facts))) - set(known_after))
     else:
-        from .recall_inputs import refuse_probe_output
+        from ..recall_inputs import refuse_probe_output
 
         doc = load_json(args.forgotten, flag="--forgotten", error=FactRefError)
         refuse_probe_output(doc, args.forgotten)
@@ -323,7 +323,7 @@ def _recall(args) -> int:
                   "before unlearning (--known overrides)", file=sys.stderr)
     ev = _evaluator(args, kb, rules, known)
     e = ev.evaluate(t, forgotten)
-    from .recall_inputs import deep_after
+    from ..recall_inputs import deep_after
 
     # what the model still knows: K_B as probed, else K minus the forgotten facts
     still = known_after if args.known_after is not None else sorted({int(i) for i in np.flatnonzero(ev.known)} - set(forgotten))
@@ -352,12 +352,12 @@ def _recall(args) -> int:
 
 
 def _explain(args) -> int:
-    from ..cli import CLIError, emit
-    from ..kg.figures import figure_path
-    from .explain import draw_explanation, explain, explain_text
+    from ...cli import CLIError, emit
+    from ...kg.figures import figure_path
+    from ..explain import draw_explanation, explain, explain_text
 
     if args.output:  # a folder, FIG.txt or another file is refused before any work
-        from ..outputs import check_output, figure_file
+        from ...outputs import check_output, figure_file
 
         check_output(figure_path(args.output, flag="-o")[0], force=args.force, ours=figure_file, what="an image")
     kb, rules, known, warnings = _load(args)
@@ -365,7 +365,7 @@ def _explain(args) -> int:
         raise CLIError("rules explain: --target must be one fact")
     t = _targets(args, kb)[0]
     if args.after is not None:
-        from .recall_inputs import explain_after
+        from ..recall_inputs import explain_after
 
         return explain_after(args, kb, rules, t)
     ev = _evaluator(args, kb, rules, known)
@@ -378,13 +378,13 @@ def _explain(args) -> int:
 
 
 def _show(args) -> int:
-    from ..cli import emit
-    from .load import load_rules
+    from ...cli import emit
+    from ..load import load_rules
 
     rules = load_rules(args.rules)
     warnings = list(rules.warnings)  # found when read (cartesian products); with --kb, check() repeats them
     if args.kb:
-        from ..kg.io import load_kb
+        from ...kg.io import load_kb
 
         warnings = rules.check(load_kb(args.kb, flag="--kb"))
     out = {"name": rules.name, "rules": len(rules), "relations": sorted(rules.relations),

@@ -14,9 +14,9 @@ import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_force, add_json, positive_int
-    from ..kg.cli import data_subcommands
-    from ..kg.triples import FORMATS
+    from ...cli import add_force, add_json, positive_int
+    from ...kg.cli import data_subcommands
+    from ...kg.triples import FORMATS
 
     dsub = data_subcommands(sub)
     p = dsub.add_parser(
@@ -61,13 +61,13 @@ def _problem_lines(file: str, problems, *, done: bool = False) -> list[str]:
 def _import(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..cli import emit
-    from ..kg.cli import summary_text
-    from ..kg.domain import load_domain
-    from ..kg.io import save_kb
-    from ..kg.triples import TriplesError, check_triples, read_triples, triples_format, triples_kb
-    from ..outputs import check_output, kb_file
-    from .generate import domain_rules, is_builtin, symmetric_relations
+    from ...cli import emit
+    from ...kg.cli import summary_text
+    from ...kg.domain import load_domain
+    from ...kg.io import save_kb
+    from ...kg.triples import TriplesError, check_triples, read_triples, triples_format, triples_kb
+    from ...outputs import check_output, kb_file
+    from ..generate import domain_rules, is_builtin, symmetric_relations
 
     check_output(args.output, force=args.force, ours=kb_file, what="a KB file")
     dom = load_domain(args.domain)
@@ -128,11 +128,11 @@ def _tsv_file(p) -> bool:
 
 
 def _export(args: argparse.Namespace, kb_file: str) -> int:
-    from ..cli import emit
-    from ..errors import atomic_write_text
-    from ..kg.io import load_kb
-    from ..kg.triples import tsv_text
-    from ..outputs import check_output
+    from ...cli import emit
+    from ...errors import atomic_write_text
+    from ...kg.io import load_kb
+    from ...kg.triples import tsv_text
+    from ...outputs import check_output
 
     for flag, (dest, of) in args.export_format_flags.items():
         if getattr(args, dest, None) not in (None, False):

@@ -15,7 +15,7 @@ import json
 
 def register(rsub, common, load) -> None:
     """The ``compose`` action: ``common`` adds --kb/--rules/--known, ``load`` reads them."""
-    from ..cli import add_force, add_json
+    from ...cli import add_force, add_json
 
     p = rsub.add_parser("compose", help="multi-hop questions composing rule bodies, for probe --mode compose")
     common(p, target=False)
@@ -28,12 +28,12 @@ def register(rsub, common, load) -> None:
 
 
 def _compose(args: argparse.Namespace, load) -> int:
-    from ..cli import emit
-    from ..kg.compose import ComposeError
-    from .compose import compose_set
+    from ...cli import emit
+    from ...kg.compose import ComposeError
+    from ..compose import compose_set
 
     if args.output is not None:
-        from ..outputs import check_output, json_file
+        from ...outputs import check_output, json_file
 
         check_output(args.output, force=args.force, ours=json_file, what="a JSON file")
     kb, rules, known, _ = load(args)
@@ -47,7 +47,7 @@ def _compose(args: argparse.Namespace, load) -> int:
     out = {"kb": str(args.kb), "rules": rules.name, "questions": len(cs.questions),
            "derived_facts": len(cs.fact_ids()), "by_rule": by_rule, "skipped": cs.skipped}
     if args.output:
-        from ..errors import atomic_write_text
+        from ...errors import atomic_write_text
 
         doc = {**cs.to_json(), "kb": str(args.kb), "rule_set": rules.name}
         out["output"] = str(atomic_write_text(args.output, json.dumps(doc, ensure_ascii=False, indent=1) + "\n"))

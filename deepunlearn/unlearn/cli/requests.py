@@ -11,8 +11,8 @@ from typing import Any
 
 
 def add_request_args(p: argparse.ArgumentParser) -> None:
-    from ..cli import positive_float
-    from .methods import catalog
+    from ...cli import positive_float
+    from ..methods import catalog
 
     p.add_argument("--retain", choices=("none", "nll", "kl"), default=None,
                    help="retain term added to a gradient method's loss: nll (gradient difference), kl (KL to the "
@@ -50,7 +50,7 @@ def parse_params(method_cls, items: list[str] | None, taken: dict[str, Any]) -> 
     :class:`~deepunlearn.cli.CLIError` naming the flag, the key and the allowed keys."""
     import json
 
-    from ..cli import CLIError
+    from ...cli import CLIError
 
     allowed = ", ".join(method_cls.Params.model_fields)
     out: dict[str, Any] = {}
@@ -73,8 +73,8 @@ def parse_params(method_cls, items: list[str] | None, taken: dict[str, Any]) -> 
 
 def build_method(method_cls, grid, args):
     """The method with ``--grid`` and the overrides, or one CLI error naming the flag."""
-    from ..cli import CLIError
-    from .methods import UnlearnError
+    from ...cli import CLIError
+    from ..methods import UnlearnError
 
     overrides = method_overrides(args)
     params = parse_params(method_cls, getattr(args, "param", None), overrides)
@@ -100,8 +100,8 @@ def build_method(method_cls, grid, args):
 
 def parse_targets(kb, text: str, kb_file) -> list[int]:
     """``--target A,B,C``: fact indices or ``S|r|O`` strings; a target named twice is an error."""
-    from ..cli import CLIError
-    from ..kg.refs import resolve_target
+    from ...cli import CLIError
+    from ...kg.refs import resolve_target
 
     ids: list[int] = []
     for part in (x.strip() for x in text.split(",")):
@@ -116,7 +116,7 @@ def parse_targets(kb, text: str, kb_file) -> list[int]:
 
 def check_request_flags(args) -> tuple[float | None, bool]:
     """``--min-accuracy`` and ``--recheck``, refused without ``--sequential`` or out of [0, 1]."""
-    from ..cli import CLIError
+    from ...cli import CLIError
 
     guard, recheck = getattr(args, "min_accuracy", None), getattr(args, "recheck", False)
     if not args.sequential and (guard is not None or recheck):
@@ -129,9 +129,9 @@ def check_request_flags(args) -> tuple[float | None, bool]:
 
 def run_requests(args, runner, method, kb, targets: list[int]) -> dict:
     """Run the batch (or the sequential requests) and return the command's JSON object."""
-    from .requests import run_batch, run_sequential
-    from .summary import target_metrics
-    from .summary import point_json
+    from ..requests import run_batch, run_sequential
+    from ..summary import target_metrics
+    from ..summary import point_json
 
     guard, recheck = check_request_flags(args)
     if args.sequential:

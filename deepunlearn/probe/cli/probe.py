@@ -16,7 +16,7 @@ The protocol picks the probe mode (``reference``: generate, the reference's rule
 exact) and the answer format (``reference``: always the model family's, as the reference
 evaluates every checkpoint; ``default``: the checkpoint's recorded one, else the family's).
 ``--mode`` and ``--answer-format`` override it. ``--scores`` and ``--mia --holdout HOLD.json``
-(likelihood scores, membership inference; :mod:`deepunlearn.probe.scores_cli`) replace the
+(likelihood scores, membership inference; :mod:`deepunlearn.probe.cli.scores`) replace the
 known/total count. :func:`add_format_args` and
 :func:`resolve_format` give the model commands (``probe``, ``finetune``, ``unlearn``) the same
 options: ``--answer-format``, ``--trust-remote-code`` (off: a checkpoint's own Python never
@@ -46,7 +46,7 @@ def add_format_args(parser: argparse.ArgumentParser, *, protocol: bool = True) -
     """Add ``--protocol default|reference|pretrained`` (unless ``protocol=False``, for a parser that has
     its own), ``--answer-format NAME|TEMPLATE`` and ``--trust-remote-code`` to a model
     command's parser; :func:`resolve_format` turns them into :func:`load_model` arguments."""
-    from .protocol import PROTOCOL_NAMES
+    from ..protocol import PROTOCOL_NAMES
 
     if protocol:
         parser.add_argument("--protocol", choices=PROTOCOL_NAMES, default="default",
@@ -60,8 +60,8 @@ def add_format_args(parser: argparse.ArgumentParser, *, protocol: bool = True) -
 def resolve_protocol(args: argparse.Namespace):
     """The :class:`~deepunlearn.probe.protocol.Protocol` named by ``args.protocol`` (a name, a
     Protocol, or missing: ``default``); a bad name is a :class:`~deepunlearn.cli.CLIError`."""
-    from ..cli import CLIError
-    from .protocol import get_protocol
+    from ...cli import CLIError
+    from ..protocol import get_protocol
 
     try:
         return get_protocol(getattr(args, "protocol", None))
@@ -76,9 +76,9 @@ def resolve_format(args: argparse.Namespace, protocol=None) -> dict[str, Any]:
     "trust_remote_code": bool}``. ``protocol`` defaults to :func:`resolve_protocol` of ``args``;
     a bad ``--answer-format`` is a CLIError naming it. When ``args`` has ``device``, it is
     checked here, before anything is loaded (a ModelLoadError naming ``--device``)."""
-    from ..cli import CLIError
-    from .models import check_device
-    from .prompts import PromptFormat
+    from ...cli import CLIError
+    from ..models import check_device
+    from ..prompts import PromptFormat
 
     if getattr(args, "device", None) is not None:
         check_device(args.device, flag="--device")
@@ -95,7 +95,7 @@ def resolve_format(args: argparse.Namespace, protocol=None) -> dict[str, Any]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_force, add_json, add_threads, positive_int
+    from ...cli import add_force, add_json, add_threads, positive_int
 
     p = sub.add_parser("probe", help="probe a causal LM on a KB's questions: which facts does it know?")
     p.add_argument("--model", required=True,
@@ -104,7 +104,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", default=None, help="write the known fact ids and facts to this JSON file")
     add_force(p)
     add_format_args(p)
-    from .result import MODES
+    from ..result import MODES
 
     p.add_argument("--mode", choices=MODES + ("any_raw",), default=None,
                    help="exact: argmax equals the gold answer tag + answer at every token (one pass); "
@@ -127,10 +127,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default=None, help="bf16, fp16, fp32 (default: bf16 on CUDA, fp32 on CPU)")
     p.add_argument("--cache-dir", default=None,
                    help="keep the result in this folder, keyed on the model's weights and the KB (default: no cache)")
-    from .scores_cli import add_args as add_score_args
+    from .scores import add_args as add_score_args
 
     add_score_args(p)
-    from .calibrate_cli import add_args as add_calibration_args
+    from .calibrate import add_args as add_calibration_args
 
     add_calibration_args(p)
     add_threads(p)
@@ -144,12 +144,12 @@ def resolve_model(name: str, kb, kb_path: str | Path | None = None, prompt=None)
     format (default: the reference's Llama format)."""
     if name != "tiny":
         return name
-    from .tiny import TOKENIZER_VERSION
-    from .cache import default_cache_dir
-    from .fingerprint import kb_fingerprint
-    from .models import META_FILE
-    from .prompts import PromptFormat
-    from .tiny import TINY_PROMPT, build_tiny_model
+    from ..tiny import TOKENIZER_VERSION
+    from ..cache import default_cache_dir
+    from ..fingerprint import kb_fingerprint
+    from ..models import META_FILE
+    from ..prompts import PromptFormat
+    from ..tiny import TINY_PROMPT, build_tiny_model
 
     prompt = TINY_PROMPT if prompt is None else PromptFormat.parse(prompt)
     key = kb_fingerprint(kb) + TOKENIZER_VERSION
@@ -168,8 +168,8 @@ def load_for_cli(name: str, kb, device=None, dtype=None, *, prompt=None, answer_
     """:func:`load_model` with its errors turned into CLI errors; ``prompt``, ``answer_format``
     and ``trust_remote_code`` as :func:`resolve_format` returns them (``**resolve_format(args)``).
     A ModelLoadError passes through as it is (a UserError keeping its file and field)."""
-    from ..cli import CLIError
-    from .models import load_model
+    from ...cli import CLIError
+    from ..models import load_model
 
     try:
         return load_model(resolve_model(name, kb, prompt=prompt), device=device, dtype=dtype, prompt=prompt,
@@ -181,22 +181,22 @@ def load_for_cli(name: str, kb, device=None, dtype=None, *, prompt=None, answer_
 def _probe(args: argparse.Namespace) -> int:
     import sys
 
-    from ..cli import CLIError, apply_threads, emit
-    from ..kg.io import load_kb
-    from .fingerprint import check_trained_on
+    from ...cli import CLIError, apply_threads, emit
+    from ...kg.io import load_kb
+    from ..fingerprint import check_trained_on
 
     if args.cache_dir:
-        from .cache import check_cache_dir
+        from ..cache import check_cache_dir
 
         check_cache_dir(args.cache_dir, where="--cache-dir")
     if args.output is not None:  # before anything loads: an output that is not ours is refused at once
-        from ..outputs import check_output, json_file
+        from ...outputs import check_output, json_file
 
         check_output(args.output, force=args.force, ours=json_file, what="a JSON file")
     protocol = resolve_protocol(args)
     fmt = resolve_format(args, protocol)  # checks --device before anything loads
     mode = args.mode or protocol.probe_mode
-    from .answer_rule import rule_of
+    from ..answer_rule import rule_of
 
     def load(name, *a, **kw):  # every model of this command answers by the protocol's rule
         bundle = load_for_cli(name, *a, **kw)
@@ -204,21 +204,21 @@ def _probe(args: argparse.Namespace) -> int:
         return bundle
 
     apply_threads(args)
-    from . import calibrate_cli
+    from . import calibrate
 
-    if mode == "compose" and (args.scores or args.mia or args.holdout or args.facts or calibrate_cli.wanted(args)):
+    if mode == "compose" and (args.scores or args.mia or args.holdout or args.facts or calibrate.wanted(args)):
         raise CLIError("--mode compose is the known/total probe of derived facts: no --scores, --mia, --holdout, "
                        "--facts or calibration", field="--mode")
     kb = load_kb(args.kb)
     if args.forms is not None:
-        from ..kg.forms import parse_selection
+        from ...kg.forms import parse_selection
 
         parse_selection(kb, args.forms, flag="--forms")  # a bad token: one line naming --forms, before loading
         if args.scores or args.mia:
             raise CLIError("--forms is for the known/total probe, not --scores or --mia", field="--forms")
     if args.scores or args.mia or args.holdout or args.facts:
-        from .calibrate_cli import wanted
-        from .scores_cli import run
+        from .calibrate import wanted
+        from .scores import run
 
         if wanted(args):
             raise CLIError("--calibrate, --exclude and --calibration are for the known/total probe, not --scores "
@@ -229,8 +229,8 @@ def _probe(args: argparse.Namespace) -> int:
         if args.facts and not (args.scores or args.mia):
             raise CLIError("--facts is for --scores or --mia", field="--facts")
         return run(args, kb, lambda: load(args.model, kb, args.device, args.dtype, **fmt))
-    if calibrate_cli.wanted(args):
-        return calibrate_cli.run(args, kb, lambda name: load(name, kb, args.device, args.dtype, **fmt))
+    if calibrate.wanted(args):
+        return calibrate.run(args, kb, lambda name: load(name, kb, args.device, args.dtype, **fmt))
     if mode in ("any", "any_raw"):
         print(f"deepunlearn probe: note: --mode {mode} is uncalibrated: chance guesses count as known "
               "(calibrate with --calibrate HOLD.json, apply with --calibration FILE)", file=sys.stderr)
@@ -240,7 +240,7 @@ def _probe(args: argparse.Namespace) -> int:
         raise CLIError("--compose FILE goes with --mode compose, and --mode compose needs it (write it with "
                        "'deepunlearn rules compose --kb KB -o FILE')", field="--compose")
     if mode == "compose":
-        from ..kg.compose import read_compose
+        from ...kg.compose import read_compose
 
         if args.forms is not None or args.cache_dir:
             raise CLIError("--mode compose asks its own questions: no --forms or --cache-dir", field="--mode")
@@ -249,8 +249,8 @@ def _probe(args: argparse.Namespace) -> int:
     warning = check_trained_on(bundle, kb, kb_file=args.kb)
     if warning:
         print(f"deepunlearn probe: warning: {warning}", file=sys.stderr)
-    from .cache import cached_probe
-    from .probing import probe
+    from ..cache import cached_probe
+    from ..probing import probe
 
     t0 = time.perf_counter()
     try:
@@ -262,7 +262,7 @@ def _probe(args: argparse.Namespace) -> int:
     except ValueError as e:  # e.g. an answer format under which an answer adds no tokens
         raise CLIError(str(e)) from None
     seconds = time.perf_counter() - t0
-    from .pretrained import known_by_relation
+    from ..pretrained import known_by_relation
 
     # per relation group (family / biography in the family domain): [known, total]
     by_group = {g: [int(res.known[m[res.fact_ids]].sum()), int(m[res.fact_ids].sum())]
@@ -286,7 +286,7 @@ def _probe(args: argparse.Namespace) -> int:
     if res.per_form is not None:
         out.update(forms=res.forms, fallback=int(res.fallback), per_form=res.per_form)
     if res.compose is not None:
-        from .compose_probe import by_rule
+        from ..compose_probe import by_rule
 
         out.update(compose_questions=len(res.compose), compose_answered=sum(r["known"] for r in res.compose),
                    compose_by_rule=by_rule(res.compose))
@@ -294,7 +294,7 @@ def _probe(args: argparse.Namespace) -> int:
         ids = sorted(res.known_ids())
         doc = {**out, "fact_ids": ids, "facts": [list(kb.facts[i]) for i in ids],
                **({} if res.compose is None else {"compose": res.compose})}
-        from ..errors import atomic_write_text
+        from ...errors import atomic_write_text
 
         path = atomic_write_text(args.output, json.dumps(doc, ensure_ascii=False, indent=1) + "\n")
         out["output"] = str(path)
