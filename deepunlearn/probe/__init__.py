@@ -29,7 +29,7 @@ from .cache import cached_probe, default_cache_dir
 from .chat import chat_format
 from .fingerprint import check_trained_on, kb_fingerprint, model_fingerprint, weights_fingerprint
 from .gguf import find_gguf, gguf_summary
-from .cli.model import import_gguf, model_info
+from .model_import import import_gguf, model_info
 from .models import ModelBundle, ModelLoadError, check_device, load_model, quiet_hf, read_meta, save_bundle
 from .form_encoding import encode_forms, form_prompt_ids
 from .probing import MODES, ProbeResult, logits_fn, probe

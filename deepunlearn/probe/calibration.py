@@ -272,6 +272,18 @@ def raw_rates(neg: Mapping[str, np.ndarray], neg_groups: Sequence[str], pos: Map
     return out
 
 
+def verdicts(cal, mode: str, ev: dict, groups: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """(calibrated, raw) verdicts of ``mode`` (``any``, ``any_raw`` or one mode) from the evidence."""
+    raw_modes = list(ev) if mode in ("any", "any_raw") else [mode]
+    raw = np.zeros(len(groups), dtype=bool)
+    for m in raw_modes:
+        raw |= ev[m] > -np.inf
+    if mode == "any_raw":
+        return raw, raw
+    cal_known = cal.known_any(ev, groups) if mode == "any" else cal.known(mode, ev[mode], groups)
+    return cal_known, raw
+
+
 def table(cal: Calibration, raw: Mapping[str, Mapping[str, tuple[float, float]]] | None = None) -> str:
     """The calibration as a text table: mode x group, threshold, measured FPR / TPR (and the raw
     rule's, when given), informative or why not."""

@@ -72,25 +72,3 @@ def deep_after(kb, rules, known_after, target: int, max_groundings: int | None) 
     tree = surviving_derivation(g, target) if lost and not deep else None
     return {"deep": deep, "superficial": lost and not deep, "surviving_ids": leaves(tree),
             "surviving_text": derivation_text(g, tree, indent="    ") if tree is not None else ""}
-
-
-def explain_after(args, kb, rules, t: int) -> int:
-    """``rules explain --after``: is the target still derivable from what the model knows after
-    unlearning, and by which facts, rule by rule."""
-    from ..cli import CLIError, emit
-
-    if args.output:
-        raise CLIError("rules explain: -o draws the derivations from K; with --after the surviving derivation is "
-                       "printed (or given with --json)", field="-o")
-    after = read_known_after(kb, args.after, flag="--after")
-    d = deep_after(kb, rules, after, t, args.grounding_budget)
-    known_t = t in set(after)
-    out = {"target": list(kb.facts[t]), "target_id": t, "known_after": len(after), "target_known": known_t,
-           "rules": rules.name, **d}
-    verdict = ("the model still knows the target" if known_t else
-               "superficial: the rules still derive it from what the model knows" if d["superficial"] else
-               "yes: the target is not derivable from what the model knows")
-    emit(args, out, lambda: "\n".join(
-        [f"target [{t}] {kb.facts[t]}: deep: {'yes' if d['deep'] else 'no'} ({verdict}; {len(after)} facts known)"]
-        + (["  surviving derivation:", d["surviving_text"]] if d["superficial"] else [])))
-    return 0

@@ -353,3 +353,12 @@ def point_json(point, kb) -> dict:
     d["forgotten"] = [list(kb.facts[i]) for i in point.forgotten]
     d["set"] = [list(kb.facts[i]) for i in point.set]
     return d
+
+
+def mean_summary(summaries: list[dict]) -> dict:
+    """Each metric averaged over targets (NaN and None left out; None where no target has it)."""
+    out: dict = {"n_targets": len(summaries)}
+    for k in (summaries[0] if summaries else {}):
+        vals = [s[k] for s in summaries if s.get(k) is not None and not math.isnan(s[k])]
+        out[k] = sum(vals) / len(vals) if vals else None
+    return out

@@ -17,7 +17,7 @@ from fuzz_seeds import write_gguf
 # Examples run in forked children of this process: what is imported here once is not imported
 # again by every example (model info drops from ~3.5 s to ~0.2 s).
 for _m in ("deepunlearn.cli", "deepunlearn.kg.cli", "deepunlearn.rules.cli", "deepunlearn.probe.cli",
-           "deepunlearn.probe.cli.model", "deepunlearn.probe.gguf", "deepunlearn.unlearn.cli.finetune",
+           "deepunlearn.probe.cli.model", "deepunlearn.probe.model_import", "deepunlearn.probe.gguf", "deepunlearn.unlearn.cli.finetune",
            "deepunlearn.bench.cli", "deepunlearn.bench.config", "deepunlearn.bench.runner", "deepunlearn.kg.edu_relat",
            "transformers", "gguf"):
     importlib.import_module(_m)

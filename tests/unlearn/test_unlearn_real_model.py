@@ -37,7 +37,7 @@ def gguf_bundle(gguf_file):
 
 @pytest.fixture(scope="module")
 def imported(gguf_file, gguf_bundle, tmp_path_factory):
-    from deepunlearn.probe.cli.model import import_gguf
+    from deepunlearn.probe.model_import import import_gguf
 
     out = tmp_path_factory.mktemp("smollm2") / "SmolLM2-135M"
     result = import_gguf(gguf_file, out, bundle=gguf_bundle)

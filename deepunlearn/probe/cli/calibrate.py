@@ -64,18 +64,6 @@ def _check(args) -> None:
         raise CLIError("--cache-dir: calibrated probing is not cached; leave --cache-dir out", field="--cache-dir")
 
 
-def verdicts(cal, mode: str, ev: dict, groups: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(calibrated, raw) verdicts of ``mode`` (``any``, ``any_raw`` or one mode) from the evidence."""
-    raw_modes = list(ev) if mode in ("any", "any_raw") else [mode]
-    raw = np.zeros(len(groups), dtype=bool)
-    for m in raw_modes:
-        raw |= ev[m] > -np.inf
-    if mode == "any_raw":
-        return raw, raw
-    cal_known = cal.known_any(ev, groups) if mode == "any" else cal.known(mode, ev[mode], groups)
-    return cal_known, raw
-
-
 def run(args, kb, load: Callable) -> int:
     """The calibrated ``probe`` (module docstring); ``load(name)`` loads a model for the CLI."""
     import time
@@ -84,7 +72,7 @@ def run(args, kb, load: Callable) -> int:
     from ...errors import atomic_write_text
     from ...kg.fingerprint import kb_fingerprint
     from ..calibration import (DEFAULT_FPR, DEFAULT_MIN_TPR, CalibrationError, calibrate, load_calibration,
-                              raw_rates, table)
+                              raw_rates, table, verdicts)
     from ..evidence import fact_groups, mode_evidence
 
     _check(args)

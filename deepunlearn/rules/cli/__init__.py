@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from .. import never_true
-from . import generate, rules, triples
+from . import generate, never_true, rules, triples
 
 #: In the order their commands appear in ``--help``.
 MODULES = (generate, triples, never_true, rules)

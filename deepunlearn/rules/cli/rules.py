@@ -365,7 +365,7 @@ def _explain(args) -> int:
         raise CLIError("rules explain: --target must be one fact")
     t = _targets(args, kb)[0]
     if args.after is not None:
-        from ..recall_inputs import explain_after
+        from .explain import explain_after
 
         return explain_after(args, kb, rules, t)
     ev = _evaluator(args, kb, rules, known)

@@ -181,15 +181,6 @@ def _table(result: dict) -> str:
     return "\n".join(lines)
 
 
-def mean_summary(summaries: list[dict]) -> dict:
-    """Each metric averaged over targets (NaN and None left out; None where no target has it)."""
-    out: dict = {"n_targets": len(summaries)}
-    for k in (summaries[0] if summaries else {}):
-        vals = [s[k] for s in summaries if s.get(k) is not None and not math.isnan(s[k])]
-        out[k] = sum(vals) / len(vals) if vals else None
-    return out
-
-
 def _check_outputs(args, grid, method, single: bool) -> float | None:
     """Check -o, --point and --save-model before anything is loaded; the wanted point or None."""
     from ...cli import CLIError
@@ -331,6 +322,8 @@ def _unlearn(args) -> int:
         obj.update({"point": chosen["param"], "forgotten": chosen["forgotten"], "fact_ids": sorted(runner.known)})
         text = lambda: _table(obj)  # noqa: E731
     else:
+        from ..summary import mean_summary
+
         obj = {"method": method.name, "targets": results, "skipped": skipped,
                "summary": mean_summary([r["summary"] for r in results]), **common}
         text = lambda: "\n".join(  # noqa: E731
