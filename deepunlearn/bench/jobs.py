@@ -193,6 +193,7 @@ def new_target_runner(spec: WorkSpec, model: str, bundle: Any, kb: Any, cache_di
     seed of a per-seed model (a ``{seed}`` in a calibration path is that seed's file)."""
     from ..probe.protocol import Protocol
     from ..unlearn import TargetRunner
+    from ..unlearn.runner_options import ProbeOptions, SetOptions, TrainOptions
 
     m = spec.models[model]
     run = m["run"]
@@ -205,10 +206,12 @@ def new_target_runner(spec: WorkSpec, model: str, bundle: Any, kb: Any, cache_di
 
         options["holdout"] = from_dict(options["holdout"], source="sweep holdout KB")
     return TargetRunner(
-        bundle, kb, rules=spec.rules, protocol=Protocol.model_validate(run["protocol"]),
-        probe_mode=run["probe_mode"], k_mode=run["k_mode"], sets=run["sets"], tie=run["tie"],
-        lr=m.get("lr"), lora=spec.lora, cache_dir=cache_dir, seeds=spec.seeds, batch_size=spec.batch_size,
-        progress=False, **options,
+        bundle, kb, rules=spec.rules, protocol=Protocol.model_validate(run["protocol"]), progress=False,
+        probing=ProbeOptions(mode=run["probe_mode"], k_mode=run["k_mode"], cache_dir=cache_dir,
+                             batch_size=spec.batch_size),
+        minimal_sets=SetOptions(sets=run["sets"], tie=run["tie"], seeds=spec.seeds),
+        training=TrainOptions(lr=m.get("lr"), lora=spec.lora),
+        **options,  # the config's runner options, by their flat keywords
     )
 
 

@@ -3,8 +3,9 @@ snapshot/restore and LoRA mode, and the per-target loop.
 
 Public API (torch is imported on first use, not by ``import deepunlearn.unlearn``)::
 
-    TargetRunner(bundle, kb, *, rules=None, probe_mode="exact", k_mode="probed", lr=None, lora=False,
-                 cache_dir=None, exact=True, seeds=100, batch_size=64)
+    TargetRunner(bundle, kb, *, rules=None, protocol=None, probing=ProbeOptions(...),
+                 minimal_sets=SetOptions(...), training=TrainOptions(...), measures=MeasureOptions(...),
+                 checks=CheckOptions(...), seed=0, progress=True)
         .baseline, .known, .run(target, method, grid=None, skip_params=(), params=None) -> Iterator[Point]
     METHODS, register_method, get_method, Unlearner, MethodParams   # the method registry
     WeightSnapshot, LoraAdapter, LoraParams                         # undoing a run in memory
@@ -19,6 +20,8 @@ import importlib
 
 _EXPORTS = {
     "TargetRunner": "loop", "Point": "loop", "TargetNotKnownError": "loop",
+    "ProbeOptions": "runner_options", "SetOptions": "runner_options", "TrainOptions": "runner_options",
+    "MeasureOptions": "runner_options", "CheckOptions": "runner_options",
     "METHODS": "methods", "register_method": "methods", "get_method": "methods", "Unlearner": "methods",
     "MethodParams": "methods", "UnlearnError": "methods", "Session": "methods", "Step": "methods",
     "WeightSnapshot": "snapshot", "LoraAdapter": "snapshot", "LoraParams": "snapshot",

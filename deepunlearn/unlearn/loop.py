@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Iterable, Iterator, Literal, Sequence
+from typing import Iterable, Iterator, Sequence
 
 from .lr import runner_lr
 from .methods import MethodParams, Unlearner, UnlearnError
@@ -28,6 +28,8 @@ from .points import (  # noqa: F401  (Point, TargetNotKnownError, seed_everythin
     Point, TargetNotKnownError, _evaluator, _lora_methods, _number, _opt, _unlearner, seed_everything,
 )
 from .run_session import runner_session
+from .runner_options import (CheckOptions, MeasureOptions, ProbeOptions, SetOptions, TrainOptions,
+                             group_options)
 from .sampled import AccuracySampler
 from .snapshot import LoraAdapter, LoraParams, WeightSnapshot
 
@@ -45,47 +47,22 @@ class TargetRunner:
         release), else ``family``.
     protocol:
         a :class:`~deepunlearn.probe.protocol.Protocol` or preset name (``"default"``,
-        ``"reference"``); ``None``: ``default``. It supplies every choice left at ``None`` here
-        and the optimisation settings of the methods (schedule, warm-up, weight decay, clipping,
-        reinforcement) that a method's own params do not set.
-    probe_mode, forms, unlearn_forms, adversarial, attacks:
-        the primary probe's mode (``exact``, ``generate``, ``yesno``, ``rank``, ``any``:
-        :mod:`deepunlearn.probe.probing`; ``None``: the protocol's) and forms (a
-        :mod:`deepunlearn.kg.forms` selection; ``None``: the primary question); the forms the
-        methods unlearn on (one row per form; ``None``: the primary question); the adversarial
-        probe and the relearning / quantisation attacks (:mod:`deepunlearn.unlearn.checks`).
-    k_mode:
-        ``"probed"``: K = the facts the model answers before unlearning; ``"dataset"``: K = the KB;
-        ``None``: the protocol's.
-    sets, tie:
-        where the minimal deep-unlearning sets come from (``"exact"``, ``"mdus"``, ``"release"``:
-        the release's stored sets, or a folder of that layout) and which set of maximal recall is
-        ``U*_A`` (``"accuracy"``: the best accuracy; ``"first"``: the first, as the reference's
-        ``np.argmax``); ``None``: the protocol's. ``exact=False`` is the older spelling of
-        ``sets="mdus"``.
-    lr:
-        learning rate for every method; ``None``: the rule of :mod:`deepunlearn.unlearn.lr`.
-    lora:
-        LoRA mode, for every method: GA and NPO train a LoRA adapter instead of the full weights;
-        TV and WHP reinforce the target into the adapter, then scale it by ``-alpha`` (TV) or
-        switch it off and on (WHP); the adapter is removed after each run, leaving the model bit
-        for bit as before. No weight snapshot is taken (the base weights never change).
-    cache_dir:
-        where the baseline probe is cached.
-    exact, seeds:
-        exact enumeration of the minimal sets (default) or MDUS with ``seeds`` seeds.
-    snapshot_device:
-        where the original weights are kept: ``"cpu"`` or ``"same"`` (the model's device).
-    scores, holdout, min_k, reference, retrain_cache:
-        ``scores=True`` stores with every point how much remains (likelihoods, truth ratio,
-        exposure, ROUGE-L, Min-K%: :mod:`deepunlearn.unlearn.measures`), membership against the
-        ``holdout`` KB (Min-K% with ``min_k`` percent); ``reference="retrain"`` also trains, per
-        target, a retain model without the target's reference set (cached in ``retrain_cache``)
-        for the reference-based measures and the ``retrain`` baseline row.
-    accuracy, accuracy_sample:
-        ``"full"``/``"sampled"``/``"auto"`` (sampled above 2,000 facts in K), ``accuracy_sample`` facts:
-        :mod:`deepunlearn.unlearn.sampled`.
-    
+        ``"reference"``); ``None``: ``default``. It supplies every choice left at ``None`` in the
+        options and the optimisation settings of the methods (schedule, warm-up, weight decay,
+        clipping, reinforcement) that a method's own params do not set.
+    probing, minimal_sets, training, measures, checks:
+        the option groups (:mod:`deepunlearn.unlearn.runner_options`): how K is probed
+        (:class:`ProbeOptions`), where the minimal sets come from (:class:`SetOptions`), how the
+        methods train (:class:`TrainOptions`, LoRA included), what is measured at every point
+        (:class:`MeasureOptions`: accuracy sampling, scores, the retrain reference) and the
+        checks after unlearning (:class:`CheckOptions`: adversarial probe, attacks).
+    seed, progress:
+        the seed of the accuracy sample and the methods' data order; progress bars on stderr.
+    **flat:
+        any option by its flat keyword (``probe_mode="generate"``, ``lr=1e-4``, ...: the
+        spelling of configs and command lines, :data:`~deepunlearn.unlearn.runner_options.FLAT`),
+        applied on top of the groups.
+
     An untrained model with K = the whole KB (``k_mode="dataset"``) has forgotten everything
     after one step of gradient ascent: recall 1, accuracy 0, the target gone deeply.
 
@@ -95,7 +72,7 @@ class TargetRunner:
     >>> from deepunlearn.probe.tiny import build_tiny_model
     >>> kb = generate_family(5, seed=0)
     >>> bundle = load_model(build_tiny_model(kb, tempfile.mkdtemp(), hidden=32, layers=1, heads=2), device="cpu")
-    >>> runner = TargetRunner(bundle, kb, k_mode="dataset", progress=False)
+    >>> runner = TargetRunner(bundle, kb, probing=ProbeOptions(k_mode="dataset"), progress=False)
     >>> p, = runner.run(kb.targets[0], "ga", grid=[1])
     >>> p.param, p.recall, p.accuracy, p.target_forgotten, p.notes["deep"]
     (1, 1.0, 0.0, True, True)
@@ -108,34 +85,18 @@ class TargetRunner:
         *,
         rules=None,
         protocol=None,
-        probe_mode: str | None = None,
-        k_mode: Literal["probed", "dataset"] | None = None,
-        sets: str | None = None,
-        tie: Literal["accuracy", "first"] | None = None,
-        lr: float | None = None,
-        lora: bool = False,
-        lora_params: LoraParams | None = None,
-        cache_dir=None,
-        exact: bool | None = None,
-        seeds: int = 100,
-        batch_size: int | str | None = None,
-        snapshot_device: str = "cpu",
+        probing: ProbeOptions | None = None,
+        minimal_sets: SetOptions | None = None,
+        training: TrainOptions | None = None,
+        measures: MeasureOptions | None = None,
+        checks: CheckOptions | None = None,
         seed: int = 0,
         progress: bool = True,
-        scores: bool = False,
-        holdout=None,
-        min_k: float = 20.0,
-        reference: Literal["retrain"] | None = None,
-        retrain_cache=None,
-        forms: str | None = None,
-        unlearn_forms: str | None = None,
-        adversarial: bool = False,
-        attacks=None,
-        adversarial_modes: Sequence[str] | None = None,
-        adversarial_calibration=None,
-        accuracy: str = "auto",
-        accuracy_sample: int = 300,
+        **flat,
     ):
+        self.options = group_options({"probing": probing, "minimal_sets": minimal_sets, "training": training,
+                                      "measures": measures, "checks": checks}, **flat)
+        po, so, to, mo, co = (self.options[g] for g in ("probing", "minimal_sets", "training", "measures", "checks"))
         from ..probe import cached_probe, get_protocol
         from ..probe.answer_rule import rule_of
 
@@ -143,11 +104,12 @@ class TargetRunner:
             self.protocol = get_protocol(protocol)
         except ValueError as e:
             raise UnlearnError(str(e)) from None
-        probe_mode = probe_mode or self.protocol.probe_mode
-        k_mode = k_mode or self.protocol.k_mode
+        probe_mode = po.mode or self.protocol.probe_mode
+        k_mode = po.k_mode or self.protocol.k_mode
+        sets = so.sets
         if sets is None:
-            sets = "mdus" if exact is False else self.protocol.sets
-        self.sets, self.tie = str(sets), tie or self.protocol.tie
+            sets = "mdus" if so.exact is False else self.protocol.sets
+        self.sets, self.tie = str(sets), so.tie or self.protocol.tie
         from ..probe.modes import FACT_MODES
 
         if probe_mode not in FACT_MODES:
@@ -155,12 +117,13 @@ class TargetRunner:
                                field="probe_mode")
         if k_mode not in ("probed", "dataset"):
             raise UnlearnError(f"k_mode must be 'probed' or 'dataset', got {k_mode!r}")
+        lr, forms, unlearn_forms = to.lr, po.forms, to.unlearn_forms
         if lr is not None and lr <= 0:
             raise UnlearnError(f"lr must be positive, got {lr}")
         self.bundle, self.kb = bundle, kb
         self.probe_mode, self.k_mode = probe_mode, k_mode
-        self.lr, self.lora, self.lora_params = lr, lora, lora_params or LoraParams()
-        self.batch_size, self.seed, self.progress = batch_size, seed, progress
+        self.lr, self.lora, self.lora_params = lr, to.lora, to.lora_params or LoraParams()
+        self.batch_size, self.seed, self.progress = po.batch_size, seed, progress
         from ..kg.forms import parse_selection
 
         for name, sel in (("forms", forms), ("unlearn_forms", unlearn_forms)):
@@ -171,26 +134,26 @@ class TargetRunner:
         self._probe_kw = {} if forms in (None, "default") else {"forms": forms}
         from .checks import ForgettingChecks
 
-        self.checks = ForgettingChecks(self, adversarial=adversarial, attacks=attacks,  # checked before any work
-                                       modes=adversarial_modes, calibration=adversarial_calibration)
+        self.checks = ForgettingChecks(self, adversarial=co.adversarial, attacks=co.attacks,  # checked before any work
+                                       modes=co.modes, calibration=co.calibration)
         bundle.model.eval()
         bundle.answer_rule = rule_of(self.protocol)  # when a generated answer counts (the protocol's)
-        self.baseline = cached_probe(bundle, kb, mode=probe_mode, cache_dir=cache_dir, batch_size=batch_size,
+        self.baseline = cached_probe(bundle, kb, mode=probe_mode, cache_dir=po.cache_dir, batch_size=po.batch_size,
                                      progress=progress, **self._probe_kw)
         self.known: frozenset[int] = (
             frozenset(int(i) for i in self.baseline.known_ids()) if k_mode == "probed" else frozenset(range(len(kb)))
         )
         self._probe_ids = sorted(self.known)
         self.evaluator = _evaluator(kb, rules, self._probe_ids if k_mode == "probed" else None, self.sets,
-                                    self.tie, seeds)
+                                    self.tie, so.seeds)
         # LoRA mode never changes the base weights: the adapter is removed instead.
-        self.snapshot = None if lora else WeightSnapshot(bundle.model, device=snapshot_device)
+        self.snapshot = None if to.lora else WeightSnapshot(bundle.model, device=to.snapshot_device)
         self._collateral = None
         from .baselines import Baselines
 
-        self.baselines = Baselines(self, scores=scores or reference is not None, holdout=holdout, min_k=min_k,
-                                   reference=reference, retrain_cache=retrain_cache)
-        self.sampler = AccuracySampler(self, accuracy, accuracy_sample, seed, full_only=(
+        self.baselines = Baselines(self, scores=mo.scores or mo.reference is not None, holdout=mo.holdout,
+                                   min_k=mo.min_k, reference=mo.reference, retrain_cache=mo.retrain_cache)
+        self.sampler = AccuracySampler(self, mo.accuracy, mo.accuracy_sample, seed, full_only=(
             "scores" if self.baselines.on else "the adversarial and attack checks" if self.checks.active else None))
 
     # ------------------------------------------------------------------ pieces

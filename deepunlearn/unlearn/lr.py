@@ -8,7 +8,7 @@ measured GA with AdamW for 16 steps at lr 1e-4 (a tenth of the training rate) fo
 target after 2-4 steps and losing 3-7 % of the other known facts, while 3e-4 lost 12-24 % and
 1e-3 85-94 %. So the rate follows how the model was trained:
 
-1. an explicit rate (``--lr``, ``TargetRunner(lr=...)``, a method's ``Params.lr``) wins;
+1. an explicit rate (``--lr``, ``TrainOptions(lr=...)`` of ``TargetRunner``, a method's ``Params.lr``) wins;
 2. else, if the checkpoint's ``deepunlearn.json`` records the (peak) training rate
    (``training.lr``, written by ``deepunlearn finetune``): the method's paper ratio times that
    rate (GA, TV, WHP: 1; NPO: 2), times :data:`FROM_SCRATCH_FACTOR` = 1/10 when the model was

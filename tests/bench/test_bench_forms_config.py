@@ -72,7 +72,9 @@ class _Capture:
     seen: list[dict] = []
 
     def __init__(self, bundle, kb, **kwargs):
-        _Capture.seen.append(kwargs)
+        from deepunlearn.unlearn.runner_options import flat_options
+
+        _Capture.seen.append(flat_options(**kwargs))  # every option by its flat keyword
 
 
 def _runner_kwargs(monkeypatch, cfg, kb):
@@ -87,6 +89,11 @@ def _runner_kwargs(monkeypatch, cfg, kb):
 NEW_KEYS = {"forms", "unlearn_forms", "adversarial", "attacks"}
 
 
+def _unset(kw) -> bool:
+    """None of the new options reaches the runner set."""
+    return all(not kw[k] for k in NEW_KEYS)
+
+
 def test_the_options_reach_the_target_runner(sweep_files, tmp_path, monkeypatch):
     cfg = load_config(sweep_files(extra=FULL))
     kw = _runner_kwargs(monkeypatch, cfg, load_kb(tmp_path / "kb.json"))
@@ -99,12 +106,12 @@ def test_the_options_reach_the_target_runner(sweep_files, tmp_path, monkeypatch)
 def test_unset_options_are_not_passed(sweep_files, tmp_path, monkeypatch):
     cfg = load_config(sweep_files())
     kw = _runner_kwargs(monkeypatch, cfg, load_kb(tmp_path / "kb.json"))
-    assert not NEW_KEYS & set(kw) and kw["probe_mode"] == "exact"
+    assert _unset(kw) and kw["probe_mode"] == "exact"
     assert "probe" not in cfg.results_key("kb")   # the fingerprint of an older sweep is unchanged
     # a probe mode the protocol holds changes the protocol, not the runner's keywords
     cfg = load_config(sweep_files(extra='probe_mode = "generate"\n'))
     kw = _runner_kwargs(monkeypatch, cfg, load_kb(tmp_path / "kb.json"))
-    assert not NEW_KEYS & set(kw) and kw["probe_mode"] == "generate"
+    assert _unset(kw) and kw["probe_mode"] == "generate"
     assert kw["protocol"].probe_mode == "generate" and "probe" not in cfg.results_key("kb")
 
 

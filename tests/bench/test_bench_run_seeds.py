@@ -290,7 +290,9 @@ def test_each_seed_gets_its_own_calibration_and_checkpoint(tmp_path, monkeypatch
     from deepunlearn.kg.kb import KnowledgeBase
 
     got = []
-    monkeypatch.setattr(unlearn, "TargetRunner", lambda *a, **k: got.append(k) or k)
+    from deepunlearn.unlearn.runner_options import flat_options
+
+    monkeypatch.setattr(unlearn, "TargetRunner", lambda *a, **k: got.append(flat_options(**k)) or k)
     loaded = []
     monkeypatch.setattr(probe, "load_model", lambda path, **k: loaded.append(path) or object())
     kb = to_dict(KnowledgeBase.build({"A": {}, "B": {}}, [("A", "child", "B")]))

@@ -93,6 +93,7 @@ def _check_probe_args(kb, mode: str, forms: str | None) -> None:
 
 def _attack(args) -> int:
     import time
+    from dataclasses import replace
 
     from ...cli import CLIError, apply_threads, emit
     from ...kg.io import load_kb
@@ -104,6 +105,7 @@ def _attack(args) -> int:
     from ..attack_run import attack_text, run_attacks
     from ..attacks import check_quantize
     from ..loop import TargetRunner
+    from ..runner_options import ProbeOptions, SetOptions
     from ..methods import UnlearnError
 
     t0 = time.perf_counter()
@@ -121,13 +123,13 @@ def _attack(args) -> int:
     mode = args.mode or protocol.probe_mode
     _check_probe_args(kb, mode, args.forms)
     fmt = resolve_format(args, protocol)  # checks --device
-    runner_kw = dict(rules=args.rules, protocol=protocol, probe_mode=mode, sets=args.sets,
-                     cache_dir=args.cache_dir, batch_size=args.batch_size, progress=False)
+    runner_kw = dict(rules=args.rules, protocol=protocol, minimal_sets=SetOptions(sets=args.sets), progress=False)
+    probing = ProbeOptions(mode=mode, cache_dir=args.cache_dir, batch_size=args.batch_size)
     try:
         if args.original is not None:
             original = _load("--original", args.original, kb, args, fmt)
             _warn_kb(check_trained_on(original, kb, kb_file=args.kb))
-            runner = TargetRunner(original, kb, k_mode="probed", **runner_kw)
+            runner = TargetRunner(original, kb, probing=replace(probing, k_mode="probed"), **runner_kw)
             runner.known_target(target, field="--target")
             runner.bundle = runner.snapshot = original = None  # K and the sets are all we need of it
             _free()
@@ -135,7 +137,7 @@ def _attack(args) -> int:
         else:
             bundle = _load("--model", args.model, kb, args, fmt)
             _warn_kb(check_trained_on(bundle, kb, kb_file=args.kb))
-            runner = TargetRunner(bundle, kb, k_mode="dataset", **runner_kw)
+            runner = TargetRunner(bundle, kb, probing=replace(probing, k_mode="dataset"), **runner_kw)
             runner.snapshot = None  # each attack keeps its own
         if params.quantize is not None:
             check_quantize(bundle.model, params.quantize)

@@ -263,6 +263,7 @@ def _unlearn(args) -> int:
     from ...probe.cli.probe import load_for_cli, resolve_format
     from ...probe.fingerprint import check_trained_on
 
+    from ..runner_options import MeasureOptions, ProbeOptions, SetOptions, TrainOptions
     from .checks import check_kwargs
 
     protocol = get_protocol(args.protocol)
@@ -277,11 +278,14 @@ def _unlearn(args) -> int:
         if mismatch:
             print(f"deepunlearn unlearn: warning: {mismatch}", file=sys.stderr)
         runner = TargetRunner(
-            bundle, kb, rules=args.rules, protocol=protocol, probe_mode=args.probe_mode, k_mode=args.k_mode,
-            sets="mdus" if args.seeds is not None else args.sets, tie=args.tie, lr=args.lr,
-            lora=args.lora, cache_dir=args.cache_dir, seeds=args.seeds or 100,
-            batch_size=args.batch_size, seed=args.seed, accuracy=args.accuracy, accuracy_sample=args.accuracy_sample,
-            **checks,
+            bundle, kb, rules=args.rules, protocol=protocol, seed=args.seed,
+            probing=ProbeOptions(mode=args.probe_mode, k_mode=args.k_mode, cache_dir=args.cache_dir,
+                                 batch_size=args.batch_size),
+            minimal_sets=SetOptions(sets="mdus" if args.seeds is not None else args.sets, tie=args.tie,
+                                    seeds=args.seeds or 100),
+            training=TrainOptions(lr=args.lr, lora=args.lora),
+            measures=MeasureOptions(accuracy=args.accuracy, accuracy_sample=args.accuracy_sample),
+            **checks,  # forms, unlearn_forms, the adversarial probe and attacks, by their flat keywords
         )
         if many:
             obj = run_requests(args, runner, method, kb, targets)
