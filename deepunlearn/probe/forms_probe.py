@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Callable, Sequence
+from typing import Callable, Literal, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
@@ -201,6 +201,58 @@ def rankable(kb: KnowledgeBase, form: Form) -> bool:
     return form.kind != "yesno" and form.answer == kb.probe(form.fact_id).answer
 
 
+#: the form kinds ``exact`` asks (every probe computes it, with the facts' log-probabilities)
+EXACT_KINDS = ("qa", "statement")
+
+
+class FormMode(NamedTuple):
+    """How a mode probes over forms: the form ``kinds`` it selects, which of them it asks
+    (``asks(kb, form)``), how it scores a batch of asked forms (``score(run, forms) -> (hits,
+    outputs or None)``, ``run`` a :class:`_Runner`), and when a fact is known: when ``"any"`` of its
+    asked forms hits, or when it has one and ``"all"`` do."""
+
+    kinds: tuple[str, ...]
+    asks: Callable[[KnowledgeBase, Form], bool]
+    score: Callable[["_Runner", list[Form]], tuple[np.ndarray, list[str] | None]]
+    known_when: Literal["any", "all"] = "any"
+
+
+def _every(kb: KnowledgeBase, form: Form) -> bool:
+    return True
+
+
+def _generate(run: _Runner, forms: list[Form]) -> tuple[np.ndarray, list[str]]:
+    texts, hits = run.generate(forms)
+    return hits, texts
+
+
+#: the dispatch of every mode that asks a fact over its forms: every mode of
+#: :data:`~deepunlearn.probe.modes.FACT_MODES` but ``exact`` (computed by every probe) and ``any``
+#: (the aggregate of :data:`~deepunlearn.probe.modes.ANY_MODES`); :func:`check_form_modes` holds
+#: the two tables together
+FORM_MODES: dict[str, FormMode] = {
+    "yesno": FormMode(("yesno",), _every, lambda run, fs: (run.yesno(fs), None), "all"),
+    "rank": FormMode(EXACT_KINDS, rankable, lambda run, fs: (run.rank(fs), None)),
+    "generate": FormMode(EXACT_KINDS, _every, _generate),
+}
+
+
+def check_form_modes(form_modes: Mapping[str, FormMode] | None = None, fact_modes: Sequence[str] | None = None) -> None:
+    """A ``TypeError`` naming the table and the mode when a fact mode (default: those of
+    :mod:`~deepunlearn.probe.modes`) has no :data:`FORM_MODES` entry or an entry names no fact mode
+    (checked when this module is imported)."""
+    from .modes import FACT_MODES
+
+    table = FORM_MODES if form_modes is None else form_modes
+    need = [x for x in (FACT_MODES if fact_modes is None else fact_modes) if x not in ("exact", "any")]
+    missing = [x for x in need if x not in table]
+    extra = [x for x in table if x not in need]
+    if missing or extra:
+        raise TypeError("deepunlearn.probe.forms_probe.FORM_MODES: " + "; ".join(
+            ([f"no entry for probe mode(s) {', '.join(missing)}"] if missing else [])
+            + ([f"{', '.join(extra)}: not a mode of modes.DESCRIPTIONS that asks over forms"] if extra else [])))
+
+
 def probe_forms(bundle, kb: KnowledgeBase, ids: np.ndarray, *, mode: str, forms: str | None,
                 any_modes: Sequence[str] | None, batch_size, model_fn, progress: bool):
     """:func:`~deepunlearn.probe.probing.probe` over forms (module docstring); ``ids`` checked."""
@@ -213,11 +265,10 @@ def probe_forms(bundle, kb: KnowledgeBase, ids: np.ndarray, *, mode: str, forms:
 
     modes = check_any_modes(any_modes) if check_mode(mode) == "any" else (mode,)
     spec = DEFAULT_SELECTION[mode] if forms is None else forms
-    kinds = FORM_KINDS if mode == "any" else ("yesno",) if mode == "yesno" else ("qa", "statement")
+    kinds = FORM_KINDS if mode == "any" else FORM_MODES[mode].kinds if mode in FORM_MODES else EXACT_KINDS
     uniq = list(dict.fromkeys(int(i) for i in ids))
     sel = select_forms(kb, spec, uniq, kinds=kinds)
     text = {i: [f for f in sel.forms[i] if f.kind != "yesno"] for i in uniq}
-    yn = {i: [f for f in sel.forms[i] if f.kind == "yesno"] for i in uniq}
     known = dict.fromkeys(uniq, False)
     logprob = dict.fromkeys(uniq, math.nan)
     outputs = dict.fromkeys(uniq, "") if mode == "generate" else None
@@ -259,29 +310,23 @@ def probe_forms(bundle, kb: KnowledgeBase, ids: np.ndarray, *, mode: str, forms:
                 if m == "exact":
                     continue
                 todo = [i for i in uniq if not known[i]] if mode == "any" else uniq
-                if m == "yesno":
-                    fs = [f for i in todo for f in yn[i]]
-                    right = run.yesno(fs) if fs else np.zeros(0, dtype=bool)
-                    count(fs, m, right)
-                    wrong = {f.fact_id for f, r in zip(fs, right) if not r}
+                if m not in FORM_MODES:  # the entries check the mode (modes.check_mode): reaching here is a bug
+                    raise ValueError(f"probe_forms: no dispatch for probe mode {m!r}")
+                fm = FORM_MODES[m]
+                fs = [f for i in todo for f in sel.forms[i] if f.kind in fm.kinds and fm.asks(kb, f)]
+                hit, outs = fm.score(run, fs) if fs else (np.zeros(0, dtype=bool), None)
+                count(fs, m, hit)
+                if fm.known_when == "all":  # known iff it has a form of the mode and every one hits
+                    asked, missed = {f.fact_id for f in fs}, {f.fact_id for f, h in zip(fs, hit) if not h}
                     for i in todo:
-                        known[i] = bool(yn[i]) and i not in wrong
-                elif m == "rank":
-                    fs = [f for i in todo for f in text[i] if rankable(kb, f)]
-                    hit = run.rank(fs) if fs else np.zeros(0, dtype=bool)
-                    count(fs, m, hit)
+                        known[i] = i in asked and i not in missed
+                else:
                     for f, h in zip(fs, hit):
                         known[f.fact_id] |= bool(h)
-                elif m == "generate":
-                    fs = [f for i in todo for f in text[i]]
-                    outs, hit = run.generate(fs) if fs else ([], np.zeros(0, dtype=bool))
-                    count(fs, m, hit)
-                    for f, o, h in zip(fs, outs, hit):
-                        known[f.fact_id] |= bool(h)
-                        if outputs is not None and text[f.fact_id][0] is f:
+                if outs is not None and outputs is not None:
+                    for f, o in zip(fs, outs):
+                        if text[f.fact_id][0] is f:
                             outputs[f.fact_id] = o
-                else:  # the entries check the mode (modes.check_mode): reaching here is a bug
-                    raise ValueError(f"probe_forms: no dispatch for probe mode {m!r}")
                 bar.update(1)
     finally:
         bar.close()
@@ -290,3 +335,6 @@ def probe_forms(bundle, kb: KnowledgeBase, ids: np.ndarray, *, mode: str, forms:
     return ProbeResult(fact_ids=ids, known=[known[int(i)] for i in ids], logprob=[logprob[int(i)] for i in ids],
                        outputs=None if outputs is None else [outputs[int(i)] for i in ids], mode=mode,
                        per_form=per_form, fallback=len(sel.fallback), forms=sel.spec)
+
+
+check_form_modes()

@@ -56,3 +56,24 @@ def check_mode(mode: str) -> str:
 def modes_help() -> str:
     """``exact: ...; generate: ...`` for help texts."""
     return "; ".join(f"{m}: {d}" for m, d in DESCRIPTIONS.items())
+
+
+def check_tables(descriptions: dict[str, str] | None = None, default_selection: dict[str, str] | None = None,
+                 any_modes: tuple[str, ...] | None = None, protocol_modes: tuple[str, ...] | None = None) -> None:
+    """A ``TypeError`` naming the table and the mode when the tables above disagree: a mode of
+    :data:`DESCRIPTIONS` without its :data:`DEFAULT_SELECTION`, or a mode of :data:`ANY_MODES` or
+    :data:`PROTOCOL_MODES` that is no fact mode (checked when this module is imported; the
+    probe's dispatch is checked by :func:`deepunlearn.probe.forms_probe.check_form_modes`)."""
+    desc = DESCRIPTIONS if descriptions is None else descriptions
+    sel = DEFAULT_SELECTION if default_selection is None else default_selection
+    fact = [m for m in desc if m != "compose"]
+    problems = [f"DEFAULT_SELECTION: no entry for probe mode {m!r}" for m in desc if m not in sel]
+    problems += [f"DEFAULT_SELECTION: {m!r} is not a mode of DESCRIPTIONS" for m in sel if m not in desc]
+    for name, table in (("ANY_MODES", ANY_MODES if any_modes is None else any_modes),
+                        ("PROTOCOL_MODES", PROTOCOL_MODES if protocol_modes is None else protocol_modes)):
+        problems += [f"{name}: {m!r} is not a fact mode of DESCRIPTIONS" for m in table if m not in fact or m == "any"]
+    if problems:
+        raise TypeError("deepunlearn.probe.modes: " + "; ".join(problems))
+
+
+check_tables()
