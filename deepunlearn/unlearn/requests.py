@@ -138,3 +138,16 @@ def _sequential(runner, ids: list[int], u, values: list[float], seed: int | None
         runner.bundle.model.eval()
         if seed is not None:
             seed_everything(seed)
+
+
+def requests_json(kb, method: str, mode: str, targets: Sequence[int], by_target: dict[int, list[Point]]) -> dict:
+    """The result of a batch or sequential run (``mode``) of ``method`` on ``targets``: per target
+    its points and summary, how many targets are deep at the last grid point, and the accuracy after the last."""
+    from .summary import point_json, target_metrics
+
+    results = [{"target": list(kb.facts[t]), "index": t, "points": [point_json(p, kb) for p in pts],
+                "summary": target_metrics(pts)} for t, pts in by_target.items()]
+    last = [pts[-1] for pts in by_target.values()]
+    return {"method": method, "mode": mode, "targets": results,
+            "deep": sum(bool(p.notes.get("deep")) for p in last), "n_targets": len(targets),
+            "accuracy": last[-1].notes.get("accuracy_after", last[-1].accuracy)}

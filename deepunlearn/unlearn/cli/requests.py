@@ -129,9 +129,7 @@ def check_request_flags(args) -> tuple[float | None, bool]:
 
 def run_requests(args, runner, method, kb, targets: list[int]) -> dict:
     """Run the batch (or the sequential requests) and return the command's JSON object."""
-    from ..requests import run_batch, run_sequential
-    from ..summary import target_metrics
-    from ..summary import point_json
+    from ..requests import requests_json, run_batch, run_sequential
 
     guard, recheck = check_request_flags(args)
     if args.sequential:
@@ -140,12 +138,7 @@ def run_requests(args, runner, method, kb, targets: list[int]) -> dict:
     else:
         rows = list(run_batch(runner, targets, method, seed=args.seed))
         by_target = {t: [r[i] for r in rows] for i, t in enumerate(targets)}
-    results = [{"target": list(kb.facts[t]), "index": t, "points": [point_json(p, kb) for p in pts],
-                "summary": target_metrics(pts)} for t, pts in by_target.items()]
-    last = [pts[-1] for pts in by_target.values()]
-    return {"method": method.name, "mode": "sequential" if args.sequential else "batch", "targets": results,
-            "deep": sum(bool(p.notes.get("deep")) for p in last), "n_targets": len(targets),
-            "accuracy": last[-1].notes.get("accuracy_after", last[-1].accuracy)}
+    return requests_json(kb, method.name, "sequential" if args.sequential else "batch", targets, by_target)
 
 
 def requests_table(obj: dict) -> str:
