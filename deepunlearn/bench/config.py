@@ -52,15 +52,15 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, PrivateAttr, ValidationError, field_serializer, field_validator, model_validator
 
 from ..errors import UserError
-from ..probe.protocol import Protocol, get_protocol
-from ..probe.modes import AnyMode
+from ..probe.protocol import PROTOCOL_NAMES, Protocol, get_protocol
+from ..probe.modes import DESCRIPTIONS as MODE_DESCRIPTIONS, AnyMode
 from .config_run import MDUS_HELP, RUN_HELP, RunOptions, check_seed, split_seeds
 from .config_accuracy import ACCURACY_HELP, SAMPLE_HELP, accuracy_options
 from .config_files import describe_validation as _describe
 from .config_files import read_config_data
 from .config_paths import SET_NAMES, file_digest as _file_digest, resolve_paths as _resolve_paths
 from .config_probe import (
-    ADVERSARIAL_HELP, ATTACKS_HELP, FORMS_HELP, UNLEARN_FORMS_HELP, AttackOptions, ProbeMode, probe_results_key,
+    ADVERSARIAL_HELP, ATTACKS_HELP, FORMS_HELP, UNLEARN_FORMS_HELP, AttackOptions, PROBE_MODES, ProbeMode, probe_results_key,
     protocol_override,
 )
 from .grids import GRID_PRESETS, PAPER_GRIDS, check_grid, family_default, folder_digest, is_gpt2_family, resolve_grids
@@ -88,11 +88,10 @@ class SweepConfig(StrictModel):
         default_factory=dict, description="per method, its hyper-parameters besides the grid ([params.du_loop] "
         "base = 'ga'; [params.ga] retain = 'kl'); checked against the method's own parameters")
     protocol: str = Field(default="default", description="protocol preset of every model without its own: "
-                          "'default', 'reference' (the paper's public code) or 'pretrained' (no finetuning)")
+                          + ", ".join(repr(n) for n in PROTOCOL_NAMES) + " (deepunlearn.probe.protocol)")
     probe_mode: ProbeMode | None = Field(
-        default=None, description="override: how a probe answer counts as known: 'exact' (teacher-forced greedy "
-        "answer), 'generate' (the reference's substring test on greedy decoding), 'yesno', 'rank' or 'any' "
-        "(see config_probe); None: the protocol's")
+        default=None, description="override: how a probe answer counts as known: "
+        + "; ".join(f"'{m}': {MODE_DESCRIPTIONS[m]}" for m in PROBE_MODES) + " (see config_probe); None: the protocol's")
     forms: str | None = Field(default=None, description=FORMS_HELP)
     unlearn_forms: str | None = Field(default=None, description=UNLEARN_FORMS_HELP)
     adversarial: bool = Field(default=False, strict=True, description=ADVERSARIAL_HELP)
