@@ -102,6 +102,8 @@ class SweepConfig(StrictModel):
         default=None, description="calibration file (probe --calibrate -o FILE) of the adversarial aggregate: a mode "
         "counts only above thresholds set on never-seen facts; None: the raw rule, uncalibrated")
     attacks: AttackOptions | None = Field(default=None, description=ATTACKS_HELP)
+    model_derived: bool = Field(default=False, strict=True, description="at every point also ask the target's compose "
+                                "questions and store deep_model (model-derived deep unlearning) beside the rules' deep")
     k_mode: Literal["probed", "dataset"] | None = Field(default=None, description="override; None: the protocol's")
     exact: bool | None = Field(default=None, description="override, older spelling: true = sets 'exact', "
                                "false = sets 'mdus'; None: the protocol's")
@@ -214,6 +216,8 @@ class SweepConfig(StrictModel):
                              "true too")
         if self.adversarial_modes is not None and not self.adversarial:
             raise ValueError("field adversarial_modes: the modes of the adversarial aggregate: set adversarial = true too")
+        if self.model_derived and "whp" in self.methods:
+            raise ValueError("field model_derived: WHP changes the output distribution, not the weights; drop whp")
         if self.holdout is not None and not (self.scores or self.reference != "none"):
             raise ValueError("field holdout: the holdout facts serve the measures: set scores = true too")
         if self.exact is not None and self.sets is not None and self.sets != ("exact" if self.exact else "mdus"):
@@ -296,6 +300,7 @@ class SweepConfig(StrictModel):
             "seed": self.seed,  # [run] seeds are not in the key: every point is stored with its seed
             "lora": self.lora,
             **probe_results_key(self),
+            **({"model_derived": True} if self.model_derived else {}),
             **accuracy_options(self),
             **({"measures": {"min_k": self.min_k, "reference": self.reference, "holdout":
                              _file_digest(Path(self.holdout)) if self.holdout and Path(self.holdout).is_file()
