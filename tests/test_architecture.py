@@ -61,3 +61,25 @@ def test_no_import_circle_between_modules():
     # __init__ is not a circle between modules
     circles = [c for c in nx.simple_cycles(g.subgraph(modules))]
     assert not circles, circles
+
+
+def test_the_report_is_one_package_of_sections():
+    """The report of a sweep is ``bench/report/``: a module a section (with its tables and figures)
+    and the helpers they share. No report, section or figure module lies flat in ``bench/``, and no
+    module of ``bench/`` outside the package draws (imports matplotlib)."""
+    bench = PACKAGE / "bench"
+    flat = sorted(p.name for p in bench.glob("*.py")
+                  if p.stem in ("report", "plots", "tables") or p.stem.endswith(("_report", "_plots", "_section")))
+    assert not flat, flat
+    assert not (bench / "report.py").exists() and (bench / "report" / "__init__.py").exists()
+    modules = {p.stem for p in (bench / "report").glob("*.py")}
+    assert {"headline", "deep", "forms", "measures", "setup_section", "tables", "plots"} <= modules, modules
+    drawing = []
+    for path in bench.rglob("*.py"):
+        if path.parent == bench / "report":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            drawing += [path.name for n in names if n.split(".")[0] == "matplotlib"]
+    assert not drawing, drawing

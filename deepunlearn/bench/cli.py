@@ -129,7 +129,7 @@ def _wrap_errors(fn):
 
 def _finish(args: argparse.Namespace, outcome, methods, cfg) -> int:
     from ..cli import emit
-    from .forms_report import console_lines, forgetting_table, has_forgetting_checks
+    from .report.forms import console_lines, forgetting_table, has_forgetting_checks
     from .metrics import format_du_table, format_table, json_safe
     from .report import nothing_evaluated_text, write_report
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections import defaultdict
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable
 
 from .bootstrap import cluster_interval
 from .metrics import value_of, field_of, is_baseline
@@ -82,19 +82,3 @@ def adversarial_intervals(points: Iterable[Any]) -> dict[str, dict[str, dict[str
         s["adv_floor"] = max((f for f in floors if f is not None), default=None)
         out.setdefault(model, {})[method] = s
     return out
-
-
-def interval_table(table: Mapping[str, Mapping[str, Mapping[str, Any]]], methods: Sequence[str]) -> list[str]:
-    """The markdown table of :func:`adversarial_intervals` (``0.12 [0.05, 0.20]``, n per cell)."""
-    from .bootstrap import format_value
-
-    lines = ["| model | method | recall | recall_adv raw | recall_adv calibrated | superficial − floor | floor | "
-             "targets × seeds |", "|---|---|---|---|---|---|---|---|"]
-    for model, per in table.items():
-        for m in [m for m in methods if m in per] + [m for m in per if m not in methods]:
-            s = per[m]
-            cells = [format_value(s, k, 2, False) for k in VALUES]
-            floor = s.get("adv_floor")
-            lines.append(f"| {model} | {m} | " + " | ".join(cells) + f" | {'–' if floor is None else f'{floor:.3f}'} | "
-                         f"{s['n_targets']} × {s['n_seeds']} |")
-    return lines

@@ -5,7 +5,7 @@ unlearn layer's :func:`~deepunlearn.unlearn.requests.run_batch` and
 Rows are labelled ``METHOD@bN`` (batch of N) or ``METHOD@seq`` so they never mix with the same
 method's single-target rows, and carry ``base_method``, ``batch_size``, ``batch`` and
 ``batch_targets`` (batch) or ``request`` and, on each request's last point, ``earlier`` and
-``accuracy_after`` (sequential): the keys :mod:`deepunlearn.bench.du_tables` reads.
+``accuracy_after`` (sequential): the keys :mod:`deepunlearn.bench.report.deep_tables` reads.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def test_adversarial_calibration_needs_adversarial_and_reaches_the_runner(tmp_pa
 
 
 def test_report_shows_raw_and_floor_beside_calibrated():
-    from deepunlearn.bench.forms_report import _table, forgetting_table
+    from deepunlearn.bench.report.forms import forgetting_table, scope_table
 
     def pt(t, **kw):
         return dict(model="m", method="ga", target=t, param=1, recall=1.0, accuracy=0.9, target_forgotten=True,
@@ -48,7 +48,7 @@ def test_report_shows_raw_and_floor_beside_calibrated():
                                 adv_floor=0.03, adv_fpr=0.05)])
     s = cal["m"]["ga"]["last"]
     assert s["recall_adv_raw"] == 0.2 and s["superficial_raw"] == 0.7 and s["adv_floor"] == 0.03
-    lines = _table(cal, ["ga"], "last")
+    lines = scope_table(cal, ["ga"], "last")
     assert "floor (FPR)" in lines[0] and "0.70 (7/10)" in lines[2] and "0.030" in lines[2]
     plain = forgetting_table([pt(1)])
-    assert "recall_adv_raw" not in plain["m"]["ga"]["last"] and "floor" not in _table(plain, ["ga"], "last")[0]
+    assert "recall_adv_raw" not in plain["m"]["ga"]["last"] and "floor" not in scope_table(plain, ["ga"], "last")[0]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from deepunlearn.bench.du_tables import batch_table, sequential_table
+from deepunlearn.bench.report.deep_tables import batch_table, sequential_table
 from deepunlearn.bench.metrics import format_du_table, per_target, summarize
 from deepunlearn.bench.report import build_report
 from deepunlearn.bench.store import Point

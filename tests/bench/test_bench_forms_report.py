@@ -10,7 +10,7 @@ import pytest
 
 from bench_helpers import FakeExecutor
 from deepunlearn.bench import runner
-from deepunlearn.bench.forms_report import forgetting_table, has_forgetting_checks
+from deepunlearn.bench.report.forms import forgetting_table, has_forgetting_checks
 from deepunlearn.bench.report import build_report
 from deepunlearn.bench.store import Point, ResultsStore
 from deepunlearn.cli import main

@@ -183,6 +183,7 @@ def test_sweep_with_every_target_skipped_reports_it(sweep_files, tmp_path, monke
 
 def test_failed_report_leaves_the_previous_one_whole(sweep_files, tmp_path, monkeypatch):
     import deepunlearn.bench.report as report
+    import deepunlearn.bench.report.headline as headline
 
     from deepunlearn.bench.store import Point, ResultsStore
 
@@ -196,7 +197,7 @@ def test_failed_report_leaves_the_previous_one_whole(sweep_files, tmp_path, monk
     def boom(*a, **k):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(report, "plot_by_relation", boom)
+    monkeypatch.setattr(headline, "plot_by_relation", boom)
     with pytest.raises(RuntimeError):
         report.write_report(cfg.output)
     assert {f.name: f.read_bytes() for f in first.parent.iterdir()} == before

@@ -138,7 +138,7 @@ def scipy_ci(vals):
 
 
 def test_table_means_and_intervals_equal_scipy():
-    from deepunlearn.bench.measures_report import measures_table
+    from deepunlearn.bench.report.measures_tables import measures_table
 
     rng = np.random.default_rng(7)
     n = 6
@@ -168,7 +168,7 @@ def test_table_means_and_intervals_equal_scipy():
 
 
 def test_bootstrap_ci_small_cases():
-    from deepunlearn.bench.measures_report import bootstrap_ci
+    from deepunlearn.bench.report.measures_tables import bootstrap_ci
 
     assert bootstrap_ci([]) == (None, None) and bootstrap_ci([0.3, None]) == (None, None)
     assert bootstrap_ci([0.5, float("nan"), 0.5]) == (0.5, 0.5)
@@ -184,8 +184,8 @@ def test_bootstrap_ci_small_cases():
 def test_measures_csv_leaves_missing_values_empty(tmp_path):
     import csv
 
-    from deepunlearn.bench.measures_report import measures_table
-    from deepunlearn.bench.measures_section import write_measures_csv
+    from deepunlearn.bench.report.measures_tables import measures_table
+    from deepunlearn.bench.report.measures import write_measures_csv
 
     pts = [pt(t, "ga", 1, 0.5, 0.9, meas=measures(tp=0.2 * t)) for t in range(3)]
     rows = list(csv.DictReader(write_measures_csv(measures_table(pts), tmp_path / "m.csv").open()))
@@ -215,7 +215,7 @@ def traj_points(model="tiny", with_retrain=True):
 
 
 def test_stopping_rules_pick_the_right_points():
-    from deepunlearn.bench.measures_report import stopping_rules
+    from deepunlearn.bench.report.measures_tables import stopping_rules
 
     rules = stopping_rules(traj_points() + traj_points("m2", with_retrain=False))
     ga = rules["tiny"]["ga"]
@@ -239,7 +239,7 @@ def test_stopping_rules_pick_the_right_points():
 
 
 def test_muse_rule_never_falls_below_stops_at_the_end():
-    from deepunlearn.bench.measures_report import stopping_rules
+    from deepunlearn.bench.report.measures_tables import stopping_rules
 
     pts = [pt(0, "npo", p, p / 8, 0.9, meas=measures(mu=0.9)) for p in (1, 2, 8)] + baselines(0, mu_retrain=0.7)
     muse = stopping_rules(pts)["tiny"]["npo"]["muse"]
@@ -251,7 +251,7 @@ def test_muse_rule_never_falls_below_stops_at_the_end():
 
 
 def test_canary_comparison():
-    from deepunlearn.bench.measures_report import canary_comparison, retrain_inference
+    from deepunlearn.bench.report.measures_tables import canary_comparison, retrain_inference
 
     pts = []
     for t, canary, first, exps in ((0, False, 2, (4.0, 1.0, 0.5)), (1, False, 4, (2.0, 3.0, 1.5)),

@@ -182,7 +182,7 @@ def test_every_probe_mode_is_named_where_the_modes_are_listed():
 def test_every_method_is_named_and_drawn_where_the_methods_are_listed():
     import deepunlearn.bench.demo as demo
     from deepunlearn.bench.cli import DEMO_DESCRIPTION
-    from deepunlearn.bench.plots import method_color
+    from deepunlearn.bench.report.plots import method_color
     from deepunlearn.unlearn.methods import BASES, METHODS
     from deepunlearn.unlearn.plan import plan_methods
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from .grids import grids_text
-from ..unlearn.summary import value_of  # noqa: F401  (re-exported)
+from ..grids import grids_text
+from ..metrics import value_of
 
 
 def learning_rates(points: Sequence[Any]) -> dict[tuple[str, str], set[float]]:
@@ -65,8 +65,9 @@ def setup_lines(config: Mapping[str, Any], manifest: Mapping[str, Any] | None, k
 
 
 def probe_checks_text(config: Mapping[str, Any]) -> str:
-    """The issue-15 options a sweep set (forms, unlearn_forms, adversarial, attacks), as one
-    phrase; empty when it set none (the Setup section of any other sweep is unchanged).
+    """The options a sweep set to check that a fact is really forgotten (forms, unlearn_forms,
+    adversarial, attacks), as one phrase; empty when it set none (the Setup section of any other
+    sweep has no such line).
 
     >>> probe_checks_text({"forms": "test", "adversarial": True, "attacks": {"relearn": [1, 2], "quantize": "int8",
     ...                    "relearn_size": 16, "relearn_lr": None, "at": "last"}})

@@ -1,5 +1,5 @@
 """The report's "How much remains" section and ``measures.csv``: the tables of
-:mod:`.measures_report` as markdown, with "–" (markdown) or an empty cell (CSV) where a measure was
+:mod:`.measures_tables` as markdown, with "–" (markdown) or an empty cell (CSV) where a measure was
 not taken, never 0."""
 
 from __future__ import annotations
@@ -8,8 +8,19 @@ import csv
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..unlearn.summary import THRESHOLD
-from .measures_report import COLUMNS, RULES
+from ...unlearn.summary import THRESHOLD
+from ..metrics import value_of
+from .measures_plots import plot_measures
+from .measures_tables import (
+    COLUMNS,
+    RULES,
+    canary_comparison,
+    has_measures,
+    measures_table,
+    retrain_inference,
+    stopping_rules,
+)
+from .tables import md_table
 
 
 def fmt(x: float | None) -> str:
@@ -46,11 +57,6 @@ def _label(method: str) -> str:
     return {"original": "before (original)", "retrain": "retrain (retain model)"}.get(method, method.upper())
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
-            *["| " + " | ".join(r) + " |" for r in rows]]
-
-
 _NAMES = {"prob": "prob", "truth_ratio": "truth ratio", "exposure": "exposure", "rouge_l": "ROUGE-L"}
 
 
@@ -73,11 +79,11 @@ def measures_section(rows: Sequence[Mapping[str, Any]], rules: Mapping, canary: 
           "(a field that needs the retain model or the holdout facts, when there is none). The forget set is the "
           "target's minimal set U*; the retain facts are K \\ (U* ∪ {t}). All values: `measures.csv`.", "",
           "### Target and forget set", "",
-          *_table(head + ["recall", "accuracy"] + [f"{p.replace('forget', 'U*')} {_NAMES[k]}" for p, k in
+          *md_table(head + ["recall", "accuracy"] + [f"{p.replace('forget', 'U*')} {_NAMES[k]}" for p, k in
                                                   (c.split(".") for c in first)],
                   [lead(r) + [_cell(r, c) for c in ["recall", "accuracy", *first]] for r in rows]), "",
           "### Retain facts and reference-based measures", "",
-          *_table(head + [f"retain {_NAMES[c.split('.')[1]]}" for c in second[:4]]
+          *md_table(head + [f"retain {_NAMES[c.split('.')[1]]}" for c in second[:4]]
                   + ["model utility", "forget quality", "PrivLeak", "Min-K% AUC", "genex"],
                   [lead(r) + [_cell(r, c) for c in second] for r in rows]), ""]
 
@@ -96,7 +102,7 @@ def measures_section(rows: Sequence[Mapping[str, Any]], rules: Mapping, canary: 
                 srows.append([model, method.upper(), names[rule]] + (
                     ["–"] * 5 if s is None else [str(s["n_targets"]), str(s["n_fired"]), fmt(s["recall"]),
                                                  fmt(s["accuracy"]), fmt(s["target_forgotten"])]))
-    md += _table(["model", "method", "rule", "targets", "fired", "recall", "accuracy", "target forgotten"], srows)
+    md += md_table(["model", "method", "rule", "targets", "fired", "recall", "accuracy", "target forgotten"], srows)
     md += [""]
 
     if any(g.get("canary") for per in canary.values() for g in per.values()):
@@ -110,7 +116,7 @@ def measures_section(rows: Sequence[Mapping[str, Any]], rules: Mapping, canary: 
                   fmt(g["exposure_last"]), fmt(g["accuracy_at_forgotten"])]
                  for model, per in canary.items() for method, gs in per.items()
                  for grp in ("id", "canary") if (g := gs.get(grp))]
-        md += _table(["model", "method", "group", "targets", "forgotten", "steps", "exposure before",
+        md += md_table(["model", "method", "group", "targets", "forgotten", "steps", "exposure before",
                       "exposure at forgotten", "exposure at last", "collateral accuracy"], crows) + [""]
 
     for model, r in retrain.items():
@@ -134,3 +140,19 @@ def measures_section(rows: Sequence[Mapping[str, Any]], rules: Mapping, canary: 
         kind = next((k for k in captions if name.startswith(k)), None)
         md += [f"![{name}]({Path(p).name})", "", f"*{captions.get(kind, name)}*", ""]
     return md
+
+
+def remains_section(points: Sequence[Any], out: Path, methods: Sequence[str], models: Sequence[str],
+                    threshold: float = THRESHOLD) -> tuple[list[str], dict[str, Any]]:
+    """The "How much remains" section of points that carry measures: writes ``measures.csv`` and
+    the figures into ``out`` and returns the markdown and the ``summary.json`` additions
+    (``stopping_rules``, ``canary_comparison``, ``retrain_inference``); both empty for points
+    without measures."""
+    if not has_measures(points):
+        return [], {}
+    rows = measures_table(points)
+    write_measures_csv(rows, out / "measures.csv")
+    rules, canary, retrain = stopping_rules(points, threshold), canary_comparison(points), retrain_inference(points)
+    figs = plot_measures(points, rows, out, methods, [m for m in models if any(value_of(p, "model") == m for p in points)])
+    return (measures_section(rows, rules, canary, retrain, figs, threshold),
+            {"stopping_rules": rules, "canary_comparison": canary, "retrain_inference": retrain})

@@ -11,8 +11,9 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..unlearn.methods import catalog
-from .plots import load_pyplot, tick_style, wrap_title
+from ...unlearn.methods import catalog
+from .plots import bar_value, bar_x, group_ticks, load_pyplot, save, wrap_title
+from .tables import in_order
 
 #: colours of the bar kinds (primary, adversarial, quantised; relearning bars share a blue ramp)
 _PRIMARY, _ADV, _QUANT = "#4c72b0", "#c44e52", "#8172b3"
@@ -34,7 +35,7 @@ def _bars(s: Mapping[str, Any], steps: Sequence[str]) -> list[tuple[str, str, An
 
 def plot_adversarial(table: Mapping[str, Mapping[str, Mapping[str, Mapping[str, Any]]]], path: Path,
                      methods: Sequence[str]) -> Path:
-    """Draw ``adversarial.png`` from :func:`.forms_report.forgetting_table`'s table."""
+    """Draw ``adversarial.png`` from :func:`.forms.forgetting_table`'s table."""
     plt = load_pyplot()
     models = list(table) or ["(none)"]
     n_methods = max([len(per) for per in table.values()] or [1])
@@ -42,7 +43,7 @@ def plot_adversarial(table: Mapping[str, Mapping[str, Mapping[str, Mapping[str, 
     fig, axes = plt.subplots(len(models), 1, figsize=(fig_w, 3.8 * len(models)), squeeze=False, layout="constrained")
     for ax, model in zip(axes[:, 0], models):
         per = table.get(model, {})
-        shown = [m for m in methods if m in per] + [m for m in per if m not in methods]
+        shown = in_order(per, methods)
         steps: list[str] = []
         for m in shown:
             steps += [n for n in (per[m]["last"].get("recall_relearn") or {}) if n not in steps]
@@ -57,13 +58,11 @@ def plot_adversarial(table: Mapping[str, Mapping[str, Mapping[str, Mapping[str, 
                 label, colour, y = bars[k]
                 if not _ok(y):
                     continue
-                x = i + (j - (len(present) - 1) / 2) * width
+                x = bar_x(i, j, len(present), width)
                 ax.bar(x, y, width * 0.92, color=colour, label=None if label in labelled else label)
                 labelled.add(label)
-                ax.text(x, y + 0.015, f"{y:.2f}", ha="center", va="bottom", fontsize=7)
-        ax.set_xticks(range(len(shown)))
-        labels = [catalog.title(m) for m in shown]
-        ax.set_xticklabels(labels, **tick_style(labels, fig_w - 1.0))
+                bar_value(ax, x, y)
+        group_ticks(ax, [catalog.title(m) for m in shown], fig_w - 1.0)
         ax.set_ylim(0, 1.32)
         ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
         ax.set_ylabel("mean recall (last grid point)")
@@ -72,6 +71,4 @@ def plot_adversarial(table: Mapping[str, Mapping[str, Mapping[str, Mapping[str, 
         if handles:
             ax.legend(handles, labels, fontsize=7, ncol=min(len(handles), 6), loc="upper center", frameon=False)
         ax.grid(axis="y", alpha=0.25)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save(fig, path)

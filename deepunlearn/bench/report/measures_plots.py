@@ -20,12 +20,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from .grids import param_label
-from .jobs import safe_name
-from .measures_report import bootstrap_ci, is_canary, measures_of, stop_points, value
-from .metrics import group_trajectories
-from ..unlearn.methods import catalog
-from .plots import MAX_COLS, method_color, value_of, panel_grid, load_pyplot, tick_style, wrap_title
+from ...unlearn.methods import catalog
+from ..grids import param_label
+from ..jobs import safe_name
+from ..metrics import group_trajectories, value_of
+from .measures_tables import bootstrap_ci, is_canary, measures_of, stop_points, value
+from .plots import group_ticks, label_rows, load_pyplot, method_color, panel_grid, save, wrap_title
 
 
 def _ratios(points: Sequence[Any]) -> list[float]:
@@ -41,6 +41,14 @@ def _ratios(points: Sequence[Any]) -> list[float]:
 
 def _of(points: Sequence[Any], model: str, method: str) -> list[Any]:
     return [p for p in points if value_of(p, "model") == model and value_of(p, "method") == method]
+
+
+def _finish_panel(ax, title: str, xlabel: str) -> None:
+    """A method's panel: its title, the x axis' name, the legend and a light grid."""
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.legend(frameon=False, fontsize=8)
+    ax.grid(alpha=0.25)
 
 
 def plot_truth_ratios(points: Sequence[Any], path: Path, methods: Sequence[str], model: str) -> Path | None:
@@ -62,17 +70,9 @@ def plot_truth_ratios(points: Sequence[Any], path: Path, methods: Sequence[str],
                     label=f"after {catalog.title(method)}")
         if retain:
             ax.hist(np.log10(retain), bins=bins, histtype="step", color="black", lw=1.4, label="retain model")
-        ax.set_title(catalog.title(method) if method else model)
-        ax.set_xlabel("log10 truth ratio (U* facts)")
-        ax.legend(frameon=False, fontsize=8)
-        ax.grid(alpha=0.25)
-    for ax in axes[::MAX_COLS]:
-        ax.set_ylabel("facts")
-    fig.suptitle(wrap_title(f"{model}: truth ratios of the minimal sets (after = first point that forgets the target)",
-                       fig.get_figwidth()), fontsize=10)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+        _finish_panel(ax, catalog.title(method) if method else model, "log10 truth ratio (U* facts)")
+    label_rows(axes, "facts")
+    return save(fig, path, f"{model}: truth ratios of the minimal sets (after = first point that forgets the target)")
 
 
 def plot_fq_mu(rows: Sequence[Mapping[str, Any]], path: Path, methods: Sequence[str], model: str) -> Path | None:
@@ -108,9 +108,7 @@ def plot_fq_mu(rows: Sequence[Mapping[str, Any]], path: Path, methods: Sequence[
     ax.set_title(wrap_title(f"{model}: forget quality vs model utility (mean over targets)", 6.0, 11))
     ax.legend(frameon=False, fontsize=8)
     ax.grid(alpha=0.25)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def plot_privleak(points: Sequence[Any], path: Path, methods: Sequence[str], model: str) -> Path | None:
@@ -135,14 +133,11 @@ def plot_privleak(points: Sequence[Any], path: Path, methods: Sequence[str], mod
         tip = (hi if mean >= 0 else lo) if lo is not None else mean   # the label clears the interval
         ax.text(i + 0.12, tip, f"{mean:+.2f}", ha="left", va="bottom" if mean >= 0 else "top", fontsize=8)
     ax.axhline(0, color="black", lw=0.8)
-    ax.set_xticks(range(len(groups)))
-    ax.set_xticklabels([g[0] for g in groups], **tick_style([g[0] for g in groups], fig_w - 1.0))
+    group_ticks(ax, [g[0] for g in groups], fig_w - 1.0)
     ax.set_ylabel("PrivLeak (AUC − AUC_retrain) / AUC_retrain")
     ax.set_title(wrap_title(f"{model}: PrivLeak (0 = like the retain model)", fig_w, 11))
     ax.grid(axis="y", alpha=0.25)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def plot_exposure(points: Sequence[Any], path: Path, methods: Sequence[str], model: str) -> Path | None:
@@ -179,17 +174,9 @@ def plot_exposure(points: Sequence[Any], path: Path, methods: Sequence[str], mod
                         alpha=1.0 if not is_c else 0.8)
         ax.set_xticks(range(len(params) + 1))
         ax.set_xticklabels(["before"] + [param_label(p) for p in params], rotation=45, fontsize=8)
-        ax.set_title(catalog.title(method) if method else model)
-        ax.set_xlabel("grid value")
-        ax.legend(frameon=False, fontsize=8)
-        ax.grid(alpha=0.25)
-    for ax in axes[::MAX_COLS]:
-        ax.set_ylabel("exposure of the target (bits)")
-    fig.suptitle(wrap_title(f"{model}: exposure along the trajectory, in-distribution vs canary targets",
-                       fig.get_figwidth()), fontsize=10)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+        _finish_panel(ax, catalog.title(method) if method else model, "grid value")
+    label_rows(axes, "exposure of the target (bits)")
+    return save(fig, path, f"{model}: exposure along the trajectory, in-distribution vs canary targets")
 
 
 def plot_measures(points: Sequence[Any], rows: Sequence[Mapping[str, Any]], out: Path, methods: Sequence[str],

@@ -5,22 +5,22 @@ the ``summary.json`` additions (``batch``, ``sequential``)."""
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .du_plots import plot_batch, plot_sequential, plot_success_du
-from .du_tables import batch_table, has_batch, has_sequential, sequential_table
-from .metrics import format_du_table
+from .deep_plots import plot_batch, plot_sequential, plot_success_du
+from .deep_tables import batch_table, has_batch, has_sequential, sequential_table
+from ..metrics import format_du_table
+from .tables import number, record_table
 
-
-def _f(x: Any, digits: int = 2) -> str:
-    return "–" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
-
-
-def _md(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
-            *["| " + " | ".join(r) + " |" for r in rows]]
+#: the columns of the batch and sequential tables: (header, key of a row, format)
+_BATCH_COLUMNS = (("model", "model", str), ("method", "method", str), ("batch size", "batch_size", str),
+                  ("batches", "n_batches", str), ("targets", "n_targets", str), ("accuracy", "accuracy", number),
+                  ("recall", "recall", number), ("deep", "deep", number), ("Success-DU@0.8", "success_du_0.8", number))
+_SEQUENTIAL_COLUMNS = (("model", "model", str), ("method", "method", str), ("requests", "requests", str),
+                       ("target", "target", str), ("accuracy", "accuracy", number),
+                       ("mean recall so far", "mean_recall_earlier", number), ("deep so far", "deep_earlier", number),
+                       ("came back", "came_back", lambda ts: ", ".join(map(str, ts)) or "–"))
 
 
 def du_section(points: Sequence[Any], summary: Mapping, methods: Sequence[str], out: Path,
@@ -56,10 +56,7 @@ def du_section(points: Sequence[Any], summary: Mapping, methods: Sequence[str], 
                "Several targets forgotten in one run (`METHOD@bN`, N = batch size; batch size 1 = the method's "
                "single-target rows). Accuracy, recall and the deep share at each batch's last grid point, "
                "means over its targets.", "",
-               *_md(["model", "method", "batch size", "batches", "targets", "accuracy", "recall", "deep",
-                     "Success-DU@0.8"],
-                    [[r["model"], r["method"], str(r["batch_size"]), str(r["n_batches"]), str(r["n_targets"]),
-                      _f(r["accuracy"]), _f(r["recall"]), _f(r["deep"]), _f(r["success_du_0.8"])] for r in rows]),
+               *record_table(rows, _BATCH_COLUMNS),
                "", "![batch](batch.png)", "", "*Accuracy, recall and the share of deep targets against batch size.*",
                ""]
     if has_sequential(points):
@@ -71,11 +68,7 @@ def du_section(points: Sequence[Any], summary: Mapping, methods: Sequence[str], 
                "Requests served one after another without restoring the weights (`METHOD@seq`). After each "
                "request: accuracy, and over every target served so far its mean recall, the share still deep, "
                "and those that came back (deep after their own request, not any more).", "",
-               *_md(["model", "method", "requests", "target", "accuracy", "mean recall so far", "deep so far",
-                     "came back"],
-                    [[r["model"], r["method"], str(r["requests"]), str(r["target"]), _f(r["accuracy"]),
-                      _f(r["mean_recall_earlier"]), _f(r["deep_earlier"]),
-                      ", ".join(map(str, r["came_back"])) or "–"] for r in rows]), ""]
+               *record_table(rows, _SEQUENTIAL_COLUMNS), ""]
         if rows:
             md += ["![sequential](sequential.png)", "",
                    "*Accuracy and the served targets' mean recall and deep share against requests served.*", ""]

@@ -28,7 +28,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .metrics import value_of, field_of, group_trajectories, is_deep, success_du
+from ..metrics import value_of, field_of, group_trajectories, is_deep, success_du
 
 _BATCH = re.compile(r"^(?P<base>.+)@b(?P<n>[0-9]+)$")
 _SEQ = re.compile(r"^(?P<base>.+)@seq$")

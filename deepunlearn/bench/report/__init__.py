@@ -1,8 +1,22 @@
-"""The report of a sweep: ``report.md``, PNG figures (matplotlib, Agg), ``summary.json`` and
-``points.csv`` in one folder.
+"""The report of a sweep: ``report.md``, PNG figures (matplotlib, Agg), ``summary.json``,
+``points.csv`` (and ``measures.csv`` when the points carry measures) in one folder.
 
-The figures (the paper's Figures 3-6, a per-relation breakdown and every target's trajectory)
-are drawn by :mod:`.plots`; this module writes the rest and puts the folder together.
+:func:`build_report` puts the folder together from the sections, in the order they appear in
+``report.md``:
+
+* the Setup and Protocol sections (:mod:`.setup_section`);
+* the headline tables, the paper's figures, the tables by target relation and per target and the
+  definitions (:mod:`.headline`, figures in :mod:`.headline_plots`);
+* "Deep unlearning": Success-DU, batch and sequential requests (:mod:`.deep`, tables in
+  :mod:`.deep_tables`, figures in :mod:`.deep_plots`);
+* "Has it really forgotten?": the adversarial aggregate and the attacks (:mod:`.forms`, figure in
+  :mod:`.forms_plots`);
+* "How much remains": likelihood, membership and reference-model measures (:mod:`.measures`,
+  tables in :mod:`.measures_tables`, figures in :mod:`.measures_plots`).
+
+What the sections share lives in :mod:`.tables` (markdown tables, number cells, method order) and
+:mod:`.plots` (colours, panel grids, legends, ticks, titles, saving). :func:`write_report` reads a
+stored sweep and calls :func:`build_report` (the ``bench`` and ``evaluate-report`` commands).
 """
 
 from __future__ import annotations
@@ -15,62 +29,27 @@ import shutil
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from .plots import (
-    value_of,
-    is_missing,
-    plot_by_relation,
-    plot_curves,
-    plot_groups,
-    plot_headline,
-    plot_superficial,
-    plot_trajectories,
-)
-from ..errors import dumps
-from ..unlearn.methods import catalog
-from .du_report import du_section
-from .bootstrap import format_value, has_interval as has_ci
-from .bootstrap import meta as interval_meta
-from .forms_intervals import adversarial_intervals, interval_table
-from .intervals import has_interval
-from .forms_report import forgetting_section
-from .jobs import safe_name
-from .measures_plots import plot_measures
-from .measures_report import canary_comparison, has_measures, measures_table, retrain_inference, stopping_rules
-from .measures_section import measures_section, write_measures_csv
-from .report_setup import protocol_lines, setup_lines
-from .metrics import (
-    format_table,
+from ...errors import dumps
+from ..bootstrap import meta as interval_meta
+from ..intervals import has_interval
+from ..metrics import (
+    first_seed,
     group_accuracy,
     is_baseline,
     is_deep,
     json_safe,
     mean_curve,
-    first_seed,
-    per_target,
     point_groups,
     point_seeds,
     summarize,
     summarize_by,
+    value_of,
 )
-
-# ---------------------------------------------------------------------------------------------
-# The report
-
-
-def _md_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
-    return "\n".join(lines)
-
-
-def _pm(s: Mapping, key: str) -> str:
-    v = s.get(key)
-    if is_missing(v):
-        return "–"
-    if has_ci(s, key):  # the headline metrics: 95 % bootstrap interval over targets
-        return format_value(s, key, 3, n_targets=s.get("n_targets"))
-    e = s.get(f"{key}_std")
-    return f"{v:.3f} ± {e:.3f}" if not is_missing(e) else f"{v:.3f}"
+from .deep import du_section
+from .forms import calibrated_section, forgetting_section
+from .headline import draw_figures, definition_lines, figure_lines, headline_lines, relation_lines, target_lines
+from .measures import remains_section
+from .setup_section import protocol_lines, setup_lines
 
 
 def methods_json(summary: Mapping) -> dict[str, Any]:
@@ -90,7 +69,7 @@ def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods
     Everything is written into a temporary sibling folder first and each file then moved into
     ``out_dir`` (``os.replace``, report.md last): a report that fails half-way leaves the previous
     one whole, and no reader ever sees a half-written file."""
-    from ..outputs import clean_stale, dir_mode, tmp_sibling
+    from ...outputs import clean_stale, dir_mode, tmp_sibling
 
     out = Path(out_dir)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -111,7 +90,6 @@ def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods
 
 def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config, skipped, threshold, title,
                 manifest) -> None:
-    t = f"{threshold:g}"
     points = list(points)
     # the relation groups of the sweep's KB (family / biography in the family domain); without
     # the KB, those the points report (family / biography for an older store)
@@ -134,41 +112,14 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
         rel_order = list(kb.relations)
         relations.sort(key=lambda r: rel_order.index(r) if r in rel_order else len(rel_order))
 
-    figs = {}
-    if points:
-        figs["curves"] = plot_curves(points, out / "curves.png", methods, threshold, models=order)
-        figs["headline"] = plot_headline(summary, out / "headline.png", methods, threshold)
-        figs["superficial"] = plot_superficial(summary, out / "superficial.png", methods)
-        fig = "family_biography" if groups == ["family", "biography"] else "groups"
-        figs[fig] = plot_groups(summary, out / f"{fig}.png", methods, threshold, groups)
-        figs["by_relation"] = plot_by_relation(by_rel, out / "by_relation.png", methods, relations, threshold)
-        for model in summary:
-            safe = safe_name(model)
-            figs[f"trajectories_{model}"] = plot_trajectories(points, out / f"trajectories_{safe}.png", methods, model, threshold)
-
-    # only a sweep whose points carry measures gets these (a sweep without scores
-    # writes the same report as before)
-    remains: list[str] = []
-    extra_summary: dict[str, Any] = {}
-    if has_measures(points):
-        rows = measures_table(points)
-        write_measures_csv(rows, out / "measures.csv")
-        rules, canary, retrain = stopping_rules(points, threshold), canary_comparison(points), retrain_inference(points)
-        mfigs = plot_measures(points, rows, out, methods, [m for m in order if any(value_of(p, "model") == m for p in points)])
-        remains = measures_section(rows, rules, canary, retrain, mfigs, threshold)
-        extra_summary = {"stopping_rules": rules, "canary_comparison": canary, "retrain_inference": retrain}
-
+    figs = draw_figures(points, summary, by_rel, out, methods, order, relations, groups, threshold)
+    # only a sweep whose points carry measures gets these
+    remains, extra_summary = remains_section(points, out, methods, order, threshold)
     du_md, du_summary = du_section(points, summary, methods, out, threshold)
     # only a sweep whose points carry recall_adv or an attack's keys gets this section
     fc_md, fc_summary = forgetting_section(points, methods, out)
-    adv = adversarial_intervals(every_seed)  # a calibrated aggregate: raw vs calibrated with 95 % intervals
-    if adv:
-        fc_summary["adversarial_intervals"] = adv
-        fc_md += ["### Calibrated against raw, with 95 % intervals", "",
-                  "At each run's last grid point (a run: one target under one seed); 95 % percentile bootstrap "
-                  "intervals resampling targets with all their seeds, n = runs carrying the value. *superficial − "
-                  "floor*: the calibrated superficial rate minus the aggregate's false-positive rate on never-seen "
-                  "facts.", "", *interval_table(adv, methods), ""]
+    cal_md, cal_summary = calibrated_section(every_seed, methods)  # a calibrated aggregate: raw vs calibrated
+    fc_md, fc_summary = fc_md + cal_md, {**fc_summary, **cal_summary}
 
     _write_points_csv(every_seed, out / "points.csv", kb, groups)
     (out / "summary.json").write_text(dumps(json_safe({
@@ -197,83 +148,15 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
         md += [""] + nothing_evaluated(skipped)
 
     md += [""] + protocol_lines(manifest)
-    over = ("Means over targets with their 95 % bootstrap interval over targets [low, high] (scipy, percentile, 9,999 "
-            "resamples, seed 0; one target: no interval, its n).") if n_seeds <= 1 else (
-        f"Means over {n_seeds} seeds × targets with their 95 % bootstrap interval [low, high] resampling targets, each "
-        "with all its seeds (percentile, 9,999 resamples, seed 0); n = seeds × targets.")
-    md += ["## Headline (paper Table 3 shape)", "", over, "",
-           "```", format_table(summary, threshold, methods, show_spread=True), "```", ""]
-    header = ["model", "method", "targets", f"Recall@Acc≥{t}", f"Acc@Recall≥{t}", "AUC", "Acc@Superficial",
-              "superficial rate", *(f"Acc@Recall≥{t} {g}" for g in groups)]
-    rows = []
-    for model, per in summary.items():
-        for m in methods:
-            s = per.get(m)
-            if not s:
-                continue
-            rows.append([model, catalog.title(m), str(s["n_targets"]), _pm(s, f"recall_at_acc_{t}"), _pm(s, f"acc_at_recall_{t}"),
-                         _pm(s, "auc"), _pm(s, "acc_at_superficial"), _num3(s.get("superficial_rate"), 2),
-                         *(_pm(s, f"acc_at_recall_{t}_{g}") for g in groups)])
-    md += ["All metrics are means over targets: Recall@Acc and Acc@Recall with their 95 % bootstrap interval "
-           "over targets [low, high], the others ± sample standard deviation.", "", _md_table(header, rows), ""]
+    md += headline_lines(summary, methods, groups, threshold, n_seeds)
     md += du_md
     md += fc_md
-
-    if figs:
-        md += ["## Figures", ""]
-        captions = {
-            "curves": "Accuracy vs recall, one point per hyper-parameter value averaged over targets (paper Figure 4). "
-                      "The shaded corner is the goal: recall and accuracy both ≥ 0.8.",
-            "headline": f"Acc@Recall≥{t} and Recall@Acc≥{t}, error bars = std over targets (paper Figure 3).",
-            "superficial": "Best accuracy once the target itself is forgotten (paper Figure 5).",
-            "family_biography": f"Acc@Recall≥{t} on family facts vs biography facts (paper Figure 6).",
-            "groups": f"Acc@Recall≥{t} on the facts of each relation group: " + ", ".join(groups)
-                      + " (paper Figure 6).",
-            "by_relation": "The headline metrics by the relation of the target fact.",
-        }
-        for name, p in figs.items():
-            cap = captions.get(name, "Each target's own trajectory for " + name.removeprefix("trajectories_") + ".")
-            md += [f"![{name}]({Path(p).name})", "", f"*{cap}*", ""]
+    md += figure_lines(figs, groups, threshold)
     md += remains
-
-    md += ["## By target relation", ""]
-    rows = []
-    for model, per in by_rel.items():
-        for m in methods:
-            for rel in relations:
-                s = per.get(m, {}).get(rel)
-                if s:
-                    rows.append([model, catalog.title(m), rel, str(s["n_targets"]), _pm(s, f"recall_at_acc_{t}"),
-                                 _pm(s, f"acc_at_recall_{t}"), _pm(s, "auc")])
-    md += [_md_table(["model", "method", "relation", "targets", f"Recall@Acc≥{t}", f"Acc@Recall≥{t}", "AUC"], rows), ""]
-
-    md += ["## Per target", ""]
-    pt = per_target(points, threshold, groups)
-    rows = []
-    for (model, m, tg), s in sorted(pt.items(), key=lambda kv: (order.index(kv[0][0]), kv[0][2],
-                                                                 methods.index(kv[0][1]) if kv[0][1] in methods else 99)):
-        fact = f"{kb.facts[tg][2]} is {kb.facts[tg][0]}'s {kb.facts[tg][1]}" if kb is not None else ""
-        rows.append([model, str(tg), fact, catalog.title(m), _num3(s.get(f"recall_at_acc_{t}")),
-                     _num3(s.get(f"acc_at_recall_{t}")), _num3(s.get("auc")), _num3(s.get("acc_at_superficial"))])
-    md += [_md_table(["model", "target", "fact", "method", f"Recall@Acc≥{t}", f"Acc@Recall≥{t}", "AUC", "Acc@Superficial"], rows), ""]
-
-    md += ["## Definitions", "",
-           "- *Recall*: the largest share of one minimal deep-unlearning set of the target that the model lost; "
-           "*accuracy*: the share of the other known facts it kept.",
-           "- Every target's curve gets the end points (recall 0, accuracy 1) and (recall 1, accuracy 0) before any best-of, "
-           "then metrics are averaged over targets (as the reference does).",
-           f"- *Acc@Recall≥{t}*: best accuracy among points with recall ≥ {t}; *Recall@Acc≥{t}*: best recall among points "
-           f"with accuracy ≥ {t}.",
-           "- *AUC*: area under the upper envelope A(r) = max{accuracy of points with recall ≥ r}, r in [0, 1] "
-           "(the mean of Acc@Recall≥r over all thresholds r).",
-           "- *Acc@Superficial*: best accuracy among points where the target itself is forgotten (0 if none; the "
-           "superficial rate is the share of targets where some point forgot it).",
-           "- Raw points: `points.csv` and `results.sqlite` (table `points`); aggregates: `summary.json`.", ""]
+    md += relation_lines(by_rel, methods, relations, threshold)
+    md += target_lines(points, kb, order, methods, groups, threshold)
+    md += definition_lines(threshold)
     (out / "report.md").write_text("\n".join(md), encoding="utf-8")
-
-
-def _num3(v: Any, digits: int = 3) -> str:
-    return "–" if is_missing(v) else f"{v:.{digits}f}"
 
 
 def nothing_evaluated_text(skipped: Mapping | None) -> str:
@@ -325,8 +208,8 @@ def write_report(output: str | Path, *, report_dir: str | Path | None = None, th
     and KB) into ``report_dir`` (default ``OUTPUT/report``)."""
     import yaml
 
-    from ..kg.io import load_kb
-    from .store import ResultsStore
+    from ...kg.io import load_kb
+    from ..store import ResultsStore
 
     out = Path(output)
     cfg = {}

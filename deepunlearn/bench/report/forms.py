@@ -25,7 +25,7 @@ value (``n_adv``, ``n_relearn``, ``n_quant`` count them): attacks made at the la
 
 The section (with ``adversarial.png``, :mod:`.forms_plots`) and the ``forgetting_checks`` key of
 ``summary.json`` exist only when some point carries one of these keys: the report of any other
-sweep is byte-for-byte what it was.
+sweep has neither.
 """
 
 from __future__ import annotations
@@ -35,7 +35,10 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from .metrics import value_of, field_of, group_trajectories
+from ..bootstrap import format_value
+from ..forms_intervals import VALUES, adversarial_intervals
+from ..metrics import value_of, field_of, group_trajectories
+from .tables import in_order, md_table, number
 
 #: keys whose presence on a point makes the section appear
 CHECK_KEYS = ("recall_adv", "recall_relearn", "recall_quant")
@@ -85,11 +88,7 @@ def scope_stats(points: Sequence[Any]) -> dict[str, Any]:
     >>> s["recall"], s["recall_adv"], s["superficial"], s["superficial_mean"]
     (0.75, 0.25, 0.75, 0.75)
     """
-    sup, forgotten = 0, 0
-    for p in points:
-        n = field_of(p, "superficial_n")
-        if isinstance(n, (list, tuple)) and len(n) == 2 and all(_num(x) is not None for x in n):
-            sup, forgotten = sup + int(n[0]), forgotten + int(n[1])
+    sup, forgotten = _pooled(points, "superficial_n")
     out: dict[str, Any] = {
         "n_points": len(points), "n_targets": len({int(value_of(p, "target")) for p in points}),
         "recall": _mean(value_of(p, "recall") for p in points),
@@ -115,14 +114,20 @@ def scope_stats(points: Sequence[Any]) -> dict[str, Any]:
     return out
 
 
+def _pooled(points: Sequence[Any], key: str) -> tuple[int, int]:
+    """The sums of the ``[superficial facts, primary-forgotten facts]`` pairs stored under ``key``."""
+    sup, forgotten = 0, 0
+    for p in points:
+        n = field_of(p, key)
+        if isinstance(n, (list, tuple)) and len(n) == 2 and all(_num(x) is not None for x in n):
+            sup, forgotten = sup + int(n[0]), forgotten + int(n[1])
+    return sup, forgotten
+
+
 def _calibrated_stats(points: Sequence[Any]) -> dict[str, Any]:
     """A calibrated aggregate's raw values beside its calibrated ones, and its floor (the
     calibrated any's FPR on never-seen facts)."""
-    sup, forgotten = 0, 0
-    for p in points:
-        n = field_of(p, "superficial_raw_n")
-        if isinstance(n, (list, tuple)) and len(n) == 2 and all(_num(x) is not None for x in n):
-            sup, forgotten = sup + int(n[0]), forgotten + int(n[1])
+    sup, forgotten = _pooled(points, "superficial_raw_n")
     return {"recall_adv_raw": _mean(field_of(p, "recall_adv_raw") for p in points),
             "superficial_raw": sup / forgotten if forgotten else None, "superficial_raw_n": [sup, forgotten],
             "adv_floor": _mean(field_of(p, "adv_floor") for p in points)}
@@ -144,17 +149,9 @@ def forgetting_table(points: Iterable[Any]) -> dict[str, dict[str, dict[str, dic
     return out
 
 
-def _f(x: Any, digits: int = 2) -> str:
-    return "–" if _num(x) is None else f"{x:.{digits}f}"
-
-
-def _md(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|",
-            *["| " + " | ".join(r) + " |" for r in rows]]
-
-
-def _table(table: Mapping, methods: Sequence[str], scope: str) -> list[str]:
-    stats = [(model, m, per[m][scope]) for model, per in table.items() for m in _order(per, methods)]
+def scope_table(table: Mapping, methods: Sequence[str], scope: str) -> list[str]:
+    """The markdown table of one scope (``last`` or ``all``) of :func:`forgetting_table`."""
+    stats = [(model, m, per[m][scope]) for model, per in table.items() for m in in_order(per, methods)]
     steps = sorted({n for *_, s in stats for n in s.get("recall_relearn", {})}, key=_step_key)
     quant = any("recall_quant" in s for *_, s in stats)
     header = ["model", "method", "targets", "points", "recall", "recall_adv", "accuracy", "accuracy_adv",
@@ -165,22 +162,19 @@ def _table(table: Mapping, methods: Sequence[str], scope: str) -> list[str]:
         header[6:6] = ["recall_adv raw", "superficial raw (pooled)", "floor (FPR)"]
     rows = []
     for model, m, s in stats:
-        pooled = _f(s["superficial"]) + (f" ({s['superficial_n'][0]}/{s['superficial_n'][1]})"
+        pooled = number(s["superficial"]) + (f" ({s['superficial_n'][0]}/{s['superficial_n'][1]})"
                                          if s["superficial_n"][1] else "")
-        rows.append([model, m.upper(), str(s["n_targets"]), str(s["n_points"]), _f(s["recall"]), _f(s["recall_adv"]),
-                     _f(s["accuracy"]), _f(s["accuracy_adv"]), pooled, _f(s["superficial_mean"]),
-                     *[_f(s.get("recall_relearn", {}).get(n)) for n in steps],
-                     *([_f(s.get("recall_quant"))] if quant else [])])
+        rows.append([model, m.upper(), str(s["n_targets"]), str(s["n_points"]), number(s["recall"]),
+                     number(s["recall_adv"]), number(s["accuracy"]), number(s["accuracy_adv"]), pooled,
+                     number(s["superficial_mean"]),
+                     *[number(s.get("recall_relearn", {}).get(n)) for n in steps],
+                     *([number(s.get("recall_quant"))] if quant else [])])
         if cal:
             n = s.get("superficial_raw_n") or [0, 0]
-            rows[-1][6:6] = [_f(s.get("recall_adv_raw")),
-                             _f(s.get("superficial_raw")) + (f" ({n[0]}/{n[1]})" if n[1] else ""),
-                             _f(s.get("adv_floor"), 3)]
-    return _md(header, rows)
-
-
-def _order(per: Mapping, methods: Sequence[str]) -> list[str]:
-    return [m for m in methods if m in per] + [m for m in per if m not in methods]
+            rows[-1][6:6] = [number(s.get("recall_adv_raw")),
+                             number(s.get("superficial_raw")) + (f" ({n[0]}/{n[1]})" if n[1] else ""),
+                             number(s.get("adv_floor"), 3)]
+    return md_table(header, rows)
 
 
 def forgetting_section(points: Sequence[Any], methods: Sequence[str], out) -> tuple[list[str], dict[str, Any]]:
@@ -209,13 +203,37 @@ def forgetting_section(points: Sequence[Any], methods: Sequence[str], out) -> tu
              "model never saw; the raw columns count chance guesses as known, and *floor* is the calibrated "
              "aggregate's measured false-positive rate on never-seen facts: a superficial rate near it is chance."
              if any(field_of(p, "recall_adv_raw") is not None for p in points) else ""), "",
-          "### At each target's last grid point", "", *_table(table, methods, "last"), "",
-          "### Over every grid point", "", *_table(table, methods, "all"), "",
+          "### At each target's last grid point", "", *scope_table(table, methods, "last"), "",
+          "### Over every grid point", "", *scope_table(table, methods, "all"), "",
           "![adversarial](adversarial.png)", "",
           "*Mean recall at the last grid point: the primary probe, the adversarial aggregate, after each relearning "
           "step count and after quantisation. A bar lower than the primary one: forgetting the primary probe "
           "overstated (adversarial) or undid (attacks).*", ""]
     return md, {"forgetting_checks": table}
+
+
+def interval_table(table: Mapping[str, Mapping[str, Mapping[str, Any]]], methods: Sequence[str]) -> list[str]:
+    """The markdown table of :func:`~deepunlearn.bench.forms_intervals.adversarial_intervals`
+    (``0.12 [0.05, 0.20]``, n per cell)."""
+    rows = [[str(model), str(m), *(format_value(per[m], k, 2, False) for k in VALUES),
+             number(per[m].get("adv_floor"), 3), f"{per[m]['n_targets']} × {per[m]['n_seeds']}"]
+            for model, per in table.items() for m in in_order(per, methods)]
+    return md_table(["model", "method", "recall", "recall_adv raw", "recall_adv calibrated", "superficial − floor",
+                     "floor", "targets × seeds"], rows)
+
+
+def calibrated_section(points: Sequence[Any], methods: Sequence[str]) -> tuple[list[str], dict[str, Any]]:
+    """The "Calibrated against raw" sub-section over every run seed's points
+    (:func:`~deepunlearn.bench.forms_intervals.adversarial_intervals`) and
+    ``{"adversarial_intervals": table}`` for summary.json; both empty without a calibrated aggregate."""
+    adv = adversarial_intervals(points)
+    if not adv:
+        return [], {}
+    return ["### Calibrated against raw, with 95 % intervals", "",
+            "At each run's last grid point (a run: one target under one seed); 95 % percentile bootstrap "
+            "intervals resampling targets with all their seeds, n = runs carrying the value. *superficial − "
+            "floor*: the calibrated superficial rate minus the aggregate's false-positive rate on never-seen "
+            "facts.", "", *interval_table(adv, methods), ""], {"adversarial_intervals": adv}
 
 
 def console_lines(table: Mapping, methods: Sequence[str] | None = None) -> list[str]:
@@ -228,13 +246,13 @@ def console_lines(table: Mapping, methods: Sequence[str] | None = None) -> list[
     """
     out = []
     for model, per in table.items():
-        for m in _order(per, methods or []):
+        for m in in_order(per, methods or []):
             s = per[m]["last"]
-            line = f"{model} {m.upper()}: recall {_f(s.get('recall'))}  recall_adv {_f(s.get('recall_adv'))}"
+            line = f"{model} {m.upper()}: recall {number(s.get('recall'))}  recall_adv {number(s.get('recall_adv'))}"
             n = s.get("superficial_n") or [0, 0]
-            line += f"  superficial {_f(s.get('superficial'))}" + (f" ({n[0]}/{n[1]})" if n[1] else "")
-            line += "".join(f"  relearn@{k} {_f(v)}" for k, v in (s.get("recall_relearn") or {}).items())
+            line += f"  superficial {number(s.get('superficial'))}" + (f" ({n[0]}/{n[1]})" if n[1] else "")
+            line += "".join(f"  relearn@{k} {number(v)}" for k, v in (s.get("recall_relearn") or {}).items())
             if "recall_quant" in s:
-                line += f"  quantised {_f(s['recall_quant'])}"
+                line += f"  quantised {number(s['recall_quant'])}"
             out.append(line)
     return out

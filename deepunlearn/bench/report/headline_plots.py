@@ -10,37 +10,10 @@ import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..unlearn.methods import catalog
-from .grids import param_label as _param_label
-from .metrics import mean_curve
-from ..unlearn.summary import value_of  # noqa: F401  (re-exported)
-
-#: Stable colours per method: the catalogue's (the paper's four have one); any other name, e.g.
-#: ``graddiff``, ``du_loop`` or a batch label ``ga@b5``, takes the next colour of :data:`_CYCLE` in
-#: the order of ``methods``.
-_CYCLE = ["#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#393b79", "#637939", "#8c6d31",
-          "#843c39", "#7b4173", "#3182bd", "#e6550d", "#31a354"]
-_LABELS = {"acc_at_recall_0.8": "Acc@Recall≥0.8", "recall_at_acc_0.8": "Recall@Acc≥0.8", "auc": "AUC",
-           "acc_at_superficial": "Acc@Superficial"}
-
-
-def method_color(method: str, methods: Sequence[str]) -> str:
-    if catalog.colour(method):
-        return catalog.colour(method)
-    others = [m for m in methods if not catalog.colour(m)]
-    return _CYCLE[others.index(method) % len(_CYCLE)] if method in others else "#333333"
-
-
-def load_pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update({"font.size": 10, "axes.titlesize": 11, "axes.spines.top": False,
-                         "axes.spines.right": False, "savefig.dpi": 130})
-    return plt
-
+from ...unlearn.methods import catalog
+from ..grids import param_label as _param_label
+from ..metrics import group_trajectories, mean_curve, value_of
+from .plots import bar_x, is_missing, label_rows, legend_below, load_pyplot, method_color, panel_grid, save, wrap_title
 
 #: where each method's parameter labels go, in points from the marker (so methods sharing a
 #: region of the plot do not print on top of each other)
@@ -58,64 +31,6 @@ def _clusters(curve: Sequence[Mapping[str, Any]], tol: float = 0.02) -> list[lis
         else:
             groups.append([p])
     return groups
-
-
-def is_missing(x: Any) -> bool:
-    return x is None or (isinstance(x, float) and math.isnan(x))
-
-
-#: the most panels a figure puts side by side (more wrap onto further rows), so the image stays
-#: readable at 100 % zoom
-MAX_COLS = 4
-
-
-def panel_grid(plt, n: int, panel_w: float, panel_h: float, min_w: float = 4.5, **kw):
-    """A constrained-layout figure of ``n`` panels, at most :data:`MAX_COLS` a row; the unused
-    ones hidden. Returns the figure and the ``n`` axes in order."""
-    cols = max(1, min(n, MAX_COLS))
-    rows = math.ceil(max(n, 1) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(max(min_w, panel_w * cols), panel_h * rows), squeeze=False,
-                             layout="constrained", **kw)
-    flat = list(axes.flat)
-    for ax in flat[max(n, 1):]:
-        ax.set_visible(False)
-    return fig, flat[:max(n, 1)]
-
-
-def legend_below(fig, handles: Sequence[Any], **kw) -> None:
-    """A figure legend under the panels (the constrained layout makes room for it) in as many
-    columns as fit the figure's width."""
-    renderer = fig.canvas.get_renderer()
-    ncol = max(1, len(handles))
-    while True:
-        legend = fig.legend(handles=handles, loc="outside lower center", ncol=ncol, frameon=False, **kw)
-        width = legend.get_window_extent(renderer).width
-        if ncol == 1 or width <= 0.96 * fig.bbox.width:
-            return
-        legend.remove()
-        ncol = max(1, min(ncol - 1, int(ncol * 0.96 * fig.bbox.width / width)))
-
-
-def tick_style(labels: Sequence[str], width: float, size: float = 10) -> dict[str, Any]:
-    """``set_xticklabels`` keywords that keep neighbouring labels apart on an axis ``width``
-    inches wide: level when the longest fits its slot, tilted by 30 degrees when tilted it
-    does, else upright (a capital is taken as 0.7 of the font size wide)."""
-    slot = width * 72 / max(1, len(labels))
-    longest = max((len(str(t)) for t in labels), default=0) * 0.7 * size
-    if longest <= 0.9 * slot:
-        return {"rotation": 0, "ha": "center"}
-    if longest * 0.87 + size * 0.5 <= 0.9 * slot:
-        return {"rotation": 30, "ha": "right"}
-    return {"rotation": 90, "ha": "center"}
-
-
-def wrap_title(title: str, width: float, size: float = 10) -> str:
-    """``title`` broken into lines that fit ``width`` inches at ``size`` points (a character is
-    about 0.55 of the font size wide)."""
-    import textwrap
-
-    chars = width * 72 / (0.55 * size)
-    return "\n".join(textwrap.wrap(title, width=max(20, int(chars * 0.92))))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,9 +84,7 @@ def plot_curves(points: Sequence[Any], path: Path, methods: Sequence[str], thres
     # one legend for every panel, under them: inside a panel it would hide the curves' start
     legend_below(fig, [Line2D([], [], color=method_color(m, methods), marker="o", ms=5, lw=1.6, label=catalog.title(m))
                         for m in drawn])
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def _bars(ax, summary: Mapping, models: Sequence[str], methods: Sequence[str], key: str, title: str,
@@ -183,7 +96,7 @@ def _bars(ax, summary: Mapping, models: Sequence[str], methods: Sequence[str], k
             s = summary.get(model, {}).get(method)
             if not s or is_missing(s.get(key)):
                 continue
-            xs.append(i + (j - (len(methods) - 1) / 2) * width)
+            xs.append(bar_x(i, j, len(methods), width))
             ys.append(s[key])
             e = s.get(key + err) if err else None
             es.append(0.0 if is_missing(e) else e)
@@ -226,9 +139,7 @@ def _bar_panels(summary: Mapping, path: Path, methods: Sequence[str], panels: Se
         _bars(ax, summary, models, methods, key, wrap_title(title, width / n, 11))
     axes[0][0].set_ylabel("mean over targets ± std (clipped to [0, 1])")
     legend_below(fig, [Patch(color=method_color(m, methods), label=catalog.title(m)) for m in methods])
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def plot_headline(summary: Mapping, path: Path, methods: Sequence[str], threshold: float = 0.8) -> Path:
@@ -295,17 +206,13 @@ def plot_by_relation(by_rel: Mapping, path: Path, methods: Sequence[str], relati
             ax.spines[:].set_visible(False)
     if im is not None:
         fig.colorbar(im, ax=axes, shrink=0.9, pad=0.01, aspect=30)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    return save(fig, path)
 
 
 def plot_trajectories(points: Sequence[Any], path: Path, methods: Sequence[str], model: str,
                       threshold: float = 0.8) -> Path:
     """Every target's own trajectory, one panel per method (the spread behind the means)."""
     plt = load_pyplot()
-    from .metrics import group_trajectories
-
     groups = group_trajectories(p for p in points if value_of(p, "model") == model)
     fig, axes = panel_grid(plt, len(methods), 2.9, 2.7, sharey=True)
     for ax, method in zip(axes, methods):
@@ -323,10 +230,5 @@ def plot_trajectories(points: Sequence[Any], path: Path, methods: Sequence[str],
         ax.set_title(f"{catalog.title(method)}")
         ax.set_xlabel("recall")
         ax.grid(alpha=0.25)
-    for ax in axes[::MAX_COLS]:
-        ax.set_ylabel("accuracy")
-    fig.suptitle(wrap_title(f"{model}: each target's trajectory (from the unlearning start at (0, 1))",
-                       fig.get_figwidth()), fontsize=10)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+    label_rows(axes, "accuracy")
+    return save(fig, path, f"{model}: each target's trajectory (from the unlearning start at (0, 1))")

@@ -33,8 +33,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..unlearn.summary import EPS, THRESHOLD, value_of, acc_at_recall, curve_of
-from .metrics import BASELINES, group_trajectories, is_baseline
+from ...unlearn.summary import EPS, THRESHOLD, value_of, acc_at_recall, curve_of
+from ..metrics import BASELINES, group_trajectories, is_baseline
 
 PARTS = ("target", "forget", "retain")
 PART_KEYS = ("prob", "truth_ratio", "exposure", "rouge_l", "mc_prob")
@@ -93,7 +93,7 @@ def bootstrap_ci(values: Sequence[float], level: float = 0.95, n_resamples: int 
     >>> bootstrap_ci([1.0]), bootstrap_ci([2.0, 2.0])
     ((None, None), (2.0, 2.0))
     """
-    from ..probe.measures import bootstrap_ci as interval  # scipy.stats.bootstrap, BCa
+    from ...probe.measures import bootstrap_ci as interval  # scipy.stats.bootstrap, BCa
 
     v = [x for x in (_finite(x) for x in values) if x is not None]
     if len(v) < 2:
