@@ -30,7 +30,8 @@ folder of stored minimal sets, relative to the file) and ``tie`` override the pr
 for every model; ``exact = false`` is the older spelling of ``sets = "mdus"``. The options of probe forms and checks
 (``probe_mode`` yesno/rank/any, ``forms``, ``unlearn_forms``, ``adversarial``, ``[attacks]``) are
 described in :mod:`.config_probe`; ``accuracy`` / ``accuracy_sample`` (probe all of K at every point,
-or the target's cone plus a sample) in :mod:`.config_accuracy`.
+or the target's cone plus a sample) in :mod:`.config_accuracy`. ``model_derived = true`` records the
+model-derived verdict (``deep_model``, :mod:`deepunlearn.unlearn.derived`) at every point (not with WHP).
 
 Grids: ``[methods]`` gives every model's grids; a model overrides them with a preset
 (``grids = "gpt2-xl"``: one of ``GRID_PRESETS``) or a table (``[models.grids]``, methods of
