@@ -30,7 +30,8 @@ folder of stored minimal sets, relative to the file) and ``tie`` override the pr
 for every model; ``exact = false`` is the older spelling of ``sets = "mdus"``. The options of probe forms and checks
 (``probe_mode`` yesno/rank/any, ``forms``, ``unlearn_forms``, ``adversarial``, ``[attacks]``) are
 described in :mod:`.config_probe`; ``accuracy`` / ``accuracy_sample`` (probe all of K at every point,
-or the target's cone plus a sample) in :mod:`.config_accuracy`.
+or the target's cone plus a sample) in :mod:`.config_accuracy`. ``model_derived = true`` records the
+model-derived verdict (``deep_model``, :mod:`deepunlearn.unlearn.derived`) at every point (not with WHP).
 
 Grids: ``[methods]`` gives every model's grids; a model overrides them with a preset
 (``grids = "gpt2-xl"``: one of ``GRID_PRESETS``) or a table (``[models.grids]``, methods of
@@ -101,6 +102,8 @@ class SweepConfig(StrictModel):
         default=None, description="calibration file (probe --calibrate -o FILE) of the adversarial aggregate: a mode "
         "counts only above thresholds set on never-seen facts; None: the raw rule, uncalibrated")
     attacks: AttackOptions | None = Field(default=None, description=ATTACKS_HELP)
+    model_derived: bool = Field(default=False, strict=True, description="at every point also ask the target's compose "
+                                "questions and store deep_model (model-derived deep unlearning) beside the rules' deep")
     k_mode: Literal["probed", "dataset"] | None = Field(default=None, description="override; None: the protocol's")
     exact: bool | None = Field(default=None, description="override, older spelling: true = sets 'exact', "
                                "false = sets 'mdus'; None: the protocol's")
@@ -213,6 +216,8 @@ class SweepConfig(StrictModel):
                              "true too")
         if self.adversarial_modes is not None and not self.adversarial:
             raise ValueError("field adversarial_modes: the modes of the adversarial aggregate: set adversarial = true too")
+        if self.model_derived and "whp" in self.methods:
+            raise ValueError("field model_derived: WHP changes the output distribution, not the weights; drop whp")
         if self.holdout is not None and not (self.scores or self.reference != "none"):
             raise ValueError("field holdout: the holdout facts serve the measures: set scores = true too")
         if self.exact is not None and self.sets is not None and self.sets != ("exact" if self.exact else "mdus"):
@@ -295,6 +300,7 @@ class SweepConfig(StrictModel):
             "seed": self.seed,  # [run] seeds are not in the key: every point is stored with its seed
             "lora": self.lora,
             **probe_results_key(self),
+            **({"model_derived": True} if self.model_derived else {}),
             **accuracy_options(self),
             **({"measures": {"min_k": self.min_k, "reference": self.reference, "holdout":
                              _file_digest(Path(self.holdout)) if self.holdout and Path(self.holdout).is_file()

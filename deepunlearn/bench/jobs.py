@@ -76,6 +76,8 @@ class WorkSpec:
     methods: tuple[str, ...] = ()
     #: per method, its hyper-parameters besides the grid (the config's [params.METHOD])
     method_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: ask each point's compose questions and record deep_model (the config's model_derived)
+    model_derived: bool = False
 
 
 class ModelWorker:
@@ -158,7 +160,13 @@ class ModelWorker:
                            else runner.retrain_point(job.target)])
         else:
             points = job_points(runner, job, self.spec.method_params)
+        questions = (model_derived_questions(runner, job.target)
+                     if self.spec.model_derived and job.method not in BASELINES else None)
         for point in points:
+            if questions is not None:  # the weights are at the point while it is yielded
+                from ..unlearn.derived import note_model_derived
+
+                note_model_derived(point, runner.bundle, runner.kb, job.target, runner.evaluator.rules, questions)
             d = point.to_dict() if hasattr(point, "to_dict") else dict(point)
             d["model"] = job.model
             yield {"event": "point", "point": d}
@@ -213,6 +221,13 @@ def new_target_runner(spec: WorkSpec, model: str, bundle: Any, kb: Any, cache_di
         training=TrainOptions(lr=m.get("lr"), lora=spec.lora),
         **options,  # the config's runner options, by their flat keywords
     )
+
+
+def model_derived_questions(runner: Any, target: int) -> list:
+    """The target's compose questions over the runner's K (:mod:`deepunlearn.unlearn.derived`)."""
+    from ..unlearn.derived import compose_questions
+
+    return compose_questions(runner.kb, runner.evaluator.rules, target, graph=runner.evaluator.graph)
 
 
 def job_points(runner: Any, job: Job, method_params: dict[str, dict[str, Any]] | None = None) -> Iterator[Any]:

@@ -303,7 +303,8 @@ def format_table(summary: Mapping[str, Mapping[str, Mapping[str, float]]], thres
 def format_du_table(summary: Mapping[str, Mapping[str, Mapping[str, float]]], methods: Sequence[str] | None = None,
                     threshold: float = 0.8) -> str:
     """The deep-unlearning table as markdown: one row per (model, method) with Acc@R>=t, R@A>=t,
-    AUC, Success-DU@0.8, Success-DU@0.9, deep rate, seconds per target and the number of targets
+    AUC, Success-DU@0.8, Success-DU@0.9, deep rate (and their model-derived counterparts where the
+    summary has them), seconds per target and the number of targets
     (means over targets, each but AUC with its 95 % bootstrap interval over targets where the summary
     has one, :func:`~deepunlearn.bench.bootstrap.format_value`; "–" where a value is missing, e.g.
     seconds of an old store). A sampled accuracy's 95 % bounds follow as ``(sampled low–high)``
@@ -316,7 +317,9 @@ def format_du_table(summary: Mapping[str, Mapping[str, Mapping[str, float]]], me
     |---|---|---|---|---|---|---|---|---|---|
     | tiny | ga | 0.25 | 0.76 | 0.50 | 0.10 | 0.00 | 0.90 | 12.3 | 10 |
     """
-    columns = [(name, label) for name, label, m in metric_columns(threshold, ()) if m.du_table]
+    rows = [s for per in summary.values() for s in per.values()]
+    columns = [(name, label) for name, label, m in metric_columns(threshold, ()) if m.du_table and (
+        not m.optional or any(not _missing(s.get(name)) for s in rows))]  # model-derived: where measured
     keys = [name for name, _ in columns]
     header = ["model", "method", *(label for _, label in columns), "s/target", "targets"]
     if methods is None:

@@ -150,9 +150,13 @@ def encoder(bundle, kb):
     return encode
 
 
-def run_attacks(args, params, bundle, kb, ctx: KContext, target: int, mode: str, *, progress: bool = True) -> dict:
+def run_attacks(args, params, bundle, kb, ctx: KContext, target: int, mode: str, *, progress: bool = True,
+                model_derived: bool = False) -> dict:
     """Probe the unlearned model ``bundle`` on ``ctx.known``, run the attacks of ``params`` and
-    build the result object (``args``: ``forms``, ``batch_size``, ``seed``, ``relearn_lr``)."""
+    build the result object (``args``: ``forms``, ``batch_size``, ``seed``, ``relearn_lr``).
+    ``model_derived``: also ask the target's compose questions at every probe (before, after each
+    relearning step count, quantised) and add ``deep_model``, ``deep_model_relearn``,
+    ``deep_model_quant`` and their ``model_derived*`` details (:mod:`.derived`)."""
     import torch
     from tqdm.auto import tqdm
 
@@ -163,9 +167,22 @@ def run_attacks(args, params, bundle, kb, ctx: KContext, target: int, mode: str,
     ids = sorted(ctx.known)
     extra = {"forms": args.forms} if args.forms else {}
 
+    verdicts: list[dict] = []  # model-derived verdicts, one per probe, in the order of the probes
+    questions = None
+    if model_derived:
+        from .derived import compose_questions
+
+        questions = compose_questions(kb, ctx.evaluator.rules, target, graph=ctx.evaluator.graph)
+
     def known() -> set[int]:
         res = probe(bundle, kb, ids, mode=mode, batch_size=args.batch_size, progress=False, **extra)
-        return {int(i) for i in res.known_ids()}
+        now = {int(i) for i in res.known_ids()}
+        if questions is not None:  # the model as it is at this probe
+            from .derived import model_derived as verdict
+
+            verdicts.append(verdict(bundle, kb, target, ctx.evaluator.rules, direct=target in now,
+                                    questions=questions, batch_size=args.batch_size))
+        return now
 
     def score(now: set[int]) -> tuple[float, float]:
         ev = ctx.evaluator.evaluate(target, sorted(ctx.known - now))
@@ -219,6 +236,7 @@ def run_attacks(args, params, bundle, kb, ctx: KContext, target: int, mode: str,
         return bool(deep_after(kb, ctx.evaluator.rules, sorted(now), target, None)["deep"])
 
     return {
+        **(_model_derived_keys(verdicts, list(relearned), quant is not None) if model_derived else {}),
         "deep": deep(before), "deep_relearn": {str(n): deep(k) for n, k in relearned.items()},
         "deep_quant": None if quant is None else deep(quant),
         "target": list(kb.facts[target]), "index": target, "known": len(ctx.known), "total": len(kb),
@@ -243,6 +261,19 @@ def run_attacks(args, params, bundle, kb, ctx: KContext, target: int, mode: str,
     }
 
 
+def _model_derived_keys(verdicts: list[dict], steps: list, quantized: bool) -> dict:
+    """The model-derived verdicts of :func:`run_attacks`' probes (before, each relearning step
+    count in order, the quantised model) as result keys."""
+    verdicts = [dict(v) for v in verdicts]
+    deep = [v.pop("deep_model") for v in verdicts]
+    relearn = dict(zip((str(n) for n in steps), zip(deep[1:], verdicts[1:])))
+    quant = (deep[-1], verdicts[-1]) if quantized else (None, None)
+    return {"deep_model": deep[0], "model_derived": verdicts[0],
+            "deep_model_relearn": {n: d for n, (d, _) in relearn.items()},
+            "model_derived_relearn": {n: v for n, (_, v) in relearn.items()},
+            "deep_model_quant": quant[0], "model_derived_quant": quant[1]}
+
+
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
@@ -254,10 +285,12 @@ def attack_rows(obj: dict, indent: str = "  ") -> list[str]:
     for n, rec in obj["recall_relearn"].items():
         label = f"relearn {n} step{'s' if n != '1' else ''}"
         lines.append(f"{indent}{label:<22}  {rec:6.3f}  {obj['accuracy_relearn'][n]:6.3f}  "
-                     f"{'known' if obj['target_relearned'][n] else 'forgotten':<9}  {_yes(obj['deep_relearn'][n])}")
+                     f"{'known' if obj['target_relearned'][n] else 'forgotten':<9}  {_yes(obj['deep_relearn'][n])}"
+                     + _md_cell(obj.get("deep_model_relearn", {}).get(n)))
     if obj["recall_quant"] is not None:
         lines.append(f"{indent}{obj['quantize']:<22}  {obj['recall_quant']:6.3f}  {obj['accuracy_quant']:6.3f}  "
-                     f"{'known' if obj['target_quant'] else 'forgotten':<9}  {_yes(obj['deep_quant'])}")
+                     f"{'known' if obj['target_quant'] else 'forgotten':<9}  {_yes(obj['deep_quant'])}"
+                     + _md_cell(obj.get("deep_model_quant")))
     if obj["relearn_lr"] is not None and obj.get("relearn_on") == "split":
         lines.append(f"{indent}split: relearned on {len(obj['relearn_facts'])} of the {obj['relearn_pool']} facts of "
                      f"the chosen set and {len(obj['relearn_forms'])} other forms of the target; re-probed "
@@ -272,12 +305,19 @@ def attack_rows(obj: dict, indent: str = "  ") -> list[str]:
     return lines
 
 
+def _md_cell(flag: bool | None) -> str:
+    """The model-derived column of a row ("" without it)."""
+    return "" if flag is None else f"  {_yes(flag):>4}"
+
+
 def attack_text(obj: dict) -> str:
     """``deepunlearn attack``'s table."""
     s, r, o = obj["target"]
     lines = [f"attack on [{obj['index']}] {o} is {s}'s {r} (K: {obj['known']} of {obj['total']} facts, "
              f"k_mode {obj['k_mode']}, probe {obj['mode']})",
-             f"  {'model':<22}  {'recall':>6}  {'acc':>6}  {'target':<9}  deep",
+             f"  {'model':<22}  {'recall':>6}  {'acc':>6}  {'target':<9}  deep"
+             + ("  deep (model)" if "deep_model" in obj else ""),
              f"  {'unlearned':<22}  {obj['recall']:6.3f}  {obj['accuracy']:6.3f}  "
-             f"{'forgotten' if obj['target_forgotten'] else 'known':<9}  {_yes(obj['deep'])}"]
+             f"{'forgotten' if obj['target_forgotten'] else 'known':<9}  {_yes(obj['deep'])}"
+             + _md_cell(obj.get("deep_model"))]
     return "\n".join(lines + attack_rows(obj))

@@ -21,6 +21,10 @@ defined for every target:
   A point's ``deep`` flag is read as stored; points written before the flag existed fall back
   to ``recall >= 1 - EPS`` (with exact minimal sets, recall 1 is the same thing).
 * **Deep rate**: 1 when any grid point is deep, whatever its accuracy.
+* **Model-derived** (``success_du_model_{a}``, ``deep_model_rate``): the same two with a point's
+  ``deep_model`` (the model answers the target neither directly nor through any of its compose
+  questions, :mod:`deepunlearn.unlearn.derived`) in place of the rules' ``deep``; NaN for a
+  trajectory none of whose points has ``deep_model`` (a sweep without ``model_derived = true``).
 * **Per group** (``acc_at_recall_{t}_{group}``, paper Figure 6): Acc@Recall>=t with the accuracy
   over one relation group's facts (:func:`group_accuracy`) in place of the overall accuracy, for
   every group of the KB (``family`` and ``biography`` in the family domain, as before).
@@ -179,6 +183,22 @@ def success_du(points: Iterable[Any], threshold: float = THRESHOLD) -> float:
                      for p in points))
 
 
+def _model_derived(points: Sequence[Any], threshold: float | None) -> float:
+    """Success-DU (``threshold``: an accuracy) or the deep rate (None) by ``deep_model``; NaN when
+    no point has it.
+
+    >>> pts = [{"accuracy": 0.95, "deep_model": False}, {"accuracy": 0.85, "deep_model": True}]
+    >>> _model_derived(pts, 0.8), _model_derived(pts, 0.9), _model_derived(pts, None), _model_derived([{}], None)
+    (1.0, 0.0, 1.0, nan)
+    """
+    verdicts = [(field_of(p, "deep_model"), field_of(p, "accuracy")) for p in points]
+    verdicts = [(bool(d), a) for d, a in verdicts if d is not None]
+    if not verdicts:
+        return math.nan
+    return float(any(d and (threshold is None or (a is not None and float(a) >= threshold - EPS))
+                     for d, a in verdicts))
+
+
 def seconds_per_target(points: Iterable[Any]) -> float:
     """The wall seconds of one trajectory per target: the largest finite ``seconds`` of its
     points, divided by the point's ``batch_size`` for a batch row; NaN when no point has it.
@@ -247,7 +267,8 @@ class Metric:
     ``label``: how a table heads it; ``fn(points, curve, threshold, arg) -> float`` (``arg``: the
     group or the Success-DU threshold); ``spread``: aggregated with ``_std``/``_sem`` (a share of
     targets such as the deep rate is not); ``interval``: a 95 % bootstrap interval over targets;
-    ``du_table``: a column of the deep-unlearning table; ``higher``: higher is better.
+    ``du_table``: a column of the deep-unlearning table (``optional``: only when some row has a
+    value); ``higher``: higher is better.
     """
 
     key: str
@@ -258,6 +279,7 @@ class Metric:
     interval: bool = False
     du_table: bool = False
     higher: bool = True
+    optional: bool = False
 
     def expand(self, threshold: float, groups: Sequence[str]) -> list[tuple[str, str, Any]]:
         """``(name, label, arg)`` of each column this metric gives."""
@@ -286,6 +308,10 @@ METRICS: tuple[Metric, ...] = (
            interval=True, du_table=True),
     Metric("deep_rate", "deep rate", lambda pts, c, t, _: float(any(is_deep(p) for p in pts)), spread=False,
            interval=True, du_table=True),
+    Metric("success_du_model_{a}", "Success-DU@{a} (model)", lambda pts, c, t, a: _model_derived(pts, a),
+           each="success", du_table=True, optional=True),
+    Metric("deep_model_rate", "deep rate (model)", lambda pts, c, t, _: _model_derived(pts, None), spread=False,
+           du_table=True, optional=True),
     Metric("seconds", "s/target", lambda pts, c, t, _: seconds_per_target(pts), higher=False),
 )
 
@@ -304,7 +330,8 @@ def metric_names(threshold: float = THRESHOLD, groups: Sequence[str] = DEFAULT_G
     >>> metric_names()[:3]
     ['acc_at_recall_0.8', 'recall_at_acc_0.8', 'auc']
     >>> metric_names()[5:]
-    ['acc_at_recall_0.8_family', 'acc_at_recall_0.8_biography', 'success_du_0.8', 'success_du_0.9', 'deep_rate', 'seconds']
+    ['acc_at_recall_0.8_family', 'acc_at_recall_0.8_biography', 'success_du_0.8', 'success_du_0.9', 'deep_rate', \
+'success_du_model_0.8', 'success_du_model_0.9', 'deep_model_rate', 'seconds']
     >>> metric_names(groups=["reporting", "location"])[5:7]
     ['acc_at_recall_0.8_reporting', 'acc_at_recall_0.8_location']
     """
@@ -323,7 +350,7 @@ def target_metrics(points: Sequence[Any], threshold: float = THRESHOLD,
     >>> pts = [dict(recall=0.5, accuracy=0.9, accuracy_family=0.85, accuracy_biography=1.0, target_forgotten=True),
     ...        dict(recall=0.9, accuracy=0.4, accuracy_family=0.2, accuracy_biography=0.7, target_forgotten=True)]
     >>> [round(v, 4) for v in target_metrics(pts).values()]
-    [0.4, 0.5, 0.61, 0.9, 1.0, 0.2, 0.7, 0.0, 0.0, 0.0, nan]
+    [0.4, 0.5, 0.61, 0.9, 1.0, 0.2, 0.7, 0.0, 0.0, 0.0, nan, nan, nan, nan]
     """
     curve = curve_of(points)
     groups = point_groups(points) if groups is None else groups

@@ -27,7 +27,8 @@ def pt(t, param, recall, acc, method="ga", model="m", **kw):
 def test_metric_names_keep_the_old_order_and_add_the_new_keys():
     assert metric_names() == ["acc_at_recall_0.8", "recall_at_acc_0.8", "auc", "acc_at_superficial", "superficial_rate",
                               "acc_at_recall_0.8_family", "acc_at_recall_0.8_biography",
-                              "success_du_0.8", "success_du_0.9", "deep_rate", "seconds"]
+                              "success_du_0.8", "success_du_0.9", "deep_rate",
+                              "success_du_model_0.8", "success_du_model_0.9", "deep_model_rate", "seconds"]
 
 
 def test_success_du_counts_a_deep_point_at_its_accuracy_only():

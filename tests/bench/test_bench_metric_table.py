@@ -44,4 +44,4 @@ def test_the_table_reproduces_the_named_metrics():
     assert list(us.target_metrics(pts)) == names
     assert [n for n, _, m in us.metric_columns() if m.interval] == [
         "acc_at_recall_0.8", "recall_at_acc_0.8", "success_du_0.8", "success_du_0.9", "deep_rate"]
-    assert [n for n, _, m in us.metric_columns() if not m.spread] == ["superficial_rate", "deep_rate"]
+    assert [n for n, _, m in us.metric_columns() if not m.spread] == ["superficial_rate", "deep_rate", "deep_model_rate"]

@@ -30,3 +30,41 @@ def two_families() -> KnowledgeBase:
                                [("Kid", "father", "Bob"), ("Bob", "wife", "Ann"), ("Kid", "mother", "Ann"),
                                 ("Tom", "father", "Dan"), ("Dan", "wife", "Eve"), ("Tom", "mother", "Eve")],
                                name="two-families")
+
+
+def answer_fn(bundle, answer: str):
+    """A ``model_fn`` that says ``answer`` and stops, whatever it is asked: the next token is the
+    answer's token after the last one given, its first token when the last one given is not in it,
+    and end of sequence after its last token (so greedy decoding outputs exactly ``answer``)."""
+    toks = bundle.tokenizer(answer, add_special_tokens=False)["input_ids"]
+    assert toks and bundle.eos_id is not None
+    vocab = len(bundle.tokenizer)
+
+    def fn(ids, mask):
+        logits = torch.zeros(ids.shape[0], ids.shape[1], vocab)
+        for r in range(ids.shape[0]):
+            for c in range(ids.shape[1]):
+                last = int(ids[r, c])
+                nxt = toks[toks.index(last) + 1] if last in toks[:-1] else bundle.eos_id if last == toks[-1] \
+                    else toks[0]
+                logits[r, c, nxt] = 1.0
+        return logits
+
+    return fn
+
+
+def derived_pair(model_dir, kb):
+    """Two derived facts the model knows, with compose questions, whose answers do not contain
+    each other (the default protocol counts an answer as a substring)."""
+    from deepunlearn.probe import load_model, probe
+    from deepunlearn.rules.compose import compose_set
+
+    known = set(probe(load_model(model_dir, device="cpu"), kb, progress=False).known_ids())
+    cs = compose_set(kb, kb.metadata.get("rules", "family"))
+    derived = [t for t in cs.fact_ids() if t in known]
+    for a in derived:
+        for b in derived:
+            ans_a, ans_b = kb.facts[a][2].lower(), kb.facts[b][2].lower()  # what compose questions ask
+            if ans_b not in ans_a and ans_a not in ans_b:
+                return a, b
+    raise AssertionError("the KB has no two known derived facts with distinct answers")

@@ -68,6 +68,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default=None, help="bf16, fp16, fp32 (default: bf16 on GPU, fp32 on CPU)")
     p.add_argument("--batch-size", type=positive_int, default=64, help="probing batch size (default 64)")
     p.add_argument("--cache-dir", default=None, help="where the probe before unlearning is cached")
+    p.add_argument("--model-derived", action="store_true",
+                   help="also ask the target's compose questions (multi-hop questions through the body of each rule "
+                        "grounding that derives it from K) before and after every attack: deep_model is false when "
+                        "the model answers the target directly or through any of them")
     add_threads(p)
     add_json(p)
     p.set_defaults(handler=_attack)
@@ -141,7 +145,7 @@ def _attack(args) -> int:
             runner.snapshot = None  # each attack keeps its own
         if params.quantize is not None:
             check_quantize(bundle.model, params.quantize)
-        obj = run_attacks(args, params, bundle, kb, runner, target, mode)
+        obj = run_attacks(args, params, bundle, kb, runner, target, mode, model_derived=args.model_derived)
     except UnlearnError as e:
         raise CLIError(str(e), field=e.field) from None
     obj["seconds"] = round(time.perf_counter() - t0, 3)

@@ -19,11 +19,9 @@ import argparse
 import math
 import sys
 
+from ...probe.protocol import PROTOCOL_NAMES as PROTOCOLS  # the presets (that module imports no torch)
 from ..methods import catalog
 from ..summary import point_json  # noqa: F401  (the JSON of one point; it lived here)
-
-#: protocol presets (deepunlearn.probe.protocol.PROTOCOL_NAMES, repeated so --help needs no import)
-PROTOCOLS = ("default", "reference")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -61,9 +59,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(GA/TV/WHP 1x, NPO 2x; a tenth of that for models trained from scratch), else the paper's "
                         "(2e-5, NPO 4e-5; half for 7-8B models); with --lora the default is 10x that")
     p.add_argument("--protocol", choices=PROTOCOLS, default="default",
-                   help="protocol preset: default, or reference (the paper's code: linear schedule with a zero-lr "
-                        "warm-up step, generate probe, K = the KB, the release's sets, first-set ties); README's "
-                        "protocol table lists every choice")
+                   help="protocol preset: default; reference (the paper's code: linear schedule with a zero-lr "
+                        "warm-up step, generate probe, K = the KB, the release's sets, first-set ties); or pretrained "
+                        "(a model as shipped: K = the facts it answers in its chat template, whole words within 32 "
+                        "greedy tokens; docs/pretrained.md). README's protocol table lists every choice")
     from ...probe.cli.probe import add_format_args
 
     add_format_args(p, protocol=False)
