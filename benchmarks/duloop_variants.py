@@ -15,7 +15,7 @@ Run::
         --refs 79,220,61,68,127,343,219,349,28,250,214 -o seq.jsonl
 
 ``--targets A:B`` takes the KB's listed targets A..B-1 (0-based, in the order the release lists
-them). CPU, one torch thread.
+them); ``A:B:S`` every S-th of them (``0::5`` on a generated KB: the first target of each relation). CPU, one torch thread.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ EPS = 1e-9
 MODES = ("exact", "yesno", "rank")
 VARIANTS = {
     "ga": ("ga", {}),
+    "npo": ("npo", {}),
     "du_loop": ("du_loop", {}),
     "du_loop+adv": ("du_loop", {"watch": "adversarial"}),
     "du_loop+sam": ("du_loop", {"sam_rho": 0.05}),
@@ -55,6 +56,11 @@ def _patch_int4():
     ForgettingChecks._attack = attack
 
 
+def _slice(spec: str) -> slice:
+    """``A:B`` or ``A:B:S`` (every S-th listed target: one per relation when S is the per-relation count)."""
+    return slice(*(int(x) if x else None for x in spec.split(":")))
+
+
 def _done(path: Path) -> set[tuple]:
     if not path.exists():
         return set()
@@ -62,6 +68,8 @@ def _done(path: Path) -> set[tuple]:
 
 
 def _row(variant, t, points) -> dict:
+    from deepunlearn.unlearn.summary import acc_at_recall
+
     last = points[-1]
     n = last.notes
     check = sum(p.notes.get("check_seconds", 0) for p in points[:-1])
@@ -70,6 +78,7 @@ def _row(variant, t, points) -> dict:
         "success_du_0.9": float(any(p.notes.get("deep") and p.accuracy >= 0.9 - EPS for p in points)),
         "success_du_0.8": float(any(p.notes.get("deep") and p.accuracy >= 0.8 - EPS for p in points)),
         "deep": float(any(p.notes.get("deep") for p in points)),
+        "acc_at_recall_0.8": acc_at_recall([(p.recall, p.accuracy) for p in points], 0.8),
         "accuracy_last": last.accuracy, "deep_last": float(bool(n.get("deep"))),
         "adv_deep": float(n.get("recall_adv", 0) >= 1 - EPS),
         "relearn_deep": float(min(n.get("recall_relearn", {"": 0}).values()) >= 1 - EPS),
@@ -90,17 +99,17 @@ def runner_for(args, calibration=True):
     kw = {}
     if calibration:
         kw = dict(adversarial=True, adversarial_calibration=args.calibration, adversarial_modes=MODES,
-                  attacks={"relearn": [8], "quantize": "int8", "relearn_lr": args.relearn_lr})
+                  attacks={"relearn": [8], "quantize": "int8", "relearn_lr": args.relearn_lr,
+                           "relearn_on": args.relearn_on})
     return kb, TargetRunner(bundle, kb, cache_dir=args.cache, progress=False, seed=0, **kw)
 
 
 def variants(args) -> None:
     _patch_int4()
     kb, runner = runner_for(args)
-    a, b = (int(x) for x in args.targets.split(":"))
     out = Path(args.output)
     done = _done(out)
-    for t in kb.targets[a:b]:
+    for t in kb.targets[_slice(args.targets)]:
         if t not in runner.known:
             continue
         for name in args.variants.split(","):
@@ -124,9 +133,8 @@ def variants(args) -> None:
 
 def rmu_scan(args) -> None:
     kb, runner = runner_for(args, calibration=False)
-    a, b = (int(x) for x in args.targets.split(":"))
     out = Path(args.output)
-    for t in kb.targets[a:b]:
+    for t in kb.targets[_slice(args.targets)]:
         if t not in runner.known:
             continue
         for lr in [None if x == "default" else float(x) for x in args.lrs.split(",")]:
@@ -192,14 +200,19 @@ def summarise(path: str) -> str:
     for r in rows:
         by.setdefault(r["variant"], {})[r["target"]] = r
     ga = by.get("ga", {})
-    keys = ["success_du_0.9", "deep", "accuracy_last", "adv_deep", "relearn_deep", "int8_deep", "int4_deep"]
-    lines = ["| variant | Success-DU@0.9 | deep rate | accuracy (last point) | calibrated-adversarial deep "
-             "| deep after relearn@8 | deep after int8 | deep after int4 | s/target ÷ GA's | targets |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    keys = ["success_du_0.8", "success_du_0.9", "acc_at_recall_0.8", "deep", "accuracy_last", "adv_deep",
+            "relearn_deep", "int8_deep", "int4_deep"]
+    lines = ["| variant | Success-DU@0.8 | Success-DU@0.9 | Acc@R≥0.8 | deep rate | accuracy (last point) "
+             "| calibrated-adversarial deep | deep after relearn@8 | deep after int8 | deep after int4 "
+             "| s/target ÷ GA's | targets |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, per in by.items():
         cells = []
         for k in keys:
-            vals = [r[k] for r in per.values()]
+            vals = [r[k] for r in per.values() if k in r]
+            if not vals:
+                cells.append("–")
+                continue
             lo, hi = bootstrap_interval(vals)[:2]
             mean = sum(vals) / len(vals)
             cells.append(f"{mean:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None else ""))
@@ -224,10 +237,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", required=False)
     ap.add_argument("--calibration", default=None, help="probe --calibrate output for the adversarial aggregate")
     ap.add_argument("--cache", default="probe-cache")
-    ap.add_argument("--targets", default="20:55", help="A:B: the KB's listed targets A..B-1")
+    ap.add_argument("--targets", default="20:55", help="A:B[:S]: the KB's listed targets A..B-1 (every S-th)")
     ap.add_argument("--variants", default=",".join(VARIANTS))
     ap.add_argument("--rmu-lr", type=float, default=None, help="du_loop(rmu)'s learning rate")
     ap.add_argument("--relearn-lr", type=float, default=None, help="the relearning attack's rate (default: the run's)")
+    ap.add_argument("--relearn-on", default="other", choices=("other", "split"),
+                    help="what the relearning attack trains on: other facts, or half the target's set and its "
+                         "other forms (split)")
     ap.add_argument("--rmu-scan", action="store_true")
     ap.add_argument("--lrs", default="default,4e-3,1.6e-2,6.4e-2", help="rates of the RMU scan ('default': the rule's)")
     ap.add_argument("--scan-grid", default="16", help="the RMU scan's step counts")
