@@ -76,6 +76,8 @@ class WorkSpec:
     methods: tuple[str, ...] = ()
     #: per method, its hyper-parameters besides the grid (the config's [params.METHOD])
     method_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: sequential requests' guard and re-check (the config's [targets] min_accuracy, on_guard, recheck)
+    sequential: dict[str, Any] = field(default_factory=dict)
 
 
 class ModelWorker:
@@ -178,7 +180,8 @@ class ModelWorker:
         if not known:
             yield {"event": "skipped", "reason": "the model knows none of the job's targets before unlearning"}
             return
-        for rows in request_points(runner, job, known, self.spec.method_params.get(job.base or "", {})):
+        for rows in request_points(runner, job, known, self.spec.method_params.get(job.base or "", {}),
+                                   self.spec.sequential):
             yield {"event": "points", "points": [{**r, "model": job.model} for r in rows]}
         yield {"event": "done"}
 
