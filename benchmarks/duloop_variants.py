@@ -151,9 +151,13 @@ def variants(args) -> None:
     kb, runner = runner_for(args)
     out = Path(args.output)
     done = _done(out)
+    served = 0
     for t in kb.targets[_slice(args.targets)]:
         if t not in runner.known:
             continue
+        served += 1
+        if args.max_targets and served > args.max_targets:
+            break
         for name in args.variants.split(","):
             if (name, t) in done:
                 continue
@@ -281,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache", default="probe-cache")
     ap.add_argument("--targets", default="20:55", help="A:B[:S]: the KB's listed targets A..B-1 (every S-th)")
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--max-targets", type=int, default=None, help="at most N of the listed targets the model knows")
     ap.add_argument("--rmu-lr", type=float, default=None, help="du_loop(rmu)'s learning rate")
     ap.add_argument("--relearn-lr", type=float, default=None, help="the relearning attack's rate (default: the run's)")
     ap.add_argument("--relearn-on", default="other", choices=("other", "split"),
