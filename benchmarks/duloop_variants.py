@@ -14,8 +14,13 @@ Run::
     python benchmarks/duloop_variants.py --kb edu.json --model tiny-edu-llama --sequential \\
         --refs 79,220,61,68,127,343,219,349,28,250,214 -o seq.jsonl
 
+Variants: ``ga``, ``npo`` and du_loop's (``du_loop``, ``du_loop+adv``, ``du_loop+sam``,
+``du_loop(rmu)``). ``--relearn-on split`` relearns on half the target's chosen set and its other
+forms instead of on other facts; ``--checks`` drops checks on a slow model (the dropped columns
+print as ``–``). The adversarial aggregate is asked at each trajectory's last grid point only.
+
 ``--targets A:B`` takes the KB's listed targets A..B-1 (0-based, in the order the release lists
-them). CPU, one torch thread.
+them); ``A:B:S`` every S-th of them (``0::5`` on a generated KB: the first target of each relation). CPU, one torch thread.
 """
 
 from __future__ import annotations
@@ -29,8 +34,11 @@ from pathlib import Path
 EPS = 1e-9
 #: the adversarial aggregate's modes (generate, the costliest, left out on this CPU)
 MODES = ("exact", "yesno", "rank")
+#: the checks of each point (``--checks``): the adversarial aggregate, relearning, int8, int4
+CHECKS = ("adversarial", "relearn", "int8", "int4")
 VARIANTS = {
     "ga": ("ga", {}),
+    "npo": ("npo", {}),
     "du_loop": ("du_loop", {}),
     "du_loop+adv": ("du_loop", {"watch": "adversarial"}),
     "du_loop+sam": ("du_loop", {"sam_rho": 0.05}),
@@ -55,29 +63,58 @@ def _patch_int4():
     ForgettingChecks._attack = attack
 
 
+def _slice(spec: str) -> slice:
+    """``A:B`` or ``A:B:S`` (every S-th listed target: one per relation when S is the per-relation count)."""
+    return slice(*(int(x) if x else None for x in spec.split(":")))
+
+
+def _patch_adversarial_last():
+    """The adversarial aggregate only at a trajectory's last grid point (the table reads the last
+    point's): on a model GA or NPO has collapsed every fact of K is 'forgotten' and re-asked under
+    every form and mode, at every grid point otherwise."""
+    from deepunlearn.unlearn.checks import ForgettingChecks
+
+    real = ForgettingChecks.annotate
+
+    def annotate(self, points, targets, step, forgotten, *, last, lr):
+        keep, self.adversarial = self.adversarial, self.adversarial and last
+        try:
+            real(self, points, targets, step, forgotten, last=last, lr=lr)
+        finally:
+            self.adversarial = keep
+
+    ForgettingChecks.annotate = annotate
+
+
 def _done(path: Path) -> set[tuple]:
     if not path.exists():
         return set()
     return {(r["variant"], r["target"]) for r in map(json.loads, path.read_text().splitlines()) if r.get("variant")}
 
 
-def _row(variant, t, points) -> dict:
+def _row(variant, t, points, checks=CHECKS) -> dict:
+    from deepunlearn.unlearn.summary import acc_at_recall
+
     last = points[-1]
     n = last.notes
     check = sum(p.notes.get("check_seconds", 0) for p in points[:-1])
-    return {
+    row = {
         "variant": variant, "target": t,
         "success_du_0.9": float(any(p.notes.get("deep") and p.accuracy >= 0.9 - EPS for p in points)),
         "success_du_0.8": float(any(p.notes.get("deep") and p.accuracy >= 0.8 - EPS for p in points)),
         "deep": float(any(p.notes.get("deep") for p in points)),
+        "acc_at_recall_0.8": acc_at_recall([(p.recall, p.accuracy) for p in points], 0.8),
         "accuracy_last": last.accuracy, "deep_last": float(bool(n.get("deep"))),
-        "adv_deep": float(n.get("recall_adv", 0) >= 1 - EPS),
-        "relearn_deep": float(min(n.get("recall_relearn", {"": 0}).values()) >= 1 - EPS),
-        "int8_deep": float(n.get("recall_quant", 0) >= 1 - EPS),
-        "int4_deep": float(n.get("recall_int4", 0) >= 1 - EPS),
         "seconds": max(0.0, float(n.get("seconds", 0)) - check),
         "steps_used": n.get("steps_used"), "lr": last.lr,
     }
+    int4 = "recall_int4" if "int8" in checks else "recall_quant"  # 4-bit alone: the run's own quantisation
+    for key, on, note in (("adv_deep", "adversarial", "recall_adv"), ("relearn_deep", "relearn", "recall_relearn"),
+                          ("int8_deep", "int8", "recall_quant"), ("int4_deep", "int4", int4)):
+        if on in checks:
+            v = n.get(note, 0)
+            row[key] = float((min(v.values()) if isinstance(v, dict) else v) >= 1 - EPS)
+    return row
 
 
 def runner_for(args, calibration=True):
@@ -89,20 +126,38 @@ def runner_for(args, calibration=True):
     bundle = load_model(args.model, device="cpu")
     kw = {}
     if calibration:
-        kw = dict(adversarial=True, adversarial_calibration=args.calibration, adversarial_modes=MODES,
-                  attacks={"relearn": [8], "quantize": "int8", "relearn_lr": args.relearn_lr})
+        checks = _checks(args)
+        if "adversarial" in checks:
+            kw.update(adversarial=True, adversarial_calibration=args.calibration, adversarial_modes=MODES)
+        quant = "int8" if "int8" in checks else ("int4" if "int4" in checks else None)
+        if quant or "relearn" in checks:
+            kw["attacks"] = {"relearn": [8] if "relearn" in checks else [], "quantize": quant,
+                             "relearn_lr": args.relearn_lr, "relearn_on": args.relearn_on}
     return kb, TargetRunner(bundle, kb, cache_dir=args.cache, progress=False, seed=0, **kw)
 
 
+def _checks(args) -> tuple[str, ...]:
+    got = tuple(x for x in args.checks.split(",") if x)
+    bad = [x for x in got if x not in CHECKS]
+    if bad:
+        raise SystemExit(f"--checks: unknown check {bad[0]!r}; expected some of {', '.join(CHECKS)}")
+    return got
+
+
 def variants(args) -> None:
-    _patch_int4()
+    if {"int8", "int4"} <= set(_checks(args)):
+        _patch_int4()
+    _patch_adversarial_last()
     kb, runner = runner_for(args)
-    a, b = (int(x) for x in args.targets.split(":"))
     out = Path(args.output)
     done = _done(out)
-    for t in kb.targets[a:b]:
+    served = 0
+    for t in kb.targets[_slice(args.targets)]:
         if t not in runner.known:
             continue
+        served += 1
+        if args.max_targets and served > args.max_targets:
+            break
         for name in args.variants.split(","):
             if (name, t) in done:
                 continue
@@ -115,7 +170,7 @@ def variants(args) -> None:
             u = type(u)(u.params, grid=grid, **extra)
             t0 = time.perf_counter()
             points = list(runner.run(t, u, seed=0))
-            row = _row(name, t, points)
+            row = _row(name, t, points, _checks(args))
             row["wall"] = round(time.perf_counter() - t0, 2)
             with out.open("a") as f:
                 f.write(json.dumps(row) + "\n")
@@ -124,9 +179,8 @@ def variants(args) -> None:
 
 def rmu_scan(args) -> None:
     kb, runner = runner_for(args, calibration=False)
-    a, b = (int(x) for x in args.targets.split(":"))
     out = Path(args.output)
-    for t in kb.targets[a:b]:
+    for t in kb.targets[_slice(args.targets)]:
         if t not in runner.known:
             continue
         for lr in [None if x == "default" else float(x) for x in args.lrs.split(",")]:
@@ -192,14 +246,19 @@ def summarise(path: str) -> str:
     for r in rows:
         by.setdefault(r["variant"], {})[r["target"]] = r
     ga = by.get("ga", {})
-    keys = ["success_du_0.9", "deep", "accuracy_last", "adv_deep", "relearn_deep", "int8_deep", "int4_deep"]
-    lines = ["| variant | Success-DU@0.9 | deep rate | accuracy (last point) | calibrated-adversarial deep "
-             "| deep after relearn@8 | deep after int8 | deep after int4 | s/target ÷ GA's | targets |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    keys = ["success_du_0.8", "success_du_0.9", "acc_at_recall_0.8", "deep", "accuracy_last", "adv_deep",
+            "relearn_deep", "int8_deep", "int4_deep"]
+    lines = ["| variant | Success-DU@0.8 | Success-DU@0.9 | Acc@R≥0.8 | deep rate | accuracy (last point) "
+             "| calibrated-adversarial deep | deep after relearn@8 | deep after int8 | deep after int4 "
+             "| s/target ÷ GA's | targets |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, per in by.items():
         cells = []
         for k in keys:
-            vals = [r[k] for r in per.values()]
+            vals = [r[k] for r in per.values() if k in r]
+            if not vals:
+                cells.append("–")
+                continue
             lo, hi = bootstrap_interval(vals)[:2]
             mean = sum(vals) / len(vals)
             cells.append(f"{mean:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None else ""))
@@ -224,10 +283,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", required=False)
     ap.add_argument("--calibration", default=None, help="probe --calibrate output for the adversarial aggregate")
     ap.add_argument("--cache", default="probe-cache")
-    ap.add_argument("--targets", default="20:55", help="A:B: the KB's listed targets A..B-1")
+    ap.add_argument("--targets", default="20:55", help="A:B[:S]: the KB's listed targets A..B-1 (every S-th)")
     ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--max-targets", type=int, default=None, help="at most N of the listed targets the model knows")
     ap.add_argument("--rmu-lr", type=float, default=None, help="du_loop(rmu)'s learning rate")
     ap.add_argument("--relearn-lr", type=float, default=None, help="the relearning attack's rate (default: the run's)")
+    ap.add_argument("--relearn-on", default="other", choices=("other", "split"),
+                    help="what the relearning attack trains on: other facts, or half the target's set and its "
+                         "other forms (split)")
+    ap.add_argument("--checks", default=",".join(CHECKS),
+                    help="checks of each target's last point, some of: " + ", ".join(CHECKS))
     ap.add_argument("--rmu-scan", action="store_true")
     ap.add_argument("--lrs", default="default,4e-3,1.6e-2,6.4e-2", help="rates of the RMU scan ('default': the rule's)")
     ap.add_argument("--scan-grid", default="16", help="the RMU scan's step counts")

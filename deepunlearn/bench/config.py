@@ -295,7 +295,7 @@ class SweepConfig(StrictModel):
                         "sets": sets(m), "grids": self.grids_for(m)} for m in self.models],
             "methods": list(self.methods),
             **({"params": self.params} if self.params else {}),
-            "targets": self.targets.model_dump(),
+            "targets": self.targets.results_key(),
             "seeds": self.mdus_seeds,  # the MDUS seed count, under its older key: fingerprints unchanged
             "seed": self.seed,  # [run] seeds are not in the key: every point is stored with its seed
             "lora": self.lora,

@@ -78,6 +78,8 @@ class WorkSpec:
     method_params: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: ask each point's compose questions and record deep_model (the config's model_derived)
     model_derived: bool = False
+    #: sequential requests' guard and re-check (the config's [targets] min_accuracy, on_guard, recheck)
+    sequential: dict[str, Any] = field(default_factory=dict)
 
 
 class ModelWorker:
@@ -186,7 +188,8 @@ class ModelWorker:
         if not known:
             yield {"event": "skipped", "reason": "the model knows none of the job's targets before unlearning"}
             return
-        for rows in request_points(runner, job, known, self.spec.method_params.get(job.base or "", {})):
+        for rows in request_points(runner, job, known, self.spec.method_params.get(job.base or "", {}),
+                                   self.spec.sequential):
             yield {"event": "points", "points": [{**r, "model": job.model} for r in rows]}
         yield {"event": "done"}
 

@@ -33,8 +33,10 @@ def batches(targets: Sequence[int], size: int) -> list[list[int]]:
     return [list(targets[i:i + size]) for i in range(0, len(targets), size)]
 
 
-def request_points(runner, job, targets: list[int], params: dict[str, Any] | None) -> Iterator[list[dict]]:
-    """Per grid value (batch) or per point (sequential), the rows to store, as dicts."""
+def request_points(runner, job, targets: list[int], params: dict[str, Any] | None,
+                   sequential: dict[str, Any] | None = None) -> Iterator[list[dict]]:
+    """Per grid value (batch) or per point (sequential), the rows to store, as dicts;
+    ``sequential``: the guard and re-check (:meth:`~deepunlearn.bench.targets.TargetSpec.sequential_options`)."""
     from ..unlearn.requests import run_batch, run_sequential
     from .grids import method_params_of
 
@@ -46,7 +48,8 @@ def request_points(runner, job, targets: list[int], params: dict[str, Any] | Non
                                 params=method_params, seed=job.seed):
             yield [{**p.to_dict(), **extra, "method": job.method} for p in points]
     elif job.mode == "sequential":
-        for p in run_sequential(runner, targets, job.base, list(job.grid), params=method_params, seed=job.seed):
+        for p in run_sequential(runner, targets, job.base, list(job.grid), params=method_params, seed=job.seed,
+                                **(sequential or {})):
             yield [{**p.to_dict(), "base_method": job.base, "method": job.method}]
     else:
         raise ValueError(f"unknown job mode {job.mode!r}")

@@ -342,5 +342,6 @@ def _work_spec(cfg: SweepConfig, kb: KnowledgeBase, holdout: dict[str, Any] | No
         models={m.name: {**m.model_dump(mode="json"), "run": run(m)} for m in cfg.models},
         rules=cfg.rules, seeds=cfg.mdus_seeds, batch_size=cfg.batch_size, lora=cfg.lora, cache_dir=str(cfg.cache_path),
         threads=cfg.threads, methods=tuple(cfg.methods), method_params=dict(cfg.params), model_derived=cfg.model_derived,
+        sequential=cfg.targets.sequential_options() if cfg.targets.sequential else {},
         runner_options={**options, **runner_probe_options(cfg), **accuracy_options(cfg)},
     )

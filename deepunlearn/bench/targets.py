@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -17,7 +17,11 @@ class TargetSpec(BaseModel):
     How they are requested: one at a time (default); ``batch = N``: the selected targets in
     order, N at a time, each group forgotten in one run (method rows labelled ``METHOD@bN``);
     ``sequential = true``: served one after another without restoring the weights in between
-    (rows labelled ``METHOD@seq``, gradient methods only).
+    (rows labelled ``METHOD@seq``, gradient methods only). With ``sequential``: ``min_accuracy``
+    (the accuracy guard: a request that would take accuracy below it is undone and marked
+    skipped; ``on_guard = "stop"`` also ends the sequence there) and ``recheck`` (after each
+    request, earlier targets that came back through the rules are unlearned again), as the
+    ``requests`` command's ``--min-accuracy`` and ``--recheck``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -29,6 +33,12 @@ class TargetSpec(BaseModel):
     batch: list[int] | None = Field(default=None, description="forget N targets together per run; a list of "
                                     "sizes runs each (batch = [1, 5, 55]: rows METHOD@b1, @b5, @b55)")
     sequential: bool = Field(default=False, description="serve the targets one after another, weights kept")
+    min_accuracy: float | None = Field(default=None, ge=0, le=1, description="sequential: undo a request that "
+                                       "would take accuracy below this (the accuracy guard)")
+    on_guard: Literal["skip", "stop"] = Field(default="skip", description="sequential, with min_accuracy: skip the "
+                                              "guarded request and go on, or stop the sequence there")
+    recheck: bool = Field(default=False, description="sequential: after each request, unlearn again the earlier "
+                          "targets it brought back through the rules")
 
     @model_validator(mode="after")
     def _one_choice(self) -> "TargetSpec":
@@ -42,9 +52,26 @@ class TargetSpec(BaseModel):
             raise ValueError(f"batch: sizes must be whole numbers >= 1, got {self.batch}")
         if self.batch is not None and self.sequential:
             raise ValueError("choose batch = N or sequential = true, not both")
+        guard = [n for n, on in (("min_accuracy", self.min_accuracy is not None), ("on_guard", self.on_guard != "skip"),
+                                 ("recheck", self.recheck)) if on]
+        if guard and not self.sequential:
+            raise ValueError(f"{guard[0]}: applies to sequential requests only; set sequential = true")
+        if self.on_guard != "skip" and self.min_accuracy is None:
+            raise ValueError("on_guard: there is no guard to act on; set min_accuracy")
         if self.refs is not None and not self.refs:
             raise ValueError("refs is empty: list fact indices or 'S|r|O' strings")
         return self
+
+    def sequential_options(self) -> dict[str, Any]:
+        """The guard and re-check of sequential requests (``run_sequential``'s keywords)."""
+        return {"min_accuracy": self.min_accuracy, "on_guard": self.on_guard, "recheck": self.recheck}
+
+    def results_key(self) -> dict[str, Any]:
+        """The fields that decide results; the guard and re-check only when set (a sweep without
+        them keeps its fingerprint)."""
+        unset = {k for k, v in (("min_accuracy", None), ("on_guard", "skip"), ("recheck", False))
+                 if getattr(self, k) == v}
+        return self.model_dump(exclude=unset)
 
     @field_validator("refs", mode="before")
     @classmethod

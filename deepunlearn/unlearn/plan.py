@@ -24,7 +24,10 @@ method_copy         WHP: a deepcopy of the reinforced model (``N d``, GPU) while
                     model, also while training; none in LoRA mode (the method catalogue's
                     memory profile says which)
 method_step         (only when not 0) what a gradient method's step holds besides gradients:
-                    its model copy, a profile's ``step_copies`` weights-sized tensors (SAM)
+                    its model copy, a profile's ``step_copies`` weights-sized tensors, and with
+                    ``sam_rho > 0`` SAM's :data:`SAM_STEP_COPIES` (the weights it restores and the
+                    first gradient, both in the trained tensors' dtype, alive through the second
+                    backward pass)
 snapshot            the original weights (full mode) on the GPU when ``snapshot_device="same"``;
                     on CPU (the default) it is host memory: ``host_gib``
 activations         saved for backward: ``batch x seq x layers x per-layer``, per layer and token
@@ -68,6 +71,9 @@ DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 DEFAULT_BATCH = {"finetune": 16}
 DEFAULT_SEQ = 64
 DEFAULT_PROBE_BATCH = 64
+#: trained-weights-sized tensors a SAM step (:func:`deepunlearn.unlearn.sam.sam_gradients`) holds
+#: besides the loop's gradients: the weights it puts back and the first gradient
+SAM_STEP_COPIES = 2
 
 
 @dataclass
@@ -192,10 +198,11 @@ def plan_methods() -> tuple[str, ...]:
 def plan_memory(model: Any, method: str, *, lora: bool = False, lora_r: int = 8, dtype: str = "bf16",
                 batch: int | None = None, seq: int = DEFAULT_SEQ, probe_batch: int = DEFAULT_PROBE_BATCH,
                 probe_mode: str = "exact", snapshot_device: str = "cpu", adam8bit: bool = False,
-                fix_for: float | None = 80, flag: str = "--model") -> MemoryPlan:
+                fix_for: float | None = 80, flag: str = "--model", sam_rho: float = 0.0) -> MemoryPlan:
     """The memory plan of ``method`` (:func:`plan_methods`) on ``model`` (anything
     :func:`load_config` takes). ``fix_for``: GiB the run should fit; when it does not, ``fix``
-    names what makes it fit (LoRA, 8-bit AdamW when bitsandbytes is installed, a smaller batch)."""
+    names what makes it fit (LoRA, 8-bit AdamW when bitsandbytes is installed, a smaller batch).
+    ``sam_rho > 0``: the method's steps are sharpness-aware (a gradient method's ``sam_rho``)."""
     method = method.lower()
     if method not in plan_methods():
         raise PlanError(f"unknown method {method!r}; expected one of {', '.join(plan_methods())}", field="--method")
@@ -208,15 +215,21 @@ def plan_memory(model: Any, method: str, *, lora: bool = False, lora_r: int = 8,
         raise PlanError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPE_BYTES)}", field="--dtype")
     if lora and method == "finetune":
         raise PlanError("finetune trains the full weights (no LoRA mode)", field="--lora")
+    if not sam_rho >= 0:
+        raise PlanError(f"--sam-rho must be a number >= 0, not {sam_rho!r}", field="--sam-rho")
+    if sam_rho and (method == "finetune" or catalog.get_spec(method).kind != "steps"):
+        raise PlanError(f"--sam-rho: sharpness-aware steps are the gradient methods', not {method}'s",
+                        field="--sam-rho")
     name, config = load_config(model, flag=flag)
     sk = skeleton(config, lora_r=lora_r if lora else None, source=name)
     return _plan(name, config, sk, method, lora=lora, lora_r=lora_r, dtype=dtype,
                  batch=batch or DEFAULT_BATCH.get(method, 1), seq=seq, probe_batch=probe_batch, probe_mode=probe_mode,
-                 snapshot_device=snapshot_device, adam8bit=adam8bit, fix_for=fix_for)
+                 snapshot_device=snapshot_device, adam8bit=adam8bit, fix_for=fix_for, sam_rho=sam_rho)
 
 
 def _plan(name, config, sk: Skeleton, method: str, *, lora: bool, lora_r: int, dtype: str, batch: int, seq: int,
-          probe_batch: int, probe_mode: str, snapshot_device: str, adam8bit: bool, fix_for: float | None) -> MemoryPlan:
+          probe_batch: int, probe_mode: str, snapshot_device: str, adam8bit: bool, fix_for: float | None,
+          sam_rho: float = 0.0) -> MemoryPlan:
     dims = config_dims(config)
     d = DTYPE_BYTES[dtype]
     n_all, n = sk.params, (sk.lora if lora else sk.params)
@@ -258,8 +271,9 @@ def _plan(name, config, sk: Skeleton, method: str, *, lora: bool, lora_r: int, d
             parts["method_copy"] = n_all * d
         else:
             host += n_all * d
-    if memory and memory.step_copies:  # e.g. SAM's perturbation and first gradient
-        parts["method_step"] = memory.step_copies * n * td
+    copies = (memory.step_copies if memory else 0) + (SAM_STEP_COPIES if sam_rho else 0)
+    if copies:  # a profile's own (a plug-in's) and SAM's: the weights put back and the first gradient
+        parts["method_step"] = copies * n * td
     if memory and memory.optimizer_while_probing and parts["method_copy"]:  # e.g. RMU's frozen original
         parts["method_step"] = parts.get("method_step", 0) + parts["method_copy"]
     p = parts
@@ -278,7 +292,7 @@ def _plan(name, config, sk: Skeleton, method: str, *, lora: bool, lora_r: int, d
                       params=n_all, trainable=n, batch=batch, seq=seq, probe_batch=probe_batch, parts=parts,
                       phases=phases, host=host,
                       options={"lora_r": lora_r, "probe_mode": probe_mode, "snapshot_device": snapshot_device,
-                               "adam8bit": adam8bit})
+                               "adam8bit": adam8bit, "sam_rho": sam_rho})
     if fix_for is not None and not plan.fits(fix_for):
         plan.fix = suggest_fix(plan, config, sk, fix_for * GiB)
     return plan
@@ -300,7 +314,7 @@ def suggest_fix(plan: MemoryPlan, config: Any, sk: Skeleton | None, limit: int,
     o = plan.options
     base = dict(lora=plan.lora, lora_r=o["lora_r"], dtype=plan.dtype, batch=plan.batch, seq=plan.seq,
                 probe_batch=plan.probe_batch, probe_mode=o["probe_mode"], snapshot_device=o["snapshot_device"],
-                adam8bit=o["adam8bit"], fix_for=None)
+                adam8bit=o["adam8bit"], fix_for=None, sam_rho=o.get("sam_rho", 0.0))
     gib = lambda q: f"{q.peak_gib:.1f} GiB"  # noqa: E731
     tries: list[tuple[str, dict]] = []
     if not plan.lora and plan.method != "finetune" and names["lora"]:

@@ -75,11 +75,44 @@ def test_sequential_sweep_records_earlier_targets(setup, capsys):
     assert all(0 <= p.extra["accuracy_after"] <= 1 for p in last)
 
 
+@pytest.mark.parametrize("on_guard", ["skip", "stop"])
+def test_sequential_guard_and_recheck_from_the_config(setup, capsys, on_guard):
+    """[targets] min_accuracy / on_guard / recheck reach the sequence. Unguarded, GA at 16 steps
+    loses other facts; with a guard at 1.0 the requests served before the first loss are kept at
+    accuracy 1.0, that request is undone (marked skipped, the accuracy it would have left is the
+    unguarded run's), and "stop" ends the sequence there while "skip" goes on, every later
+    request either kept at 1.0 or undone; the re-check leaves its record on every request."""
+    from deepunlearn.bench.store import ResultsStore
+
+    d, fam = setup
+
+    def requests(name, targets):
+        code, obj, _ = _bench(_config(d, name, targets, methods="ga = [16]"), capsys)
+        assert code == 0 and set(obj["models"]["m"]) == {"ga@seq"}
+        with ResultsStore(d / name, readonly=True) as store:
+            return sorted((p for p in store.points() if "earlier" in p.extra), key=lambda p: p.extra["request"])
+
+    free = [p.extra["accuracy_after"] for p in requests("free", f"refs = {fam}\nsequential = true")]
+    first = next(i for i, a in enumerate(free) if a < 1)  # the first request that costs another fact
+    targets = f'refs = {fam}\nsequential = true\nmin_accuracy = 1.0\non_guard = "{on_guard}"\nrecheck = true'
+    last = requests(f"guard_{on_guard}", targets)
+    assert [p.extra["request"] for p in last] == list(range(len(fam) if on_guard == "skip" else first + 1))
+    assert all(not p.extra.get("skipped") for p in last[:first]) and last[first].extra["skipped"]
+    assert last[first].extra["accuracy_would_be"] == pytest.approx(free[first])
+    for p in last:
+        assert "reunlearned" in p.extra and p.extra["accuracy_after"] == 1.0
+        assert p.extra.get("skipped") or [e["target"] for e in p.extra["earlier"]][-1] == fam[p.extra["request"]]
+        assert not p.extra.get("skipped") or p.extra["accuracy_would_be"] < 1
+
+
 @pytest.mark.parametrize("targets, methods, extra, message", [
     ("refs = [{0}, {1}, {0}]\nbatch = 2", "ga = [1]", "", "field targets.refs.2: fact {0} "),
     ("refs = [{0}]", "du_loop = [2]", "", "field params.du_loop.base: du_loop: base: Input should be"),
     ("refs = [{0}, {1}]\nsequential = true", "tv = [1]", "", "field methods.tv: sequential requests keep"),
     ("refs = [{0}, {1}]\nbatch = 2", "ga = [1]", "scores = true", "field targets: scores / reference measure"),
+    ("refs = [{0}, {1}]\nmin_accuracy = 0.8", "ga = [1]", "", "min_accuracy: applies to sequential requests only"),
+    ("refs = [{0}, {1}]\nsequential = true\non_guard = 'stop'", "ga = [1]", "", "on_guard: there is no guard"),
+    ("refs = [{0}, {1}]\nsequential = true\nmin_accuracy = 1.5", "ga = [1]", "", "min_accuracy"),
 ])
 def test_request_config_errors_touch_nothing(setup, capsys, targets, methods, extra, message):
     d, fam = setup

@@ -225,3 +225,59 @@ def test_probe_auto_batch_on_cpu_answers_as_fixed(tiny_bundle, small_kb):
     assert auto.logprob == pytest.approx(fixed.logprob, abs=1e-4)
     with pytest.raises(ValueError, match="batch_size"):
         probe(tiny_bundle, small_kb, ids, batch_size=0, progress=False)
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_sam_step_copies_match_what_a_sam_step_holds(dtype):
+    """With sam_rho > 0 the plan's extra step memory equals what sam_gradients really keeps alive
+    while it takes the second gradient: the live tensor bytes (every storage counted once) at the
+    second forward minus those at the first forward, on a tiny Llama trained in full."""
+    import gc
+    import warnings
+
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    from deepunlearn.unlearn.plan import plan_memory
+    from deepunlearn.unlearn.sam import sam_gradients
+
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=172, num_hidden_layers=2, num_attention_heads=4,
+                      vocab_size=50)
+    torch.manual_seed(0)
+    m = AutoModelForCausalLM.from_config(cfg).to(torch.float32 if dtype == "fp32" else torch.bfloat16)
+    params = [p for p in m.parameters() if p.requires_grad]
+    ids = torch.randint(0, 50, (1, 8))
+
+    def live_bytes() -> int:
+        gc.collect()
+        seen = {}
+        with warnings.catch_warnings():  # isinstance on torch's deprecated module attributes warns
+            warnings.simplefilter("ignore")
+            tensors = [o for o in gc.get_objects() if torch.is_tensor(o)]
+        for o in tensors:
+            if o.device.type == "cpu" and o.numel():
+                seen[o.untyped_storage().data_ptr()] = o.untyped_storage().nbytes()
+        return sum(seen.values())
+
+    at = []
+
+    def loss_fn():
+        at.append(live_bytes())
+        return m(input_ids=ids, labels=ids).loss
+
+    loss_fn().backward()
+    sam_gradients(params, loss_fn, 0.05)
+    held = at[1] - at[0]
+    plain = plan_memory(cfg, "ga", dtype=dtype, fix_for=None)
+    sam = plan_memory(cfg, "ga", dtype=dtype, fix_for=None, sam_rho=0.05)
+    extra = sam.parts.get("method_step", 0) - plain.parts.get("method_step", 0)
+    assert extra == pytest.approx(held, rel=0.02) and extra > 0
+    assert sam.phases["train"] - plain.phases["train"] == extra and sam.phases["step"] == plain.phases["step"]
+
+
+def test_sam_rho_is_planned_for_gradient_methods_only(capsys):
+    code, obj = run_json(capsys, "plan", "--model", "smollm2-135m", "--method", "du_loop", "--sam-rho", "0.05")
+    assert code == 0 and obj["parts"]["method_step"] == pytest.approx(2 * 2 * obj["trainable"] / GiB, abs=1e-3)
+    code = main(["plan", "--model", "smollm2-135m", "--method", "tv", "--sam-rho", "0.05"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "--sam-rho" in err and "tv" in err

@@ -57,31 +57,60 @@ def test_du_loop_stops_when_the_watched_probe_says_deep(five_people_runner, monk
     assert TwoProbes.seen_forms == ("train" if watch == "adversarial" else None)
 
 
-def test_adversarial_watch_unlearns_on_the_watch_forms(five_people_runner):
+def test_du_oracle_records_deep_under_the_watched_probe(five_people_runner, monkeypatch):
+    """du_oracle shares the adversarial watch: it unlearns on the train forms and records at each
+    grid point whether the target is out of the closure under the adversarial aggregate (here
+    from its 4th probe on); it does not stop there. The primary watch records nothing."""
+    import deepunlearn.unlearn.deep as deep
+
+    monkeypatch.setattr(deep, "DeepContext", TwoProbes)
+    runner = five_people_runner
+    t = sorted(runner.known)[0]
+    u = runner.unlearner("du_oracle")
+    TwoProbes.seen_forms = None
+    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 3, 4, 5], watch="adversarial"), seed=0))
+    assert [p.notes["deep_adversarial"] for p in points] == [False, False, False, True, True]
+    assert [p.param for p in points] == [1, 2, 3, 4, 5] and TwoProbes.seen_forms == "train"
+    TwoProbes.seen_forms = None
+    points = list(runner.run(t, type(u)(u.params, grid=[1, 2]), seed=0))
+    assert all("deep_adversarial" not in p.notes for p in points) and TwoProbes.seen_forms is None
+
+
+@pytest.mark.parametrize("method", ["du_loop", "du_oracle"])
+def test_adversarial_watch_unlearns_on_the_watch_forms(five_people_runner, method):
     """The adversarial watch trains on the train forms of the facts it unlearns: with every
-    form picked (``all``), the forget batch has one row per form of each fact."""
+    form picked (``all``), the forget batch has one row per form of each fact; with the primary
+    watch, one row per fact."""
     from deepunlearn.kg.forms import select_forms
     from deepunlearn.unlearn.methods import du
 
     runner = five_people_runner
     t = sorted(runner.known)[0]
-    seen = {}
-    real = du.DULoop.trajectory
+    cls = du.DULoop if method == "du_loop" else du.DUOracle
+    real = cls.trajectory
 
-    def spy(self, session, grid):
-        for step in real(self, session, grid):
-            seen.setdefault("rows", session.batch["input_ids"].shape[0])
-            seen.setdefault("ids", list(session.forget_ids))
-            yield step
+    def rows(**kw):
+        seen = {}
 
-    du.DULoop.trajectory = spy
-    try:
-        u = runner.unlearner("du_loop")
-        list(runner.run(t, type(u)(u.params, grid=[1], watch="adversarial", watch_forms="all"), seed=0))
-    finally:
-        du.DULoop.trajectory = real
+        def spy(self, session, grid):
+            for step in real(self, session, grid):
+                seen.setdefault("rows", session.batch["input_ids"].shape[0])
+                seen.setdefault("ids", list(session.forget_ids))
+                yield step
+
+        cls.trajectory = spy
+        try:
+            u = runner.unlearner(method)
+            list(runner.run(t, type(u)(u.params, grid=[1], **kw), seed=0))
+        finally:
+            cls.trajectory = real
+        return seen
+
+    seen = rows(watch="adversarial", watch_forms="all")
     sel = select_forms(runner.kb, "all", seen["ids"])
     assert seen["rows"] == sum(len(sel.forms[i]) for i in seen["ids"]) > len(seen["ids"])
+    seen = rows()
+    assert seen["rows"] == len(seen["ids"])
 
 
 # ---------------------------------------------------------------------- sequential requests

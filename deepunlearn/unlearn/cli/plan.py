@@ -24,7 +24,7 @@ llama-1.3b, llama-2-7b, llama-3-8b, smollm2-135m.
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ...cli import add_json, positive_int
+    from ...cli import add_json, number_in, positive_int
     from ...probe.modes import PROTOCOL_MODES
     from ..plan import DEFAULT_PROBE_BATCH, DEFAULT_SEQ, DTYPE_BYTES, plan_methods
 
@@ -47,6 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how facts are probed (generate also keeps a KV cache; default exact)")
     p.add_argument("--snapshot-device", choices=("cpu", "same"), default="cpu",
                    help="where the original weights are kept (default cpu: host memory)")
+    p.add_argument("--sam-rho", type=number_in(0), default=0.0, metavar="RHO",
+                   help="sharpness-aware steps (a gradient method's sam_rho): > 0 also holds the weights it puts "
+                        "back and the first gradient (default 0)")
     add_json(p)
     p.set_defaults(handler=_plan)
 
@@ -57,7 +60,7 @@ def _plan(args: argparse.Namespace) -> int:
 
     plan = plan_memory(args.model, args.method, lora=args.lora, lora_r=args.lora_r, dtype=args.dtype,
                        batch=args.batch, seq=args.seq, probe_batch=args.probe_batch, probe_mode=args.probe_mode,
-                       snapshot_device=args.snapshot_device)
+                       snapshot_device=args.snapshot_device, sam_rho=args.sam_rho)
     obj = plan.to_json()
     emit(args, obj, lambda: format_plan(obj))
     return 0

@@ -9,7 +9,9 @@ with a base loss (``base``: ``ga``, ``npo``, ``simnpo`` or ``rmu``) plus a retai
 * ``du_oracle``: one set chosen before training, the one expected to cost least
   (``choice = "fewest"``: fewest facts, ties: fewest other known facts sharing its entities;
   ``"mincut"``: least total expected collateral, a minimum weighted cut of the derivation
-  hypergraph); grid: optimiser steps, as GA's.
+  hypergraph); grid: optimiser steps, as GA's. With ``watch = "adversarial"`` it unlearns on
+  ``watch_forms`` and records at each grid point whether every target is out of the closure
+  under the adversarial aggregate (``deep_adversarial``); it does not stop on it.
 * ``du_loop`` (closed loop): unlearn the chosen set in rounds of ``round_steps`` steps (default
   1, at half the base's learning rate: ``lr_scale``); after
   each round probe the watched facts; while a target is still in Ω(K_after, R) (a set member
@@ -45,6 +47,13 @@ class DUParams(MethodParams):
     grid: list[float] = Field(default_factory=lambda: [1, 2, 4, 8, 16])
     base: Literal[BASES] = Field("npo", description="the base forget loss")  # type: ignore[valid-type]
     choice: Literal["fewest", "mincut"] = Field("fewest", description="which minimal set to forget")
+    watch: Literal["primary", "adversarial"] = Field(
+        "primary", description="what decides that a watched fact is forgotten: the run's primary probe, or "
+        "also the adversarial aggregate (every form, every mode; calibrated when the run has a calibration); "
+        "du_loop stops on it, du_oracle records it at each grid point (deep_adversarial)")
+    watch_forms: str = Field(
+        "train", description="with watch=adversarial: the forms (a forms selection) the method unlearns on; a "
+        "fact without any keeps its primary question")
 
 
 class DULoopParams(DUParams):
@@ -69,12 +78,6 @@ class DULoopParams(DUParams):
         "constant", description="lr schedule; du_loop's default is constant (None: the protocol's)")
     round_steps: int = Field(1, ge=1, description="optimiser steps between two probes of the watched facts")
     lr_scale: float = Field(0.5, gt=0, description="the learning rate is the base's times this")
-    watch: Literal["primary", "adversarial"] = Field(
-        "primary", description="what decides that a watched fact is forgotten: the run's primary probe, or "
-        "also the adversarial aggregate (every form, every mode; calibrated when the run has a calibration)")
-    watch_forms: str = Field(
-        "train", description="with watch=adversarial: the forms (a forms selection) the loop unlearns on; a fact "
-        "without any keeps its primary question")
 
 
 class _RuleAware(GradientUnlearner):
@@ -120,6 +123,14 @@ class _RuleAware(GradientUnlearner):
             raise UnlearnError(f"{self.name} needs the rules context of a TargetRunner run (Session.rules)")
         return session.rules
 
+    def _watched_probe(self, session: Session, ctx):
+        """The probe that says which watched facts are forgotten (``watch``); the adversarial
+        watch also makes the session unlearn on ``watch_forms``. Call before :meth:`start`."""
+        if self.params.watch == "adversarial":
+            ctx.use_forms(session, self.params.watch_forms)
+            return ctx.forgotten_now_adversarial
+        return ctx.forgotten_now
+
 
 @register_method
 class DUOracle(_RuleAware):
@@ -129,9 +140,15 @@ class DUOracle(_RuleAware):
     Params = DUParams
 
     def trajectory(self, session: Session, grid: Sequence[float]) -> Iterator[Step]:
+        ctx = self._context(session)
+        probe = self._watched_probe(session, ctx)
+        adversarial = self.params.watch == "adversarial"
         chosen = self.start(session)
         info = {"sets": {str(t): s for t, s in chosen.items()}}
         for step in GradientUnlearner.trajectory(self, session, grid, prepare=False):
+            if adversarial:  # every target out of the closure under the adversarial aggregate?
+                forgotten = probe()
+                info = {**info, "deep_adversarial": all(ctx.deep(t, forgotten) for t in session.targets)}
             yield Step(step.param, info=info)
 
 
@@ -145,10 +162,7 @@ class DULoop(_RuleAware):
     def trajectory(self, session: Session, grid: Sequence[float]) -> Iterator[Step]:
         budgets = self.check_grid(grid)
         ctx = self._context(session)
-        adversarial = self.params.watch == "adversarial"
-        if adversarial:
-            ctx.use_forms(session, self.params.watch_forms)
-        probe_now = ctx.forgotten_now_adversarial if adversarial else ctx.forgotten_now
+        probe_now = self._watched_probe(session, ctx)
         chosen = self.start(session)
         rounds, deep, used = 0, False, 0
         sets_tried = [sorted(_union(session.targets, chosen))]
