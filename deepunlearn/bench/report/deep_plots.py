@@ -83,7 +83,8 @@ def _finish(fig, axes, path: Path, title: str) -> Path:
     for ax in axes:
         ax.set_ylim(-0.02, 1.05)
         ax.grid(alpha=0.25)
-        ax.legend(frameon=False, fontsize=7)
+        if ax.get_legend_handles_labels()[0]:  # every request skipped: nothing was drawn to name
+            ax.legend(frameon=False, fontsize=7)
     return save(fig, path, title)
 
 
