@@ -154,7 +154,7 @@ def test_old_checkpoint_prompt_entries_load_to_the_same_behaviour(small_kb, tmp_
     folder = build_tiny_model(kb, tmp_path / "m", hidden=32, heads=4,
                               prompt={"template": old["template"], "answer_prefix": old["answer_prefix"]})
     meta = read_meta(folder)
-    meta["prompt"] = old  # what deepunlearn wrote before this change
+    meta["prompt"] = old  # the entry older checkpoints carry (no format name)
     (folder / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
     bundle = load_model(folder, device="cpu")
     assert bundle.prompt_source == "recorded"
