@@ -1,6 +1,6 @@
 """The attacks on one unlearned model and their result, as ``deepunlearn attack`` and
-``deepunlearn evaluate`` run them: the flags (``--relearn``, ``--relearn-size``,
-``--relearn-lr``, ``--relearn-on``, ``--quantize``, ``--seed``), their checks, and :func:`run_attacks`.
+``deepunlearn evaluate`` run them: :func:`run_attacks` and the text of its result (the flags
+that ask for them are :mod:`deepunlearn.unlearn.cli.attack_args`).
 
 :func:`run_attacks` probes the unlearned model on K, relearns (one trajectory, re-probing after
 every step count of the grid; :func:`~deepunlearn.unlearn.attacks.relearn_attack` on a seeded
@@ -11,12 +11,11 @@ then quantises
 for the attacks (and put back afterwards), so the same model, K and seed give the same known sets
 whichever command runs them. The weights are restored exactly after each attack.
 
-Only argparse is imported at import time.
+Nothing heavy is imported at import time.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -41,94 +40,11 @@ class KContext(Protocol):
     def chosen_set(self, target: int) -> list[int]: ...
 
 
-def add_attack_args(p: argparse.ArgumentParser, *, quantize_choices: bool = True) -> None:
-    """``--relearn``, ``--relearn-size``, ``--relearn-lr``, ``--relearn-on``, ``--quantize`` and ``--seed``.
-    ``quantize_choices=False`` checks ``--quantize`` in :func:`attack_params` (one line, exit 1)
-    instead of argparse (a usage error, exit 2)."""
-    from ..cli import nonneg_int, positive_float, positive_int
-
-    p.add_argument("--relearn", default=None, metavar="N,N,...",
-                   help="relearning grid: re-probe after these many finetuning steps (sorted, distinct, >= 1), "
-                        "e.g. 1,2,4,8")
-    p.add_argument("--relearn-size", type=positive_int, default=16, metavar="N",
-                   help="facts sampled (seeded) from the pool to relearn on (default 16)")
-    p.add_argument("--relearn-lr", type=positive_float, default=None, metavar="LR",
-                   help=f"relearning learning rate (default: the finetuning lr the checkpoint records, "
-                        f"else {DEFAULT_RELEARN_LR:g})")
-    add_relearn_on(p)
-    p.add_argument("--quantize", choices=QUANT_CHOICES if quantize_choices else None, default=None,
-                   metavar=None if quantize_choices else "|".join(QUANT_CHOICES),
-                   help="int8: torch dynamic quantisation of every Linear (CPU); int4 / nf4: 4-bit round-to-nearest "
-                        "of every Linear, group-wise absmax (any device)")
-    p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the relearning sample and steps (default 0)")
-
-
-def add_relearn_on(p: argparse.ArgumentParser) -> None:
-    """The ``--relearn-on`` flag (``attack``, ``evaluate`` and ``unlearn``)."""
-    p.add_argument("--relearn-on", choices=("other", "split"), default=None,
-                   help="what relearning trains on: other = a sample of K minus the target and its chosen set "
-                        "(default); split = a seeded half of the chosen set and the target's other forms, "
-                        "re-probing the held-out half and the target")
-
-
-def parse_steps(text: str | None, flag: str = "--relearn") -> list[int]:
-    """``"1,2,4"`` -> ``[1, 2, 4]``; ``None`` -> ``[]``. Anything but comma-separated integers is
-    a :class:`~deepunlearn.cli.CLIError` naming ``flag`` (the order and range are checked by
-    :class:`~deepunlearn.unlearn.attacks.AttackParams`).
-
-    >>> parse_steps("1, 2,8")
-    [1, 2, 8]
-    """
-    from ..cli import CLIError
-
-    if text is None:
-        return []
-    out = []
-    for part in text.split(","):
-        try:
-            out.append(int(part.strip()))
-        except ValueError:
-            raise CLIError(f"{flag}: {part.strip()!r} is not an integer (expected step counts such as 1,2,4,8)",
-                           field=flag) from None
-    return out
-
-
-def attack_params(args, *, required: bool = True) -> "AttackParams | None":
-    """The :class:`AttackParams` of the flags (``--relearn``, ``--relearn-size``, ``--relearn-lr``,
-    ``--relearn-on``, ``--quantize`` and, where the command has it, ``--attack-at``; a flag left at ``None`` keeps the
-    field's default); a bad value is one line naming its flag. No attack asked for: an error when
-    ``required``, else ``None``."""
-    from pydantic import ValidationError
-
-    from ..cli import CLIError
-    from .attacks import AttackParams
-
-    flags = {"relearn": "--relearn", "relearn_size": "--relearn-size", "relearn_lr": "--relearn-lr",
-             "quantize": "--quantize", "at": "--attack-at", "relearn_on": "--relearn-on"}
-    given = {"relearn": parse_steps(args.relearn), "relearn_size": args.relearn_size, "relearn_lr": args.relearn_lr,
-             "quantize": args.quantize, "at": getattr(args, "attack_at", None),
-             "relearn_on": getattr(args, "relearn_on", None)}
-    try:
-        params = AttackParams(**{k: v for k, v in given.items() if v is not None})
-    except ValidationError as e:
-        err = e.errors()[0]
-        flag = flags.get(str(err["loc"][0]) if err["loc"] else "", "--relearn")
-        msg = err["msg"].removeprefix("Value error, ")
-        if flag == "--quantize":
-            msg = f"expected one of {', '.join(QUANT_CHOICES)}"
-        raise CLIError(f"{flag} {getattr(args, flag[2:].replace('-', '_'))}: {msg}", field=flag) from None
-    if not params.enabled():
-        if not required:
-            return None
-        raise CLIError("no attack asked for: give --relearn N,N,... and/or --quantize int8|int4|nf4", field="--relearn")
-    return params
-
-
-def relearn_lr(args, bundle) -> tuple[float, str]:
-    """The relearning lr and where it came from: ``--relearn-lr``, ``checkpoint`` (the finetuning
-    lr recorded in its ``deepunlearn.json``) or ``default``."""
-    if args.relearn_lr is not None:
-        return float(args.relearn_lr), "--relearn-lr"
+def relearn_lr(given: float | None, bundle) -> tuple[float, str]:
+    """The relearning lr and where it came from: ``given`` (``--relearn-lr``), ``checkpoint`` (the
+    finetuning lr recorded in its ``deepunlearn.json``) or ``default``."""
+    if given is not None:
+        return float(given), "--relearn-lr"
     lr = ((getattr(bundle, "meta", None) or {}).get("training") or {}).get("lr")
     if isinstance(lr, (int, float)) and not isinstance(lr, bool) and lr > 0:
         return float(lr), "checkpoint"
@@ -150,10 +66,12 @@ def encoder(bundle, kb):
     return encode
 
 
-def run_attacks(args, params, bundle, kb, ctx: KContext, target: int, mode: str, *, progress: bool = True,
-                model_derived: bool = False) -> dict:
-    """Probe the unlearned model ``bundle`` on ``ctx.known``, run the attacks of ``params`` and
-    build the result object (``args``: ``forms``, ``batch_size``, ``seed``, ``relearn_lr``).
+def run_attacks(params: "AttackParams", bundle, kb, ctx: KContext, target: int, mode: str, *, forms: str | None = None,
+                batch_size: int | str | None = None, seed: int = 0, relearn_lr_given: float | None = None,
+                progress: bool = True, model_derived: bool = False) -> dict:
+    """Probe the unlearned model ``bundle`` on ``ctx.known`` (on ``forms``, in batches of
+    ``batch_size``), run the attacks of ``params`` (relearning seeded with ``seed``, at
+    ``relearn_lr_given`` or the checkpoint's lr, :func:`relearn_lr`) and build the result object.
     ``model_derived``: also ask the target's compose questions at every probe (before, after each
     relearning step count, quantised) and add ``deep_model``, ``deep_model_relearn``,
     ``deep_model_quant`` and their ``model_derived*`` details (:mod:`.derived`)."""
@@ -165,7 +83,7 @@ def run_attacks(args, params, bundle, kb, ctx: KContext, target: int, mode: str,
     from .attacks import quantize_attack, relearn_attack, relearn_sample
 
     ids = sorted(ctx.known)
-    extra = {"forms": args.forms} if args.forms else {}
+    extra = {"forms": forms} if forms else {}
 
     verdicts: list[dict] = []  # model-derived verdicts, one per probe, in the order of the probes
     questions = None
@@ -175,13 +93,13 @@ def run_attacks(args, params, bundle, kb, ctx: KContext, target: int, mode: str,
         questions = compose_questions(kb, ctx.evaluator.rules, target, graph=ctx.evaluator.graph)
 
     def known() -> set[int]:
-        res = probe(bundle, kb, ids, mode=mode, batch_size=args.batch_size, progress=False, **extra)
+        res = probe(bundle, kb, ids, mode=mode, batch_size=batch_size, progress=False, **extra)
         now = {int(i) for i in res.known_ids()}
         if questions is not None:  # the model as it is at this probe
             from .derived import model_derived as verdict
 
             verdicts.append(verdict(bundle, kb, target, ctx.evaluator.rules, direct=target in now,
-                                    questions=questions, batch_size=args.batch_size))
+                                    questions=questions, batch_size=batch_size))
         return now
 
     def score(now: set[int]) -> tuple[float, float]:
@@ -191,16 +109,16 @@ def run_attacks(args, params, bundle, kb, ctx: KContext, target: int, mode: str,
     before = known()
     recall, accuracy = score(before)
     chosen = ctx.chosen_set(target)
-    lr, lr_from = relearn_lr(args, bundle)
+    lr, lr_from = relearn_lr(relearn_lr_given, bundle)
     split = None
     if params.relearn_on == "split":
         from .relearn_pool import split_plan
 
-        split = split_plan(kb, chosen, target, seed=args.seed, probe_forms=args.forms)
+        split = split_plan(kb, chosen, target, seed=seed, probe_forms=forms)
         pool, facts = sorted(set(chosen) - {target}), (split.relearned if params.relearn else [])
     else:
         pool = sorted(ctx.known - {target} - set(chosen))
-        facts = relearn_sample(pool, params.relearn_size, args.seed) if params.relearn else []
+        facts = relearn_sample(pool, params.relearn_size, seed) if params.relearn else []
     runs = bool(facts) or (split is not None and not split.empty)
     total = (params.relearn[-1] if params.relearn and runs else 0) + (params.quantize is not None)
     bar = tqdm(total=total, desc=f"attack target {target}", unit="step", file=sys.stderr,
@@ -208,7 +126,7 @@ def run_attacks(args, params, bundle, kb, ctx: KContext, target: int, mode: str,
     devices = sorted({p.device.index or 0 for p in bundle.model.parameters() if p.device.type == "cuda"})
     try:
         with torch.random.fork_rng(devices=devices):  # the seed drives dropout in the steps; put back after
-            torch.manual_seed(args.seed)
+            torch.manual_seed(seed)
             if split is not None and params.relearn:
                 from .relearn_pool import run_split, split_batch
 
@@ -216,7 +134,7 @@ def run_attacks(args, params, bundle, kb, ctx: KContext, target: int, mode: str,
                                       lr=lr, known=known, on_step=lambda s: bar.update(), before=before)[1]
             else:
                 relearned = relearn_attack(bundle.model, encoder(bundle, kb), pool, params.relearn, lr=lr,
-                                           size=params.relearn_size, seed=args.seed, known=known,
+                                           size=params.relearn_size, seed=seed, known=known,
                                            on_step=lambda s: bar.update()) if params.relearn else {}
         quant = None
         if params.quantize is not None:
@@ -240,7 +158,7 @@ def run_attacks(args, params, bundle, kb, ctx: KContext, target: int, mode: str,
         "deep": deep(before), "deep_relearn": {str(n): deep(k) for n, k in relearned.items()},
         "deep_quant": None if quant is None else deep(quant),
         "target": list(kb.facts[target]), "index": target, "known": len(ctx.known), "total": len(kb),
-        "k_mode": ctx.k_mode, "mode": mode, "forms": args.forms, "sets": ctx.sets,
+        "k_mode": ctx.k_mode, "mode": mode, "forms": forms, "sets": ctx.sets,
         "chosen_set": [list(kb.facts[i]) for i in chosen],
         "recall": recall, "accuracy": accuracy, "target_forgotten": target not in before,
         "recall_relearn": {str(n): r for n, (r, _) in after.items()},
@@ -252,7 +170,7 @@ def run_attacks(args, params, bundle, kb, ctx: KContext, target: int, mode: str,
         "forgotten_quant": None if quant is None else sorted(ctx.known - quant),
         "relearn_pool": len(pool), "relearn_facts": [list(kb.facts[i]) for i in facts],
         "relearn_size": params.relearn_size, "relearn_lr": lr if params.relearn else None,
-        "relearn_lr_from": lr_from if params.relearn else None, "seed": args.seed,
+        "relearn_lr_from": lr_from if params.relearn else None, "seed": seed,
         "relearn_on": params.relearn_on,
         **({} if split is None else {
             "relearn_forms": [f.name for f in split.forms] if params.relearn else [],

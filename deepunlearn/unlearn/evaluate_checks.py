@@ -110,10 +110,9 @@ class EvalChecks:
         if self.attacks is not None:
             from .attack_run import run_attacks
 
-            args = SimpleNamespace(forms=judge.forms, batch_size=judge.batch_size, seed=self.seed,
-                                   relearn_lr=self.relearn_lr)
-            out["attacks"] = run_attacks(args, self.attacks, bundle, judge.kb, judge, target, judge.mode,
-                                         progress=judge.progress)
+            out["attacks"] = run_attacks(self.attacks, bundle, judge.kb, judge, target, judge.mode,
+                                         forms=judge.forms, batch_size=judge.batch_size, seed=self.seed,
+                                         relearn_lr_given=self.relearn_lr, progress=judge.progress)
         return out
 
     def _adversarial(self, judge, bundle, target: int, forgotten: Sequence[int]) -> dict[str, Any]:

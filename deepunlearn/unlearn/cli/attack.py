@@ -30,12 +30,12 @@ import sys
 #: probe modes offered (the probe layer checks them; deepunlearn.probe.probing.MODES)
 from ...probe.modes import FACT_MODES as ATTACK_MODES  # noqa: E402
 # the flags, their checks and the attacks themselves are shared with ``deepunlearn evaluate``
-from ..attack_run import DEFAULT_RELEARN_LR, attack_params, parse_steps, relearn_lr  # noqa: E402,F401
+from .attack_args import attack_params  # noqa: E402
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     from ...cli import add_json, add_threads, positive_int
-    from ..attack_run import add_attack_args
+    from .attack_args import add_attack_args
     from ...probe.cli.probe import add_format_args
 
     p = sub.add_parser(
@@ -145,7 +145,8 @@ def _attack(args) -> int:
             runner.snapshot = None  # each attack keeps its own
         if params.quantize is not None:
             check_quantize(bundle.model, params.quantize)
-        obj = run_attacks(args, params, bundle, kb, runner, target, mode, model_derived=args.model_derived)
+        obj = run_attacks(params, bundle, kb, runner, target, mode, forms=args.forms, batch_size=args.batch_size,
+                          seed=args.seed, relearn_lr_given=args.relearn_lr, model_derived=args.model_derived)
     except UnlearnError as e:
         raise CLIError(str(e), field=e.field) from None
     obj["seconds"] = round(time.perf_counter() - t0, 3)

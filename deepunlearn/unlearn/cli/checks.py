@@ -27,7 +27,7 @@ def add_check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--relearn-size", type=positive_int, default=None, help="facts the attack relearns (default 16)")
     p.add_argument("--relearn-lr", type=positive_float, default=None,
                    help="the attack's learning rate (default: the run's unlearning learning rate)")
-    from ..attack_run import add_relearn_on
+    from .attack_args import add_relearn_on
 
     add_relearn_on(p)
     p.add_argument("--quantize", choices=("int8", "int4", "nf4"), default=None,
@@ -89,7 +89,7 @@ def check_kwargs(args, kb) -> dict[str, Any]:
             parse_selection(kb, value, flag=flag)
             out[key] = value
     out.update(adversarial_kwargs(args))
-    from ..attack_run import attack_params
+    from .attack_args import attack_params
 
     attacks = attack_params(args, required=False)
     if attacks is not None:

@@ -65,7 +65,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cache-dir", default=None,
                    help="probe cache for the original's probe (default: $DEEPUNLEARN_CACHE/probe or "
                         "~/.cache/deepunlearn/probe)")
-    from ..attack_run import add_attack_args
+    from .attack_args import add_attack_args
     from .checks import add_adversarial_args
 
     add_adversarial_args(p)
@@ -100,7 +100,7 @@ def _checks(args):
     """The checks of the flags (None when none is asked for); a bad value is one line naming its
     flag, before any model loads."""
     from ...cli import CLIError
-    from ..attack_run import attack_params
+    from .attack_args import attack_params
     from .checks import adversarial_kwargs
     from ..evaluate_checks import EvalChecks
 
