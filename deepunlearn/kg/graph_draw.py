@@ -56,5 +56,5 @@ def draw_graph(kb: KnowledgeBase, path: str | os.PathLike, person: str | None = 
                                  font_size=6, connectionstyle="arc3,rad=0.08")
     ax.set_title(f"{kb.name}: {start} and the entities within {radius} link(s)"
                  + (f" (the nearest {MAX_DRAWN} of {len(near)})" if cut else "")
-                 + f"; an arrow o1 -> o2 reads 'o2 is o1's relation'", fontsize=9)
+                 + "; an arrow o1 -> o2 reads 'o2 is o1's relation'", fontsize=9)
     return save_figure(fig, path)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import warnings
 from pathlib import Path
-from typing import Any
 
 from ..errors import UserError, load_json
 

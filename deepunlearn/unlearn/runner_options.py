@@ -18,7 +18,7 @@ TypeError: TargetRunner: unknown option 'stride'
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import Any, Literal, Sequence
 
 
