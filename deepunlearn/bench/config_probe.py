@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import math
 import typing
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from ..unlearn.attack_kinds import AttackAt, QuantKind, RelearnOn
 from .modelspec import StrictModel
 
 #: every probe mode a sweep accepts (``exact`` and ``generate`` are also protocol fields; not ``compose``)
@@ -60,13 +61,13 @@ class AttackOptions(StrictModel):
     relearn_size: int = Field(default=16, ge=1, description="facts sampled from the relearning pool (K minus the "
                               "target and its chosen minimal set)")
     relearn_lr: float | None = Field(default=None, description="relearning lr; None: the run's unlearning lr")
-    relearn_on: Literal["other", "split"] = Field(
+    relearn_on: RelearnOn = Field(
         default="other", description="what relearning trains on: other = a sample of K minus the target and its "
         "chosen set; split = a seeded half of the chosen set and the target's other forms, re-probing the rest")
-    quantize: Literal["int8", "int4", "nf4"] | None = Field(
+    quantize: QuantKind | None = Field(
         default=None, description="int8: torch dynamic quantisation of the Linear layers (CPU); int4 / nf4: 4-bit "
         "round-to-nearest, group-wise absmax (any device); None: no quantisation attack")
-    at: Literal["last", "all"] = Field(default="last", description="attack each trajectory's last grid point only, "
+    at: AttackAt = Field(default="last", description="attack each trajectory's last grid point only, "
                                        "or every point")
 
     @field_validator("relearn", mode="before")

@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 
 #: the relearning lr when neither --relearn-lr nor the checkpoint gives one (the paper's finetuning lr)
 DEFAULT_RELEARN_LR = 2e-5
-#: what --quantize accepts (:data:`deepunlearn.unlearn.attacks.QUANT_KINDS`, spelled here to keep torch out)
-QUANT_CHOICES = ("int8", "int4", "nf4")
 
 
 class KContext(Protocol):

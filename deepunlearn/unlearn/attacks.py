@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from typing import Callable, Iterator, Literal, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -41,7 +41,7 @@ from ..limits import MAX_STEPS, bound_message, too_large
 from .methods import UnlearnError
 
 #: what ``quantize`` may be
-QUANT_KINDS = ("int8", "int4", "nf4")
+from .attack_kinds import QUANT_KINDS, AttackAt, QuantKind, RelearnOn  # noqa: E402,F401
 
 
 class AttackParams(BaseModel):
@@ -61,10 +61,10 @@ class AttackParams(BaseModel):
     relearn: list[int] = Field(default_factory=list, description="relearning grid (steps); [] = none")
     relearn_size: int = Field(16, ge=1, description="facts sampled from the relearning pool")
     relearn_lr: float | None = Field(None, gt=0, description="relearning lr; None: the run's lr")
-    relearn_on: Literal["other", "split"] = Field(
+    relearn_on: RelearnOn = Field(
         "other", description="relearn on other facts of K, or on a half of the target's chosen set and its other forms")
-    quantize: Literal["int8", "int4", "nf4"] | None = None
-    at: Literal["last", "all"] = "last"
+    quantize: QuantKind | None = None
+    at: AttackAt = "last"
 
     @field_validator("relearn")
     @classmethod

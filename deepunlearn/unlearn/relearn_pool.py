@@ -36,8 +36,6 @@ import numpy as np
 
 from .methods import UnlearnError
 
-#: what ``relearn_on`` may be
-RELEARN_ON = ("other", "split")
 #: the form kinds a split attack trains on (a yes/no form does not ask for the answer)
 SPLIT_FORM_KINDS = ("qa", "statement")
 

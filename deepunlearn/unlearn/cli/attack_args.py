@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ..attack_run import DEFAULT_RELEARN_LR, QUANT_CHOICES
+from ..attack_kinds import QUANT_KINDS, RELEARN_ON
+from ..attack_run import DEFAULT_RELEARN_LR
 
 if TYPE_CHECKING:
     from ..attacks import AttackParams
@@ -29,8 +30,8 @@ def add_attack_args(p: argparse.ArgumentParser, *, quantize_choices: bool = True
                    help=f"relearning learning rate (default: the finetuning lr the checkpoint records, "
                         f"else {DEFAULT_RELEARN_LR:g})")
     add_relearn_on(p)
-    p.add_argument("--quantize", choices=QUANT_CHOICES if quantize_choices else None, default=None,
-                   metavar=None if quantize_choices else "|".join(QUANT_CHOICES),
+    p.add_argument("--quantize", choices=QUANT_KINDS if quantize_choices else None, default=None,
+                   metavar=None if quantize_choices else "|".join(QUANT_KINDS),
                    help="int8: torch dynamic quantisation of every Linear (CPU); int4 / nf4: 4-bit round-to-nearest "
                         "of every Linear, group-wise absmax (any device)")
     p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the relearning sample and steps (default 0)")
@@ -38,7 +39,7 @@ def add_attack_args(p: argparse.ArgumentParser, *, quantize_choices: bool = True
 
 def add_relearn_on(p: argparse.ArgumentParser) -> None:
     """The ``--relearn-on`` flag (``attack``, ``evaluate`` and ``unlearn``)."""
-    p.add_argument("--relearn-on", choices=("other", "split"), default=None,
+    p.add_argument("--relearn-on", choices=RELEARN_ON, default=None,
                    help="what relearning trains on: other = a sample of K minus the target and its chosen set "
                         "(default); split = a seeded half of the chosen set and the target's other forms, "
                         "re-probing the held-out half and the target")
@@ -88,7 +89,7 @@ def attack_params(args, *, required: bool = True) -> "AttackParams | None":
         flag = flags.get(str(err["loc"][0]) if err["loc"] else "", "--relearn")
         msg = err["msg"].removeprefix("Value error, ")
         if flag == "--quantize":
-            msg = f"expected one of {', '.join(QUANT_CHOICES)}"
+            msg = f"expected one of {', '.join(QUANT_KINDS)}"
         raise CLIError(f"{flag} {getattr(args, flag[2:].replace('-', '_'))}: {msg}", field=flag) from None
     if not params.enabled():
         if not required:

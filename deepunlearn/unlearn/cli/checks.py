@@ -27,13 +27,14 @@ def add_check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--relearn-size", type=positive_int, default=None, help="facts the attack relearns (default 16)")
     p.add_argument("--relearn-lr", type=positive_float, default=None,
                    help="the attack's learning rate (default: the run's unlearning learning rate)")
+    from ..attack_kinds import ATTACK_AT, QUANT_KINDS
     from .attack_args import add_relearn_on
 
     add_relearn_on(p)
-    p.add_argument("--quantize", choices=("int8", "int4", "nf4"), default=None,
+    p.add_argument("--quantize", choices=QUANT_KINDS, default=None,
                    help="quantisation attack at the last grid point: int8 dynamic quantisation of the Linear layers "
                         "(CPU) or int4 / nf4 4-bit round-to-nearest (any device), then re-probe (recall_quant)")
-    p.add_argument("--attack-at", choices=("last", "all"), default=None,
+    p.add_argument("--attack-at", choices=ATTACK_AT, default=None,
                    help="attack at the last grid point (default) or at every one")
 
 
