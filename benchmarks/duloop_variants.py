@@ -43,6 +43,8 @@ VARIANTS = {
     "du_loop+adv": ("du_loop", {"watch": "adversarial"}),
     "du_loop+sam": ("du_loop", {"sam_rho": 0.05}),
     "du_loop(rmu)": ("du_loop", {"base": "rmu"}),
+    "du_loop+over1": ("du_loop", {"overshoot": 1.0}),
+    "du_loop+over3": ("du_loop", {"overshoot": 3.0}),
 }
 
 

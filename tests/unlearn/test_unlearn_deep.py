@@ -79,6 +79,35 @@ def test_du_loop_stops_once_the_target_is_not_derivable(runner, monkeypatch):
     assert points[2].forgotten == points[3].forgotten == points[1].forgotten  # the same model
 
 
+def test_du_loop_overshoot_goes_on_past_the_deep_point_on_the_last_sets(runner, monkeypatch):
+    import deepunlearn.unlearn.deep as deep
+    from deepunlearn.unlearn.methods.base import Session
+
+    t = _deep_target(runner)
+    other = next(f for f in sorted(runner.known) if f != t)
+
+    class TwoFacts(Scripted):  # the chosen set holds the target and one other fact
+        def choose(self, target, forgotten):
+            return [target, other]
+
+    made = []
+    monkeypatch.setattr(deep, "DeepContext", lambda *a, **k: made.append(TwoFacts(*a, **k)) or made[-1])
+    forgets, real = [], Session.set_forget
+    monkeypatch.setattr(Session, "set_forget", lambda self, ids: forgets.append(sorted(ids)) or real(self, ids))
+    u = runner.unlearner("du_loop", grid=[1, 2, 4, 8], params=None)
+    plain = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8]), seed=0))
+    assert [p.notes["steps_used"] for p in plain] == [1, 2, 2, 2]  # deep at the second probe: stop
+    forgets.clear()
+    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=1.0), seed=0))
+    # deep after 2 steps, then ceil(1.0 * 2) = 2 more steps without a probe, then stop
+    assert [p.notes["steps_used"] for p in points] == [1, 2, 4, 4]
+    assert [p.notes["steps_to_deep"] for p in points] == [None, 2, 2, 2]
+    assert made[-1].calls == 2  # no probe of the watched facts during the margin
+    assert forgets[-1] == sorted({t, other})  # the margin unlearns the whole last chosen set
+    assert points[1].forgotten == plain[1].forgotten  # the same trajectory up to the deep point
+    assert points[2].forgotten == points[3].forgotten
+
+
 def _du_loop_at_step_4(runner, monkeypatch, t, grid, **params):
     """du_loop's step-4 point over ``grid``: (its rates, its weights, the point)."""
     from deepunlearn.unlearn.methods import du

@@ -26,6 +26,7 @@ Both work on several targets at once (batch requests): the forget set is the uni
 
 from __future__ import annotations
 
+import math
 from typing import Iterator, Literal, Sequence
 
 import torch
@@ -78,6 +79,10 @@ class DULoopParams(DUParams):
         "constant", description="lr schedule; du_loop's default is constant (None: the protocol's)")
     round_steps: int = Field(1, ge=1, description="optimiser steps between two probes of the watched facts")
     lr_scale: float = Field(0.5, gt=0, description="the learning rate is the base's times this")
+    overshoot: float = Field(
+        0.0, ge=0, description="once every target is out of the closure after s steps, go on unlearning the "
+        "targets and their last chosen sets for ceil(overshoot * s) more steps (within the budget) before "
+        "stopping: a margin past the deep point; 0 stops at the deep point")
 
 
 class _RuleAware(GradientUnlearner):
@@ -164,27 +169,37 @@ class DULoop(_RuleAware):
         ctx = self._context(session)
         probe_now = self._watched_probe(session, ctx)
         chosen = self.start(session)
-        rounds, deep, used = 0, False, 0
+        rounds, deep, used, deep_at, stop_at = 0, False, 0, None, None
         sets_tried = [sorted(_union(session.targets, chosen))]
         forgotten: set[int] = set()
+        last_sets = dict(chosen)
 
         def info() -> dict:
-            return {"steps_used": used, "rounds": rounds, "stopped_deep": deep, "sets_tried": len(sets_tried)}
+            out = {"steps_used": used, "rounds": rounds, "stopped_deep": deep, "sets_tried": len(sets_tried)}
+            if self.params.overshoot:
+                out["steps_to_deep"] = deep_at
+            return out
 
         session.sam_rho = self.params.sam_rho
         steps = session.descend(self.total_loss, budgets[-1], params=self.train_parameters(session))
         try:
             for step in steps:
                 used = step
-                if step % self.params.round_steps == 0 or step in budgets:
+                if stop_at is not None:  # the margin past the deep point: no probe until it is done
+                    pass
+                elif step % self.params.round_steps == 0 or step in budgets:
                     rounds += 1
                     forgotten = probe_now()
                     open_targets = [t for t in session.targets if not ctx.deep(t, forgotten)]
                     if not open_targets:
-                        deep = True
+                        deep, deep_at = True, step
+                        stop_at = step + math.ceil(self.params.overshoot * step)
+                        if stop_at > step:  # go on on everything the targets' last sets hold
+                            session.set_forget(sorted(_union(session.targets, last_sets)))
                     else:
                         for t in open_targets:
                             chosen[t] = ctx.choose(t, forgotten)
+                            last_sets[t] = chosen[t]
                         for t in session.targets:
                             if t not in open_targets:
                                 chosen.pop(t, None)
@@ -196,7 +211,7 @@ class DULoop(_RuleAware):
                             session.set_forget(todo)
                 if step in budgets:
                     yield Step(float(step), info=info())
-                if deep:
+                if deep and step >= stop_at:
                     break
         finally:
             steps.close()
