@@ -43,8 +43,11 @@ VARIANTS = {
     "du_loop+adv": ("du_loop", {"watch": "adversarial"}),
     "du_loop+sam": ("du_loop", {"sam_rho": 0.05}),
     "du_loop(rmu)": ("du_loop", {"base": "rmu"}),
+    "du_loop+over0.5": ("du_loop", {"overshoot": 0.5}),
     "du_loop+over1": ("du_loop", {"overshoot": 1.0}),
     "du_loop+over3": ("du_loop", {"overshoot": 3.0}),
+    "du_loop+over1+r32": ("du_loop", {"overshoot": 1.0, "retain_size": 32}),
+    "du_loop+over1+w2": ("du_loop", {"overshoot": 1.0, "retain_weight": 2.0}),
 }
 
 
@@ -110,6 +113,10 @@ def _row(variant, t, points, checks=CHECKS) -> dict:
         "seconds": max(0.0, float(n.get("seconds", 0)) - check),
         "steps_used": n.get("steps_used"), "lr": last.lr,
     }
+    steps = n.get("recall_relearn")
+    if isinstance(steps, dict) and len(steps) > 1:  # deep after each number of relearning steps
+        for k, v in steps.items():
+            row[f"relearn_deep@{k}"] = float(v >= 1 - EPS)
     int4 = "recall_int4" if "int8" in checks else "recall_quant"  # 4-bit alone: the run's own quantisation
     for key, on, note in (("adv_deep", "adversarial", "recall_adv"), ("relearn_deep", "relearn", "recall_relearn"),
                           ("int8_deep", "int8", "recall_quant"), ("int4_deep", "int4", int4)):
@@ -133,7 +140,7 @@ def runner_for(args, calibration=True):
             kw.update(adversarial=True, adversarial_calibration=args.calibration, adversarial_modes=MODES)
         quant = "int8" if "int8" in checks else ("int4" if "int4" in checks else None)
         if quant or "relearn" in checks:
-            kw["attacks"] = {"relearn": [8] if "relearn" in checks else [], "quantize": quant,
+            kw["attacks"] = {"relearn": args.relearn_steps if "relearn" in checks else [], "quantize": quant,
                              "relearn_lr": args.relearn_lr, "relearn_on": args.relearn_on}
     return kb, TargetRunner(bundle, kb, cache_dir=args.cache, progress=False, seed=0, **kw)
 
@@ -224,11 +231,14 @@ def sequential(args) -> None:
     for label in args.sequences.split(","):
         kw = runs[label]
         t0 = time.perf_counter()
-        for p in run_sequential(runner, refs, "du_loop", seed=0, **kw):
+        method, params = VARIANTS[args.seq_variant]
+        u = runner.unlearner(method)
+        u = type(u)(u.params, **params)
+        for p in run_sequential(runner, refs, u, seed=0, **kw):
             if "accuracy_after" not in p.notes:
                 continue
             e = p.notes["earlier"]
-            row = {"sequence": label, "request": p.notes["request"], "target": p.target,
+            row = {"sequence": label, "variant": args.seq_variant, "request": p.notes["request"], "target": p.target,
                    "accuracy_after": p.notes["accuracy_after"], "skipped": bool(p.notes.get("skipped")),
                    "accuracy_would_be": p.notes.get("accuracy_would_be"),
                    "served": len(e), "deep": sum(bool(x["deep"]) for x in e),
@@ -293,6 +303,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--relearn-on", default="other", choices=("other", "split"),
                     help="what the relearning attack trains on: other facts, or half the target's set and its "
                          "other forms (split)")
+    ap.add_argument("--relearn-steps", type=lambda v: [int(x) for x in v.split(",")], default=[8],
+                    help="the relearning attack's step counts (default 8; the table's column is deep after all)")
+    ap.add_argument("--seq-variant", default="du_loop", choices=list(VARIANTS),
+                    help="the variant that serves the sequential requests")
     ap.add_argument("--checks", default=",".join(CHECKS),
                     help="checks of each target's last point, some of: " + ", ".join(CHECKS))
     ap.add_argument("--rmu-scan", action="store_true")
