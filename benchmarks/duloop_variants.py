@@ -43,6 +43,9 @@ VARIANTS = {
     "du_loop+adv": ("du_loop", {"watch": "adversarial"}),
     "du_loop+sam": ("du_loop", {"sam_rho": 0.05}),
     "du_loop(rmu)": ("du_loop", {"base": "rmu"}),
+    # 32 guard facts, a step may forget at most 5 % of them (one fact): half of the 10 % of K that
+    # Success-DU@0.9 allows in all; at most three halvings (rate factor 1/8). Fixed before any run.
+    "du_loop+guard": ("du_loop", {"guard": 32, "guard_drop": 0.05, "guard_min_scale": 0.125}),
 }
 
 
@@ -108,6 +111,7 @@ def _row(variant, t, points, checks=CHECKS) -> dict:
         "seconds": max(0.0, float(n.get("seconds", 0)) - check),
         "steps_used": n.get("steps_used"), "lr": last.lr,
     }
+    row.update({k: n[k] for k in ("guard_undone", "guard_forced", "guard_scale", "guard_known") if k in n})
     int4 = "recall_int4" if "int8" in checks else "recall_quant"  # 4-bit alone: the run's own quantisation
     for key, on, note in (("adv_deep", "adversarial", "recall_adv"), ("relearn_deep", "relearn", "recall_relearn"),
                           ("int8_deep", "int8", "recall_quant"), ("int4_deep", "int4", int4)):

@@ -31,7 +31,7 @@ from typing import Iterator, Literal, Sequence
 import torch
 from pydantic import Field
 
-from . import catalog
+from . import catalog, du_guard
 from .base import GradientUnlearner, MethodParams, Session, Step, UnlearnError, get_method, register_method
 
 #: base losses a rule-aware method can use (the catalogue's ``base`` methods)
@@ -78,6 +78,15 @@ class DULoopParams(DUParams):
         "constant", description="lr schedule; du_loop's default is constant (None: the protocol's)")
     round_steps: int = Field(1, ge=1, description="optimiser steps between two probes of the watched facts")
     lr_scale: float = Field(0.5, gt=0, description="the learning rate is the base's times this")
+    guard: int = Field(
+        0, ge=0, description="step guard: probe this many facts of K outside every minimal set after each step "
+        "and undo a step that forgets too many of them (0: off; methods/du_guard.py)")
+    guard_drop: float = Field(
+        0.05, ge=0, le=1, description="with guard: the largest share of what the guard sample knew that one step "
+        "may forget; a step that forgets more is undone (weights and AdamW state) and the rate halved")
+    guard_min_scale: float = Field(
+        0.125, gt=0, le=1, description="with guard: the smallest rate factor; a step that would need a smaller "
+        "one is kept as it is (guard_forced)")
 
 
 class _RuleAware(GradientUnlearner):
@@ -169,9 +178,11 @@ class DULoop(_RuleAware):
         forgotten: set[int] = set()
 
         def info() -> dict:
-            return {"steps_used": used, "rounds": rounds, "stopped_deep": deep, "sets_tried": len(sets_tried)}
+            return {"steps_used": used, "rounds": rounds, "stopped_deep": deep, "sets_tried": len(sets_tried),
+                    **du_guard.notes(guard)}
 
         session.sam_rho = self.params.sam_rho
+        guard = du_guard.start(self.params, session, ctx)  # probes its sample before the first step
         steps = session.descend(self.total_loss, budgets[-1], params=self.train_parameters(session))
         try:
             for step in steps:
