@@ -7,6 +7,7 @@ and can
 
 * probe the watched facts on the model as it is now (:meth:`forgotten_now`; under every form and
   mode, calibrated: :meth:`forgotten_now_adversarial`),
+* probe any facts (:meth:`known_among`; du_loop's guard sample: :meth:`guard_sample`),
 * tell whether a target is deeply unlearned, t ∉ Ω(K \\ forgotten, R) (:meth:`deep`),
 * pick the set to forget next given what is already forgotten (:meth:`choose`, the rules layer's
   :func:`~deepunlearn.rules.choice.choose_set`).
@@ -56,6 +57,17 @@ class DeepContext:
         r = self.runner
         session.encode = lambda ids: encode_facts(r.bundle, r.kb, ids, forms)
         session.row_keys = lambda ids: row_keys(r.kb, ids, forms)
+
+    def known_among(self, ids: Sequence[int]) -> set[int]:
+        """Which of ``ids`` the model answers now (the primary probe)."""
+        return self.runner.known_among(ids)
+
+    def guard_sample(self, n: int) -> list[int]:
+        """``n`` facts of K outside every minimal set of the targets (and the targets), drawn with
+        the runner's seed: du_loop's guard sample (:mod:`~deepunlearn.unlearn.methods.du_guard`)."""
+        from .methods.du_guard import draw
+
+        return draw(set(self.runner.known) - set(self.watch), n, self.runner.seed)
 
     def deep(self, target: int, forgotten: Iterable[int]) -> bool:
         return self.runner.deep(int(target), sorted(forgotten))

@@ -149,6 +149,8 @@ class Session:
     rules: Any = None
     #: the optimiser step being taken (1-based; 0 before the first)
     step: int = 0
+    #: checks every step of :meth:`descend` and may undo it (:class:`~.du_guard.StepGuard`)
+    step_guard: Any = None
     _original: torch.nn.Module | None = None
 
     def logits(self, model: torch.nn.Module | None = None) -> torch.Tensor:
@@ -217,6 +219,9 @@ class Session:
         updates (``master_weights``, default on): a step of lr 1e-5 is below bf16's resolution
         (2^-8 relative) and would mostly round away. The model itself stays in its dtype, so every
         grid point is probed as the model would be used.
+
+        ``step_guard`` may undo a step (weights and AdamW state back) and have it taken again at
+        the rate times its ``scale``; step numbers, ``rates`` and ``losses`` count accepted steps.
         """
         params = self.trainable() if params is None else list(params)
         if not params:
@@ -229,39 +234,50 @@ class Session:
         schedule = self.schedule if schedule is None else schedule
         warmup = self.warmup_steps if warmup is None else warmup
         opt = torch.optim.AdamW(decay_groups(masters, self.weight_decay), lr=self.lr)
+        guard, state = self.step_guard, params + [m for p, m in zip(params, masters) if m is not p]
         try:
             for step in range(1, steps + 1):
-                rate = self.lr * lr_factor(step - 1, steps, schedule, warmup)
-                for group in opt.param_groups:
-                    group["lr"] = rate
-                self.rates.append(rate)
-                self.step += 1
-                self.model.train()
-                for p, m in zip(params, masters):
-                    p.grad = None
-                    m.grad = None
-                loss = loss_fn(self)
-                loss.backward()
-                if self.sam_rho:
-                    sam_gradients(params, lambda: loss_fn(self), self.sam_rho)
-                for p, m in zip(params, masters):
-                    if m is not p and p.grad is not None:
-                        m.grad, p.grad = p.grad.float(), None
-                if self.max_grad_norm:
-                    torch.nn.utils.clip_grad_norm_(masters, self.max_grad_norm)
-                opt.step()
-                with torch.no_grad():
-                    for p, m in zip(params, masters):
-                        if m is not p:
-                            p.copy_(m)
-                self.losses.append(float(loss.detach()))
-                self.model.eval()
+                while True:  # a guard may undo the step and have it taken again (at a smaller rate)
+                    if guard is not None:
+                        guard.save(state, opt)
+                    rate = self.lr * lr_factor(step - 1, steps, schedule, warmup) * (guard.scale if guard else 1.0)
+                    self._one_step(loss_fn, opt, params, masters, rate)
+                    if guard is None or guard.accept(state, opt):
+                        break
+                    del self.rates[-1], self.losses[-1]  # undone: the records keep accepted steps only
+                    self.step -= 1
                 yield step
         finally:
             for p in params:
                 p.grad = None
-            del opt, masters
+            del opt, masters, state
             self.model.eval()
+
+    def _one_step(self, loss_fn, opt, params, masters, rate: float) -> None:
+        for group in opt.param_groups:
+            group["lr"] = rate
+        self.rates.append(rate)
+        self.step += 1
+        self.model.train()
+        for p, m in zip(params, masters):
+            p.grad = None
+            m.grad = None
+        loss = loss_fn(self)
+        loss.backward()
+        if self.sam_rho:
+            sam_gradients(params, lambda: loss_fn(self), self.sam_rho)
+        for p, m in zip(params, masters):
+            if m is not p and p.grad is not None:
+                m.grad, p.grad = p.grad.float(), None
+        if self.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(masters, self.max_grad_norm)
+        opt.step()
+        with torch.no_grad():
+            for p, m in zip(params, masters):
+                if m is not p:
+                    p.copy_(m)
+        self.losses.append(float(loss.detach()))
+        self.model.eval()
 
     def restore(self) -> None:
         """Give the model its original weights back (full mode) or take the adapter out (LoRA)."""

@@ -32,7 +32,7 @@ from typing import Iterator, Literal, Sequence
 import torch
 from pydantic import Field
 
-from . import catalog
+from . import catalog, du_guard
 from .base import GradientUnlearner, MethodParams, Session, Step, UnlearnError, get_method, register_method
 
 #: base losses a rule-aware method can use (the catalogue's ``base`` methods)
@@ -83,6 +83,15 @@ class DULoopParams(DUParams):
         0.0, ge=0, description="once every target is out of the closure after s steps, go on unlearning the "
         "targets and their last chosen sets for ceil(overshoot * s) more steps (within the budget) before "
         "stopping: a margin past the deep point; 0 stops at the deep point")
+    guard: int = Field(
+        0, ge=0, description="step guard: probe this many facts of K outside every minimal set after each step "
+        "and undo a step that forgets too many of them (0: off; methods/du_guard.py)")
+    guard_drop: float = Field(
+        0.05, ge=0, le=1, description="with guard: the largest share of what the guard sample knew that one step "
+        "may forget; a step that forgets more is undone (weights and AdamW state) and the rate halved")
+    guard_min_scale: float = Field(
+        0.125, gt=0, le=1, description="with guard: the smallest rate factor; a step that would need a smaller "
+        "one is kept as it is (guard_forced)")
 
 
 class _RuleAware(GradientUnlearner):
@@ -175,12 +184,14 @@ class DULoop(_RuleAware):
         last_sets = dict(chosen)
 
         def info() -> dict:
-            out = {"steps_used": used, "rounds": rounds, "stopped_deep": deep, "sets_tried": len(sets_tried)}
+            out = {"steps_used": used, "rounds": rounds, "stopped_deep": deep, "sets_tried": len(sets_tried),
+                   **du_guard.notes(guard)}
             if self.params.overshoot:
                 out["steps_to_deep"] = deep_at
             return out
 
         session.sam_rho = self.params.sam_rho
+        guard = du_guard.start(self.params, session, ctx)  # probes its sample before the first step
         steps = session.descend(self.total_loss, budgets[-1], params=self.train_parameters(session))
         try:
             for step in steps:
