@@ -231,7 +231,8 @@ def sequential(args) -> None:
     refs = [int(x) for x in args.refs.split(",")]
     out = Path(args.output)
     runs = {"plain": {}, "recheck+guard": {"recheck": True, "min_accuracy": args.min_accuracy},
-            "recheck": {"recheck": True}}
+            "recheck": {"recheck": True}, "heal+recheck": {"recheck": True, "heal_steps": args.heal_steps},
+            "heal+recheck+guard": {"recheck": True, "heal_steps": args.heal_steps, "min_accuracy": args.min_accuracy}}
     for label in args.sequences.split(","):
         kw = runs[label]
         t0 = time.perf_counter()
@@ -247,6 +248,7 @@ def sequential(args) -> None:
                    "accuracy_would_be": p.notes.get("accuracy_would_be"),
                    "served": len(e), "deep": sum(bool(x["deep"]) for x in e),
                    "reunlearned": [x["target"] for x in p.notes.get("reunlearned", [])],
+                   "healed": p.notes.get("healed"),
                    "seconds": round(time.perf_counter() - t0, 1)}
             with out.open("a") as f:
                 f.write(json.dumps(row) + "\n")
@@ -319,7 +321,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--sequential", action="store_true")
     ap.add_argument("--refs", default="79,220,61,68,127,343,219,349,28,250,214")
     ap.add_argument("--min-accuracy", type=float, default=0.8)
-    ap.add_argument("--sequences", default="plain,recheck+guard", help="which sequences: plain, recheck, recheck+guard")
+    ap.add_argument("--sequences", default="plain,recheck+guard",
+                    help="which sequences: plain, recheck, recheck+guard, heal+recheck, heal+recheck+guard")
+    ap.add_argument("--heal-steps", type=int, default=64, help="the heal sequences' largest number of healing steps")
     ap.add_argument("--make-calibration", default=None, metavar="HOLD.json",
                     help="write the calibration of the aggregate's modes on this holdout to -o and exit")
     ap.add_argument("--summary", default=None, help="print the table of a variants output and exit")

@@ -48,7 +48,8 @@ def run_batch(runner, targets: Sequence[int | str], method, grid: Sequence[float
 
 def run_sequential(runner, targets: Sequence[int | str], method, grid: Sequence[float] | None = None,
                    params: MethodParams | None = None, seed: int | None = None, *,
-                   min_accuracy: float | None = None, on_guard: str = "skip", recheck: bool = False) -> Iterator[Point]:
+                   min_accuracy: float | None = None, on_guard: str = "skip", recheck: bool = False,
+                   heal_steps: int = 0) -> Iterator[Point]:
     """Serve ``targets`` one after another; see the module docstring.
 
     ``min_accuracy`` (the accuracy guard): when the accuracy after a request (over K minus every
@@ -57,6 +58,9 @@ def run_sequential(runner, targets: Sequence[int | str], method, grid: Sequence[
     "stop"`` also ends the sequence there. ``recheck``: after each request every earlier kept target
     is checked on the model as it is now; one that is derivable again is unlearnt again with the same
     method (its points are not yielded; the request's last point lists it under ``reunlearned``).
+    ``heal_steps``: after each request, up to this many finetuning steps on K outside every kept
+    target's set win back the accuracy the request cost (:mod:`.heal`; before the re-check; the
+    request's last point records ``healed``: steps taken and the accuracy reached).
     """
     ids = check_targets(runner, targets)
     u = runner.unlearner(method, grid, params)
@@ -70,8 +74,10 @@ def run_sequential(runner, targets: Sequence[int | str], method, grid: Sequence[
         raise UnlearnError(f"min_accuracy must be between 0 and 1, got {min_accuracy}", field="min_accuracy")
     if on_guard not in ("skip", "stop"):
         raise UnlearnError(f"on_guard must be 'skip' or 'stop', got {on_guard!r}", field="on_guard")
+    if int(heal_steps) < 0:
+        raise UnlearnError(f"heal_steps must be 0 or more, got {heal_steps}", field="heal_steps")
     values = u.check_grid(u.params.grid)
-    return _sequential(runner, ids, u, values, seed, min_accuracy, on_guard, recheck)
+    return _sequential(runner, ids, u, values, seed, min_accuracy, on_guard, recheck, int(heal_steps))
 
 
 def _serve(runner, t: int, u, values: list[float], seed: int | None) -> list[Point]:
@@ -82,6 +88,20 @@ def _accuracy(runner, kept: Sequence[int], forgotten: Sequence[int]) -> tuple[li
     evals = [runner.evaluator.evaluate(s, forgotten) for s in kept]
     union = {int(f) for e in evals for f in e.set}
     return evals, float(runner.evaluator.accuracies(union, forgotten)[0])
+
+
+def _heal(runner, u, kept: list[int], forgotten: list[int], goal: float, steps: int, seed: int):
+    """Heal after a request (:func:`.heal.heal`): the facts forgotten afterwards and the record."""
+    from .heal import heal
+
+    evals, _ = _accuracy(runner, kept, forgotten)
+    protected = {int(f) for e in evals for f in e.set}
+
+    def accuracy() -> float:
+        return _accuracy(runner, kept, sorted(runner.known - runner.known_after()))[1]
+
+    record = heal(runner, u, kept, protected, goal, accuracy, steps=steps, seed=seed)
+    return sorted(runner.known - runner.known_after()), record
 
 
 def _recheck(runner, u, values: list[float], earlier: Sequence[int], forgotten: list[int], seed: int | None):
@@ -98,11 +118,13 @@ def _recheck(runner, u, values: list[float], earlier: Sequence[int], forgotten: 
 
 
 def _sequential(runner, ids: list[int], u, values: list[float], seed: int | None, min_accuracy: float | None,
-                on_guard: str, recheck: bool) -> Iterator[Point]:
+                on_guard: str, recheck: bool, heal_steps: int = 0) -> Iterator[Point]:
     from .snapshot import WeightSnapshot
 
     kept: list[int] = []
-    forgotten = sorted(runner.known - runner.known_after()) if (recheck or min_accuracy is not None) else []
+    measured = recheck or min_accuracy is not None or heal_steps > 0
+    forgotten = sorted(runner.known - runner.known_after()) if measured else []
+    acc_before = _accuracy(runner, kept, forgotten)[1] if heal_steps else None
     try:
         for j, t in enumerate(ids):
             before = WeightSnapshot(runner.bundle.model) if min_accuracy is not None else None
@@ -110,6 +132,9 @@ def _sequential(runner, ids: list[int], u, values: list[float], seed: int | None
             last = points[-1]
             now = list(last.forgotten)
             redone: list[dict] = []
+            if heal_steps:
+                now, last.notes["healed"] = _heal(runner, u, kept + [t], now, acc_before, heal_steps,
+                                                   0 if seed is None else seed + j)
             if recheck:
                 now, redone = _recheck(runner, u, values, kept, now, seed)
             evals, acc = _accuracy(runner, kept + [t], now)
@@ -123,6 +148,7 @@ def _sequential(runner, ids: list[int], u, values: list[float], seed: int | None
             else:
                 kept.append(t)
                 forgotten, served = now, kept
+            acc_before = acc
             last.notes["earlier"] = [{"target": s, "recall": float(e.recall), "deep": runner.deep(s, forgotten)}
                                      for s, e in zip(served, evals)]
             last.notes["accuracy_after"] = acc
