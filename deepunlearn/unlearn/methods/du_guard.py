@@ -3,8 +3,8 @@
 du_loop takes constant-rate steps until the target is out of the closure; on a model where one
 step at that rate already forgets a large share of K, the first step overshoots and no later
 step can undo it. The guard watches a seeded sample of ``guard`` facts of K outside every minimal
-deep-unlearning set of the targets (the facts du_loop must keep; :meth:`~deepunlearn.unlearn.deep.DeepContext.guard_sample`)
-with the run's primary probe:
+deep-unlearning set of the targets (the facts du_loop must keep;
+:meth:`~deepunlearn.unlearn.deep.DeepContext.guard_sample`) with the run's primary probe:
 
 * before the run it probes the sample (what the sample knows);
 * before every step :meth:`StepGuard.save` copies the trained tensors (float32 master copies
