@@ -234,3 +234,31 @@ def test_unlearn_cli_batch_sequential_and_option_errors(model_dir, five_people_k
         assert main(common + extra) == 1
         err = capsys.readouterr().err
         assert message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_sequential_healing_wins_back_accuracy_and_never_trains_on_a_kept_set(runner, monkeypatch, five_people_kb):
+    import deepunlearn.unlearn.heal as heal_mod
+
+    fam = [t for t in sorted(runner.known) if runner.kb.relations[runner.kb.facts[t][1]].kind == "entity"][:3]
+    u = runner.unlearner("ga", grid=[4], params=GAParams(lr=5e-3))
+    plain = [p for p in run_sequential(runner, fam, u, seed=0, recheck=True) if "accuracy_after" in p.notes]
+    pools, real = [], heal_mod.heal
+
+    def spy(runner_, u_, kept, protected, goal, accuracy, **kw):
+        from deepunlearn.unlearn.methods import retain_pool
+
+        pools.append((list(kept), retain_pool(runner_.known, kept, protected)))
+        return real(runner_, u_, kept, protected, goal, accuracy, **kw)
+
+    monkeypatch.setattr(heal_mod, "heal", spy)
+    healed = [p for p in run_sequential(runner, fam, u, seed=0, recheck=True, heal_steps=32)
+              if "accuracy_after" in p.notes]
+    assert len(pools) == 3 and all(p.notes["healed"]["steps"] <= 32 for p in healed)
+    assert any(p.notes["healed"]["steps"] > 0 for p in healed) and all(pool for _, pool in pools)
+    for kept, pool in pools:  # what healing trains on cannot derive a kept target (pyDatalog's closure)
+        omega = closure(five_people_kb, "edu-relat", engine="pydatalog", known=pool)
+        assert not any(tuple(five_people_kb.facts[s]) in omega for s in kept) and not set(kept) & set(pool)
+    # GA at this rate costs accuracy; healing wins it back, and every served target stays deep
+    assert plain[-1].notes["accuracy_after"] < 1
+    assert healed[-1].notes["accuracy_after"] > plain[-1].notes["accuracy_after"]
+    assert all(e["deep"] for e in healed[-1].notes["earlier"])
