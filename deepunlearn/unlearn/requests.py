@@ -59,8 +59,9 @@ def run_sequential(runner, targets: Sequence[int | str], method, grid: Sequence[
     is checked on the model as it is now; one that is derivable again is unlearnt again with the same
     method (its points are not yielded; the request's last point lists it under ``reunlearned``).
     ``heal_steps``: after each request, up to this many finetuning steps on K outside every kept
-    target's set win back the accuracy the request cost (:mod:`.heal`; before the re-check; the
-    request's last point records ``healed``: steps taken and the accuracy reached).
+    target's set win back the accuracy the request cost (:mod:`.heal`; before the re-check, which
+    then also checks the request's own target; the request's last point records ``healed``: steps
+    taken and the accuracy reached).
     """
     ids = check_targets(runner, targets)
     u = runner.unlearner(method, grid, params)
@@ -136,7 +137,7 @@ def _sequential(runner, ids: list[int], u, values: list[float], seed: int | None
                 now, last.notes["healed"] = _heal(runner, u, kept + [t], now, acc_before, heal_steps,
                                                    0 if seed is None else seed + j)
             if recheck:
-                now, redone = _recheck(runner, u, values, kept, now, seed)
+                now, redone = _recheck(runner, u, values, kept + [t] if heal_steps else kept, now, seed)
             evals, acc = _accuracy(runner, kept + [t], now)
             skipped = min_accuracy is not None and acc < float(min_accuracy)
             if skipped:
