@@ -48,6 +48,8 @@ VARIANTS = {
     "du_loop+over3": ("du_loop", {"overshoot": 3.0}),
     "du_loop+over1+r32": ("du_loop", {"overshoot": 1.0, "retain_size": 32}),
     "du_loop+over1+w2": ("du_loop", {"overshoot": 1.0, "retain_weight": 2.0}),
+    "du_loop+heal": ("du_loop", {"heal": 32}),
+    "du_loop+over1+heal": ("du_loop", {"overshoot": 1.0, "heal": 32}),
     # 32 guard facts, a step may forget at most 5 % of them (one fact): half of the 10 % of K that
     # Success-DU@0.9 allows in all; at most three halvings (rate factor 1/8). Fixed before any run.
     "du_loop+guard": ("du_loop", {"guard": 32, "guard_drop": 0.05, "guard_min_scale": 0.125}),
@@ -120,7 +122,8 @@ def _row(variant, t, points, checks=CHECKS) -> dict:
     if isinstance(steps, dict) and len(steps) > 1:  # deep after each number of relearning steps
         for k, v in steps.items():
             row[f"relearn_deep@{k}"] = float(v >= 1 - EPS)
-    row.update({k: n[k] for k in ("guard_undone", "guard_forced", "guard_scale", "guard_known") if k in n})
+    row.update({k: n[k] for k in ("guard_undone", "guard_forced", "guard_scale", "guard_known", "steps_to_deep",
+                                  "heal_steps", "heal_known") if k in n})
     int4 = "recall_int4" if "int8" in checks else "recall_quant"  # 4-bit alone: the run's own quantisation
     for key, on, note in (("adv_deep", "adversarial", "recall_adv"), ("relearn_deep", "relearn", "recall_relearn"),
                           ("int8_deep", "int8", "recall_quant"), ("int4_deep", "int4", int4)):

@@ -108,6 +108,47 @@ def test_du_loop_overshoot_goes_on_past_the_deep_point_on_the_last_sets(runner, 
     assert points[2].forgotten == points[3].forgotten
 
 
+def test_du_loop_heal_trains_outside_the_sets_until_the_sample_recovers(runner, monkeypatch):
+    import deepunlearn.unlearn.deep as deep
+    from deepunlearn.unlearn.methods import du_heal
+
+    t = _deep_target(runner)
+    other = next(f for f in sorted(runner.known) if f != t)
+
+    class Healing(Scripted):
+        """Deep from the second probe; the third probe (the first healing round) finds the target
+        back once; the heal sample forgets one fact, then knows all again at the next probe."""
+
+        def __init__(self, *a, **k):
+            super().__init__(*a, **k)
+            self.runner, self.samples = runner, 0
+
+        def forgotten_now(self):
+            self.calls += 1
+            return set() if self.calls in (1, 3) else set(self.targets)
+
+        def choose(self, target, forgotten):
+            return [target, other]
+
+        def known_among(self, ids):
+            self.samples += 1
+            return set(ids[1:]) if self.samples == 2 else set(ids)
+
+    made, healed = [], []
+    monkeypatch.setattr(deep, "DeepContext", lambda *a, **k: made.append(Healing(*a, **k)) or made[-1])
+    real = du_heal.Healer.loss
+    monkeypatch.setattr(du_heal.Healer, "loss", lambda self, s: healed.append(self.batches.ids(s.step)) or real(self, s))
+    u = runner.unlearner("du_loop", grid=[2, 32], params=None)
+    points = list(runner.run(t, type(u)(u.params, grid=[2, 32], heal=8, heal_every=2), seed=0))
+    n = points[-1].notes
+    # deep at step 2 (probes 1-2); healing steps 3-4: the target is back (probe 3), unlearn step 5
+    # (probe 4: deep again); healing steps 6-7 find the sample one fact short (probe 5), steps 8-9
+    # recovered (probe 6): stop after 9 steps, 6 of them healing
+    assert [made[-1].calls, n["steps_used"], n["heal_steps"], n["heal_known"]] == [6, 9, 6, 1.0]
+    assert len(healed) == 6 and all({t, other}.isdisjoint(ids) and ids for ids in healed)
+    assert all(set(ids) <= runner.known for ids in healed)
+
+
 def _du_loop_at_step_4(runner, monkeypatch, t, grid, **params):
     """du_loop's step-4 point over ``grid``: (its rates, its weights, the point)."""
     from deepunlearn.unlearn.methods import du

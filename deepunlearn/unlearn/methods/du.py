@@ -32,7 +32,7 @@ from typing import Iterator, Literal, Sequence
 import torch
 from pydantic import Field
 
-from . import catalog, du_guard
+from . import catalog, du_guard, du_heal
 from .base import GradientUnlearner, MethodParams, Session, Step, UnlearnError, get_method, register_method
 
 #: base losses a rule-aware method can use (the catalogue's ``base`` methods)
@@ -92,6 +92,15 @@ class DULoopParams(DUParams):
     guard_min_scale: float = Field(
         0.125, gt=0, le=1, description="with guard: the smallest rate factor; a step that would need a smaller "
         "one is kept as it is (guard_forced)")
+    heal: int = Field(
+        0, ge=0, description="healing: once every target is deep, at most this many finetuning steps on facts "
+        "outside every chosen set win back collateral, probing as they go (0: off; methods/du_heal.py)")
+    heal_every: int = Field(4, ge=1, description="with heal: healing steps between two probes")
+    heal_batch: int = Field(32, ge=1, description="with heal: facts per healing step")
+    heal_sample: int = Field(64, ge=1, description="with heal: facts of the sample whose recovery ends healing")
+    heal_tolerance: float = Field(
+        0.02, ge=0, le=1, description="with heal: the share of the sample's original knowledge healing may leave "
+        "lost")
 
 
 class _RuleAware(GradientUnlearner):
@@ -178,51 +187,78 @@ class DULoop(_RuleAware):
         ctx = self._context(session)
         probe_now = self._watched_probe(session, ctx)
         chosen = self.start(session)
-        rounds, deep, used, deep_at, stop_at = 0, False, 0, None, None
+        rounds, used, deep_at, stop_at, forget_from = 0, 0, None, None, 0
+        phase = "forget"  # then "margin" (overshoot), "heal", "done"
         sets_tried = [sorted(_union(session.targets, chosen))]
-        forgotten: set[int] = set()
         last_sets = dict(chosen)
+        healer = du_heal.Healer(self.params, session, ctx, ctx.runner.seed) if self.params.heal else None
 
         def info() -> dict:
-            out = {"steps_used": used, "rounds": rounds, "stopped_deep": deep, "sets_tried": len(sets_tried),
-                   **du_guard.notes(guard)}
+            out = {"steps_used": used, "rounds": rounds, "stopped_deep": phase in ("margin", "heal", "done"),
+                   "sets_tried": len(sets_tried), **du_guard.notes(guard)}
             if self.params.overshoot:
                 out["steps_to_deep"] = deep_at
+            if healer is not None:
+                out.update(healer.notes())
             return out
+
+        def check(step: int) -> bool:
+            """Probe the watched facts; re-choose for the open targets; whether every target is deep."""
+            nonlocal rounds
+            rounds += 1
+            forgotten = probe_now()
+            open_targets = [t for t in session.targets if not ctx.deep(t, forgotten)]
+            if not open_targets:
+                return True
+            for t in open_targets:
+                chosen[t] = last_sets[t] = ctx.choose(t, forgotten)
+            for t in session.targets:
+                if t not in open_targets:
+                    chosen.pop(t, None)
+            if session.retain is not None:
+                session.retain.exclude(f for s in chosen.values() for f in s)
+            if healer is not None:
+                healer.update_pool(f for s in chosen.values() for f in s)
+            todo = sorted(_union(open_targets, chosen) - forgotten)
+            if todo != session.forget_ids:
+                sets_tried.append(todo)
+                session.set_forget(todo)
+            return False
+
+        def after_deep(step: int) -> str:
+            if phase == "forget" and self.params.overshoot:
+                nonlocal stop_at
+                stop_at = step + math.ceil(self.params.overshoot * (step - forget_from))
+                if stop_at > step:  # go on on everything the targets' last sets hold
+                    session.set_forget(sorted(_union(session.targets, last_sets)))
+                    return "margin"
+            return "heal" if healer is not None and healer.taken < healer.limit else "done"
+
+        def loss(s: Session):
+            return healer.loss(s) if phase == "heal" else self.total_loss(s)
 
         session.sam_rho = self.params.sam_rho
         guard = du_guard.start(self.params, session, ctx)  # probes its sample before the first step
-        steps = session.descend(self.total_loss, budgets[-1], params=self.train_parameters(session))
+        steps = session.descend(loss, budgets[-1], params=self.train_parameters(session))
         try:
             for step in steps:
                 used = step
-                if stop_at is not None:  # the margin past the deep point: no probe until it is done
-                    pass
+                if phase == "margin":  # no probe until the margin is done
+                    if step >= stop_at:
+                        phase = after_deep(step)
+                elif phase == "heal":
+                    if healer.probe_due():
+                        if not check(step):
+                            phase, forget_from = "forget", step  # a target came back: unlearn again
+                        elif healer.recovered():
+                            phase = "done"
                 elif step % self.params.round_steps == 0 or step in budgets:
-                    rounds += 1
-                    forgotten = probe_now()
-                    open_targets = [t for t in session.targets if not ctx.deep(t, forgotten)]
-                    if not open_targets:
-                        deep, deep_at = True, step
-                        stop_at = step + math.ceil(self.params.overshoot * step)
-                        if stop_at > step:  # go on on everything the targets' last sets hold
-                            session.set_forget(sorted(_union(session.targets, last_sets)))
-                    else:
-                        for t in open_targets:
-                            chosen[t] = ctx.choose(t, forgotten)
-                            last_sets[t] = chosen[t]
-                        for t in session.targets:
-                            if t not in open_targets:
-                                chosen.pop(t, None)
-                        if session.retain is not None:
-                            session.retain.exclude(f for s in chosen.values() for f in s)
-                        todo = sorted(_union(open_targets, chosen) - forgotten)
-                        if todo != session.forget_ids:
-                            sets_tried.append(todo)
-                            session.set_forget(todo)
+                    if check(step):
+                        deep_at = step if deep_at is None else deep_at
+                        phase = after_deep(step)
                 if step in budgets:
                     yield Step(float(step), info=info())
-                if deep and step >= stop_at:
+                if phase == "done":
                     break
         finally:
             steps.close()
