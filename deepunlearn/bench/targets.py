@@ -19,9 +19,11 @@ class TargetSpec(BaseModel):
     ``sequential = true``: served one after another without restoring the weights in between
     (rows labelled ``METHOD@seq``, gradient methods only). With ``sequential``: ``min_accuracy``
     (the accuracy guard: a request that would take accuracy below it is undone and marked
-    skipped; ``on_guard = "stop"`` also ends the sequence there) and ``recheck`` (after each
-    request, earlier targets that came back through the rules are unlearned again), as the
-    ``requests`` command's ``--min-accuracy`` and ``--recheck``.
+    skipped; ``on_guard = "stop"`` also ends the sequence there), ``recheck`` (after each
+    request, earlier targets that came back through the rules are unlearned again) and
+    ``heal_steps`` (after each request, finetuning on K outside every kept target's set wins back
+    the accuracy it cost), as the ``unlearn`` command's ``--min-accuracy``, ``--recheck`` and
+    ``--heal-steps``.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -39,6 +41,8 @@ class TargetSpec(BaseModel):
                                               "guarded request and go on, or stop the sequence there")
     recheck: bool = Field(default=False, description="sequential: after each request, unlearn again the earlier "
                           "targets it brought back through the rules")
+    heal_steps: int = Field(default=0, ge=0, description="sequential: after each request, up to this many finetuning "
+                            "steps on K outside every kept target's set win back the accuracy it cost (0: off)")
 
     @model_validator(mode="after")
     def _one_choice(self) -> "TargetSpec":
@@ -53,7 +57,7 @@ class TargetSpec(BaseModel):
         if self.batch is not None and self.sequential:
             raise ValueError("choose batch = N or sequential = true, not both")
         guard = [n for n, on in (("min_accuracy", self.min_accuracy is not None), ("on_guard", self.on_guard != "skip"),
-                                 ("recheck", self.recheck)) if on]
+                                 ("recheck", self.recheck), ("heal_steps", self.heal_steps > 0)) if on]
         if guard and not self.sequential:
             raise ValueError(f"{guard[0]}: applies to sequential requests only; set sequential = true")
         if self.on_guard != "skip" and self.min_accuracy is None:
@@ -63,13 +67,14 @@ class TargetSpec(BaseModel):
         return self
 
     def sequential_options(self) -> dict[str, Any]:
-        """The guard and re-check of sequential requests (``run_sequential``'s keywords)."""
-        return {"min_accuracy": self.min_accuracy, "on_guard": self.on_guard, "recheck": self.recheck}
+        """The guard, re-check and healing of sequential requests (``run_sequential``'s keywords)."""
+        return {"min_accuracy": self.min_accuracy, "on_guard": self.on_guard, "recheck": self.recheck,
+                "heal_steps": self.heal_steps}
 
     def results_key(self) -> dict[str, Any]:
         """The fields that decide results; the guard and re-check only when set (a sweep without
         them keeps its fingerprint)."""
-        unset = {k for k, v in (("min_accuracy", None), ("on_guard", "skip"), ("recheck", False))
+        unset = {k for k, v in (("min_accuracy", None), ("on_guard", "skip"), ("recheck", False), ("heal_steps", 0))
                  if getattr(self, k) == v}
         return self.model_dump(exclude=unset)
 

@@ -105,6 +105,25 @@ def test_sequential_guard_and_recheck_from_the_config(setup, capsys, on_guard):
         assert not p.extra.get("skipped") or p.extra["accuracy_would_be"] < 1
 
 
+def test_sequential_healing_from_the_config(setup, capsys):
+    """[targets] heal_steps reaches the sequence: every request records its healing, and the
+    accuracy after the last request is at least the unhealed sequence's."""
+    from deepunlearn.bench.store import ResultsStore
+
+    d, fam = setup
+
+    def requests(name, targets):
+        code, obj, _ = _bench(_config(d, name, targets, methods="ga = [16]"), capsys)
+        assert code == 0
+        with ResultsStore(d / name, readonly=True) as store:
+            return sorted((p for p in store.points() if "earlier" in p.extra), key=lambda p: p.extra["request"])
+
+    free = requests("free_h", f"refs = {fam}\nsequential = true\nrecheck = true")
+    healed = requests("healed", f"refs = {fam}\nsequential = true\nrecheck = true\nheal_steps = 16")
+    assert all(0 <= p.extra["healed"]["steps"] <= 16 for p in healed) and "healed" not in free[-1].extra
+    assert healed[-1].extra["accuracy_after"] >= free[-1].extra["accuracy_after"]
+
+
 @pytest.mark.parametrize("targets, methods, extra, message", [
     ("refs = [{0}, {1}, {0}]\nbatch = 2", "ga = [1]", "", "field targets.refs.2: fact {0} "),
     ("refs = [{0}]", "du_loop = [2]", "", "field params.du_loop.base: du_loop: base: Input should be"),
@@ -113,6 +132,8 @@ def test_sequential_guard_and_recheck_from_the_config(setup, capsys, on_guard):
     ("refs = [{0}, {1}]\nmin_accuracy = 0.8", "ga = [1]", "", "min_accuracy: applies to sequential requests only"),
     ("refs = [{0}, {1}]\nsequential = true\non_guard = 'stop'", "ga = [1]", "", "on_guard: there is no guard"),
     ("refs = [{0}, {1}]\nsequential = true\nmin_accuracy = 1.5", "ga = [1]", "", "min_accuracy"),
+    ("refs = [{0}, {1}]\nheal_steps = 8", "ga = [1]", "", "heal_steps: applies to sequential requests only"),
+    ("refs = [{0}, {1}]\nsequential = true\nheal_steps = -1", "ga = [1]", "", "heal_steps"),
 ])
 def test_request_config_errors_touch_nothing(setup, capsys, targets, methods, extra, message):
     d, fam = setup

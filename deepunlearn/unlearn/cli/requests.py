@@ -36,6 +36,9 @@ def add_request_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recheck", action="store_true",
                    help="with --sequential: after each request unlearn again every earlier target that came back "
                         "through the rules")
+    p.add_argument("--heal-steps", type=int, default=0, metavar="N",
+                   help="with --sequential: after each request, up to N finetuning steps on the facts outside every "
+                        "kept target's set win back the accuracy it cost (before --recheck; default 0: off)")
 
 
 def method_overrides(args) -> dict[str, Any]:
@@ -114,26 +117,31 @@ def parse_targets(kb, text: str, kb_file) -> list[int]:
     return ids
 
 
-def check_request_flags(args) -> tuple[float | None, bool]:
-    """``--min-accuracy`` and ``--recheck``, refused without ``--sequential`` or out of [0, 1]."""
+def check_request_flags(args) -> tuple[float | None, bool, int]:
+    """``--min-accuracy``, ``--recheck`` and ``--heal-steps``, refused without ``--sequential`` or
+    out of range."""
     from ...cli import CLIError
 
     guard, recheck = getattr(args, "min_accuracy", None), getattr(args, "recheck", False)
-    if not args.sequential and (guard is not None or recheck):
-        flag = "--min-accuracy" if guard is not None else "--recheck"
+    heal = getattr(args, "heal_steps", 0) or 0
+    if not args.sequential and (guard is not None or recheck or heal):
+        flag = "--min-accuracy" if guard is not None else "--recheck" if recheck else "--heal-steps"
         raise CLIError(f"{flag}: applies to --sequential requests only", field=flag)
     if guard is not None and not 0 <= guard <= 1:
         raise CLIError(f"--min-accuracy {guard}: must be between 0 and 1", field="--min-accuracy")
-    return guard, recheck
+    if heal < 0:
+        raise CLIError(f"--heal-steps {heal}: must be 0 or more", field="--heal-steps")
+    return guard, recheck, heal
 
 
 def run_requests(args, runner, method, kb, targets: list[int]) -> dict:
     """Run the batch (or the sequential requests) and return the command's JSON object."""
     from ..requests import requests_json, run_batch, run_sequential
 
-    guard, recheck = check_request_flags(args)
+    guard, recheck, heal = check_request_flags(args)
     if args.sequential:
-        points = list(run_sequential(runner, targets, method, seed=args.seed, min_accuracy=guard, recheck=recheck))
+        points = list(run_sequential(runner, targets, method, seed=args.seed, min_accuracy=guard, recheck=recheck,
+                                     heal_steps=heal))
         by_target = {t: [p for p in points if p.target == t] for t in targets}
     else:
         rows = list(run_batch(runner, targets, method, seed=args.seed))
