@@ -105,16 +105,28 @@ def _heal(runner, u, kept: list[int], forgotten: list[int], goal: float, steps: 
     return sorted(runner.known - runner.known_after()), record
 
 
+#: the re-check's passes over the earlier targets at most (a re-unlearning can bring back a target
+#: checked before it in the same pass)
+RECHECK_PASSES = 3
+
+
 def _recheck(runner, u, values: list[float], earlier: Sequence[int], forgotten: list[int], seed: int | None):
-    """Unlearn again every target of ``earlier`` that is derivable on the model as it is now (one
-    pass, in serving order); the facts forgotten afterwards and what was redone."""
+    """Unlearn again every target of ``earlier`` that is derivable on the model as it is now, in
+    serving order, pass after pass until a pass finds every target deep (at most
+    :data:`RECHECK_PASSES`); the facts forgotten afterwards and what was redone."""
     redone = []
-    for k, s in enumerate(earlier):
-        if runner.deep(s, forgotten):
-            continue
-        points = _serve(runner, s, u, values, None if seed is None else seed + 1000 + k)
-        forgotten = list(points[-1].forgotten)
-        redone.append({"target": s, "deep": runner.deep(s, forgotten), "steps": points[-1].notes.get("steps_used")})
+    for n in range(RECHECK_PASSES):
+        again = False
+        for k, s in enumerate(earlier):
+            if runner.deep(s, forgotten):
+                continue
+            points = _serve(runner, s, u, values, None if seed is None else seed + 1000 * (n + 1) + k)
+            forgotten = list(points[-1].forgotten)
+            redone.append({"target": s, "deep": runner.deep(s, forgotten), "steps": points[-1].notes.get("steps_used"),
+                           "pass": n + 1})
+            again = True
+        if not again:
+            break
     return forgotten, redone
 
 

@@ -183,10 +183,20 @@ def test_recheck_unlearns_again_a_target_a_later_request_brought_back():
     w = World()
     last = _last_points(run_sequential(w, [0, 3], "ga", recheck=True))
     assert w.served == [0, 3, 0]  # 0 unlearnt again after request 3
-    assert last[1].notes["reunlearned"] == [{"target": 0, "deep": True, "steps": 1}]
+    assert last[1].notes["reunlearned"] == [{"target": 0, "deep": True, "steps": 1, "pass": 1}]
     assert [e["deep"] for e in last[1].notes["earlier"]] == [True, True]
     assert last[0].notes["reunlearned"] == []
     assert w.forgotten() == set()  # the original weights are back at the end
+
+
+def test_recheck_passes_again_when_a_re_unlearning_brings_back_an_earlier_target(monkeypatch):
+    # serving 4 also brings 3 back; re-serving 3 then brings 1 back (0 derivable again)
+    monkeypatch.setitem(World.EFFECT, 4, ({4, 5}, {3}))
+    w = World()
+    last = _last_points(run_sequential(w, [0, 3, 4], "ga", recheck=True))
+    assert w.served == [0, 3, 0, 4, 3, 0]
+    assert [(r["target"], r["pass"]) for r in last[2].notes["reunlearned"]] == [(3, 1), (0, 2)]
+    assert [e["deep"] for e in last[2].notes["earlier"]] == [True, True, True]
 
 
 def test_accuracy_guard_undoes_a_request_that_would_fall_below_the_threshold():
