@@ -40,6 +40,8 @@ VARIANTS = {
     "ga": ("ga", {}),
     "npo": ("npo", {}),
     "du_loop": ("du_loop", {}),
+    # the loop that stops at the deep point: no margin, no healing
+    "du_loop-plain": ("du_loop", {"overshoot": 0.0, "heal": 0}),
     "du_loop+adv": ("du_loop", {"watch": "adversarial"}),
     "du_loop+sam": ("du_loop", {"sam_rho": 0.05}),
     "du_loop(rmu)": ("du_loop", {"base": "rmu"}),

@@ -72,7 +72,7 @@ def test_du_loop_stops_once_the_target_is_not_derivable(runner, monkeypatch):
     monkeypatch.setattr(deep, "DeepContext", Scripted)
     t = _deep_target(runner)
     u = runner.unlearner("du_loop", grid=[2, 4, 8, 16], params=None)
-    u = type(u)(u.params, grid=[2, 4, 8, 16], round_steps=2)
+    u = type(u)(u.params, grid=[2, 4, 8, 16], round_steps=2, overshoot=0, heal=0)  # the plain loop
     points = list(runner.run(t, u, seed=0))
     assert [p.notes["steps_used"] for p in points] == [2, 4, 4, 4]  # round 1 open, round 2 deep: stop
     assert [p.notes["stopped_deep"] for p in points] == [False, True, True, True]
@@ -95,10 +95,10 @@ def test_du_loop_overshoot_goes_on_past_the_deep_point_on_the_last_sets(runner, 
     forgets, real = [], Session.set_forget
     monkeypatch.setattr(Session, "set_forget", lambda self, ids: forgets.append(sorted(ids)) or real(self, ids))
     u = runner.unlearner("du_loop", grid=[1, 2, 4, 8], params=None)
-    plain = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8]), seed=0))
+    plain = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0), seed=0))
     assert [p.notes["steps_used"] for p in plain] == [1, 2, 2, 2]  # deep at the second probe: stop
     forgets.clear()
-    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=1.0), seed=0))
+    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=1.0, heal=0), seed=0))
     # deep after 2 steps, then ceil(1.0 * 2) = 2 more steps without a probe, then stop
     assert [p.notes["steps_used"] for p in points] == [1, 2, 4, 4]
     assert [p.notes["steps_to_deep"] for p in points] == [None, 2, 2, 2]
@@ -139,7 +139,7 @@ def test_du_loop_heal_trains_outside_the_sets_until_the_sample_recovers(runner, 
     real = du_heal.Healer.loss
     monkeypatch.setattr(du_heal.Healer, "loss", lambda self, s: healed.append(self.batches.ids(s.step)) or real(self, s))
     u = runner.unlearner("du_loop", grid=[2, 32], params=None)
-    points = list(runner.run(t, type(u)(u.params, grid=[2, 32], heal=8, heal_every=2), seed=0))
+    points = list(runner.run(t, type(u)(u.params, grid=[2, 32], overshoot=0, heal=8, heal_every=2), seed=0))
     n = points[-1].notes
     # deep at step 2 (probes 1-2); healing steps 3-4: the target is back (probe 3), unlearn step 5
     # (probe 4: deep again); healing steps 6-7 find the sample one fact short (probe 5), steps 8-9

@@ -51,7 +51,7 @@ def test_du_loop_stops_when_the_watched_probe_says_deep(five_people_runner, monk
     runner = five_people_runner
     t = sorted(runner.known)[0]
     u = runner.unlearner("du_loop")
-    u = type(u)(u.params, grid=[8], watch=watch)
+    u = type(u)(u.params, grid=[8], watch=watch, overshoot=0, heal=0)  # the plain loop
     (point,) = list(runner.run(t, u, seed=0))
     assert point.notes["steps_used"] == stop and point.notes["stopped_deep"]
     assert TwoProbes.seen_forms == ("train" if watch == "adversarial" else None)

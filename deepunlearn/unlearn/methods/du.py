@@ -16,8 +16,10 @@ with a base loss (``base``: ``ga``, ``npo``, ``simnpo`` or ``rmu``) plus a retai
   1, at half the base's learning rate: ``lr_scale``); after
   each round probe the watched facts; while a target is still in Ω(K_after, R) (a set member
   survived or came back) choose the cheapest set given what is already forgotten and go on on
-  its facts still known; stop as soon as every target is out of Ω(K_after, R) or the step budget
-  is spent. Its grid is the step budget: the point at budget B is the model after at most B
+  its facts still known; once every target is out of Ω(K_after, R), take a margin of
+  ``overshoot`` times the steps so far on the last sets and heal (``heal``: finetune on facts
+  outside the sets until a sample of K has recovered, unlearning again if a target comes back);
+  stop then or when the step budget is spent. Its grid is the step budget: the point at budget B is the model after at most B
   steps (once deep, larger budgets give the same model); its rate is constant (not the
   protocol's linear decay), so the first k steps are the same whatever the budgets.
 
@@ -72,7 +74,13 @@ class DULoopParams(DUParams):
     budgets (each grid point is still probed). ``--param schedule=linear`` gives the protocol's
     decay back. Measured on an 80-person family KB (seed 4242, tiny GPT-2, 11 stratified
     targets): linear over 4-32 steps left 3 targets derivable (Success-DU@0.9 0.73); constant
-    over 4-128 made all 11 deep, 10 at accuracy >= 0.9 (0.91)."""
+    over 4-128 made all 11 deep, 10 at accuracy >= 0.9 (0.91).
+
+    Once deep, a margin of as many steps again (``overshoot`` 1) and then up to 32 healing steps on
+    facts outside every chosen set (``heal`` 32, :mod:`.du_heal`). Chosen on the release's first 20
+    listed targets against split relearning (docs/results.md): stopping at the deep point, 8 steps
+    of relearning brought 18 of 19 targets back; the margin alone kept 18 of 19 deep but cost
+    accuracy (Success-DU@0.9 0.79); margin and healing kept 18 of 19 deep at Success-DU@0.9 1.00."""
 
     grid: list[float] = Field(default_factory=lambda: [4, 8, 16, 32, 64, 128])
     schedule: Literal["linear", "constant"] | None = Field(
@@ -80,7 +88,7 @@ class DULoopParams(DUParams):
     round_steps: int = Field(1, ge=1, description="optimiser steps between two probes of the watched facts")
     lr_scale: float = Field(0.5, gt=0, description="the learning rate is the base's times this")
     overshoot: float = Field(
-        0.0, ge=0, description="once every target is out of the closure after s steps, go on unlearning the "
+        1.0, ge=0, description="once every target is out of the closure after s steps, go on unlearning the "
         "targets and their last chosen sets for ceil(overshoot * s) more steps (within the budget) before "
         "stopping: a margin past the deep point; 0 stops at the deep point")
     guard: int = Field(
@@ -93,7 +101,7 @@ class DULoopParams(DUParams):
         0.125, gt=0, le=1, description="with guard: the smallest rate factor; a step that would need a smaller "
         "one is kept as it is (guard_forced)")
     heal: int = Field(
-        0, ge=0, description="healing: once every target is deep, at most this many finetuning steps on facts "
+        32, ge=0, description="healing: once every target is deep, at most this many finetuning steps on facts "
         "outside every chosen set win back collateral, probing as they go (0: off; methods/du_heal.py)")
     heal_every: int = Field(4, ge=1, description="with heal: healing steps between two probes")
     heal_batch: int = Field(32, ge=1, description="with heal: facts per healing step")
