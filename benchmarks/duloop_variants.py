@@ -14,8 +14,9 @@ Run::
     python benchmarks/duloop_variants.py --kb edu.json --model tiny-edu-llama --sequential \\
         --refs 79,220,61,68,127,343,219,349,28,250,214 -o seq.jsonl
 
-Variants: ``ga``, ``npo`` and du_loop's (``du_loop``, ``du_loop+adv``, ``du_loop+sam``,
-``du_loop(rmu)``). ``--relearn-on split`` relearns on half the target's chosen set and its other
+Variants: ``ga``, ``npo`` and du_loop's (``du_loop``: its defaults; ``du_loop-plain``: no margin,
+no healing; ``du_loop+adv``, ``du_loop+sam``, ``du_loop(rmu)``, and the margin and healing settings
+compared when the defaults were chosen: ``du_loop+over0.5`` ... ``du_loop+over1+heal8``). ``--relearn-on split`` relearns on half the target's chosen set and its other
 forms instead of on other facts; ``--checks`` drops checks on a slow model (the dropped columns
 print as ``–``). The adversarial aggregate is asked at each trajectory's last grid point only.
 
@@ -40,21 +41,23 @@ VARIANTS = {
     "ga": ("ga", {}),
     "npo": ("npo", {}),
     "du_loop": ("du_loop", {}),
-    # the loop that stops at the deep point: no margin, no healing
+    # the loop that stops at the deep point: no margin, no healing (the other du_loop variants but
+    # the margin and healing ones add their option to it)
     "du_loop-plain": ("du_loop", {"overshoot": 0.0, "heal": 0}),
-    "du_loop+adv": ("du_loop", {"watch": "adversarial"}),
-    "du_loop+sam": ("du_loop", {"sam_rho": 0.05}),
-    "du_loop(rmu)": ("du_loop", {"base": "rmu"}),
-    "du_loop+over0.5": ("du_loop", {"overshoot": 0.5}),
-    "du_loop+over1": ("du_loop", {"overshoot": 1.0}),
-    "du_loop+over3": ("du_loop", {"overshoot": 3.0}),
-    "du_loop+over1+r32": ("du_loop", {"overshoot": 1.0, "retain_size": 32}),
-    "du_loop+over1+w2": ("du_loop", {"overshoot": 1.0, "retain_weight": 2.0}),
-    "du_loop+heal": ("du_loop", {"heal": 32}),
-    "du_loop+over1+heal": ("du_loop", {"overshoot": 1.0, "heal": 32}),
+    "du_loop+adv": ("du_loop", {"watch": "adversarial", "overshoot": 0.0, "heal": 0}),
+    "du_loop+sam": ("du_loop", {"sam_rho": 0.05, "overshoot": 0.0, "heal": 0}),
+    "du_loop(rmu)": ("du_loop", {"base": "rmu", "overshoot": 0.0, "heal": 0}),
+    "du_loop+over0.5": ("du_loop", {"overshoot": 0.5, "heal": 0}),
+    "du_loop+over1": ("du_loop", {"overshoot": 1.0, "heal": 0}),
+    "du_loop+over3": ("du_loop", {"overshoot": 3.0, "heal": 0}),
+    "du_loop+over1+r32": ("du_loop", {"overshoot": 1.0, "heal": 0, "retain_size": 32}),
+    "du_loop+over1+w2": ("du_loop", {"overshoot": 1.0, "heal": 0, "retain_weight": 2.0}),
+    "du_loop+heal": ("du_loop", {"overshoot": 0.0, "heal": 32}),
+    "du_loop+over1+heal": ("du_loop", {"overshoot": 1.0, "heal": 32}),  # du_loop's defaults, named
+    "du_loop+over1+heal8": ("du_loop", {"overshoot": 1.0, "heal": 32, "heal_batch": 8, "heal_every": 8}),
     # 32 guard facts, a step may forget at most 5 % of them (one fact): half of the 10 % of K that
     # Success-DU@0.9 allows in all; at most three halvings (rate factor 1/8). Fixed before any run.
-    "du_loop+guard": ("du_loop", {"guard": 32, "guard_drop": 0.05, "guard_min_scale": 0.125}),
+    "du_loop+guard": ("du_loop", {"guard": 32, "guard_drop": 0.05, "guard_min_scale": 0.125, "overshoot": 0.0, "heal": 0}),
 }
 
 
@@ -307,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--calibration", default=None, help="probe --calibrate output for the adversarial aggregate")
     ap.add_argument("--cache", default="probe-cache")
     ap.add_argument("--targets", default="20:55", help="A:B[:S]: the KB's listed targets A..B-1 (every S-th)")
-    ap.add_argument("--variants", default=",".join(VARIANTS))
+    ap.add_argument("--variants", default="ga,npo,du_loop-plain,du_loop+adv,du_loop+sam,du_loop(rmu)",
+                    help="some of: " + ", ".join(VARIANTS))
     ap.add_argument("--max-targets", type=int, default=None, help="at most N of the listed targets the model knows")
     ap.add_argument("--rmu-lr", type=float, default=None, help="du_loop(rmu)'s learning rate")
     ap.add_argument("--relearn-lr", type=float, default=None, help="the relearning attack's rate (default: the run's)")
@@ -316,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                          "other forms (split)")
     ap.add_argument("--relearn-steps", type=lambda v: [int(x) for x in v.split(",")], default=[8],
                     help="the relearning attack's step counts (default 8; the table's column is deep after all)")
-    ap.add_argument("--seq-variant", default="du_loop", choices=list(VARIANTS),
+    ap.add_argument("--seq-variant", default="du_loop-plain", choices=list(VARIANTS),
                     help="the variant that serves the sequential requests")
     ap.add_argument("--checks", default=",".join(CHECKS),
                     help="checks of each target's last point, some of: " + ", ".join(CHECKS))
