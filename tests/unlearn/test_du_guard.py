@@ -13,16 +13,12 @@ import torch
 
 from deepunlearn.unlearn.deep import DeepContext
 from deepunlearn.unlearn.methods.du_guard import StepGuard, draw
+from tests.unlearn.test_unlearn_deep import _deep_target
 
 
 @pytest.fixture
 def runner(five_people_runner):
     return five_people_runner
-
-
-def _deep_target(runner) -> int:
-    return next(t for t in sorted(runner.known) if runner.kb.relations[runner.kb.facts[t][1]].kind == "entity"
-                and len(runner.chosen_set(t)) > 1)
 
 
 def _session(runner, t, lr):
