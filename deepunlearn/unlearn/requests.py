@@ -95,14 +95,16 @@ def _heal(runner, u, kept: list[int], forgotten: list[int], goal: float, steps: 
     """Heal after a request (:func:`.heal.heal`): the facts forgotten afterwards and the record."""
     from .heal import heal
 
-    evals, _ = _accuracy(runner, kept, forgotten)
+    evals, start = _accuracy(runner, kept, forgotten)
     protected = {int(f) for e in evals for f in e.set}
+    now = {"forgotten": forgotten}  # the facts forgotten at the last measurement
 
     def accuracy() -> float:
-        return _accuracy(runner, kept, sorted(runner.known - runner.known_after()))[1]
+        now["forgotten"] = sorted(runner.known - runner.known_after())
+        return _accuracy(runner, kept, now["forgotten"])[1]
 
-    record = heal(runner, u, kept, protected, goal, accuracy, steps=steps, seed=seed)
-    return sorted(runner.known - runner.known_after()), record
+    record = heal(runner, u, kept, protected, goal, accuracy, steps=steps, start=start, seed=seed)
+    return now["forgotten"], record  # healing ends on a measurement (or takes no step)
 
 
 #: the re-check's passes over the earlier targets at most (a re-unlearning can bring back a target

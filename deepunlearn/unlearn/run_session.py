@@ -15,6 +15,19 @@ from .methods import Session, Unlearner
 from .points import target_seed
 
 
+def optimisation(runner, u: Unlearner) -> dict:
+    """The :class:`Session` settings of a run of ``u`` by ``runner``: its learning rate, the
+    method's own optimisation settings where it sets them, else the protocol's, and the weight
+    snapshot."""
+    pr, mp = runner.protocol, u.params
+    pick = lambda own, default: default if own is None else own  # noqa: E731
+    return dict(lr=runner._lr(u), max_grad_norm=pick(mp.max_grad_norm, pr.max_grad_norm) or None,
+                weight_decay=pick(mp.weight_decay, pr.weight_decay),
+                schedule=pick(mp.schedule, pr.schedule), warmup_steps=pick(mp.warmup_steps, pr.warmup_steps),
+                reinforce_steps=pr.reinforce_steps, reinforce_schedule=pr.reinforce_schedule,
+                reinforce_warmup_steps=pr.reinforce_warmup_steps, snapshot=runner.snapshot)
+
+
 def runner_session(self, u: Unlearner, target: int | Sequence[int],
                    forget: Sequence[int] | None = None) -> Session:
     """The :class:`Session` a run of ``u`` by the runner ``self`` works in: the forget set (``forget``, default the
@@ -27,15 +40,8 @@ def runner_session(self, u: Unlearner, target: int | Sequence[int],
 
     targets = [int(target)] if isinstance(target, (int, np.integer)) else [int(t) for t in target]
     forget_ids = list(dict.fromkeys([int(i) for i in (forget if forget is not None else targets)]))
-    pr, mp = self.protocol, u.params
-    pick = lambda own, default: default if own is None else own  # noqa: E731
     session = Session(
-        self.bundle.model, self.encode(forget_ids), self._lr(u),
-        max_grad_norm=pick(mp.max_grad_norm, pr.max_grad_norm) or None,
-        weight_decay=pick(mp.weight_decay, pr.weight_decay),
-        schedule=pick(mp.schedule, pr.schedule), warmup_steps=pick(mp.warmup_steps, pr.warmup_steps),
-        reinforce_steps=pr.reinforce_steps, reinforce_schedule=pr.reinforce_schedule,
-        reinforce_warmup_steps=pr.reinforce_warmup_steps, snapshot=self.snapshot,
+        self.bundle.model, self.encode(forget_ids), **optimisation(self, u),
         forget_ids=forget_ids, targets=targets, encode=self.encode, encode_pairs=self.encode_pairs,
         qa=lambda ids: [(p.question, p.answer) for p in (self.kb.probe(int(i)) for i in ids)],
         row_keys=lambda ids: row_keys(self.kb, ids, self.unlearn_forms),
@@ -43,9 +49,9 @@ def runner_session(self, u: Unlearner, target: int | Sequence[int],
     if u.needs_rules:
         from .deep import DeepContext
 
-        session.rules = DeepContext(self, targets, choice=getattr(mp, "choice", "fewest"))
+        session.rules = DeepContext(self, targets, choice=getattr(u.params, "choice", "fewest"))
     if u.uses_retain:
         chosen = [f for t in targets for f in self.chosen_set(t)]
         session.retain = RetainSampler(self.encode, retain_pool(self.known, forget_ids, chosen),
-                                       size=mp.retain_size, seed=target_seed(self.seed, targets))
+                                       size=u.params.retain_size, seed=target_seed(self.seed, targets))
     return session

@@ -210,7 +210,7 @@ class DULoop(_RuleAware):
                 out.update(healer.notes())
             return out
 
-        def check(step: int) -> bool:
+        def check() -> bool:
             """Probe the watched facts; re-choose for the open targets; whether every target is deep."""
             nonlocal rounds
             rounds += 1
@@ -256,12 +256,12 @@ class DULoop(_RuleAware):
                         phase = after_deep(step)
                 elif phase == "heal":
                     if healer.probe_due():
-                        if not check(step):
+                        if not check():
                             phase, forget_from = "forget", step  # a target came back: unlearn again
                         elif healer.recovered():
                             phase = "done"
                 elif step % self.params.round_steps == 0 or step in budgets:
-                    if check(step):
+                    if check():
                         deep_at = step if deep_at is None else deep_at
                         phase = after_deep(step)
                 if step in budgets:

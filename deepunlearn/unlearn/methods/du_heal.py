@@ -19,8 +19,7 @@ from typing import Sequence
 
 import torch
 
-from ..losses import nll_loss
-from .retain import RetainSampler
+from .retain import RetainSampler, retain_term
 from .du_guard import draw
 
 
@@ -31,7 +30,7 @@ class Healer:
         self.limit, self.every = int(params.heal), int(params.heal_every)
         self.tolerance = float(params.heal_tolerance)
         self.taken, self.share = 0, None
-        self.session, self.ctx = session, ctx
+        self.ctx = ctx
         pool = session.retain.pool if session.retain is not None else sorted(set(ctx.runner.known) - set(ctx.watch))
         self.sample = draw(pool, params.heal_sample, seed)
         self.before = set(ctx.known_among(self.sample))
@@ -42,8 +41,7 @@ class Healer:
         self.batches.exclude(exclude)
 
     def loss(self, session) -> torch.Tensor:
-        b = self.batches.batch(session.step)
-        return nll_loss(session.logits_of(b), b["labels"])
+        return retain_term(session, "nll", self.batches)
 
     def probe_due(self) -> bool:
         self.taken += 1

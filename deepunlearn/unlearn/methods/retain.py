@@ -109,11 +109,13 @@ def kl_to_original(cur_logits: torch.Tensor, orig_logits: torch.Tensor, labels: 
     return (kl * mask).sum() / mask.sum().clamp(min=1)
 
 
-def retain_term(session, kind: str) -> torch.Tensor:
-    """The retain term of the session's current step (``session.step``)."""
-    if session.retain is None:
+def retain_term(session, kind: str, sampler: RetainSampler | None = None) -> torch.Tensor:
+    """The retain term of the session's current step (``session.step``) on a batch of ``sampler``
+    (default: the session's retain sampler)."""
+    sampler = session.retain if sampler is None else sampler
+    if sampler is None:
         raise RetainPoolError(f"retain = {kind!r} needs a retain set, and this run has none", field="retain")
-    batch = session.retain.batch(session.step)
+    batch = sampler.batch(session.step)
     logits = session.logits_of(batch)
     if kind == "nll":
         return nll_loss(logits, batch["labels"])
