@@ -255,13 +255,25 @@ SWEEP_FIX_NAMES = {"lora": "LoRA (lora = true in the config)", "batch": "",
                    "probe_batch": "a smaller probe batch (batch_size = {} in the config)"}
 
 
+def _memory_params(p: dict[str, Any]) -> dict[str, Any]:
+    """The method parameters a memory plan takes: SAM's radius and whether du_loop's step guard is on."""
+    out: dict[str, Any] = {}
+    if p.get("sam_rho"):
+        out["sam_rho"] = float(p["sam_rho"])
+    if p.get("guard"):
+        out["guard"] = True
+    return out
+
+
 def check_fit(name: str, path: str, *, methods: Any, lora: bool, dtype: str | None = None,
-              device: str | None = None, batch_size: Any = 64, free_bytes: int | None = None) -> dict[str, Any] | None:
+              device: str | None = None, batch_size: Any = 64, free_bytes: int | None = None,
+              params: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
     """Refuse a model that cannot fit the GPU it is about to be loaded on.
 
     For every method of the sweep (each has a memory profile in the method catalogue), plan
     the run from the model's config (no weights are read) with the sweep's
-    ``lora`` setting and probe batch (one row when it is sized to memory), and compare the largest
+    ``lora`` setting, probe batch (one row when it is sized to memory) and each method's
+    ``params`` that hold memory (``sam_rho``, du_loop's ``guard``), and compare the largest
     peak with the GPU's free memory (``torch.cuda.mem_get_info``; ``free_bytes`` injects it). Too
     large: :class:`ModelFitError` naming the model, planned and available GiB and the fix.
     Returns ``{"planned_gib", "available_gib", "method"}`` when it fits.
@@ -289,7 +301,8 @@ def check_fit(name: str, path: str, *, methods: Any, lora: bool, dtype: str | No
     probe_batch = batch_size if isinstance(batch_size, int) and not isinstance(batch_size, bool) else 1
     try:  # the config is read once for every method's plan and the fix
         _, config = load_config(path)
-        plans = [plan_memory(config, m, lora=lora, dtype=dt, probe_batch=probe_batch, fix_for=None) for m in todo]
+        plans = [plan_memory(config, m, lora=lora, dtype=dt, probe_batch=probe_batch, fix_for=None,
+                             **_memory_params((params or {}).get(m, {}))) for m in todo]
     except PlanError as e:
         raise ModelFitError(f"model {name!r}: cannot plan its memory before loading it: {e}", file=path,
                             field=f"models.{name}") from None

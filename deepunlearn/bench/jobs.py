@@ -131,7 +131,7 @@ class ModelWorker:
 
         # on CUDA: refuse a model whose plan does not fit the free memory, before loading it
         check_fit(model, path, methods=self.spec.methods, lora=self.spec.lora, dtype=m.get("dtype"),
-                  device=m.get("device"), batch_size=self.spec.batch_size)
+                  device=m.get("device"), batch_size=self.spec.batch_size, params=self.spec.method_params)
         from .progress import quiet_library_bars
 
         with quiet_library_bars():  # their bars inside the sweep's bar wrote ESC[A

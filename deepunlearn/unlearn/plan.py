@@ -28,6 +28,8 @@ method_step         (only when not 0) what a gradient method's step holds beside
                     ``sam_rho > 0`` SAM's :data:`SAM_STEP_COPIES` (the weights it restores and the
                     first gradient, both in the trained tensors' dtype, alive through the second
                     backward pass)
+method_guard        (only with ``guard``) du_loop's step guard: a copy of the trained tensors, their
+                    float32 master copies and AdamW's state, from before each step to its probe
 snapshot            the original weights (full mode) on the GPU when ``snapshot_device="same"``;
                     on CPU (the default) it is host memory: ``host_gib``
 activations         saved for backward: ``batch x seq x layers x per-layer``, per layer and token
@@ -74,6 +76,8 @@ DEFAULT_PROBE_BATCH = 64
 #: trained-weights-sized tensors a SAM step (:func:`deepunlearn.unlearn.sam.sam_gradients`) holds
 #: besides the loop's gradients: the weights it puts back and the first gradient
 SAM_STEP_COPIES = 2
+#: the methods with a step guard (du_loop's ``guard``, :mod:`deepunlearn.unlearn.methods.du_guard`)
+GUARD_METHODS = ("du_loop",)
 
 
 @dataclass
@@ -198,11 +202,14 @@ def plan_methods() -> tuple[str, ...]:
 def plan_memory(model: Any, method: str, *, lora: bool = False, lora_r: int = 8, dtype: str = "bf16",
                 batch: int | None = None, seq: int = DEFAULT_SEQ, probe_batch: int = DEFAULT_PROBE_BATCH,
                 probe_mode: str = "exact", snapshot_device: str = "cpu", adam8bit: bool = False,
-                fix_for: float | None = 80, flag: str = "--model", sam_rho: float = 0.0) -> MemoryPlan:
+                fix_for: float | None = 80, flag: str = "--model", sam_rho: float = 0.0,
+                guard: bool = False) -> MemoryPlan:
     """The memory plan of ``method`` (:func:`plan_methods`) on ``model`` (anything
     :func:`load_config` takes). ``fix_for``: GiB the run should fit; when it does not, ``fix``
     names what makes it fit (LoRA, 8-bit AdamW when bitsandbytes is installed, a smaller batch).
-    ``sam_rho > 0``: the method's steps are sharpness-aware (a gradient method's ``sam_rho``)."""
+    ``sam_rho > 0``: the method's steps are sharpness-aware (a gradient method's ``sam_rho``).
+    ``guard``: du_loop's step guard is on (``guard > 0``): every step keeps a copy of the trained
+    tensors, their float32 master copies and AdamW's state until its probe accepts it."""
     method = method.lower()
     if method not in plan_methods():
         raise PlanError(f"unknown method {method!r}; expected one of {', '.join(plan_methods())}", field="--method")
@@ -220,16 +227,18 @@ def plan_memory(model: Any, method: str, *, lora: bool = False, lora_r: int = 8,
     if sam_rho and (method == "finetune" or catalog.get_spec(method).kind != "steps"):
         raise PlanError(f"--sam-rho: sharpness-aware steps are the gradient methods', not {method}'s",
                         field="--sam-rho")
+    if guard and method not in GUARD_METHODS:
+        raise PlanError(f"--guard: the step guard is {', '.join(GUARD_METHODS)}'s, not {method}'s", field="--guard")
     name, config = load_config(model, flag=flag)
     sk = skeleton(config, lora_r=lora_r if lora else None, source=name)
     return _plan(name, config, sk, method, lora=lora, lora_r=lora_r, dtype=dtype,
                  batch=batch or DEFAULT_BATCH.get(method, 1), seq=seq, probe_batch=probe_batch, probe_mode=probe_mode,
-                 snapshot_device=snapshot_device, adam8bit=adam8bit, fix_for=fix_for, sam_rho=sam_rho)
+                 snapshot_device=snapshot_device, adam8bit=adam8bit, fix_for=fix_for, sam_rho=sam_rho, guard=guard)
 
 
 def _plan(name, config, sk: Skeleton, method: str, *, lora: bool, lora_r: int, dtype: str, batch: int, seq: int,
           probe_batch: int, probe_mode: str, snapshot_device: str, adam8bit: bool, fix_for: float | None,
-          sam_rho: float = 0.0) -> MemoryPlan:
+          sam_rho: float = 0.0, guard: bool = False) -> MemoryPlan:
     dims = config_dims(config)
     d = DTYPE_BYTES[dtype]
     n_all, n = sk.params, (sk.lora if lora else sk.params)
@@ -276,8 +285,10 @@ def _plan(name, config, sk: Skeleton, method: str, *, lora: bool, lora_r: int, d
         parts["method_step"] = copies * n * td
     if memory and memory.optimizer_while_probing and parts["method_copy"]:  # e.g. RMU's frozen original
         parts["method_step"] = parts.get("method_step", 0) + parts["method_copy"]
+    if guard:  # the step guard's copy of what a step changes, held from before the step to its probe
+        parts["method_guard"] = n * td + parts["master_weights"] + parts["adamw_states"]
     p = parts
-    resident = p["weights"] + p["snapshot"]
+    resident = p["weights"] + p["snapshot"] + p.get("method_guard", 0)
     optimizer = p["master_weights"] + p["adamw_states"]
     phases = {
         "train": resident + optimizer + p["gradients"] + p["activations"] + p["logits"] + p.get("method_step", 0),
@@ -292,7 +303,7 @@ def _plan(name, config, sk: Skeleton, method: str, *, lora: bool, lora_r: int, d
                       params=n_all, trainable=n, batch=batch, seq=seq, probe_batch=probe_batch, parts=parts,
                       phases=phases, host=host,
                       options={"lora_r": lora_r, "probe_mode": probe_mode, "snapshot_device": snapshot_device,
-                               "adam8bit": adam8bit, "sam_rho": sam_rho})
+                               "adam8bit": adam8bit, "sam_rho": sam_rho, "guard": guard})
     if fix_for is not None and not plan.fits(fix_for):
         plan.fix = suggest_fix(plan, config, sk, fix_for * GiB)
     return plan
@@ -314,7 +325,8 @@ def suggest_fix(plan: MemoryPlan, config: Any, sk: Skeleton | None, limit: int,
     o = plan.options
     base = dict(lora=plan.lora, lora_r=o["lora_r"], dtype=plan.dtype, batch=plan.batch, seq=plan.seq,
                 probe_batch=plan.probe_batch, probe_mode=o["probe_mode"], snapshot_device=o["snapshot_device"],
-                adam8bit=o["adam8bit"], fix_for=None, sam_rho=o.get("sam_rho", 0.0))
+                adam8bit=o["adam8bit"], fix_for=None, sam_rho=o.get("sam_rho", 0.0),
+                guard=o.get("guard", False))
     gib = lambda q: f"{q.peak_gib:.1f} GiB"  # noqa: E731
     tries: list[tuple[str, dict]] = []
     if not plan.lora and plan.method != "finetune" and names["lora"]:

@@ -56,6 +56,27 @@ def test_check_fit_refuses_names_the_fix_and_passes_lora(llama7b_folder, monkeyp
     assert guard.check_fit("llama7b", str(llama7b_folder), methods=["ga"], lora=False, device=None) is None
 
 
+def test_check_fit_plans_the_methods_params_that_hold_memory(llama7b_folder, monkeypatch):
+    """A sweep's [params.du_loop] guard and a method's sam_rho are planned: the guard's copies
+    raise the peak, and each method is planned with its own parameters."""
+    from deepunlearn.bench import guard
+    from deepunlearn.unlearn import plan
+
+    def planned(params, methods=("du_loop",)):
+        return guard.check_fit("llama7b", str(llama7b_folder), methods=list(methods), lora=False, device="cuda",
+                               free_bytes=1000 * GiB, params=params)["planned_gib"]
+
+    plain, guarded = planned(None), planned({"du_loop": {"guard": 32}})
+    want = plan.plan_memory(str(llama7b_folder), "du_loop", probe_batch=64, fix_for=None, guard=True)
+    assert plain < guarded and guarded == pytest.approx(want.peak_gib, abs=0.01)
+    assert planned({"du_loop": {"guard": 0, "sam_rho": 0}}) == plain
+    seen, real = {}, plan.plan_memory
+    monkeypatch.setattr(plan, "plan_memory", lambda config, m, **kw: seen.setdefault(m, kw) and real(config, m, **kw))
+    planned({"du_loop": {"sam_rho": 0.05, "guard": 8}, "ga": {"sam_rho": 0.1}}, methods=("du_loop", "ga", "npo"))
+    assert (seen["du_loop"]["sam_rho"], seen["du_loop"]["guard"], seen["ga"]["sam_rho"]) == (0.05, True, 0.1)
+    assert "guard" not in seen["ga"] and "sam_rho" not in seen["npo"]
+
+
 def test_sweep_on_cuda_refuses_before_loading_the_model(tmp_path, llama7b_folder, monkeypatch, capsys):
     from deepunlearn import probe
     from deepunlearn.bench import guard

@@ -227,14 +227,29 @@ def test_probe_auto_batch_on_cpu_answers_as_fixed(tiny_bundle, small_kb):
         probe(tiny_bundle, small_kb, ids, batch_size=0, progress=False)
 
 
+def live_bytes() -> int:
+    """The bytes of every live CPU tensor storage, each storage counted once."""
+    import gc
+    import warnings
+
+    import torch
+
+    gc.collect()
+    seen = {}
+    with warnings.catch_warnings():  # isinstance on torch's deprecated module attributes warns
+        warnings.simplefilter("ignore")
+        tensors = [o for o in gc.get_objects() if torch.is_tensor(o)]
+    for o in tensors:
+        if o.device.type == "cpu" and o.numel():
+            seen[o.untyped_storage().data_ptr()] = o.untyped_storage().nbytes()
+    return sum(seen.values())
+
+
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
 def test_sam_step_copies_match_what_a_sam_step_holds(dtype):
     """With sam_rho > 0 the plan's extra step memory equals what sam_gradients really keeps alive
     while it takes the second gradient: the live tensor bytes (every storage counted once) at the
     second forward minus those at the first forward, on a tiny Llama trained in full."""
-    import gc
-    import warnings
-
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig
 
@@ -247,17 +262,6 @@ def test_sam_step_copies_match_what_a_sam_step_holds(dtype):
     m = AutoModelForCausalLM.from_config(cfg).to(torch.float32 if dtype == "fp32" else torch.bfloat16)
     params = [p for p in m.parameters() if p.requires_grad]
     ids = torch.randint(0, 50, (1, 8))
-
-    def live_bytes() -> int:
-        gc.collect()
-        seen = {}
-        with warnings.catch_warnings():  # isinstance on torch's deprecated module attributes warns
-            warnings.simplefilter("ignore")
-            tensors = [o for o in gc.get_objects() if torch.is_tensor(o)]
-        for o in tensors:
-            if o.device.type == "cpu" and o.numel():
-                seen[o.untyped_storage().data_ptr()] = o.untyped_storage().nbytes()
-        return sum(seen.values())
 
     at = []
 
@@ -275,9 +279,57 @@ def test_sam_step_copies_match_what_a_sam_step_holds(dtype):
     assert sam.phases["train"] - plain.phases["train"] == extra and sam.phases["step"] == plain.phases["step"]
 
 
+@pytest.mark.parametrize("dtype", ["fp32", "bf16"])
+def test_guard_copies_match_what_the_step_guard_saves(dtype):
+    """With the step guard the plan adds what StepGuard.save really copies before a step: the
+    live tensor bytes after the save minus before, on a tiny Llama whose AdamW (over float32
+    master copies when bf16, as du_loop's descend) has taken one step; the guard is du_loop's only."""
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    from deepunlearn.unlearn.methods.du_guard import StepGuard
+    from deepunlearn.unlearn.plan import PlanError, plan_memory
+
+    cfg = LlamaConfig(hidden_size=64, intermediate_size=172, num_hidden_layers=2, num_attention_heads=4,
+                      vocab_size=50)
+    torch.manual_seed(0)
+    m = AutoModelForCausalLM.from_config(cfg).to(torch.float32 if dtype == "fp32" else torch.bfloat16)
+    params = [p for p in m.parameters() if p.requires_grad]
+    masters = [p.detach().float().requires_grad_(True) if p.dtype != torch.float32 else p for p in params]
+    opt = torch.optim.AdamW(masters, lr=1e-3)
+    for w in masters:
+        w.grad = torch.ones_like(w)
+    opt.step()
+    for w in masters:
+        w.grad = None
+    state = params + [w for p, w in zip(params, masters) if w is not p]
+    guard = StepGuard(lambda ids: set(), [], drop=0.05, min_scale=0.125)
+    before = live_bytes()
+    guard.save(state, opt)
+    held = live_bytes() - before
+    plain = plan_memory(cfg, "du_loop", dtype=dtype, fix_for=None)
+    guarded = plan_memory(cfg, "du_loop", dtype=dtype, fix_for=None, guard=True)
+    extra = guarded.parts["method_guard"]
+    assert extra == pytest.approx(held, rel=0.02) and extra > 0 and "method_guard" not in plain.parts
+    assert all(guarded.phases[k] - plain.phases[k] == extra for k in plain.phases)
+    with pytest.raises(PlanError, match="--guard"):
+        plan_memory(cfg, "ga", dtype=dtype, fix_for=None, guard=True)
+
+
 def test_sam_rho_is_planned_for_gradient_methods_only(capsys):
     code, obj = run_json(capsys, "plan", "--model", "smollm2-135m", "--method", "du_loop", "--sam-rho", "0.05")
     assert code == 0 and obj["parts"]["method_step"] == pytest.approx(2 * 2 * obj["trainable"] / GiB, abs=1e-3)
     code = main(["plan", "--model", "smollm2-135m", "--method", "tv", "--sam-rho", "0.05"])
     err = capsys.readouterr().err
     assert code == 1 and err.count("\n") == 1 and "--sam-rho" in err and "tv" in err
+
+
+def test_guard_flag_is_planned_for_du_loop_only(capsys):
+    code, plain = run_json(capsys, "plan", "--model", "smollm2-135m", "--method", "du_loop")
+    code2, obj = run_json(capsys, "plan", "--model", "smollm2-135m", "--method", "du_loop", "--guard")
+    # bf16: the trained tensors (2 n), their float32 masters (4 n) and AdamW's two float32 states (8 n)
+    assert code == code2 == 0 and obj["parts"]["method_guard"] == pytest.approx(14 * obj["trainable"] / GiB, abs=1e-3)
+    assert obj["peak_gib"] > plain["peak_gib"] and "method_guard" not in plain["parts"]
+    code = main(["plan", "--model", "smollm2-135m", "--method", "npo", "--guard"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "--guard" in err and "npo" in err

@@ -50,6 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sam-rho", type=number_in(0), default=0.0, metavar="RHO",
                    help="sharpness-aware steps (a gradient method's sam_rho): > 0 also holds the weights it puts "
                         "back and the first gradient (default 0)")
+    p.add_argument("--guard", action="store_true",
+                   help="du_loop's step guard is on (guard > 0): also holds a copy of the trained tensors and "
+                        "AdamW's state through every step")
     add_json(p)
     p.set_defaults(handler=_plan)
 
@@ -60,7 +63,7 @@ def _plan(args: argparse.Namespace) -> int:
 
     plan = plan_memory(args.model, args.method, lora=args.lora, lora_r=args.lora_r, dtype=args.dtype,
                        batch=args.batch, seq=args.seq, probe_batch=args.probe_batch, probe_mode=args.probe_mode,
-                       snapshot_device=args.snapshot_device, sam_rho=args.sam_rho)
+                       snapshot_device=args.snapshot_device, sam_rho=args.sam_rho, guard=args.guard)
     obj = plan.to_json()
     emit(args, obj, lambda: format_plan(obj))
     return 0
