@@ -145,7 +145,7 @@ def runner_for(args, calibration=True):
 
     kb = load_kb(args.kb)
     bundle = load_model(args.model, device="cpu")
-    kw = {}
+    kw = {"lr": args.lr} if getattr(args, "lr", None) else {}
     if calibration:
         checks = _checks(args)
         if "adversarial" in checks:
@@ -313,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", default="ga,npo,du_loop-plain,du_loop+adv,du_loop+sam,du_loop(rmu)",
                     help="some of: " + ", ".join(VARIANTS))
     ap.add_argument("--max-targets", type=int, default=None, help="at most N of the listed targets the model knows")
+    ap.add_argument("--lr", type=float, default=None,
+                    help="every variant's learning rate (default: the rule's for the checkpoint)")
     ap.add_argument("--rmu-lr", type=float, default=None, help="du_loop(rmu)'s learning rate")
     ap.add_argument("--relearn-lr", type=float, default=None, help="the relearning attack's rate (default: the run's)")
     ap.add_argument("--relearn-on", default="other", choices=("other", "split"),
