@@ -86,7 +86,10 @@ def shared_prefix_logprobs(rows: list[FactRows], model, pad: int, device, *, row
     longer = [(b, c) for b, r in enumerate(rows) for c, a in enumerate(r.answers) if len(a) > 1]
     if not longer:
         return result
-    past = out.past_key_values
+    # transformers 5.x names the cache ``cache`` (``past_key_values`` is deprecated there), 4.x not
+    cache_kw = "cache" if accepts(model, "cache") else "past_key_values"
+    past = getattr(out, "cache", None)
+    past = out.past_key_values if past is None else past
     real = mask.sum(-1)  # real prefix tokens per row
     for start in range(0, len(longer), row_budget):
         chunk = longer[start:start + row_budget]
@@ -104,7 +107,7 @@ def shared_prefix_logprobs(rows: list[FactRows], model, pad: int, device, *, row
         cache.reorder_cache(idx)
         attn = torch.cat([mask[idx], c_mask], dim=1)
         kw = {"position_ids": real[idx][:, None] + torch.arange(L, device=device)[None]} if takes_pos else {}
-        o = model(input_ids=c_ids, attention_mask=attn, past_key_values=cache, use_cache=True, **kw)
+        o = model(input_ids=c_ids, attention_mask=attn, use_cache=True, **{cache_kw: cache}, **kw)
         lp = _lsm(o.logits)
         for j, (b, c) in enumerate(chunk):
             a = rows[b].answers[c]

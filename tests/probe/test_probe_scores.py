@@ -158,9 +158,10 @@ def test_shared_prefix_equals_full_sequences_and_greedy_rouge(bigram, five_peopl
 
 
 @pytest.mark.parametrize("arch", ["llama", "gpt2"])
-def test_shared_prefix_equals_model_fn_on_a_transformer(arch, five_people_kb, tmp_path):
+def test_shared_prefix_equals_model_fn_on_a_transformer(arch, five_people_kb, tmp_path, recwarn):
     """An untrained tiny transformer (random logits everywhere): the KV-cache path and the
-    full-sequence path agree to float32 rounding, for rotary and absolute positions."""
+    full-sequence path agree to float32 rounding, for rotary and absolute positions; the cache
+    is passed under the name the installed transformers takes (no deprecation warning)."""
     from deepunlearn.probe import build_tiny_model, load_model
 
     bundle = load_model(build_tiny_model(five_people_kb, tmp_path / arch, hidden=32, layers=1, heads=2, arch=arch),
@@ -173,6 +174,7 @@ def test_shared_prefix_equals_model_fn_on_a_transformer(arch, five_people_kb, tm
         np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=1e-4, atol=1e-5, err_msg=name)
     assert a.rank.tolist() == b.rank.tolist()
     assert not model.training
+    assert not [w for w in recwarn if "past_key_values" in str(w.message)]
 
 
 def test_rouge_l_is_rouge_scores_own_value():
