@@ -145,7 +145,7 @@ def runner_for(args, calibration=True):
 
     kb = load_kb(args.kb)
     bundle = load_model(args.model, device="cpu")
-    kw = {"lr": args.lr} if getattr(args, "lr", None) else {}
+    kw = {"lr": args.lr} if args.lr else {}
     if calibration:
         checks = _checks(args)
         if "adversarial" in checks:

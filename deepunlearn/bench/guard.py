@@ -255,16 +255,6 @@ SWEEP_FIX_NAMES = {"lora": "LoRA (lora = true in the config)", "batch": "",
                    "probe_batch": "a smaller probe batch (batch_size = {} in the config)"}
 
 
-def _memory_params(p: dict[str, Any]) -> dict[str, Any]:
-    """The method parameters a memory plan takes: SAM's radius and whether du_loop's step guard is on."""
-    out: dict[str, Any] = {}
-    if p.get("sam_rho"):
-        out["sam_rho"] = float(p["sam_rho"])
-    if p.get("guard"):
-        out["guard"] = True
-    return out
-
-
 def check_fit(name: str, path: str, *, methods: Any, lora: bool, dtype: str | None = None,
               device: str | None = None, batch_size: Any = 64, free_bytes: int | None = None,
               params: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
@@ -281,7 +271,7 @@ def check_fit(name: str, path: str, *, methods: Any, lora: bool, dtype: str | No
     On CPU (``device`` cpu, or None on a machine without CUDA) there is no check and CUDA is
     never touched: host memory is not planned.
     """
-    from ..unlearn.plan import GiB, PlanError, load_config, plan_memory, suggest_fix
+    from ..unlearn.plan import GiB, PlanError, load_config, memory_params, plan_memory, suggest_fix
 
     import torch
 
@@ -302,7 +292,7 @@ def check_fit(name: str, path: str, *, methods: Any, lora: bool, dtype: str | No
     try:  # the config is read once for every method's plan and the fix
         _, config = load_config(path)
         plans = [plan_memory(config, m, lora=lora, dtype=dt, probe_batch=probe_batch, fix_for=None,
-                             **_memory_params((params or {}).get(m, {}))) for m in todo]
+                             **memory_params((params or {}).get(m, {}))) for m in todo]
     except PlanError as e:
         raise ModelFitError(f"model {name!r}: cannot plan its memory before loading it: {e}", file=path,
                             field=f"models.{name}") from None

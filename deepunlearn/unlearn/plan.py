@@ -76,8 +76,6 @@ DEFAULT_PROBE_BATCH = 64
 #: trained-weights-sized tensors a SAM step (:func:`deepunlearn.unlearn.sam.sam_gradients`) holds
 #: besides the loop's gradients: the weights it puts back and the first gradient
 SAM_STEP_COPIES = 2
-#: the methods with a step guard (du_loop's ``guard``, :mod:`deepunlearn.unlearn.methods.du_guard`)
-GUARD_METHODS = ("du_loop",)
 
 
 @dataclass
@@ -199,6 +197,30 @@ def plan_methods() -> tuple[str, ...]:
     return tuple(catalog.names()) + ("finetune",)
 
 
+def has_guard(method: str) -> bool:
+    """Whether ``method`` has du_loop's step guard: a ``guard`` parameter
+    (:mod:`deepunlearn.unlearn.methods.du_guard`)."""
+    from .methods import UnlearnError, get_method
+
+    if method == "finetune":
+        return False
+    try:
+        return "guard" in get_method(method).Params.model_fields
+    except UnlearnError as e:  # a plug-in whose class cannot be loaded
+        raise PlanError(str(e), field="--method") from None
+
+
+def memory_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The keywords of :func:`plan_memory` that a method's parameters (a sweep's
+    ``[params.METHOD]``) set: SAM's radius and whether the step guard is on."""
+    out: dict[str, Any] = {}
+    if params.get("sam_rho"):
+        out["sam_rho"] = float(params["sam_rho"])
+    if params.get("guard"):
+        out["guard"] = True
+    return out
+
+
 def plan_memory(model: Any, method: str, *, lora: bool = False, lora_r: int = 8, dtype: str = "bf16",
                 batch: int | None = None, seq: int = DEFAULT_SEQ, probe_batch: int = DEFAULT_PROBE_BATCH,
                 probe_mode: str = "exact", snapshot_device: str = "cpu", adam8bit: bool = False,
@@ -227,8 +249,9 @@ def plan_memory(model: Any, method: str, *, lora: bool = False, lora_r: int = 8,
     if sam_rho and (method == "finetune" or catalog.get_spec(method).kind != "steps"):
         raise PlanError(f"--sam-rho: sharpness-aware steps are the gradient methods', not {method}'s",
                         field="--sam-rho")
-    if guard and method not in GUARD_METHODS:
-        raise PlanError(f"--guard: the step guard is {', '.join(GUARD_METHODS)}'s, not {method}'s", field="--guard")
+    if guard and not has_guard(method):
+        raise PlanError(f"--guard: the step guard is du_loop's (a method with a guard parameter), not {method}'s",
+                        field="--guard")
     name, config = load_config(model, flag=flag)
     sk = skeleton(config, lora_r=lora_r if lora else None, source=name)
     return _plan(name, config, sk, method, lora=lora, lora_r=lora_r, dtype=dtype,
