@@ -15,10 +15,11 @@ Run::
         --refs 79,220,61,68,127,343,219,349,28,250,214 -o seq.jsonl
 
 Variants: ``ga``, ``npo`` and du_loop's (``du_loop``: its defaults; ``du_loop-plain``: no margin,
-no healing; ``du_loop+adv``, ``du_loop+sam``, ``du_loop(rmu)``, and the margin and healing settings
-compared when the defaults were chosen: ``du_loop+over0.5`` ... ``du_loop+over1+heal8``). ``--relearn-on split`` relearns on half the target's chosen set and its other
-forms instead of on other facts; ``--checks`` drops checks on a slow model (the dropped columns
-print as ``–``). The adversarial aggregate is asked at each trajectory's last grid point only.
+no healing; ``du_loop+adv``, ``du_loop+sam``, ``du_loop(rmu)``, the margin and healing settings
+compared when the defaults were chosen: ``du_loop+over0.5`` ... ``du_loop+over3+heal8``, and
+``du_loop+tamper``: the defaults with the tamper phase). ``--relearn-on split`` relearns on half
+the target's chosen set and its other forms instead of on other facts; ``--checks`` drops checks
+on a slow model (the dropped columns print as ``–``). The adversarial aggregate is asked at each trajectory's last grid point only.
 
 ``--targets A:B`` takes the KB's listed targets A..B-1 (0-based, in the order the release lists
 them); ``A:B:S`` every S-th of them (``0::5`` on a generated KB: the first target of each relation). CPU, one torch thread.
@@ -55,6 +56,8 @@ VARIANTS = {
     "du_loop+heal": ("du_loop", {"overshoot": 0.0, "heal": 32}),
     "du_loop+over1+heal": ("du_loop", {"overshoot": 1.0, "heal": 32}),  # du_loop's defaults, named
     "du_loop+over1+heal8": ("du_loop", {"overshoot": 1.0, "heal": 32, "heal_batch": 8, "heal_every": 8}),
+    "du_loop+over3+heal8": ("du_loop", {"overshoot": 3.0, "heal": 32, "heal_batch": 8, "heal_every": 8}),
+    "du_loop+tamper": ("du_loop", {"overshoot": 1.0, "heal": 32, "heal_batch": 8, "heal_every": 8, "tamper": 8}),
     # 32 guard facts, a step may forget at most 5 % of them (one fact): half of the 10 % of K that
     # Success-DU@0.9 allows in all; at most three halvings (rate factor 1/8). Fixed before any run.
     "du_loop+guard": ("du_loop", {"guard": 32, "guard_drop": 0.05, "guard_min_scale": 0.125, "overshoot": 0.0, "heal": 0}),
@@ -128,7 +131,7 @@ def _row(variant, t, points, checks=CHECKS) -> dict:
         for k, v in steps.items():
             row[f"relearn_deep@{k}"] = float(v >= 1 - EPS)
     row.update({k: n[k] for k in ("guard_undone", "guard_forced", "guard_scale", "guard_known", "steps_to_deep",
-                                  "heal_steps", "heal_known") if k in n})
+                                  "heal_steps", "heal_known", "tamper_steps_taken", "tamper_robust") if k in n})
     int4 = "recall_int4" if "int8" in checks else "recall_quant"  # 4-bit alone: the run's own quantisation
     for key, on, note in (("adv_deep", "adversarial", "recall_adv"), ("relearn_deep", "relearn", "recall_relearn"),
                           ("int8_deep", "int8", "recall_quant"), ("int4_deep", "int4", int4)):

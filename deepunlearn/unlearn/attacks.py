@@ -31,7 +31,7 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -39,6 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from ..limits import MAX_STEPS, bound_message, too_large
 from .methods import UnlearnError
+
+T = TypeVar("T")
 
 #: what ``quantize`` may be
 from .attack_kinds import QUANT_KINDS, AttackAt, QuantKind, RelearnOn  # noqa: E402,F401
@@ -178,44 +180,63 @@ def relearn_batch(model, batch: Callable[[], dict], steps: Sequence[int], *, lr:
     """The training loop of :func:`relearn_attack` on the batch ``batch()`` gives (called once,
     after the model's state is saved): ``{N: known set}`` after each step count N of ``steps``;
     the model is exactly as before afterwards. An empty grid: ``{}``."""
-    from .finetune import answer_loss
-
     steps = check_steps(steps)
     _check_lr(lr)
     if not steps:
         return {}
     out: dict[int, set[int]] = {}
     with _preserved(model):
-        params = [p for p in model.parameters() if p.requires_grad]
-        if not params:
-            raise UnlearnError("relearning attack: the model has no trainable parameters")
-        masters = [p.detach().float().clone().requires_grad_(True) if p.dtype in (torch.float16, torch.bfloat16)
-                   else p for p in params]
-        opt = torch.optim.AdamW(masters, lr=float(lr), weight_decay=0.0)
-        data = batch()
-        wanted = set(steps)
-        for step in range(1, steps[-1] + 1):
-            model.train()
-            for p, m in zip(params, masters):
-                p.grad, m.grad = None, None
-            logits = model(input_ids=data["input_ids"], attention_mask=data["attention_mask"]).logits
-            loss, _, _ = answer_loss(logits, data["labels"])
-            loss.backward()
-            for p, m in zip(params, masters):
-                if m is not p and p.grad is not None:
-                    m.grad, p.grad = p.grad.float(), None
-            opt.step()
-            with torch.no_grad():
-                for p, m in zip(params, masters):
-                    if m is not p:
-                        p.copy_(m)
-            if on_step is not None:
-                on_step(step)
-            if step in wanted:
-                model.eval()
-                out[step] = {int(i) for i in known()}
-        del opt, masters
+        _train(model, batch(), steps, lr, out, known, on_step)
     return out
+
+
+def relearn_then(model, batch: Callable[[], dict], steps: int, then: Callable[[], T], *, lr: float) -> T:
+    """Relearn ``steps`` steps on ``batch()`` as :func:`relearn_batch` does, call ``then()`` on the
+    relearned model (in eval mode; it may take gradients) and return what it returns; the model
+    is exactly as before afterwards. du_loop's tamper phase uses it to probe the model a
+    relearning attack would leave and to take the forget loss's gradient there."""
+    _check_lr(lr)
+    with _preserved(model):
+        _train(model, batch(), check_steps([steps]), lr, {}, None, None)
+        model.eval()
+        return then()
+
+
+def _train(model, data: dict, steps: list[int], lr: float, out: dict, known, on_step) -> None:
+    """AdamW steps 1..steps[-1] on ``data`` (answer-only cross-entropy); ``out[N] = known()`` after
+    each N of ``steps`` when ``known`` is given. Call inside :func:`_preserved`."""
+    from .finetune import answer_loss
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise UnlearnError("relearning attack: the model has no trainable parameters")
+    masters = [p.detach().float().clone().requires_grad_(True) if p.dtype in (torch.float16, torch.bfloat16)
+               else p for p in params]
+    opt = torch.optim.AdamW(masters, lr=float(lr), weight_decay=0.0)
+    wanted = set(steps)
+    for step in range(1, steps[-1] + 1):
+        model.train()
+        for p, m in zip(params, masters):
+            p.grad, m.grad = None, None
+        logits = model(input_ids=data["input_ids"], attention_mask=data["attention_mask"]).logits
+        loss, _, _ = answer_loss(logits, data["labels"])
+        loss.backward()
+        for p, m in zip(params, masters):
+            if m is not p and p.grad is not None:
+                m.grad, p.grad = p.grad.float(), None
+        opt.step()
+        with torch.no_grad():
+            for p, m in zip(params, masters):
+                if m is not p:
+                    p.copy_(m)
+        if on_step is not None:
+            on_step(step)
+        if known is not None and step in wanted:
+            model.eval()
+            out[step] = {int(i) for i in known()}
+    for p in params:
+        p.grad = None
+    del opt, masters
 
 
 # ----------------------------------------------------------------------------------- quantisation

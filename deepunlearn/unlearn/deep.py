@@ -9,6 +9,7 @@ and can
   mode, calibrated: :meth:`forgotten_now_adversarial`),
 * probe any facts (:meth:`known_among`; du_loop's guard sample: :meth:`guard_sample`),
 * tell whether a target is deeply unlearned, t ∉ Ω(K \\ forgotten, R) (:meth:`deep`),
+* simulate a split relearning attack and look at the model it leaves (:meth:`split_relearned`),
 * pick the set to forget next given what is already forgotten (:meth:`choose`, the rules layer's
   :func:`~deepunlearn.rules.choice.choose_set`).
 
@@ -17,7 +18,9 @@ Tests replace it with a scripted prober (any object with these methods).
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Mapping, Sequence, TypeVar
+
+T = TypeVar("T")
 
 
 class DeepContext:
@@ -68,6 +71,26 @@ class DeepContext:
         from .methods.du_guard import draw
 
         return draw(set(self.runner.known) - set(self.watch), n, self.runner.seed)
+
+    def split_relearned(self, relearned: Mapping[int, Sequence[int]], steps: int, lr: float,
+                        then: Callable[[], T]) -> T | None:
+        """Simulate a split relearning attack (:mod:`~deepunlearn.unlearn.relearn_pool`) on the
+        model as it is: train ``steps`` steps at ``lr`` on the facts ``relearned[t]`` (a half of
+        target t's chosen set) and on each target's other forms, call ``then()`` on the relearned
+        model (in eval mode), restore the model and return what ``then`` returned (``None``:
+        nothing to relearn, no attack). du_loop's tamper phase
+        (:mod:`~deepunlearn.unlearn.methods.du_tamper`)."""
+        from .attacks import relearn_then
+        from .relearn_pool import SplitPlan, split_batch, target_forms
+
+        r = self.runner
+        forms = [f for t in self.targets for f in target_forms(r.kb, t, getattr(r, "forms", None))]
+        plan = SplitPlan(self.targets[0], sorted({int(f) for t in self.targets for f in relearned.get(t, ())}), [],
+                         forms)
+        if plan.empty:
+            return None
+        return relearn_then(r.bundle.model, lambda: split_batch(r.bundle, r.kb, plan, r.unlearn_forms), steps, then,
+                            lr=lr)
 
     def deep(self, target: int, forgotten: Iterable[int]) -> bool:
         return self.runner.deep(int(target), sorted(forgotten))

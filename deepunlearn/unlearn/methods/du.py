@@ -17,11 +17,13 @@ with a base loss (``base``: ``ga``, ``npo``, ``simnpo`` or ``rmu``) plus a retai
   each round probe the watched facts; while a target is still in Ω(K_after, R) (a set member
   survived or came back) choose the cheapest set given what is already forgotten and go on on
   its facts still known; once every target is out of Ω(K_after, R), take a margin of
-  ``overshoot`` times the steps so far on the last sets and heal (``heal``: finetune on facts
-  outside the sets until a sample of K has recovered, unlearning again if a target comes back);
-  stop then or when the step budget is spent. Its grid is the step budget: the point at budget B is the model after at most B
-  steps (once deep, larger budgets give the same model); its rate is constant (not the
-  protocol's linear decay), so the first k steps are the same whatever the budgets.
+  ``overshoot`` times the steps so far on the last sets, heal (``heal``: finetune on facts
+  outside the sets until a sample of K has recovered, unlearning again if a target comes back)
+  and optionally unlearn where a simulated relearning attack would take the model (``tamper``,
+  off by default); stop then or when the step budget is spent. Its grid is the step budget: the
+  point at budget B is the model after at most B steps (once deep, larger budgets give the same
+  model); its rate is constant (not the protocol's linear decay), so the first k steps are the
+  same whatever the budgets.
 
 Both work on several targets at once (batch requests): the forget set is the union over targets.
 """
@@ -34,7 +36,8 @@ from typing import Iterator, Literal, Sequence
 import torch
 from pydantic import Field
 
-from . import catalog, du_guard, du_heal
+from . import catalog, du_guard, du_heal, du_tamper
+from .retain import retain_term
 from .base import GradientUnlearner, MethodParams, Session, Step, UnlearnError, get_method, register_method
 
 #: base losses a rule-aware method can use (the catalogue's ``base`` methods)
@@ -109,6 +112,16 @@ class DULoopParams(DUParams):
     heal_tolerance: float = Field(
         0.02, ge=0, le=1, description="with heal: the share of the sample's original knowledge healing may leave "
         "lost")
+    tamper: int = Field(
+        0, ge=0, description="tamper phase: once deep (and past the margin), at most this many meta-unlearning "
+        "steps, each at the weights a simulated split relearning attack leaves, until the targets stay deep "
+        "under the simulated attack (0: off; methods/du_tamper.py)")
+    tamper_steps: int = Field(8, ge=1, description="with tamper: steps of the simulated relearning attack")
+    tamper_splits: int = Field(
+        4, ge=1, description="with tamper: simulated attacks per check: every half of the chosen set when a "
+        "target has at most this many, else this many halves drawn at random")
+    tamper_lr_scale: float = Field(
+        1.0, gt=0, description="with tamper: the simulated attack's rate is the run's rate times this")
 
 
 class _RuleAware(GradientUnlearner):
@@ -196,18 +209,23 @@ class DULoop(_RuleAware):
         probe_now = self._watched_probe(session, ctx)
         chosen = self.start(session)
         rounds, used, deep_at, stop_at, forget_from = 0, 0, None, None, 0
-        phase = "forget"  # then "margin" (overshoot), "heal", "done"
+        phase = "forget"  # then "margin" (overshoot), "heal", "tamper", "done"
         sets_tried = [sorted(_union(session.targets, chosen))]
         last_sets = dict(chosen)
         healer = du_heal.Healer(self.params, session, ctx, ctx.runner.seed) if self.params.heal else None
+        trained = self.train_parameters(session)
+        tamper = (du_tamper.Tamper(self.params, session, ctx, ctx.runner.seed, trained, probe_now)
+                  if self.params.tamper else None)
 
         def info() -> dict:
-            out = {"steps_used": used, "rounds": rounds, "stopped_deep": phase in ("margin", "heal", "done"),
+            out = {"steps_used": used, "rounds": rounds, "stopped_deep": phase in ("margin", "tamper", "heal", "done"),
                    "sets_tried": len(sets_tried), **du_guard.notes(guard)}
             if self.params.overshoot:
                 out["steps_to_deep"] = deep_at
             if healer is not None:
                 out.update(healer.notes())
+            if tamper is not None:
+                out.update(tamper.notes())
             return out
 
         def check() -> bool:
@@ -240,26 +258,48 @@ class DULoop(_RuleAware):
                 if stop_at > step:  # go on on everything the targets' last sets hold
                     session.set_forget(sorted(_union(session.targets, last_sets)))
                     return "margin"
-            return "heal" if healer is not None and healer.taken < healer.limit else "done"
+            return "heal" if healer is not None and healer.taken < healer.limit else finish()
+
+        def finish() -> str:
+            """After the margin and healing: the tamper phase if a simulated attack brings a target back."""
+            if tamper is not None and not tamper.spent:
+                session.set_forget(sorted(_union(session.targets, last_sets)))
+                if not tamper_check():
+                    return "tamper"
+            return "done"
+
+        def tamper_check() -> bool:
+            return tamper.check(last_sets, lambda: self.base.loss(session))
+
+        def retain_now():
+            if self.retain_kind == "none" or self.params.retain_weight <= 0:
+                return None
+            return self.params.retain_weight * retain_term(session, self.retain_kind)
 
         def loss(s: Session):
+            if phase == "tamper":
+                return tamper.loss(retain_now)
             return healer.loss(s) if phase == "heal" else self.total_loss(s)
 
         session.sam_rho = self.params.sam_rho
         guard = du_guard.start(self.params, session, ctx)  # probes its sample before the first step
-        steps = session.descend(loss, budgets[-1], params=self.train_parameters(session))
+        steps = session.descend(loss, budgets[-1], params=trained)
         try:
             for step in steps:
                 used = step
                 if phase == "margin":  # no probe until the margin is done
                     if step >= stop_at:
                         phase = after_deep(step)
+                elif phase == "tamper":
+                    tamper.step_taken()
+                    if tamper_check() or tamper.spent:
+                        phase = "done"
                 elif phase == "heal":
                     if healer.probe_due():
                         if not check():
                             phase, forget_from = "forget", step  # a target came back: unlearn again
                         elif healer.recovered():
-                            phase = "done"
+                            phase = finish()
                 elif step % self.params.round_steps == 0 or step in budgets:
                     if check():
                         deep_at = step if deep_at is None else deep_at

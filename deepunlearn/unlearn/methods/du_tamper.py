@@ -1,0 +1,134 @@
+"""du_loop's tamper phase (``tamper > 0``): unlearn where a relearning attack would take the model.
+
+Once every target is deep and the margin and healing are done, du_loop simulates a split
+relearning attack on the model as it is (:meth:`~deepunlearn.unlearn.deep.DeepContext.split_relearned`,
+built as :mod:`~deepunlearn.unlearn.relearn_pool` builds it: a seeded half of each target's last
+chosen set and the target's other forms, ``tamper_steps`` AdamW steps at the run's rate times
+``tamper_lr_scale``), probes the watched facts there and restores the model; once per half:
+every half of the chosen set when there are at most ``tamper_splits`` of them, else
+``tamper_splits`` halves drawn at random (:func:`halves`). If every target is still out of the closure after each (relearned
+facts counted as before the attack), the phase ends. Otherwise the next step is a first-order
+meta-unlearning step (as in MUDMAN, arXiv 2506.12484, and TAR's first-order outer step): the
+gradient of the base forget loss taken *at the attacked weights* (the mean over the attacks that
+brought a target back) is applied at the current ones (a surrogate ``sum(p * g)``, plus the retain
+term at the current weights), and the attacks are simulated again, at most ``tamper`` times. Drawn
+halves come from seeds derived from the run's seed and change at every check, never the seed the
+checks' own split attack uses, so the phase cannot fit one particular split. Points record ``tamper_steps_taken``
+and ``tamper_robust`` (whether the last simulated attacks left every target deep).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Callable, Mapping, Sequence
+
+import numpy as np
+import torch
+
+
+def split_seed(run_seed: int, k: int) -> int:
+    """The seed of the k-th drawn halves: derived from the run's seed, distinct from it.
+
+    >>> split_seed(0, 0) != 0 and split_seed(0, 0) != split_seed(0, 1)
+    True
+    """
+    return int(np.random.SeedSequence([int(run_seed), 0x7A3E, int(k)]).generate_state(1)[0])
+
+
+def halves(chosen: Mapping[int, Sequence[int]], targets: Sequence[int], n: int, seed: int) -> list[dict[int, list[int]]]:
+    """The relearned halves of the simulated attacks: per attack, ``{target: half}``, a half being
+    ``max(1, m // 2)`` of the ``m`` facts of the target's chosen set less the target (as the split
+    attack takes). Every half when a target has at most ``n`` of them, else ``n`` distinct halves
+    drawn with ``seed``; with several targets attack i takes each target's i-th half (cycling).
+
+    >>> halves({9: [9, 1, 2, 3]}, [9], 4, 0)
+    [{9: [1]}, {9: [2]}, {9: [3]}]
+    >>> len(halves({9: list(range(10))}, [9], 3, 0))
+    3
+    """
+    rng = np.random.default_rng(seed)
+    per: dict[int, list[list[int]]] = {}
+    for t in targets:
+        rest = sorted({int(f) for f in chosen.get(t, ())} - {int(t)})
+        if not rest:
+            per[t] = [[]]
+            continue
+        k = max(1, len(rest) // 2)
+        if math.comb(len(rest), k) <= n:
+            per[t] = [list(c) for c in itertools.combinations(rest, k)]
+            continue
+        picked: list[list[int]] = []
+        while len(picked) < n:
+            h = sorted(int(rest[j]) for j in rng.choice(len(rest), size=k, replace=False))
+            if h not in picked:
+                picked.append(h)
+        per[t] = picked
+    count = max(len(v) for v in per.values())
+    return [{t: per[t][i % len(per[t])] for t in targets} for i in range(count)]
+
+
+class Tamper:
+    """The tamper phase of one du_loop run; ``ctx`` is its rules context, ``params`` the trained
+    parameters (the list the loop's optimiser steps; None: the session's trainable ones)."""
+
+    def __init__(self, method_params, session, ctx, seed: int, params: Sequence[torch.nn.Parameter] | None,
+                 probe: Callable[[], set[int]]):
+        self.limit = int(method_params.tamper)
+        self.attack_steps, self.splits = int(method_params.tamper_steps), int(method_params.tamper_splits)
+        self.lr = float(session.lr) * float(method_params.tamper_lr_scale)
+        self.ctx, self.seed, self.probe = ctx, int(seed), probe
+        self.params = list(params) if params is not None else session.trainable()
+        self.taken, self.simulated, self.robust = 0, 0, None
+        self._grads: list[torch.Tensor | None] | None = None
+
+    @property
+    def spent(self) -> bool:
+        return self.taken >= self.limit
+
+    def check(self, chosen: dict[int, list[int]], forget_loss: Callable[[], torch.Tensor]) -> bool:
+        """Simulate the attacks (:func:`halves`) on the model as it is; whether every target stays
+        deep under all of them. If not, keep the mean of ``forget_loss``'s gradients at the
+        weights of the attacks that brought a target back, for the next step (:meth:`loss`)."""
+        before = self.probe()
+        failed = []
+        for relearned in halves(chosen, self.ctx.targets, self.splits, split_seed(self.seed, self.simulated)):
+            trained = {f for h in relearned.values() for f in h}
+            out = self.ctx.split_relearned(relearned, self.attack_steps, self.lr,
+                                           lambda: self._at_attacked(before, trained, forget_loss))
+            if out is not None and not out[0]:  # None: nothing to relearn, no attack
+                failed.append(out[1])
+        self.simulated += 1
+        self.robust = not failed
+        grads = [g for g in failed if g is not None]
+        self._grads = None if not grads else [
+            None if any(g[i] is None for g in grads) else sum(g[i] for g in grads) / len(grads)
+            for i in range(len(grads[0]))]
+        return self.robust
+
+    def _at_attacked(self, before: set[int], relearned: set[int], forget_loss):
+        """(robust, gradients or None) on the attacked model."""
+        after = self.probe()
+        # a relearned fact counts as it stood before the attack (trained on, it says nothing)
+        forgotten = (after - relearned) | (before & relearned)
+        robust = all(self.ctx.deep(t, forgotten) for t in self.ctx.targets)
+        if robust or self.spent:
+            return robust, None
+        grads = torch.autograd.grad(forget_loss(), self.params, allow_unused=True)
+        return robust, [None if g is None else g.detach().clone() for g in grads]
+
+    def step_taken(self) -> None:
+        self.taken += 1
+
+    def loss(self, retain: Callable[[], torch.Tensor | None]) -> torch.Tensor:
+        """The meta step's loss: its gradient at the current weights is the forget loss's gradient
+        at the attacked ones (kept from the last :meth:`check`), plus the retain term's at the
+        current ones. A step the step guard takes again, or SAM's second gradient, sees the same."""
+        total = sum((p * g).sum() for p, g in zip(self.params, self._grads or []) if g is not None)
+        extra = retain()
+        if extra is not None:
+            total = total + extra
+        return total if isinstance(total, torch.Tensor) else torch.zeros((), requires_grad=True)
+
+    def notes(self) -> dict:
+        return {"tamper_steps_taken": self.taken, "tamper_robust": self.robust}

@@ -1,0 +1,153 @@
+"""du_loop's tamper phase on the 5-person one-layer model: the simulated attack trains the model
+and gives it back bit for bit, a target that a simulated attack brings back gets meta steps until
+the attack leaves it deep (relearned facts counted as before the attack), each simulation draws its
+own half with a seed that is not the run's, and a real run ends deep."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from deepunlearn.unlearn.methods import UnlearnError
+
+
+@pytest.fixture
+def runner(five_people_runner):
+    return five_people_runner
+
+
+def _deep_target(runner) -> int:
+    return next(t for t in sorted(runner.known) if runner.kb.relations[runner.kb.facts[t][1]].kind == "entity"
+                and len(runner.chosen_set(t)) > 1)
+
+
+def test_relearn_then_sees_the_relearned_model_and_restores_it(runner):
+    from deepunlearn.unlearn.attacks import relearn_then
+
+    model = runner.bundle.model
+    before = [p.detach().clone() for p in model.parameters()]
+    facts = sorted(runner.known)[:4]
+
+    def then():
+        moved = any(not torch.equal(p, b) for p, b in zip(model.parameters(), before))
+        trained = [p for p in model.parameters() if p.requires_grad]
+        grads = torch.autograd.grad(sum(p.sum() for p in trained), trained)
+        return moved, model.training, len(grads)
+
+    moved, training, n = relearn_then(model, lambda: runner.encode(facts), 2, then, lr=1e-3)
+    assert moved and not training and n > 0
+    assert all(torch.equal(p, b) for p, b in zip(model.parameters(), before))
+    assert all(p.grad is None for p in model.parameters())
+    with pytest.raises(UnlearnError, match="relearning lr"):
+        relearn_then(model, lambda: runner.encode(facts), 2, then, lr=0.0)
+
+
+def test_tamper_steps_until_the_simulated_attack_leaves_the_target_deep(runner, monkeypatch):
+    import deepunlearn.unlearn.deep as deep
+    from deepunlearn.unlearn.methods import du_tamper
+
+    t = _deep_target(runner)
+    other = next(f for f in sorted(runner.known) if f != t)
+
+    class Attacked:
+        """Deep (target and ``other`` forgotten) from the second probe. The first simulated attack
+        brings the target back; the others relearn ``other`` only, which counts as before."""
+
+        def __init__(self, runner_, targets, choice="fewest"):
+            self.runner, self.targets, self.watch = runner_, list(targets), [t, other]
+            self.calls, self.attacks, self.halves, self.attacking = 0, 0, [], False
+
+        def forgotten_now(self):
+            if self.attacking:
+                return {other} if self.attacks == 1 else {t}
+            self.calls += 1
+            return set() if self.calls < 2 else {t, other}
+
+        def deep(self, target, forgotten):
+            return {target, other} <= set(forgotten)
+
+        def choose(self, target, forgotten):
+            return [target, other]
+
+        def split_relearned(self, relearned, steps, lr, then):
+            self.attacks += 1
+            self.halves.append(relearned)
+            self.attacking = True
+            try:
+                return then()
+            finally:
+                self.attacking = False
+
+    made, meta = [], []
+    monkeypatch.setattr(deep, "DeepContext", lambda *a, **k: made.append(Attacked(*a, **k)) or made[-1])
+    real = du_tamper.Tamper.loss
+    monkeypatch.setattr(du_tamper.Tamper, "loss", lambda self, retain: meta.append(self._grads) or real(self, retain))
+    u = runner.unlearner("du_loop", grid=[1, 2, 4, 8], params=None)
+    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, tamper=3), seed=0))
+    n = points[-1].notes
+    # deep at step 2; the set {t, other} has one half, {other}: the first attack brings the target
+    # back, one meta step (step 3); the second leaves it deep: stop
+    assert [n["steps_used"], n["tamper_steps_taken"], n["tamper_robust"]] == [3, 1, True]
+    assert made[-1].attacks == 2 and len(meta) == 1
+    assert made[-1].halves == [{t: [other]}, {t: [other]}]
+    assert meta[0] is not None and any(g is not None and g.abs().sum() > 0 for g in meta[0])
+
+
+def test_halves_cover_every_split_when_few_and_draw_fresh_ones_when_many():
+    from deepunlearn.unlearn.methods.du_tamper import halves, split_seed
+    from deepunlearn.unlearn.relearn_pool import split_half
+
+    few = halves({9: [9, 4, 5, 6, 7]}, [9], 6, 0)  # 4 facts, halves of 2: all 6
+    assert sorted(h[9] for h in few) == [[4, 5], [4, 6], [4, 7], [5, 6], [5, 7], [6, 7]]
+    assert split_half([9, 4, 5, 6, 7], 9, 0)[0] in [h[9] for h in few]  # the checks' half is among them
+    chosen = {9: [9, *range(10, 30)]}
+    a, b = (halves(chosen, [9], 4, split_seed(0, k)) for k in (0, 1))
+    assert len(a) == 4 and len({tuple(h[9]) for h in a}) == 4 and all(len(h[9]) == 10 and 9 not in h[9] for h in a)
+    assert a != b
+    two = halves({1: [1, 2, 3, 4], 5: [5, 6, 7]}, [1, 5], 8, 0)  # 3 halves of 1's set, 2 of 5's: cycled
+    assert [h[1] for h in two] == [[2], [3], [4]] and [h[5] for h in two] == [[6], [7], [6]]
+
+
+def test_tamper_gives_up_after_its_budget(runner, monkeypatch):
+    import deepunlearn.unlearn.deep as deep
+
+    t = _deep_target(runner)
+
+    class NeverRobust:
+        def __init__(self, runner_, targets, choice="fewest"):
+            self.runner, self.targets, self.watch, self.calls, self.attacking = runner_, list(targets), [t], 0, False
+
+        def forgotten_now(self):
+            if self.attacking:
+                return set()
+            self.calls += 1
+            return set() if self.calls < 2 else {t}
+
+        def deep(self, target, forgotten):
+            return target in forgotten
+
+        def choose(self, target, forgotten):
+            return [target]
+
+        def split_relearned(self, relearned, steps, lr, then):
+            self.attacking = True
+            try:
+                return then()
+            finally:
+                self.attacking = False
+
+    monkeypatch.setattr(deep, "DeepContext", NeverRobust)
+    u = runner.unlearner("du_loop", grid=[1, 2, 4, 8], params=None)
+    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, tamper=2), seed=0))
+    n = points[-1].notes
+    assert [n["steps_used"], n["tamper_steps_taken"], n["tamper_robust"]] == [4, 2, False]
+
+
+def test_du_loop_with_tamper_on_the_real_model_ends_deep(runner):
+    t = _deep_target(runner)
+    u = runner.unlearner("du_loop", grid=[4, 32], params=None)
+    u = type(u)(u.params, grid=[4, 32], overshoot=0, heal=0, tamper=2, tamper_steps=2)
+    points = list(runner.run(t, u, seed=0))
+    n = points[-1].notes
+    assert n["deep"] and n["stopped_deep"]
+    assert 0 <= n["tamper_steps_taken"] <= 2 and isinstance(n["tamper_robust"], bool)
