@@ -19,7 +19,8 @@ no healing; ``du_loop+adv``, ``du_loop+sam``, ``du_loop(rmu)``, the margin and h
 compared when the defaults were chosen: ``du_loop+over0.5`` ... ``du_loop+over3+heal8``, and
 ``du_loop+tamper``: the defaults with the tamper phase). ``--relearn-on split`` relearns on half
 the target's chosen set and its other forms instead of on other facts; ``--checks`` drops checks
-on a slow model (the dropped columns print as ``–``). The adversarial aggregate is asked at each trajectory's last grid point only.
+on a slow model (the dropped columns print as ``–``). The adversarial aggregate is asked at each
+trajectory's last grid point only.
 
 ``--targets A:B`` takes the KB's listed targets A..B-1 (0-based, in the order the release lists
 them); ``A:B:S`` every S-th of them (``0::5`` on a generated KB: the first target of each relation). CPU, one torch thread.
@@ -53,11 +54,13 @@ VARIANTS = {
     "du_loop+over3": ("du_loop", {"overshoot": 3.0, "heal": 0}),
     "du_loop+over1+r32": ("du_loop", {"overshoot": 1.0, "heal": 0, "retain_size": 32}),
     "du_loop+over1+w2": ("du_loop", {"overshoot": 1.0, "heal": 0, "retain_weight": 2.0}),
-    "du_loop+heal": ("du_loop", {"overshoot": 0.0, "heal": 32}),
-    "du_loop+over1+heal": ("du_loop", {"overshoot": 1.0, "heal": 32}),  # du_loop's defaults, named
-    "du_loop+over1+heal8": ("du_loop", {"overshoot": 1.0, "heal": 32, "heal_batch": 8, "heal_every": 8}),
+    "du_loop+heal": ("du_loop", {"overshoot": 0.0, "heal": 32, "heal_batch": 32, "heal_every": 4}),
+    # healing on batches of 32 facts with a probe every 4 steps (the defaults: 8 and 8)
+    "du_loop+over1+heal": ("du_loop", {"overshoot": 1.0, "heal": 32, "heal_batch": 32, "heal_every": 4}),
+    "du_loop+over1+heal8": ("du_loop", {"overshoot": 1.0, "heal": 32, "heal_batch": 8, "heal_every": 8}),  # defaults
     "du_loop+over3+heal8": ("du_loop", {"overshoot": 3.0, "heal": 32, "heal_batch": 8, "heal_every": 8}),
     "du_loop+tamper": ("du_loop", {"overshoot": 1.0, "heal": 32, "heal_batch": 8, "heal_every": 8, "tamper": 8}),
+    "du_loop+tamper32": ("du_loop", {"overshoot": 1.0, "heal": 32, "heal_batch": 8, "heal_every": 8, "tamper": 32}),
     # 32 guard facts, a step may forget at most 5 % of them (one fact): half of the 10 % of K that
     # Success-DU@0.9 allows in all; at most three halvings (rate factor 1/8). Fixed before any run.
     "du_loop+guard": ("du_loop", {"guard": 32, "guard_drop": 0.05, "guard_min_scale": 0.125, "overshoot": 0.0, "heal": 0}),

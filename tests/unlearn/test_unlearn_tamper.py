@@ -93,6 +93,51 @@ def test_tamper_steps_until_the_simulated_attack_leaves_the_target_deep(runner, 
     assert meta[0] is not None and any(g is not None and g.abs().sum() > 0 for g in meta[0])
 
 
+def test_a_meta_step_that_brings_the_target_back_sends_the_loop_back_to_unlearning(runner, monkeypatch):
+    import deepunlearn.unlearn.deep as deep
+
+    t = _deep_target(runner)
+
+    class BackAfterMeta:
+        """Deep from probe 2 on but at probe 4 (right after the meta step; probes 3 and 6 are the
+        tamper checks' probes before their attack); the first simulated attack brings the target
+        back, the second does not."""
+
+        def __init__(self, runner_, targets, choice="fewest"):
+            self.runner, self.targets, self.watch = runner_, list(targets), [t]
+            self.calls, self.attacks, self.attacking = 0, 0, False
+
+        def forgotten_now(self):
+            if self.attacking:
+                return set() if self.attacks == 1 else {t}
+            self.calls += 1
+            return set() if self.calls in (1, 4) else {t}
+
+        def deep(self, target, forgotten):
+            return target in forgotten
+
+        def choose(self, target, forgotten):
+            return [target]
+
+        def split_relearned(self, relearned, steps, lr, then):
+            self.attacks += 1
+            self.attacking = True
+            try:
+                return then()
+            finally:
+                self.attacking = False
+
+    made = []
+    monkeypatch.setattr(deep, "DeepContext", lambda *a, **k: made.append(BackAfterMeta(*a, **k)) or made[-1])
+    u = runner.unlearner("du_loop", grid=[1, 2, 4, 8], params=None)
+    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, tamper=4), seed=0))
+    n = points[-1].notes
+    # step 2 deep, attack 1: meta step 3; probe 3 finds the target back: unlearning step 4, deep
+    # again; attack 2 leaves it deep: stop
+    assert [n["steps_used"], n["tamper_steps_taken"], n["tamper_robust"]] == [4, 1, True]
+    assert [made[-1].calls, made[-1].attacks] == [6, 2]
+
+
 def test_halves_cover_every_split_when_few_and_draw_fresh_ones_when_many():
     from deepunlearn.unlearn.methods.du_tamper import halves, split_seed
     from deepunlearn.unlearn.relearn_pool import split_half

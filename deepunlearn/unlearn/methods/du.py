@@ -83,7 +83,10 @@ class DULoopParams(DUParams):
     facts outside every chosen set (``heal`` 32, :mod:`.du_heal`). Chosen on the release's first 20
     listed targets against split relearning (docs/results.md): stopping at the deep point, 8 steps
     of relearning brought 18 of 19 targets back; the margin alone kept 18 of 19 deep but cost
-    accuracy (Success-DU@0.9 0.79); margin and healing kept 18 of 19 deep at Success-DU@0.9 1.00."""
+    accuracy (Success-DU@0.9 0.79); margin and healing kept 18 of 19 deep at Success-DU@0.9 1.00.
+    Healing trains on batches of 8 facts and probes every 8 steps (``heal_batch``, ``heal_every``):
+    on nine of those targets batches of 32 with a probe every 4 steps took 1.60x GA's time per
+    target, batches of 8 every 8 steps 0.86x, with the same outcome."""
 
     grid: list[float] = Field(default_factory=lambda: [4, 8, 16, 32, 64, 128])
     schedule: Literal["linear", "constant"] | None = Field(
@@ -106,14 +109,14 @@ class DULoopParams(DUParams):
     heal: int = Field(
         32, ge=0, description="healing: once every target is deep, at most this many finetuning steps on facts "
         "outside every chosen set win back collateral, probing as they go (0: off; methods/du_heal.py)")
-    heal_every: int = Field(4, ge=1, description="with heal: healing steps between two probes")
-    heal_batch: int = Field(32, ge=1, description="with heal: facts per healing step")
+    heal_every: int = Field(8, ge=1, description="with heal: healing steps between two probes")
+    heal_batch: int = Field(8, ge=1, description="with heal: facts per healing step")
     heal_sample: int = Field(64, ge=1, description="with heal: facts of the sample whose recovery ends healing")
     heal_tolerance: float = Field(
         0.02, ge=0, le=1, description="with heal: the share of the sample's original knowledge healing may leave "
         "lost")
     tamper: int = Field(
-        0, ge=0, description="tamper phase: once deep (and past the margin), at most this many meta-unlearning "
+        0, ge=0, description="tamper phase: once deep, past the margin and healed, at most this many meta-unlearning "
         "steps, each at the weights a simulated split relearning attack leaves, until the targets stay deep "
         "under the simulated attack (0: off; methods/du_tamper.py)")
     tamper_steps: int = Field(8, ge=1, description="with tamper: steps of the simulated relearning attack")
@@ -292,7 +295,9 @@ class DULoop(_RuleAware):
                         phase = after_deep(step)
                 elif phase == "tamper":
                     tamper.step_taken()
-                    if tamper_check() or tamper.spent:
+                    if not check():  # a meta step may bring a target back here: unlearn again
+                        phase, forget_from = "forget", step
+                    elif tamper_check() or tamper.spent:
                         phase = "done"
                 elif phase == "heal":
                     if healer.probe_due():

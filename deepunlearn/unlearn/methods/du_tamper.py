@@ -1,20 +1,23 @@
 """du_loop's tamper phase (``tamper > 0``): unlearn where a relearning attack would take the model.
 
-Once every target is deep and the margin and healing are done, du_loop simulates a split
-relearning attack on the model as it is (:meth:`~deepunlearn.unlearn.deep.DeepContext.split_relearned`,
-built as :mod:`~deepunlearn.unlearn.relearn_pool` builds it: a seeded half of each target's last
-chosen set and the target's other forms, ``tamper_steps`` AdamW steps at the run's rate times
-``tamper_lr_scale``), probes the watched facts there and restores the model; once per half:
-every half of the chosen set when there are at most ``tamper_splits`` of them, else
-``tamper_splits`` halves drawn at random (:func:`halves`). If every target is still out of the closure after each (relearned
-facts counted as before the attack), the phase ends. Otherwise the next step is a first-order
-meta-unlearning step (as in MUDMAN, arXiv 2506.12484, and TAR's first-order outer step): the
+Once every target is deep and the margin and healing are done, du_loop simulates a split relearning
+attack on the model as it is (:meth:`~deepunlearn.unlearn.deep.DeepContext.split_relearned`, built
+as :mod:`~deepunlearn.unlearn.relearn_pool` builds it: a seeded half of each target's last chosen
+set and the target's other forms, ``tamper_steps`` AdamW steps at the run's rate times
+``tamper_lr_scale``), probes the watched facts there and restores the model; once per half: every
+half of the chosen set when there are at most ``tamper_splits`` of them, else ``tamper_splits``
+halves drawn at random (:func:`halves`). If every target is still out of the closure after each
+(relearned facts counted as before the attack), the phase ends. Otherwise the next step is a
+first-order meta-unlearning step (as in MUDMAN, arXiv 2506.12484, and TAR's first-order outer step): the
 gradient of the base forget loss taken *at the attacked weights* (the mean over the attacks that
 brought a target back) is applied at the current ones (a surrogate ``sum(p * g)``, plus the retain
 term at the current weights), and the attacks are simulated again, at most ``tamper`` times. Drawn
 halves come from seeds derived from the run's seed and change at every check, never the seed the
-checks' own split attack uses, so the phase cannot fit one particular split. Points record ``tamper_steps_taken``
-and ``tamper_robust`` (whether the last simulated attacks left every target deep).
+checks' own split attack uses, so the phase cannot fit one particular split. After each meta step
+the loop probes the watched facts as usual: a target derivable at the current weights sends it back
+to unlearning (then margin and healing, then the phase again while its budget lasts). Points record
+``tamper_steps_taken`` and ``tamper_robust`` (whether the last simulated attacks left every target
+deep).
 """
 
 from __future__ import annotations
@@ -72,7 +75,8 @@ class Tamper:
     """The tamper phase of one du_loop run; ``ctx`` is its rules context, ``params`` the trained
     parameters (the list the loop's optimiser steps; None: the session's trainable ones)."""
 
-    def __init__(self, method_params, session, ctx, seed: int, params: Sequence[torch.nn.Parameter] | None,
+    def __init__(self, method_params, session, ctx, seed: int,
+                 params: Sequence[torch.nn.Parameter] | None,
                  probe: Callable[[], set[int]]):
         self.limit = int(method_params.tamper)
         self.attack_steps, self.splits = int(method_params.tamper_steps), int(method_params.tamper_splits)
