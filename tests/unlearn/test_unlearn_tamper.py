@@ -1,7 +1,8 @@
 """du_loop's tamper phase on the 5-person one-layer model: the simulated attack trains the model
 and gives it back bit for bit, a target that a simulated attack brings back gets meta steps until
-the attack leaves it deep (relearned facts counted as before the attack), each simulation draws its
-own half with a seed that is not the run's, and a real run ends deep."""
+the attack leaves it deep (relearned facts counted as before the attack), a meta step that brings
+the target back sends the loop back to unlearning, the checks cover every half of a small set and
+draw fresh halves of a large one, and a real run ends deep."""
 
 from __future__ import annotations
 
@@ -9,16 +10,12 @@ import pytest
 import torch
 
 from deepunlearn.unlearn.methods import UnlearnError
+from tests.unlearn.test_unlearn_deep import _deep_target
 
 
 @pytest.fixture
 def runner(five_people_runner):
     return five_people_runner
-
-
-def _deep_target(runner) -> int:
-    return next(t for t in sorted(runner.known) if runner.kb.relations[runner.kb.facts[t][1]].kind == "entity"
-                and len(runner.chosen_set(t)) > 1)
 
 
 def test_relearn_then_sees_the_relearned_model_and_restores_it(runner):
