@@ -184,10 +184,8 @@ def relearn_batch(model, batch: Callable[[], dict], steps: Sequence[int], *, lr:
     _check_lr(lr)
     if not steps:
         return {}
-    out: dict[int, set[int]] = {}
     with _preserved(model):
-        _train(model, batch(), steps, lr, out, known, on_step)
-    return out
+        return _train(model, batch(), steps, lr, known, on_step)
 
 
 def relearn_then(model, batch: Callable[[], dict], steps: int, then: Callable[[], T], *, lr: float) -> T:
@@ -197,14 +195,15 @@ def relearn_then(model, batch: Callable[[], dict], steps: int, then: Callable[[]
     relearning attack would leave and to take the forget loss's gradient there."""
     _check_lr(lr)
     with _preserved(model):
-        _train(model, batch(), check_steps([steps]), lr, {}, None, None)
+        _train(model, batch(), check_steps([steps]), lr)
         model.eval()
         return then()
 
 
-def _train(model, data: dict, steps: list[int], lr: float, out: dict, known, on_step) -> None:
-    """AdamW steps 1..steps[-1] on ``data`` (answer-only cross-entropy); ``out[N] = known()`` after
-    each N of ``steps`` when ``known`` is given. Call inside :func:`_preserved`."""
+def _train(model, data: dict, steps: list[int], lr: float, known: Callable[[], set[int]] | None = None,
+           on_step: Callable[[int], None] | None = None) -> dict[int, set[int]]:
+    """AdamW steps 1..steps[-1] on ``data`` (answer-only cross-entropy); ``{N: known()}`` after
+    each N of ``steps`` (``{}`` without ``known``). Call inside :func:`_preserved`."""
     from .finetune import answer_loss
 
     params = [p for p in model.parameters() if p.requires_grad]
@@ -213,7 +212,7 @@ def _train(model, data: dict, steps: list[int], lr: float, out: dict, known, on_
     masters = [p.detach().float().clone().requires_grad_(True) if p.dtype in (torch.float16, torch.bfloat16)
                else p for p in params]
     opt = torch.optim.AdamW(masters, lr=float(lr), weight_decay=0.0)
-    wanted = set(steps)
+    wanted, out = set(steps), {}
     for step in range(1, steps[-1] + 1):
         model.train()
         for p, m in zip(params, masters):
@@ -237,6 +236,7 @@ def _train(model, data: dict, steps: list[int], lr: float, out: dict, known, on_
     for p in params:
         p.grad = None
     del opt, masters
+    return out
 
 
 # ----------------------------------------------------------------------------------- quantisation

@@ -52,6 +52,17 @@ def other_pool(known: Sequence[int], targets: Sequence[int], chosen: Sequence[Se
     return sorted(out)
 
 
+def split_size(chosen: Sequence[int], target: int) -> tuple[list[int], int]:
+    """``(facts, k)``: the chosen set less ``target``, sorted, and the size ``max(1, n // 2)`` of
+    the half a split attack relearns (``k`` is 0 for an empty set).
+
+    >>> split_size([3, 5, 9, 4], 9)
+    ([3, 4, 5], 1)
+    """
+    ordered = sorted({int(i) for i in chosen} - {int(target)})
+    return ordered, max(1, len(ordered) // 2) if ordered else 0
+
+
 def split_half(chosen: Sequence[int], target: int, seed: int = 0) -> tuple[list[int], list[int]]:
     """``(relearned, held_out)``: the chosen set less ``target``, split by a seeded draw into
     ``max(1, n // 2)`` relearned facts and the rest, each sorted (``([], [])`` for an empty set).
@@ -61,10 +72,9 @@ def split_half(chosen: Sequence[int], target: int, seed: int = 0) -> tuple[list[
     >>> split_half([9], 9)
     ([], [])
     """
-    ordered = sorted({int(i) for i in chosen} - {int(target)})
+    ordered, k = split_size(chosen, target)
     if not ordered:
         return [], []
-    k = max(1, len(ordered) // 2)
     picked = {int(j) for j in np.random.default_rng(seed).choice(len(ordered), size=k, replace=False)}
     return ([f for j, f in enumerate(ordered) if j in picked], [f for j, f in enumerate(ordered) if j not in picked])
 

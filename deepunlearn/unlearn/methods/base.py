@@ -382,10 +382,14 @@ class GradientUnlearner(Unlearner):
 
     def total_loss(self, session: Session) -> torch.Tensor:
         """``loss + retain_weight * retain term`` (the term of :attr:`retain_kind`, if any)."""
-        loss = self.loss(session)
-        if self.retain_kind != "none" and self.params.retain_weight > 0:
-            loss = loss + self.params.retain_weight * retain_term(session, self.retain_kind)
-        return loss
+        loss, retain = self.loss(session), self.retain_loss(session)
+        return loss if retain is None else loss + retain
+
+    def retain_loss(self, session: Session) -> torch.Tensor | None:
+        """``retain_weight * retain term`` of one step, or None without a retain term."""
+        if self.retain_kind == "none" or self.params.retain_weight <= 0:
+            return None
+        return self.params.retain_weight * retain_term(session, self.retain_kind)
 
     def trajectory(self, session: Session, grid: Sequence[float], prepare: bool = True) -> Iterator[Step]:
         steps = self.check_grid(grid)

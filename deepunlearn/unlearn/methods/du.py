@@ -37,7 +37,6 @@ import torch
 from pydantic import Field
 
 from . import catalog, du_guard, du_heal, du_tamper
-from .retain import retain_term
 from .base import GradientUnlearner, MethodParams, Session, Step, UnlearnError, get_method, register_method
 
 #: base losses a rule-aware method can use (the catalogue's ``base`` methods)
@@ -212,6 +211,7 @@ class DULoop(_RuleAware):
         probe_now = self._watched_probe(session, ctx)
         chosen = self.start(session)
         rounds, used, deep_at, stop_at, forget_from = 0, 0, None, None, 0
+        probed: dict = {}  # the step of the last probe of the watched facts and what it found forgotten
         phase = "forget"  # then "margin" (overshoot), "heal", "tamper", "done"
         sets_tried = [sorted(_union(session.targets, chosen))]
         last_sets = dict(chosen)
@@ -236,6 +236,7 @@ class DULoop(_RuleAware):
             nonlocal rounds
             rounds += 1
             forgotten = probe_now()
+            probed.update(step=used, forgotten=forgotten)
             open_targets = [t for t in session.targets if not ctx.deep(t, forgotten)]
             if not open_targets:
                 return True
@@ -272,16 +273,13 @@ class DULoop(_RuleAware):
             return "done"
 
         def tamper_check() -> bool:
-            return tamper.check(last_sets, lambda: self.base.loss(session))
-
-        def retain_now():
-            if self.retain_kind == "none" or self.params.retain_weight <= 0:
-                return None
-            return self.params.retain_weight * retain_term(session, self.retain_kind)
+            fresh = probed.get("step") == used  # the model has not moved since check() probed it
+            return tamper.check(last_sets, lambda: self.base.loss(session),
+                                before=probed["forgotten"] if fresh else None)
 
         def loss(s: Session):
             if phase == "tamper":
-                return tamper.loss(retain_now)
+                return tamper.loss(lambda: self.retain_loss(session))
             return healer.loss(s) if phase == "heal" else self.total_loss(s)
 
         session.sam_rho = self.params.sam_rho

@@ -41,8 +41,8 @@ def split_seed(run_seed: int, k: int) -> int:
 
 def halves(chosen: Mapping[int, Sequence[int]], targets: Sequence[int], n: int, seed: int) -> list[dict[int, list[int]]]:
     """The relearned halves of the simulated attacks: per attack, ``{target: half}``, a half being
-    ``max(1, m // 2)`` of the ``m`` facts of the target's chosen set less the target (as the split
-    attack takes). Every half when a target has at most ``n`` of them, else ``n`` distinct halves
+    as many facts of the target's chosen set less the target as the split attack relearns
+    (:func:`~deepunlearn.unlearn.relearn_pool.split_size`). Every half when a target has at most ``n`` of them, else ``n`` distinct halves
     drawn with ``seed``; with several targets attack i takes each target's i-th half (cycling).
 
     >>> halves({9: [9, 1, 2, 3]}, [9], 4, 0)
@@ -50,14 +50,15 @@ def halves(chosen: Mapping[int, Sequence[int]], targets: Sequence[int], n: int, 
     >>> len(halves({9: list(range(10))}, [9], 3, 0))
     3
     """
+    from ..relearn_pool import split_size
+
     rng = np.random.default_rng(seed)
     per: dict[int, list[list[int]]] = {}
     for t in targets:
-        rest = sorted({int(f) for f in chosen.get(t, ())} - {int(t)})
+        rest, k = split_size(chosen.get(t, ()), t)
         if not rest:
             per[t] = [[]]
             continue
-        k = max(1, len(rest) // 2)
         if math.comb(len(rest), k) <= n:
             per[t] = [list(c) for c in itertools.combinations(rest, k)]
             continue
@@ -90,11 +91,14 @@ class Tamper:
     def spent(self) -> bool:
         return self.taken >= self.limit
 
-    def check(self, chosen: dict[int, list[int]], forget_loss: Callable[[], torch.Tensor]) -> bool:
+    def check(self, chosen: dict[int, list[int]], forget_loss: Callable[[], torch.Tensor],
+              before: set[int] | None = None) -> bool:
         """Simulate the attacks (:func:`halves`) on the model as it is; whether every target stays
         deep under all of them. If not, keep the mean of ``forget_loss``'s gradients at the
-        weights of the attacks that brought a target back, for the next step (:meth:`loss`)."""
-        before = self.probe()
+        weights of the attacks that brought a target back, for the next step (:meth:`loss`).
+        ``before``: what the probe finds forgotten on the model as it is, if the caller has just
+        probed it (else it is probed here)."""
+        before = self.probe() if before is None else set(before)
         failed = []
         for relearned in halves(chosen, self.ctx.targets, self.splits, split_seed(self.seed, self.simulated)):
             trained = {f for h in relearned.values() for f in h}
