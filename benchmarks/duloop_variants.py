@@ -253,6 +253,9 @@ def sequential(args) -> None:
         method, params = VARIANTS[args.seq_variant]
         u = runner.unlearner(method)
         u = type(u)(u.params, **params)
+        kw = {**kw, "protect": not args.no_protect}
+        if kw.get("recheck"):
+            kw["recheck"] = args.recheck_mode
         for p in run_sequential(runner, refs, u, seed=0, **kw):
             if "accuracy_after" not in p.notes:
                 continue
@@ -262,7 +265,8 @@ def sequential(args) -> None:
                    "accuracy_would_be": p.notes.get("accuracy_would_be"),
                    "served": len(e), "deep": sum(bool(x["deep"]) for x in e),
                    "reunlearned": [x["target"] for x in p.notes.get("reunlearned", [])],
-                   "healed": p.notes.get("healed"),
+                   "healed": p.notes.get("healed"), "recheck_mode": args.recheck_mode,
+                   "protect": not args.no_protect,
                    "seconds": round(time.perf_counter() - t0, 1)}
             with out.open("a") as f:
                 f.write(json.dumps(row) + "\n")
@@ -340,6 +344,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-accuracy", type=float, default=0.8)
     ap.add_argument("--sequences", default="plain,recheck+guard",
                     help="which sequences: plain, recheck, recheck+guard, heal+recheck, heal+recheck+guard")
+    ap.add_argument("--recheck-mode", default="each", choices=("each", "batch"),
+                    help="the re-check unlearns derivable earlier targets one after another or together")
+    ap.add_argument("--no-protect", action="store_true",
+                    help="let a request's retain term and healing train on the earlier targets' sets")
     ap.add_argument("--heal-steps", type=int, default=64, help="the heal sequences' largest number of healing steps")
     ap.add_argument("--make-calibration", default=None, metavar="HOLD.json",
                     help="write the calibration of the aggregate's modes on this holdout to -o and exit")

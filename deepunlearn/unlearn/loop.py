@@ -149,6 +149,8 @@ class TargetRunner:
         # LoRA mode never changes the base weights: the adapter is removed instead.
         self.snapshot = None if to.lora else WeightSnapshot(bundle.model, device=to.snapshot_device)
         self._collateral = None
+        #: facts no run's retain term or healing trains on (sequential requests: the earlier targets' sets)
+        self.protected: frozenset[int] = frozenset()
         from .baselines import Baselines
 
         self.baselines = Baselines(self, scores=mo.scores or mo.reference is not None, holdout=mo.holdout,

@@ -48,8 +48,8 @@ def run_batch(runner, targets: Sequence[int | str], method, grid: Sequence[float
 
 def run_sequential(runner, targets: Sequence[int | str], method, grid: Sequence[float] | None = None,
                    params: MethodParams | None = None, seed: int | None = None, *,
-                   min_accuracy: float | None = None, on_guard: str = "skip", recheck: bool = False,
-                   heal_steps: int = 0) -> Iterator[Point]:
+                   min_accuracy: float | None = None, on_guard: str = "skip", recheck: bool | str = False,
+                   heal_steps: int = 0, protect: bool = True) -> Iterator[Point]:
     """Serve ``targets`` one after another; see the module docstring.
 
     ``min_accuracy`` (the accuracy guard): when the accuracy after a request (over K minus every
@@ -61,7 +61,12 @@ def run_sequential(runner, targets: Sequence[int | str], method, grid: Sequence[
     ``heal_steps``: after each request, up to this many finetuning steps on K outside every kept
     target's set win back the accuracy the request cost (:mod:`.heal`; before the re-check, which
     then also checks the request's own target; the request's last point records ``healed``: steps
-    taken and the accuracy reached).
+    taken and the accuracy reached). ``recheck = "batch"`` unlearns the earlier targets found
+    derivable in one pass again together, as one batch request, instead of one after another.
+    ``protect`` (default): while a request (or a re-unlearning) is served, the retain term and
+    du_loop's healing never train on the other kept targets nor on their chosen sets on the model
+    as it is (:attr:`~deepunlearn.unlearn.loop.TargetRunner.protected`); ``protect=False`` lets
+    them draw from all of K outside the request's own sets.
     """
     ids = check_targets(runner, targets)
     u = runner.unlearner(method, grid, params)
@@ -75,10 +80,12 @@ def run_sequential(runner, targets: Sequence[int | str], method, grid: Sequence[
         raise UnlearnError(f"min_accuracy must be between 0 and 1, got {min_accuracy}", field="min_accuracy")
     if on_guard not in ("skip", "stop"):
         raise UnlearnError(f"on_guard must be 'skip' or 'stop', got {on_guard!r}", field="on_guard")
+    if recheck not in (False, True, "each", "batch"):
+        raise UnlearnError(f"recheck must be true, 'each' or 'batch', got {recheck!r}", field="recheck")
     if int(heal_steps) < 0:
         raise UnlearnError(f"heal_steps must be 0 or more, got {heal_steps}", field="heal_steps")
     values = u.check_grid(u.params.grid)
-    return _sequential(runner, ids, u, values, seed, min_accuracy, on_guard, recheck, int(heal_steps))
+    return _sequential(runner, ids, u, values, seed, min_accuracy, on_guard, recheck, int(heal_steps), bool(protect))
 
 
 def _serve(runner, t: int, u, values: list[float], seed: int | None) -> list[Point]:
@@ -112,28 +119,45 @@ def _heal(runner, u, kept: list[int], forgotten: list[int], goal: float, steps: 
 RECHECK_PASSES = 3
 
 
-def _recheck(runner, u, values: list[float], earlier: Sequence[int], forgotten: list[int], seed: int | None):
-    """Unlearn again every target of ``earlier`` that is derivable on the model as it is now, in
-    serving order, pass after pass until a pass finds every target deep (at most
-    :data:`RECHECK_PASSES`); the facts forgotten afterwards and what was redone."""
+def _protected(runner, targets: Sequence[int], forgotten: Sequence[int]) -> frozenset[int]:
+    """The facts a run must not retain on while other requests are served: each of ``targets``
+    and its chosen set on the model as it is (``forgotten``)."""
+    out = {int(t) for t in targets}
+    for s in targets:
+        out |= {int(f) for f in runner.evaluator.evaluate(s, forgotten).set}
+    return frozenset(out)
+
+
+def _recheck(runner, u, values: list[float], earlier: Sequence[int], forgotten: list[int], seed: int | None,
+             batch: bool = False, protect: bool = True, served: Sequence[int] = ()):
+    """Unlearn again every target of ``earlier`` that is derivable on the model as it is now (one
+    after another in serving order, or with ``batch`` all together as one request), pass after
+    pass until a pass finds every target deep (at most :data:`RECHECK_PASSES`); the facts
+    forgotten afterwards and what was redone. ``served``: every kept target (with ``protect``, the
+    ones not being unlearnt again are protected)."""
+    earlier = list(earlier)
+    served = list(served) or earlier
     redone = []
     for n in range(RECHECK_PASSES):
-        again = False
-        for k, s in enumerate(earlier):
-            if runner.deep(s, forgotten):
-                continue
-            points = _serve(runner, s, u, values, None if seed is None else seed + 1000 * (n + 1) + k)
-            forgotten = list(points[-1].forgotten)
-            redone.append({"target": s, "deep": runner.deep(s, forgotten), "steps": points[-1].notes.get("steps_used"),
-                           "pass": n + 1})
-            again = True
-        if not again:
+        back = [s for s in earlier if not runner.deep(s, forgotten)]
+        if not back:
             break
+        groups = [back] if batch else [[s] for s in back]
+        for group in groups:
+            if not batch and runner.deep(group[0], forgotten):
+                continue  # an earlier re-unlearning of this pass made it deep again
+            if protect:
+                runner.protected = _protected(runner, [s for s in served if s not in group], forgotten)
+            run_seed = None if seed is None else seed + 1000 * (n + 1) + (0 if batch else earlier.index(group[0]))
+            last = [ps for ps in runner.steps(group, u, values, set(), len(values), run_seed, restore=False)][-1]
+            forgotten = list(last[0].forgotten)
+            redone += [{"target": s, "deep": runner.deep(s, forgotten), "steps": last[0].notes.get("steps_used"),
+                        "pass": n + 1} for s in group]
     return forgotten, redone
 
 
 def _sequential(runner, ids: list[int], u, values: list[float], seed: int | None, min_accuracy: float | None,
-                on_guard: str, recheck: bool, heal_steps: int = 0) -> Iterator[Point]:
+                on_guard: str, recheck: bool | str, heal_steps: int = 0, protect: bool = True) -> Iterator[Point]:
     from .snapshot import WeightSnapshot
 
     kept: list[int] = []
@@ -143,6 +167,8 @@ def _sequential(runner, ids: list[int], u, values: list[float], seed: int | None
     try:
         for j, t in enumerate(ids):
             before = WeightSnapshot(runner.bundle.model) if min_accuracy is not None else None
+            if protect:
+                runner.protected = _protected(runner, kept, forgotten)
             points = _serve(runner, t, u, values, None if seed is None else seed + j)
             last = points[-1]
             now = list(last.forgotten)
@@ -151,7 +177,8 @@ def _sequential(runner, ids: list[int], u, values: list[float], seed: int | None
                 now, last.notes["healed"] = _heal(runner, u, kept + [t], now, acc_before, heal_steps,
                                                    0 if seed is None else seed + j)
             if recheck:
-                now, redone = _recheck(runner, u, values, kept + [t] if heal_steps else kept, now, seed)
+                now, redone = _recheck(runner, u, values, kept + [t] if heal_steps else kept, now, seed,
+                                       batch=recheck == "batch", protect=protect, served=kept + [t])
             evals, acc = _accuracy(runner, kept + [t], now)
             skipped = min_accuracy is not None and acc < float(min_accuracy)
             if skipped:
@@ -175,6 +202,7 @@ def _sequential(runner, ids: list[int], u, values: list[float], seed: int | None
             if skipped and on_guard == "stop":
                 break
     finally:
+        runner.protected = frozenset()
         runner.snapshot.restore(runner.bundle.model)
         runner.bundle.model.eval()
         if seed is not None:

@@ -32,7 +32,7 @@ def runner_session(self, u: Unlearner, target: int | Sequence[int],
                    forget: Sequence[int] | None = None) -> Session:
     """The :class:`Session` a run of ``u`` by the runner ``self`` works in: the forget set (``forget``, default the
     target(s)) as its batch, a seeded retain sampler when the method uses a retain term (K
-    minus the forget set minus every target's chosen set), the rules context for rule-aware
+    minus the forget set minus every target's chosen set minus the runner's ``protected`` facts), the rules context for rule-aware
     methods, and the method's own optimisation settings where it sets them, else the
     protocol's."""
     from .data import row_keys
@@ -51,7 +51,7 @@ def runner_session(self, u: Unlearner, target: int | Sequence[int],
 
         session.rules = DeepContext(self, targets, choice=getattr(u.params, "choice", "fewest"))
     if u.uses_retain:
-        chosen = [f for t in targets for f in self.chosen_set(t)]
+        chosen = [f for t in targets for f in self.chosen_set(t)] + sorted(getattr(self, "protected", ()))
         session.retain = RetainSampler(self.encode, retain_pool(self.known, forget_ids, chosen),
                                        size=u.params.retain_size, seed=target_seed(self.seed, targets))
     return session
