@@ -131,7 +131,8 @@ class World:
         self.snapshot = WeightSnapshot(self.bundle.model)
         self.lora = False
         self.kb = SimpleNamespace(resolve=int, facts={i: (i, 0, 0) for i in range(6)})
-        self.served: list[int] = []
+        self.served: list = []
+        self.protected, self.protected_seen = frozenset(), []
         world = self
 
         class Ev:
@@ -161,15 +162,15 @@ class World:
         return s in f and (s != 0 or bool(f & {1, 2}))
 
     def steps(self, targets, u, values, skip, n, seed=None, restore=True, sample=False):
-        (t,) = targets
-        self.served.append(t)
-        lose, back = World.EFFECT[t]
+        self.served.append(targets[0] if len(targets) == 1 else tuple(targets))
+        self.protected_seen.append(sorted(self.protected))
+        # a batch run keeps each of its targets deep: what one brings back, another does not undo
         with torch.no_grad():
-            for f in lose:
-                self.bundle.model.weight[0, f] = 1.0
-            for f in back:
+            for f in set().union(*(World.EFFECT[t][1] for t in targets)):
                 self.bundle.model.weight[0, f] = 0.0
-        yield [SimpleNamespace(target=t, forgotten=sorted(self.forgotten()), notes={"steps_used": 1})]
+            for f in set().union(*(World.EFFECT[t][0] for t in targets)):
+                self.bundle.model.weight[0, f] = 1.0
+        yield [SimpleNamespace(target=t, forgotten=sorted(self.forgotten()), notes={"steps_used": 1}) for t in targets]
 
 
 def _last_points(points):
@@ -197,6 +198,50 @@ def test_recheck_passes_again_when_a_re_unlearning_brings_back_an_earlier_target
     assert w.served == [0, 3, 0, 4, 3, 0]
     assert [(r["target"], r["pass"]) for r in last[2].notes["reunlearned"]] == [(3, 1), (0, 2)]
     assert [e["deep"] for e in last[2].notes["earlier"]] == [True, True, True]
+
+
+def test_batch_recheck_unlearns_the_derivable_earlier_targets_together(monkeypatch):
+    # serving 4 brings 3 and 1 back (0 and 3 derivable); one after another, re-serving 3 brings 1
+    # back again and a second pass is needed; together, one batch run keeps both deep
+    monkeypatch.setitem(World.EFFECT, 4, ({4, 5}, {3, 1}))
+    each = World()
+    last = _last_points(run_sequential(each, [0, 3, 4], "ga", recheck=True))
+    assert each.served == [0, 3, 0, 4, 0, 3, 0]
+    assert [(r["target"], r["pass"]) for r in last[2].notes["reunlearned"]] == [(0, 1), (3, 1), (0, 2)]
+    batch = World()
+    last = _last_points(run_sequential(batch, [0, 3, 4], "ga", recheck="batch"))
+    assert batch.served == [0, 3, 0, 4, (0, 3)]
+    assert [(r["target"], r["deep"], r["pass"]) for r in last[2].notes["reunlearned"]] == [(0, True, 1), (3, True, 1)]
+    assert [e["deep"] for e in last[2].notes["earlier"]] == [True, True, True]
+    with pytest.raises(UnlearnError, match="recheck"):
+        run_sequential(World(), [0], "ga", recheck="all")
+
+
+@pytest.mark.parametrize("protect", [True, False])
+def test_a_request_never_retains_on_the_kept_targets_sets(protect):
+    w = World()
+    list(run_sequential(w, [0, 3], "ga", recheck=True, protect=protect))
+    assert w.served == [0, 3, 0]
+    # serving 3: target 0 and its set {0, 1} are protected; re-serving 0: target 3 and its set {3}
+    assert w.protected_seen == ([[], [0, 1], [3]] if protect else [[], [], []])
+    assert w.protected == frozenset()  # nothing stays protected after the sequence
+
+
+def test_protected_facts_leave_the_retain_pool_and_the_healing_pool(five_people_runner):
+    from deepunlearn.unlearn.methods.du_heal import Healer
+
+    runner = five_people_runner
+    t, other = sorted(runner.known)[:2]
+    u = runner.unlearner("du_loop")
+    assert other in runner.session(u, [t]).retain.pool
+    runner.protected = frozenset({other})
+    session = runner.session(u, [t])
+    assert other not in session.retain.pool and set(session.retain.pool) <= set(runner.known) - {t, other}
+    u2 = type(u)(u.params, retain="none")
+    session = runner.session(u2, [t])
+    assert session.retain is None
+    healer = Healer(u2.params, session, session.rules, seed=0)
+    assert other not in healer.batches.pool and healer.batches.pool
 
 
 def test_accuracy_guard_undoes_a_request_that_would_fall_below_the_threshold():
