@@ -6,13 +6,12 @@ as :mod:`~deepunlearn.unlearn.relearn_pool` builds it: a seeded half of each tar
 set and the target's other forms, ``tamper_steps`` AdamW steps at the run's rate times
 ``tamper_lr_scale``), probes the watched facts there and restores the model; once per half: every
 half of the chosen set when there are at most ``tamper_splits`` of them, else ``tamper_splits``
-halves drawn at random (:func:`halves`), the half that brought a target back at the last check
-first. If every target is still out of the closure after each (relearned facts counted as before
-the attack), the phase ends. At the first attack that brings a target back the check stops, and the
-next step is a first-order meta-unlearning step (as in MUDMAN, arXiv 2506.12484, and TAR's
-first-order outer step): the gradient of the base forget loss taken *at the attacked weights* is
-applied at the current ones (a surrogate ``sum(p * g)``, plus the retain term at the current
-weights), and the attacks are simulated again, at most ``tamper`` times. Drawn
+halves drawn at random (:func:`halves`). If every target is still out of the closure after each
+(relearned facts counted as before the attack), the phase ends. Otherwise the next step is a
+first-order meta-unlearning step (as in MUDMAN, arXiv 2506.12484, and TAR's first-order outer step): the
+gradient of the base forget loss taken *at the attacked weights* (the mean over the attacks that
+brought a target back) is applied at the current ones (a surrogate ``sum(p * g)``, plus the retain
+term at the current weights), and the attacks are simulated again, at most ``tamper`` times. Drawn
 halves come from seeds derived from the run's seed and change at every check, never the seed the
 checks' own split attack uses, so the phase cannot fit one particular split. After each meta step
 the loop probes the watched facts as usual: a target derivable at the current weights sends it back
@@ -87,7 +86,6 @@ class Tamper:
         self.params = list(params) if params is not None else session.trainable()
         self.taken, self.simulated, self.robust = 0, 0, None
         self._grads: list[torch.Tensor | None] | None = None
-        self._failing: dict[int, list[int]] | None = None  # the half that brought a target back last
 
     @property
     def spent(self) -> bool:
@@ -95,25 +93,25 @@ class Tamper:
 
     def check(self, chosen: dict[int, list[int]], forget_loss: Callable[[], torch.Tensor],
               before: set[int] | None = None) -> bool:
-        """Simulate the attacks (:func:`halves`, the half that brought a target back at the last
-        check first) on the model as it is, up to the first that brings a target back; whether
-        every target stays deep under all of them. If one does not, keep ``forget_loss``'s gradient
-        at its weights for the next step (:meth:`loss`).
+        """Simulate the attacks (:func:`halves`) on the model as it is; whether every target stays
+        deep under all of them. If not, keep the mean of ``forget_loss``'s gradients at the
+        weights of the attacks that brought a target back, for the next step (:meth:`loss`).
         ``before``: what the probe finds forgotten on the model as it is, if the caller has just
         probed it (else it is probed here)."""
         before = self.probe() if before is None else set(before)
-        attacks = halves(chosen, self.ctx.targets, self.splits, split_seed(self.seed, self.simulated))
-        if self._failing is not None:  # the half that won last time is tried first
-            attacks = ([self._failing] + [h for h in attacks if h != self._failing])[:len(attacks)]
-        self.simulated += 1
-        self._grads, self._failing, self.robust = None, None, True
-        for relearned in attacks:
+        failed = []
+        for relearned in halves(chosen, self.ctx.targets, self.splits, split_seed(self.seed, self.simulated)):
             trained = {f for h in relearned.values() for f in h}
             out = self.ctx.split_relearned(relearned, self.attack_steps, self.lr,
                                            lambda: self._at_attacked(before, trained, forget_loss))
             if out is not None and not out[0]:  # None: nothing to relearn, no attack
-                self.robust, self._grads, self._failing = False, out[1], relearned
-                break  # one attack that brings a target back is enough to step against
+                failed.append(out[1])
+        self.simulated += 1
+        self.robust = not failed
+        grads = [g for g in failed if g is not None]
+        self._grads = None if not grads else [
+            None if any(g[i] is None for g in grads) else sum(g[i] for g in grads) / len(grads)
+            for i in range(len(grads[0]))]
         return self.robust
 
     def _at_attacked(self, before: set[int], relearned: set[int], forget_loss):
