@@ -23,7 +23,8 @@ class TargetSpec(BaseModel):
     request, earlier targets that came back through the rules are unlearned again) and
     ``heal_steps`` (after each request, finetuning on K outside every kept target's set wins back
     the accuracy it cost), as the ``unlearn`` command's ``--min-accuracy``, ``--recheck`` and
-    ``--heal-steps``.
+    ``--heal-steps``; ``protect = false`` (``--no-protect``) lets a request's retain term train on
+    the kept targets' sets.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -39,8 +40,11 @@ class TargetSpec(BaseModel):
                                        "would take accuracy below this (the accuracy guard)")
     on_guard: Literal["skip", "stop"] = Field(default="skip", description="sequential, with min_accuracy: skip the "
                                               "guarded request and go on, or stop the sequence there")
-    recheck: bool = Field(default=False, description="sequential: after each request, unlearn again the earlier "
-                          "targets it brought back through the rules")
+    recheck: bool | Literal["each", "batch"] = Field(
+        default=False, description="sequential: after each request, unlearn again the earlier targets it brought "
+        "back through the rules (true or 'each': one after another; 'batch': together, as one batch request)")
+    protect: bool = Field(default=True, description="sequential: a request's retain term and du_loop's healing never "
+                          "train on the kept targets nor their chosen sets (false: K outside the request's own sets)")
     heal_steps: int = Field(default=0, ge=0, description="sequential: after each request, up to this many finetuning "
                             "steps on K outside every kept target's set win back the accuracy it cost (0: off)")
 
@@ -57,7 +61,8 @@ class TargetSpec(BaseModel):
         if self.batch is not None and self.sequential:
             raise ValueError("choose batch = N or sequential = true, not both")
         guard = [n for n, on in (("min_accuracy", self.min_accuracy is not None), ("on_guard", self.on_guard != "skip"),
-                                 ("recheck", self.recheck), ("heal_steps", self.heal_steps > 0)) if on]
+                                 ("recheck", self.recheck), ("heal_steps", self.heal_steps > 0),
+                                 ("protect", not self.protect)) if on]
         if guard and not self.sequential:
             raise ValueError(f"{guard[0]}: applies to sequential requests only; set sequential = true")
         if self.on_guard != "skip" and self.min_accuracy is None:
@@ -69,13 +74,15 @@ class TargetSpec(BaseModel):
     def sequential_options(self) -> dict[str, Any]:
         """The guard, re-check and healing of sequential requests (``run_sequential``'s keywords)."""
         return {"min_accuracy": self.min_accuracy, "on_guard": self.on_guard, "recheck": self.recheck,
-                "heal_steps": self.heal_steps}
+                "heal_steps": self.heal_steps, "protect": self.protect}
 
     def results_key(self) -> dict[str, Any]:
         """The fields that decide results; the guard and re-check only when set (a sweep without
-        them keeps its fingerprint)."""
+        them keeps its fingerprint), ``protect`` only with sequential requests."""
         unset = {k for k, v in (("min_accuracy", None), ("on_guard", "skip"), ("recheck", False), ("heal_steps", 0))
                  if getattr(self, k) == v}
+        if not self.sequential:
+            unset.add("protect")
         return self.model_dump(exclude=unset)
 
     @field_validator("refs", mode="before")

@@ -105,6 +105,18 @@ def test_sequential_guard_and_recheck_from_the_config(setup, capsys, on_guard):
         assert not p.extra.get("skipped") or p.extra["accuracy_would_be"] < 1
 
 
+def test_protect_and_the_batch_recheck_enter_the_fingerprint_of_sequential_sweeps_only():
+    from deepunlearn.bench.targets import TargetSpec
+
+    plain = TargetSpec(refs=[1, 2]).results_key()
+    assert "protect" not in plain and "recheck" not in plain
+    seq = TargetSpec(refs=[1, 2], sequential=True)
+    assert seq.results_key()["protect"] is True and seq.sequential_options()["protect"] is True
+    batch = TargetSpec(refs=[1, 2], sequential=True, recheck="batch", protect=False)
+    assert batch.results_key()["recheck"] == "batch" and batch.sequential_options()["protect"] is False
+    assert TargetSpec(refs=[1, 2], sequential=True, recheck=True).sequential_options()["recheck"] is True
+
+
 def test_sequential_healing_from_the_config(setup, capsys):
     """[targets] heal_steps reaches the sequence: every request records its healing, and the
     accuracy after the last request is at least the unhealed sequence's."""
@@ -134,6 +146,8 @@ def test_sequential_healing_from_the_config(setup, capsys):
     ("refs = [{0}, {1}]\nsequential = true\nmin_accuracy = 1.5", "ga = [1]", "", "min_accuracy"),
     ("refs = [{0}, {1}]\nheal_steps = 8", "ga = [1]", "", "heal_steps: applies to sequential requests only"),
     ("refs = [{0}, {1}]\nsequential = true\nheal_steps = -1", "ga = [1]", "", "heal_steps"),
+    ("refs = [{0}, {1}]\nprotect = false", "ga = [1]", "", "protect: applies to sequential requests only"),
+    ("refs = [{0}, {1}]\nsequential = true\nrecheck = 'all'", "ga = [1]", "", "recheck"),
 ])
 def test_request_config_errors_touch_nothing(setup, capsys, targets, methods, extra, message):
     d, fam = setup

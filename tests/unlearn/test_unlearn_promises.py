@@ -291,7 +291,10 @@ def test_unlearn_cli_sequential_guard_and_recheck(five_people_model_dir, five_pe
             assert notes["accuracy_after"] == 1.0
     assert main(common + ["--target", f"{a},{b}", "--sequential", "--heal-steps", "8"]) == 0
     assert all(0 <= r["points"][-1]["healed"]["steps"] <= 8 for r in json.loads(capsys.readouterr().out)["targets"])
+    assert main(common + ["--target", f"{a},{b}", "--sequential", "--recheck", "batch", "--no-protect"]) == 0
+    assert all("reunlearned" in r["points"][-1] for r in json.loads(capsys.readouterr().out)["targets"])
     for extra, message in ((["--target", str(a), "--recheck"], "--recheck: applies to --sequential"),
+                           (["--target", str(a), "--no-protect"], "--no-protect: applies to --sequential"),
                            (["--target", str(a), "--heal-steps", "4"], "--heal-steps: applies to --sequential"),
                            (["--target", f"{a},{b}", "--sequential", "--heal-steps", "-1"], "must be 0 or more"),
                            (["--target", f"{a},{b}", "--sequential", "--min-accuracy", "2"], "between 0 and 1")):

@@ -33,9 +33,12 @@ def add_request_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-accuracy", type=float, default=None, metavar="A",
                    help="with --sequential: the accuracy guard: a request that would take accuracy (over K minus the "
                         "kept targets' sets) below A is undone and marked skipped")
-    p.add_argument("--recheck", action="store_true",
+    p.add_argument("--recheck", nargs="?", const="each", default=False, choices=("each", "batch"),
                    help="with --sequential: after each request unlearn again every earlier target that came back "
-                        "through the rules")
+                        "through the rules, one after another (each, the default) or together in one run (batch)")
+    p.add_argument("--no-protect", dest="protect", action="store_false",
+                   help="with --sequential: let a request's retain term and healing train on the kept targets and "
+                        "their chosen sets (default: never)")
     p.add_argument("--heal-steps", type=int, default=0, metavar="N",
                    help="with --sequential: after each request, up to N finetuning steps on the facts outside every "
                         "kept target's set win back the accuracy it cost (before --recheck; default 0: off)")
@@ -124,8 +127,10 @@ def check_request_flags(args) -> tuple[float | None, bool, int]:
 
     guard, recheck = getattr(args, "min_accuracy", None), getattr(args, "recheck", False)
     heal = getattr(args, "heal_steps", 0) or 0
-    if not args.sequential and (guard is not None or recheck or heal):
-        flag = "--min-accuracy" if guard is not None else "--recheck" if recheck else "--heal-steps"
+    protect = getattr(args, "protect", True)
+    if not args.sequential and (guard is not None or recheck or heal or not protect):
+        flag = ("--min-accuracy" if guard is not None else "--recheck" if recheck else "--heal-steps" if heal
+                else "--no-protect")
         raise CLIError(f"{flag}: applies to --sequential requests only", field=flag)
     if guard is not None and not 0 <= guard <= 1:
         raise CLIError(f"--min-accuracy {guard}: must be between 0 and 1", field="--min-accuracy")
@@ -141,7 +146,7 @@ def run_requests(args, runner, method, kb, targets: list[int]) -> dict:
     guard, recheck, heal = check_request_flags(args)
     if args.sequential:
         points = list(run_sequential(runner, targets, method, seed=args.seed, min_accuracy=guard, recheck=recheck,
-                                     heal_steps=heal))
+                                     heal_steps=heal, protect=getattr(args, "protect", True)))
         by_target = {t: [p for p in points if p.target == t] for t in targets}
     else:
         rows = list(run_batch(runner, targets, method, seed=args.seed))
