@@ -193,3 +193,51 @@ def test_du_loop_with_tamper_on_the_real_model_ends_deep(runner):
     n = points[-1].notes
     assert n["deep"] and n["stopped_deep"]
     assert 0 <= n["tamper_steps_taken"] <= 2 and isinstance(n["tamper_robust"], bool)
+
+
+def test_after_a_meta_step_a_check_tries_the_winning_halves_first_then_the_others(runner, monkeypatch):
+    import deepunlearn.unlearn.deep as deep
+
+    t = _deep_target(runner)
+    a, b = [f for f in sorted(runner.known) if f != t][:2]
+
+    class OneHalfWins:
+        """Deep (t, a and b forgotten) from the second probe; the set {t, a, b} has the halves
+        {a} and {b}; relearning {b} brings the target back the first two times, {a} never."""
+
+        def __init__(self, runner_, targets, choice="fewest"):
+            self.runner, self.targets, self.watch = runner_, list(targets), [t, a, b]
+            self.calls, self.halves, self.wins, self.attacking = 0, [], 0, None
+
+        def forgotten_now(self):
+            if self.attacking is not None:
+                if self.attacking == [b] and self.wins < 2:
+                    self.wins += 1
+                    return {a}
+                return {t, a, b} - set(self.attacking)
+            self.calls += 1
+            return set() if self.calls < 2 else {t, a, b}
+
+        def deep(self, target, forgotten):
+            return target in forgotten and bool({a, b} & set(forgotten))
+
+        def choose(self, target, forgotten):
+            return [target, a, b]
+
+        def split_relearned(self, relearned, steps, lr, then):
+            self.halves.append(relearned[t])
+            self.attacking = relearned[t]
+            try:
+                return then()
+            finally:
+                self.attacking = None
+
+    made = []
+    monkeypatch.setattr(deep, "DeepContext", lambda *x, **k: made.append(OneHalfWins(*x, **k)) or made[-1])
+    u = runner.unlearner("du_loop", grid=[1, 2, 4, 8], params=None)
+    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, tamper=4), seed=0))
+    n = points[-1].notes
+    # check 1: {a} holds, {b} wins (meta step); check 2: {b} only, wins again (meta step);
+    # check 3: {b} holds, then the other half {a}: robust after two meta steps
+    assert made[-1].halves == [[a], [b], [b], [b], [a]]
+    assert [n["steps_used"], n["tamper_steps_taken"], n["tamper_robust"]] == [4, 2, True]

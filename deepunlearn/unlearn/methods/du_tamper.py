@@ -11,11 +11,13 @@ halves drawn at random (:func:`halves`). If every target is still out of the clo
 first-order meta-unlearning step (as in MUDMAN, arXiv 2506.12484, and TAR's first-order outer step): the
 gradient of the base forget loss taken *at the attacked weights* (the mean over the attacks that
 brought a target back) is applied at the current ones (a surrogate ``sum(p * g)``, plus the retain
-term at the current weights), and the attacks are simulated again, at most ``tamper`` times. Drawn
-halves come from seeds derived from the run's seed and change at every check, never the seed the
-checks' own split attack uses, so the phase cannot fit one particular split. After each meta step
-the loop probes the watched facts as usual: a target derivable at the current weights sends it back
-to unlearning (then margin and healing, then the phase again while its budget lasts). Points record
+term at the current weights), and the attacks that brought a target back are simulated again; once
+they all leave every target deep, the other halves are simulated too (a meta step may open another
+one). At most ``tamper`` meta steps. Drawn halves come from seeds derived from the run's seed
+and change at every round over the other halves, never the seed the checks' own split attack uses,
+so the phase cannot fit one particular split. After each meta step the loop probes the watched
+facts as usual: a target derivable at the current weights sends it back to unlearning (then margin
+and healing, then the phase again while its budget lasts). Points record
 ``tamper_steps_taken`` and ``tamper_robust`` (whether the last simulated attacks left every target
 deep).
 """
@@ -86,6 +88,7 @@ class Tamper:
         self.params = list(params) if params is not None else session.trainable()
         self.taken, self.simulated, self.robust = 0, 0, None
         self._grads: list[torch.Tensor | None] | None = None
+        self._failing = None  # (the chosen sets, the halves that brought a target back at the last check)
 
     @property
     def spent(self) -> bool:
@@ -93,26 +96,40 @@ class Tamper:
 
     def check(self, chosen: dict[int, list[int]], forget_loss: Callable[[], torch.Tensor],
               before: set[int] | None = None) -> bool:
-        """Simulate the attacks (:func:`halves`) on the model as it is; whether every target stays
-        deep under all of them. If not, keep the mean of ``forget_loss``'s gradients at the
-        weights of the attacks that brought a target back, for the next step (:meth:`loss`).
+        """Simulate the attacks on the model as it is; whether every target stays deep under all of
+        them. The attacks are those that brought a target back at the last check, if any (and the
+        chosen sets are unchanged); once they all leave every target deep, the other halves
+        (:func:`halves`) too. If an attack brings a target back, keep the mean of ``forget_loss``'s
+        gradients at the weights of the attacks that did, for the next step (:meth:`loss`).
         ``before``: what the probe finds forgotten on the model as it is, if the caller has just
         probed it (else it is probed here)."""
         before = self.probe() if before is None else set(before)
-        failed = []
-        for relearned in halves(chosen, self.ctx.targets, self.splits, split_seed(self.seed, self.simulated)):
-            trained = {f for h in relearned.values() for f in h}
-            out = self.ctx.split_relearned(relearned, self.attack_steps, self.lr,
-                                           lambda: self._at_attacked(before, trained, forget_loss))
-            if out is not None and not out[0]:  # None: nothing to relearn, no attack
-                failed.append(out[1])
-        self.simulated += 1
+        key = tuple((t, tuple(chosen.get(t, ()))) for t in self.ctx.targets)
+        again = self._failing[1] if self._failing is not None and self._failing[0] == key else []
+        failed = self._simulate(again, before, forget_loss)
+        if not failed:
+            rest = [h for h in halves(chosen, self.ctx.targets, self.splits, split_seed(self.seed, self.simulated))
+                    if h not in again]
+            self.simulated += 1
+            failed = self._simulate(rest, before, forget_loss)
         self.robust = not failed
-        grads = [g for g in failed if g is not None]
+        self._failing = (key, [h for h, _ in failed]) if failed else None
+        grads = [g for _, g in failed if g is not None]
         self._grads = None if not grads else [
             None if any(g[i] is None for g in grads) else sum(g[i] for g in grads) / len(grads)
             for i in range(len(grads[0]))]
         return self.robust
+
+    def _simulate(self, attacks, before: set[int], forget_loss) -> list:
+        """(half, gradients or None) of each attack of ``attacks`` that brings a target back."""
+        failed = []
+        for relearned in attacks:
+            trained = {f for h in relearned.values() for f in h}
+            out = self.ctx.split_relearned(relearned, self.attack_steps, self.lr,
+                                           lambda: self._at_attacked(before, trained, forget_loss))
+            if out is not None and not out[0]:  # None: nothing to relearn, no attack
+                failed.append((relearned, out[1]))
+        return failed
 
     def _at_attacked(self, before: set[int], relearned: set[int], forget_loss):
         """(robust, gradients or None) on the attacked model."""
