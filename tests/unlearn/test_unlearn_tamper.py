@@ -195,7 +195,8 @@ def test_du_loop_with_tamper_on_the_real_model_ends_deep(runner):
     assert 0 <= n["tamper_steps_taken"] <= 2 and isinstance(n["tamper_robust"], bool)
 
 
-def test_after_a_meta_step_a_check_tries_the_winning_halves_first_then_the_others(runner, monkeypatch):
+@pytest.mark.parametrize("every_half", [False, True])
+def test_after_a_meta_step_a_check_tries_the_winning_halves_first_then_the_others(runner, monkeypatch, every_half):
     import deepunlearn.unlearn.deep as deep
 
     t = _deep_target(runner)
@@ -235,9 +236,11 @@ def test_after_a_meta_step_a_check_tries_the_winning_halves_first_then_the_other
     made = []
     monkeypatch.setattr(deep, "DeepContext", lambda *x, **k: made.append(OneHalfWins(*x, **k)) or made[-1])
     u = runner.unlearner("du_loop", grid=[1, 2, 4, 8], params=None)
-    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, tamper=4), seed=0))
+    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, tamper=4,
+                                        tamper_every_half=every_half), seed=0))
     n = points[-1].notes
     # check 1: {a} holds, {b} wins (meta step); check 2: {b} only, wins again (meta step);
-    # check 3: {b} holds, then the other half {a}: robust after two meta steps
-    assert made[-1].halves == [[a], [b], [b], [b], [a]]
+    # check 3: {b} holds, then the other half {a}: robust after two meta steps. With every half:
+    # {a} and {b} at each of the three checks
+    assert made[-1].halves == ([[a], [b]] * 3 if every_half else [[a], [b], [b], [b], [a]])
     assert [n["steps_used"], n["tamper_steps_taken"], n["tamper_robust"]] == [4, 2, True]

@@ -124,6 +124,9 @@ class DULoopParams(DUParams):
         "target has at most this many, else this many halves drawn at random")
     tamper_lr_scale: float = Field(
         1.0, gt=0, description="with tamper: the simulated attack's rate is the run's rate times this")
+    tamper_every_half: bool = Field(
+        False, description="with tamper: after a meta step simulate every half again (default: first only the "
+        "halves that brought a target back, the others once those hold)")
 
 
 class _RuleAware(GradientUnlearner):

@@ -13,7 +13,7 @@ gradient of the base forget loss taken *at the attacked weights* (the mean over 
 brought a target back) is applied at the current ones (a surrogate ``sum(p * g)``, plus the retain
 term at the current weights), and the attacks that brought a target back are simulated again; once
 they all leave every target deep, the other halves are simulated too (a meta step may open another
-one). At most ``tamper`` meta steps. Drawn halves come from seeds derived from the run's seed
+one; ``tamper_every_half`` simulates every half at every check). At most ``tamper`` meta steps. Drawn halves come from seeds derived from the run's seed
 and change at every round over the other halves, never the seed the checks' own split attack uses,
 so the phase cannot fit one particular split. After each meta step the loop probes the watched
 facts as usual: a target derivable at the current weights sends it back to unlearning (then margin
@@ -83,6 +83,7 @@ class Tamper:
                  probe: Callable[[], set[int]]):
         self.limit = int(method_params.tamper)
         self.attack_steps, self.splits = int(method_params.tamper_steps), int(method_params.tamper_splits)
+        self.every_half = bool(getattr(method_params, "tamper_every_half", False))
         self.lr = float(session.lr) * float(method_params.tamper_lr_scale)
         self.ctx, self.seed, self.probe = ctx, int(seed), probe
         self.params = list(params) if params is not None else session.trainable()
@@ -105,7 +106,8 @@ class Tamper:
         probed it (else it is probed here)."""
         before = self.probe() if before is None else set(before)
         key = tuple((t, tuple(chosen.get(t, ()))) for t in self.ctx.targets)
-        again = self._failing[1] if self._failing is not None and self._failing[0] == key else []
+        again = (self._failing[1] if self._failing is not None and self._failing[0] == key and not self.every_half
+                 else [])
         failed = self._simulate(again, before, forget_loss)
         if not failed:
             rest = [h for h in halves(chosen, self.ctx.targets, self.splits, split_seed(self.seed, self.simulated))
