@@ -244,3 +244,46 @@ def test_after_a_meta_step_a_check_tries_the_winning_halves_first_then_the_other
     # {a} and {b} at each of the three checks
     assert made[-1].halves == ([[a], [b]] * 3 if every_half else [[a], [b], [b], [b], [a]])
     assert [n["steps_used"], n["tamper_steps_taken"], n["tamper_robust"]] == [4, 2, True]
+
+
+@pytest.mark.parametrize("every, attacks", [(1, 5), (2, 3)])
+def test_tamper_every_takes_several_meta_steps_per_simulation(runner, monkeypatch, every, attacks):
+    import deepunlearn.unlearn.deep as deep
+
+    t = _deep_target(runner)
+
+    class NeverRobust:
+        """Deep from the second probe; every simulated attack brings the target back."""
+
+        def __init__(self, runner_, targets, choice="fewest"):
+            self.runner, self.targets, self.watch, self.calls, self.attacks = runner_, list(targets), [t], 0, 0
+            self.attacking = False
+
+        def forgotten_now(self):
+            if self.attacking:
+                return set()
+            self.calls += 1
+            return set() if self.calls < 2 else {t}
+
+        def deep(self, target, forgotten):
+            return target in forgotten
+
+        def choose(self, target, forgotten):
+            return [target]
+
+        def split_relearned(self, relearned, steps, lr, then):
+            self.attacks += 1
+            self.attacking = True
+            try:
+                return then()
+            finally:
+                self.attacking = False
+
+    made = []
+    monkeypatch.setattr(deep, "DeepContext", lambda *x, **k: made.append(NeverRobust(*x, **k)) or made[-1])
+    u = runner.unlearner("du_loop", grid=[1, 2, 4, 8], params=None)
+    u = type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, tamper=4, tamper_every=every)
+    n = list(runner.run(t, u, seed=0))[-1].notes
+    # deep at step 2, then 4 meta steps; a simulation before the first and after every `every`
+    assert [n["steps_used"], n["tamper_steps_taken"], n["tamper_robust"]] == [6, 4, False]
+    assert made[-1].attacks == attacks and made[-1].calls == 2 + 4 // every

@@ -124,6 +124,8 @@ class DULoopParams(DUParams):
         "target has at most this many, else this many halves drawn at random")
     tamper_lr_scale: float = Field(
         1.0, gt=0, description="with tamper: the simulated attack's rate is the run's rate times this")
+    tamper_every: int = Field(
+        1, ge=1, description="with tamper: meta steps on one simulation's gradients before the next probe and check")
     tamper_every_half: bool = Field(
         False, description="with tamper: after a meta step simulate every half again (default: first only the "
         "halves that brought a target back, the others once those hold)")
@@ -295,11 +297,11 @@ class DULoop(_RuleAware):
                     if step >= stop_at:
                         phase = after_deep(step)
                 elif phase == "tamper":
-                    tamper.step_taken()
-                    if not check():  # a meta step may bring a target back here: unlearn again
-                        phase, forget_from = "forget", step
-                    elif tamper_check() or tamper.spent:
-                        phase = "done"
+                    if tamper.step_taken():  # else more meta steps on the same attacked gradients
+                        if not check():  # a meta step may bring a target back here: unlearn again
+                            phase, forget_from = "forget", step
+                        elif tamper_check() or tamper.spent:
+                            phase = "done"
                 elif phase == "heal":
                     if healer.probe_due():
                         if not check():

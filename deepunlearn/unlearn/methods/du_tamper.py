@@ -13,7 +13,8 @@ gradient of the base forget loss taken *at the attacked weights* (the mean over 
 brought a target back) is applied at the current ones (a surrogate ``sum(p * g)``, plus the retain
 term at the current weights), and the attacks that brought a target back are simulated again; once
 they all leave every target deep, the other halves are simulated too (a meta step may open another
-one; ``tamper_every_half`` simulates every half at every check). At most ``tamper`` meta steps. Drawn halves come from seeds derived from the run's seed
+one; ``tamper_every_half`` simulates every half at every check). ``tamper_every`` meta steps are
+taken on one simulation's gradients before the loop probes and checks again. At most ``tamper`` meta steps. Drawn halves come from seeds derived from the run's seed
 and change at every round over the other halves, never the seed the checks' own split attack uses,
 so the phase cannot fit one particular split. After each meta step the loop probes the watched
 facts as usual: a target derivable at the current weights sends it back to unlearning (then margin
@@ -84,6 +85,7 @@ class Tamper:
         self.limit = int(method_params.tamper)
         self.attack_steps, self.splits = int(method_params.tamper_steps), int(method_params.tamper_splits)
         self.every_half = bool(getattr(method_params, "tamper_every_half", False))
+        self.every = int(getattr(method_params, "tamper_every", 1))
         self.lr = float(session.lr) * float(method_params.tamper_lr_scale)
         self.ctx, self.seed, self.probe = ctx, int(seed), probe
         self.params = list(params) if params is not None else session.trainable()
@@ -144,8 +146,11 @@ class Tamper:
         grads = torch.autograd.grad(forget_loss(), self.params, allow_unused=True)
         return robust, [None if g is None else g.detach().clone() for g in grads]
 
-    def step_taken(self) -> None:
+    def step_taken(self) -> bool:
+        """Count a meta step; whether the probe and the next check are due (every ``tamper_every``
+        meta steps, and when the budget is spent)."""
         self.taken += 1
+        return self.taken % self.every == 0 or self.spent
 
     def loss(self, retain: Callable[[], torch.Tensor | None]) -> torch.Tensor:
         """The meta step's loss: its gradient at the current weights is the forget loss's gradient
