@@ -18,8 +18,8 @@ Variants: ``ga``, ``npo`` and du_loop's (``du_loop``: its defaults; ``du_loop-pl
 no healing; ``du_loop+adv``, ``du_loop+sam``, ``du_loop(rmu)``, the margin and healing settings
 compared when the defaults were chosen: ``du_loop+over0.5`` ... ``du_loop+over3+heal8``, and
 ``du_loop+tamper`` / ``du_loop+tamper32``: the defaults with the tamper phase, 8 / 32 meta steps;
-``du_loop+tamper8all`` / ``du_loop+tamper32all``: the same simulating every half at every check;
-``du_loop+tamper32e4``: 4 meta steps per simulation). ``--relearn-on split`` relearns on half
+``du_loop+tamper32win``: after a meta step first only the halves that won; ``du_loop+tamper32e4``:
+that and 4 meta steps per simulation). ``--relearn-on split`` relearns on half
 the target's chosen set and its other forms instead of on other facts; ``--checks`` drops checks
 on a slow model (the dropped columns print as ``–``). The adversarial aggregate is asked at each
 trajectory's last grid point only.
@@ -64,11 +64,9 @@ VARIANTS = {
     "du_loop+tamper": ("du_loop", {"overshoot": 1.0, "heal": 32, "heal_batch": 8, "heal_every": 8, "tamper": 8}),
     "du_loop+tamper32": ("du_loop", {"overshoot": 1.0, "heal": 32, "heal_batch": 8, "heal_every": 8, "tamper": 32}),
     "du_loop+tamper32e4": ("du_loop", {"overshoot": 1.0, "heal": 32, "heal_batch": 8, "heal_every": 8, "tamper": 32,
-                                       "tamper_every": 4}),
-    "du_loop+tamper32all": ("du_loop", {"overshoot": 1.0, "heal": 32, "heal_batch": 8, "heal_every": 8, "tamper": 32,
-                                        "tamper_every_half": True}),
-    "du_loop+tamper8all": ("du_loop", {"overshoot": 1.0, "heal": 32, "heal_batch": 8, "heal_every": 8, "tamper": 8,
-                                       "tamper_every_half": True}),
+                                       "tamper_every_half": False, "tamper_every": 4}),
+    "du_loop+tamper32win": ("du_loop", {"overshoot": 1.0, "heal": 32, "heal_batch": 8, "heal_every": 8, "tamper": 32,
+                                        "tamper_every_half": False}),
     # 32 guard facts, a step may forget at most 5 % of them (one fact): half of the 10 % of K that
     # Success-DU@0.9 allows in all; at most three halvings (rate factor 1/8). Fixed before any run.
     "du_loop+guard": ("du_loop", {"guard": 32, "guard_drop": 0.05, "guard_min_scale": 0.125, "overshoot": 0.0, "heal": 0}),

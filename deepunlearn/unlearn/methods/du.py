@@ -127,7 +127,7 @@ class DULoopParams(DUParams):
     tamper_every: int = Field(
         1, ge=1, description="with tamper: meta steps on one simulation's gradients before the next probe and check")
     tamper_every_half: bool = Field(
-        False, description="with tamper: after a meta step simulate every half again (default: first only the "
+        True, description="with tamper: after a meta step simulate every half again (false: first only the "
         "halves that brought a target back, the others once those hold)")
 
 

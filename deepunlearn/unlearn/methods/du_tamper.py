@@ -11,10 +11,10 @@ halves drawn at random (:func:`halves`). If every target is still out of the clo
 first-order meta-unlearning step (as in MUDMAN, arXiv 2506.12484, and TAR's first-order outer step): the
 gradient of the base forget loss taken *at the attacked weights* (the mean over the attacks that
 brought a target back) is applied at the current ones (a surrogate ``sum(p * g)``, plus the retain
-term at the current weights), and the attacks that brought a target back are simulated again; once
-they all leave every target deep, the other halves are simulated too (a meta step may open another
-one; ``tamper_every_half`` simulates every half at every check). ``tamper_every`` meta steps are
-taken on one simulation's gradients before the loop probes and checks again. At most ``tamper`` meta steps. Drawn halves come from seeds derived from the run's seed
+term at the current weights), and the attacks are simulated again (with ``tamper_every_half =
+False`` first only those that brought a target back, the other halves once those all leave every
+target deep). ``tamper_every`` meta steps are taken on one simulation's gradients before the loop
+probes and checks again. At most ``tamper`` meta steps. Drawn halves come from seeds derived from the run's seed
 and change at every round over the other halves, never the seed the checks' own split attack uses,
 so the phase cannot fit one particular split. After each meta step the loop probes the watched
 facts as usual: a target derivable at the current weights sends it back to unlearning (then margin
@@ -84,7 +84,7 @@ class Tamper:
                  probe: Callable[[], set[int]]):
         self.limit = int(method_params.tamper)
         self.attack_steps, self.splits = int(method_params.tamper_steps), int(method_params.tamper_splits)
-        self.every_half = bool(getattr(method_params, "tamper_every_half", False))
+        self.every_half = bool(getattr(method_params, "tamper_every_half", True))
         self.every = int(getattr(method_params, "tamper_every", 1))
         self.lr = float(session.lr) * float(method_params.tamper_lr_scale)
         self.ctx, self.seed, self.probe = ctx, int(seed), probe
