@@ -150,14 +150,13 @@ def test_halves_cover_every_split_when_few_and_draw_fresh_ones_when_many():
     assert [h[1] for h in two] == [[2], [3], [4]] and [h[5] for h in two] == [[6], [7], [6]]
 
 
-def test_tamper_gives_up_after_its_budget(runner, monkeypatch):
-    import deepunlearn.unlearn.deep as deep
-
-    t = _deep_target(runner)
-
+def _never_robust(t):
     class NeverRobust:
+        """Deep from the second probe; every simulated attack brings the target back."""
+
         def __init__(self, runner_, targets, choice="fewest"):
-            self.runner, self.targets, self.watch, self.calls, self.attacking = runner_, list(targets), [t], 0, False
+            self.runner, self.targets, self.watch, self.calls, self.attacks = runner_, list(targets), [t], 0, 0
+            self.attacking = False
 
         def forgotten_now(self):
             if self.attacking:
@@ -172,13 +171,21 @@ def test_tamper_gives_up_after_its_budget(runner, monkeypatch):
             return [target]
 
         def split_relearned(self, relearned, steps, lr, then):
+            self.attacks += 1
             self.attacking = True
             try:
                 return then()
             finally:
                 self.attacking = False
 
-    monkeypatch.setattr(deep, "DeepContext", NeverRobust)
+    return NeverRobust
+
+
+def test_tamper_gives_up_after_its_budget(runner, monkeypatch):
+    import deepunlearn.unlearn.deep as deep
+
+    t = _deep_target(runner)
+    monkeypatch.setattr(deep, "DeepContext", _never_robust(t))
     u = runner.unlearner("du_loop", grid=[1, 2, 4, 8], params=None)
     points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, tamper=2), seed=0))
     n = points[-1].notes
@@ -251,36 +258,8 @@ def test_tamper_every_takes_several_meta_steps_per_simulation(runner, monkeypatc
     import deepunlearn.unlearn.deep as deep
 
     t = _deep_target(runner)
-
-    class NeverRobust:
-        """Deep from the second probe; every simulated attack brings the target back."""
-
-        def __init__(self, runner_, targets, choice="fewest"):
-            self.runner, self.targets, self.watch, self.calls, self.attacks = runner_, list(targets), [t], 0, 0
-            self.attacking = False
-
-        def forgotten_now(self):
-            if self.attacking:
-                return set()
-            self.calls += 1
-            return set() if self.calls < 2 else {t}
-
-        def deep(self, target, forgotten):
-            return target in forgotten
-
-        def choose(self, target, forgotten):
-            return [target]
-
-        def split_relearned(self, relearned, steps, lr, then):
-            self.attacks += 1
-            self.attacking = True
-            try:
-                return then()
-            finally:
-                self.attacking = False
-
-    made = []
-    monkeypatch.setattr(deep, "DeepContext", lambda *x, **k: made.append(NeverRobust(*x, **k)) or made[-1])
+    made, never = [], _never_robust(t)
+    monkeypatch.setattr(deep, "DeepContext", lambda *x, **k: made.append(never(*x, **k)) or made[-1])
     u = runner.unlearner("du_loop", grid=[1, 2, 4, 8], params=None)
     u = type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, tamper=4, tamper_every=every)
     n = list(runner.run(t, u, seed=0))[-1].notes
