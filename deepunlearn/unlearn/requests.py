@@ -149,7 +149,7 @@ def _recheck(runner, u, values: list[float], earlier: Sequence[int], forgotten: 
             if protect:
                 runner.protected = _protected(runner, [s for s in served if s not in group], forgotten)
             run_seed = None if seed is None else seed + 1000 * (n + 1) + (0 if batch else earlier.index(group[0]))
-            last = [ps for ps in runner.steps(group, u, values, set(), len(values), run_seed, restore=False)][-1]
+            last = list(runner.steps(group, u, values, set(), len(values), run_seed, restore=False))[-1]
             forgotten = list(last[0].forgotten)
             redone += [{"target": s, "deep": runner.deep(s, forgotten), "steps": last[0].notes.get("steps_used"),
                         "pass": n + 1} for s in group]

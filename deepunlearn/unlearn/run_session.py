@@ -51,7 +51,7 @@ def runner_session(self, u: Unlearner, target: int | Sequence[int],
 
         session.rules = DeepContext(self, targets, choice=getattr(u.params, "choice", "fewest"))
     if u.uses_retain:
-        chosen = [f for t in targets for f in self.chosen_set(t)] + sorted(getattr(self, "protected", ()))
+        chosen = [f for t in targets for f in self.chosen_set(t)] + sorted(self.protected)
         session.retain = RetainSampler(self.encode, retain_pool(self.known, forget_ids, chosen),
                                        size=u.params.retain_size, seed=target_seed(self.seed, targets))
     return session

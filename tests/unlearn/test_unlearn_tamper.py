@@ -18,6 +18,32 @@ def runner(five_people_runner):
     return five_people_runner
 
 
+class OneFact:
+    """A scripted rules context for the target ``fact`` whose one set is itself: ``attacks``
+    counts the simulated attacks, ``attacking`` holds during one; a subclass scripts
+    ``forgotten_now`` and sets ``fact``."""
+
+    fact = None
+
+    def __init__(self, runner_, targets, choice="fewest"):
+        self.runner, self.targets, self.watch = runner_, list(targets), [self.fact]
+        self.calls, self.attacks, self.attacking = 0, 0, False
+
+    def deep(self, target, forgotten):
+        return target in forgotten
+
+    def choose(self, target, forgotten):
+        return [target]
+
+    def split_relearned(self, relearned, steps, lr, then):
+        self.attacks += 1
+        self.attacking = True
+        try:
+            return then()
+        finally:
+            self.attacking = False
+
+
 def test_relearn_then_sees_the_relearned_model_and_restores_it(runner):
     from deepunlearn.unlearn.attacks import relearn_then
 
@@ -95,34 +121,18 @@ def test_a_meta_step_that_brings_the_target_back_sends_the_loop_back_to_unlearni
 
     t = _deep_target(runner)
 
-    class BackAfterMeta:
+    class BackAfterMeta(OneFact):
         """Deep from probe 2 on but at probe 3 (right after the meta step; the tamper checks reuse
         the loop's probe of the same step); the first simulated attack brings the target back, the
         second does not."""
 
-        def __init__(self, runner_, targets, choice="fewest"):
-            self.runner, self.targets, self.watch = runner_, list(targets), [t]
-            self.calls, self.attacks, self.attacking = 0, 0, False
+        fact = t
 
         def forgotten_now(self):
             if self.attacking:
                 return set() if self.attacks == 1 else {t}
             self.calls += 1
             return set() if self.calls in (1, 3) else {t}
-
-        def deep(self, target, forgotten):
-            return target in forgotten
-
-        def choose(self, target, forgotten):
-            return [target]
-
-        def split_relearned(self, relearned, steps, lr, then):
-            self.attacks += 1
-            self.attacking = True
-            try:
-                return then()
-            finally:
-                self.attacking = False
 
     made = []
     monkeypatch.setattr(deep, "DeepContext", lambda *a, **k: made.append(BackAfterMeta(*a, **k)) or made[-1])
@@ -151,32 +161,16 @@ def test_halves_cover_every_split_when_few_and_draw_fresh_ones_when_many():
 
 
 def _never_robust(t):
-    class NeverRobust:
+    class NeverRobust(OneFact):
         """Deep from the second probe; every simulated attack brings the target back."""
 
-        def __init__(self, runner_, targets, choice="fewest"):
-            self.runner, self.targets, self.watch, self.calls, self.attacks = runner_, list(targets), [t], 0, 0
-            self.attacking = False
+        fact = t
 
         def forgotten_now(self):
             if self.attacking:
                 return set()
             self.calls += 1
             return set() if self.calls < 2 else {t}
-
-        def deep(self, target, forgotten):
-            return target in forgotten
-
-        def choose(self, target, forgotten):
-            return [target]
-
-        def split_relearned(self, relearned, steps, lr, then):
-            self.attacks += 1
-            self.attacking = True
-            try:
-                return then()
-            finally:
-                self.attacking = False
 
     return NeverRobust
 

@@ -84,8 +84,7 @@ class Tamper:
                  probe: Callable[[], set[int]]):
         self.limit = int(method_params.tamper)
         self.attack_steps, self.splits = int(method_params.tamper_steps), int(method_params.tamper_splits)
-        self.every_half = bool(getattr(method_params, "tamper_every_half", True))
-        self.every = int(getattr(method_params, "tamper_every", 1))
+        self.every_half, self.every = bool(method_params.tamper_every_half), int(method_params.tamper_every)
         self.lr = float(session.lr) * float(method_params.tamper_lr_scale)
         self.ctx, self.seed, self.probe = ctx, int(seed), probe
         self.params = list(params) if params is not None else session.trainable()
