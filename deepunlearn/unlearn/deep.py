@@ -9,7 +9,8 @@ and can
   mode, calibrated: :meth:`forgotten_now_adversarial`),
 * probe any facts (:meth:`known_among`; du_loop's guard sample: :meth:`guard_sample`),
 * tell whether a target is deeply unlearned, t ∉ Ω(K \\ forgotten, R) (:meth:`deep`),
-* simulate a split relearning attack and look at the model it leaves (:meth:`split_relearned`),
+* simulate a split relearning attack and look at the model it leaves (:meth:`split_relearned`;
+  its training batch: :meth:`split_batch`),
 * pick the set to forget next given what is already forgotten (:meth:`choose`, the rules layer's
   :func:`~deepunlearn.rules.choice.choose_set`).
 
@@ -81,6 +82,15 @@ class DeepContext:
         nothing to relearn, no attack). du_loop's tamper phase
         (:mod:`~deepunlearn.unlearn.methods.du_tamper`)."""
         from .attacks import relearn_then
+
+        batch = self.split_batch(relearned)
+        if batch is None:
+            return None
+        return relearn_then(self.runner.bundle.model, batch, steps, then, lr=lr)
+
+    def split_batch(self, relearned: Mapping[int, Sequence[int]]) -> Callable[[], dict] | None:
+        """What a split attack that relearns ``relearned[t]`` trains on (the facts and each
+        target's other forms), as a function building the batch; ``None``: nothing to relearn."""
         from .relearn_pool import SplitPlan, split_batch, target_forms
 
         r = self.runner
@@ -89,8 +99,7 @@ class DeepContext:
                          forms)
         if plan.empty:
             return None
-        return relearn_then(r.bundle.model, lambda: split_batch(r.bundle, r.kb, plan, r.unlearn_forms), steps, then,
-                            lr=lr)
+        return lambda: split_batch(r.bundle, r.kb, plan, r.unlearn_forms)
 
     def deep(self, target: int, forgotten: Iterable[int]) -> bool:
         return self.runner.deep(int(target), sorted(forgotten))

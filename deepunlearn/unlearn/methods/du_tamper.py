@@ -163,3 +163,54 @@ class Tamper:
 
     def notes(self) -> dict:
         return {"tamper_steps_taken": self.taken, "tamper_robust": self.robust}
+
+
+class Lookahead:
+    """du_loop's relearning lookahead (``lookahead = true``): each step of the margin takes its
+    gradient where one simulated split attack would take the model, without simulating it.
+
+    The attack relearns a half of each target's last chosen set and the target's other forms with
+    AdamW, whose first steps move every weight by about the rate in the direction of the sign of
+    the relearning gradient. So a margin step takes the relearning loss's gradient ``g_r`` on a
+    freshly drawn half (:func:`halves`, seeds from :func:`split_seed`, apart from the tamper
+    phase's), moves the weights to ``w - tamper_steps * rate * sign(g_r)`` (``rate`` the attack's:
+    the run's times ``tamper_lr_scale``), takes the loss's gradient there, puts ``w`` back and steps
+    with that gradient at ``w`` (a surrogate ``sum(p * g)``). One backward pass more than a plain
+    margin step and no probe: the tamper phase's check and meta steps without the simulated attack
+    and its probes."""
+
+    def __init__(self, method_params, session, ctx, seed: int, params: Sequence[torch.nn.Parameter] | None):
+        self.radius = float(session.lr) * float(method_params.tamper_lr_scale) * int(method_params.tamper_steps)
+        self.ctx, self.seed, self.model = ctx, int(seed), session.model
+        self.params = list(params) if params is not None else session.trainable()
+        self.taken = 0
+
+    def loss(self, chosen: Mapping[int, Sequence[int]], loss: Callable[[], torch.Tensor]) -> torch.Tensor:
+        """The margin step's loss: its gradient at the current weights is ``loss()``'s gradient at
+        the looked-ahead ones (``loss()`` itself when there is nothing to relearn)."""
+        from ..finetune import answer_loss
+
+        half = halves(chosen, self.ctx.targets, 1, split_seed(self.seed, (1 << 20) + self.taken))[0]
+        self.taken += 1
+        batch = self.ctx.split_batch(half)
+        if batch is None:
+            return loss()
+        data = batch()
+        logits = self.model(input_ids=data["input_ids"], attention_mask=data["attention_mask"]).logits
+        g_r = torch.autograd.grad(answer_loss(logits, data["labels"])[0], self.params, allow_unused=True)
+        saved = [p.detach().clone() for p in self.params]
+        try:
+            with torch.no_grad():
+                for p, g in zip(self.params, g_r):
+                    if g is not None:
+                        p.sub_(self.radius * g.sign().to(p.dtype))
+            grads = torch.autograd.grad(loss(), self.params, allow_unused=True)
+        finally:
+            with torch.no_grad():
+                for p, w in zip(self.params, saved):
+                    p.copy_(w)
+        total = sum((p * g.detach()).sum() for p, g in zip(self.params, grads) if g is not None)
+        return total if isinstance(total, torch.Tensor) else torch.zeros((), requires_grad=True)
+
+    def notes(self) -> dict:
+        return {"lookahead_steps": self.taken}
