@@ -126,9 +126,10 @@ class DULoopParams(DUParams):
         1.0, gt=0, description="with tamper: the simulated attack's rate is the run's rate times this")
     tamper_every: int = Field(
         1, ge=1, description="with tamper: meta steps on one simulation's gradients before the next probe and check")
-    lookahead: bool = Field(
-        False, description="relearning lookahead: every margin step takes its gradient at the weights one sign step "
-        "of a simulated split attack (tamper_steps x the attack's rate) leaves (methods/du_tamper.py Lookahead)")
+    lookahead: Literal["off", "margin", "all"] = Field(
+        "off", description="relearning lookahead: the margin's steps ('margin'), or every unlearning step ('all'), "
+        "take their gradient at the weights one sign step of a simulated split attack (tamper_steps x the attack's "
+        "rate) leaves (methods/du_tamper.py Lookahead)")
     tamper_every_half: bool = Field(
         True, description="with tamper: after a meta step simulate every half again (false: first only the "
         "halves that brought a target back, the others once those hold)")
@@ -228,7 +229,7 @@ class DULoop(_RuleAware):
         tamper = (du_tamper.Tamper(self.params, session, ctx, ctx.runner.seed, trained, probe_now)
                   if self.params.tamper else None)
         look = (du_tamper.Lookahead(self.params, session, ctx, ctx.runner.seed, trained)
-                if self.params.lookahead else None)
+                if self.params.lookahead != "off" else None)
 
         def info() -> dict:
             out = {"steps_used": used, "rounds": rounds, "stopped_deep": phase in ("margin", "tamper", "heal", "done"),
@@ -292,7 +293,7 @@ class DULoop(_RuleAware):
         def loss(s: Session):
             if phase == "tamper":
                 return tamper.loss(lambda: self.retain_loss(session))
-            if phase == "margin" and look is not None:
+            if look is not None and (phase == "margin" or (phase == "forget" and self.params.lookahead == "all")):
                 return look.loss(last_sets, lambda: self.total_loss(s))
             return healer.loss(s) if phase == "heal" else self.total_loss(s)
 

@@ -166,8 +166,9 @@ class Tamper:
 
 
 class Lookahead:
-    """du_loop's relearning lookahead (``lookahead = true``): each step of the margin takes its
-    gradient where one simulated split attack would take the model, without simulating it.
+    """du_loop's relearning lookahead (``lookahead = "margin"``; ``"all"``: the unlearning steps
+    before the deep point too): each such step takes its gradient where one simulated split
+    attack would take the model, without simulating it.
 
     The attack relearns a half of each target's last chosen set and the target's other forms with
     AdamW, whose first steps move every weight by about the rate in the direction of the sign of
@@ -183,7 +184,7 @@ class Lookahead:
         self.radius = float(session.lr) * float(method_params.tamper_lr_scale) * int(method_params.tamper_steps)
         self.ctx, self.seed, self.model = ctx, int(seed), session.model
         self.params = list(params) if params is not None else session.trainable()
-        self.taken = 0
+        self.taken, self._batches = 0, {}
 
     def loss(self, chosen: Mapping[int, Sequence[int]], loss: Callable[[], torch.Tensor]) -> torch.Tensor:
         """The margin step's loss: its gradient at the current weights is ``loss()``'s gradient at
@@ -192,10 +193,13 @@ class Lookahead:
 
         half = halves(chosen, self.ctx.targets, 1, split_seed(self.seed, (1 << 20) + self.taken))[0]
         self.taken += 1
-        batch = self.ctx.split_batch(half)
-        if batch is None:
+        key = tuple(sorted((t, tuple(h)) for t, h in half.items()))
+        if key not in self._batches:  # encoded once per half
+            batch = self.ctx.split_batch(half)
+            self._batches[key] = None if batch is None else batch()
+        data = self._batches[key]
+        if data is None:
             return loss()
-        data = batch()
         logits = self.model(input_ids=data["input_ids"], attention_mask=data["attention_mask"]).logits
         g_r = torch.autograd.grad(answer_loss(logits, data["labels"])[0], self.params, allow_unused=True)
         saved = [p.detach().clone() for p in self.params]
