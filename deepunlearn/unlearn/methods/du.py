@@ -130,6 +130,9 @@ class DULoopParams(DUParams):
         "off", description="relearning lookahead: the margin's steps ('margin'), or every unlearning step ('all'), "
         "take their gradient at the weights one sign step of a simulated split attack (tamper_steps x the attack's "
         "rate) leaves (methods/du_tamper.py Lookahead)")
+    lookahead_depth: int = Field(
+        1, ge=1, description="with lookahead: sign steps to the looked-ahead weights, each of 1/depth of the way, "
+        "the relearning gradient taken again before each")
     tamper_every_half: bool = Field(
         True, description="with tamper: after a meta step simulate every half again (false: first only the "
         "halves that brought a target back, the others once those hold)")

@@ -182,6 +182,7 @@ class Lookahead:
 
     def __init__(self, method_params, session, ctx, seed: int, params: Sequence[torch.nn.Parameter] | None):
         self.radius = float(session.lr) * float(method_params.tamper_lr_scale) * int(method_params.tamper_steps)
+        self.depth = int(getattr(method_params, "lookahead_depth", 1))
         self.ctx, self.seed, self.model = ctx, int(seed), session.model
         self.params = list(params) if params is not None else session.trainable()
         self.taken, self._batches = 0, {}
@@ -200,14 +201,15 @@ class Lookahead:
         data = self._batches[key]
         if data is None:
             return loss()
-        logits = self.model(input_ids=data["input_ids"], attention_mask=data["attention_mask"]).logits
-        g_r = torch.autograd.grad(answer_loss(logits, data["labels"])[0], self.params, allow_unused=True)
         saved = [p.detach().clone() for p in self.params]
         try:
-            with torch.no_grad():
-                for p, g in zip(self.params, g_r):
-                    if g is not None:
-                        p.sub_(self.radius * g.sign().to(p.dtype))
+            for _ in range(self.depth):  # sign steps of radius / depth, the gradient taken again before each
+                logits = self.model(input_ids=data["input_ids"], attention_mask=data["attention_mask"]).logits
+                g_r = torch.autograd.grad(answer_loss(logits, data["labels"])[0], self.params, allow_unused=True)
+                with torch.no_grad():
+                    for p, g in zip(self.params, g_r):
+                        if g is not None:
+                            p.sub_((self.radius / self.depth) * g.sign().to(p.dtype))
             grads = torch.autograd.grad(loss(), self.params, allow_unused=True)
         finally:
             with torch.no_grad():
