@@ -1,7 +1,8 @@
 """du_loop's relearning lookahead on the 5-person one-layer model: a margin step's gradient is the
-loss's gradient at the weights one sign step of the simulated split attack leaves (checked
-against that step taken by hand on a copy of the model), the weights come back bit for bit, a
-step with nothing to relearn is the plain one, and a real run takes it on every margin step (or every unlearning step) and on no other."""
+loss's gradient at the weights one or more sign steps of the simulated split attack leave (checked
+against those steps taken by hand on a copy of the model), the weights come back bit for bit, a
+step with nothing to relearn is the plain one, and a real run takes it on every margin step (or
+every unlearning step) and on no other."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def _answer_grads(model, params, data):
     return torch.autograd.grad(answer_loss(logits, data["labels"])[0], params, allow_unused=True)
 
 
-def test_the_lookahead_gradient_is_the_loss_gradient_after_one_sign_step_of_the_attack(runner):
+@pytest.mark.parametrize("depth", [1, 2])
+def test_the_lookahead_gradient_is_the_loss_gradient_after_sign_steps_of_the_attack(runner, depth):
     from deepunlearn.unlearn.deep import DeepContext
     from deepunlearn.unlearn.methods.du_tamper import Lookahead, halves, split_seed
 
@@ -37,7 +39,8 @@ def test_the_lookahead_gradient_is_the_loss_gradient_after_one_sign_step_of_the_
     params = [p for p in model.parameters() if p.requires_grad]
     before = [p.detach().clone() for p in params]
     session = SimpleNamespace(lr=1e-3, model=model, trainable=lambda: params)
-    look = Lookahead(SimpleNamespace(tamper_lr_scale=2.0, tamper_steps=4), session, ctx, seed=0, params=None)
+    look = Lookahead(SimpleNamespace(tamper_lr_scale=2.0, tamper_steps=4, lookahead_depth=depth), session, ctx,
+                     seed=0, params=None)
     assert look.radius == pytest.approx(8e-3)
     forget = runner.encode([t])
 
@@ -54,13 +57,14 @@ def test_the_lookahead_gradient_is_the_loss_gradient_after_one_sign_step_of_the_
     # by hand: the half the first step draws, the attack's batch, one sign step on a copy
     half = halves(chosen, [t], 1, split_seed(0, 1 << 20))[0]
     data = ctx.split_batch(half)()
-    g_r = _answer_grads(model, params, data)
     moved = copy.deepcopy(model)
     moved_params = [p for p in moved.parameters() if p.requires_grad]
-    with torch.no_grad():
-        for p, g in zip(moved_params, g_r):
-            if g is not None:
-                p.sub_(8e-3 * g.sign())
+    for _ in range(depth):  # each sign step from the gradient where the last one left the copy
+        g_r = _answer_grads(moved, moved_params, data)
+        with torch.no_grad():
+            for p, g in zip(moved_params, g_r):
+                if g is not None:
+                    p.sub_(8e-3 / depth * g.sign())
     out = moved(input_ids=forget["input_ids"], attention_mask=forget["attention_mask"]).logits
     from deepunlearn.unlearn.finetune import answer_loss
 
