@@ -126,6 +126,9 @@ class DULoopParams(DUParams):
         1.0, gt=0, description="with tamper: the simulated attack's rate is the run's rate times this")
     tamper_every: int = Field(
         1, ge=1, description="with tamper: meta steps on one simulation's gradients before the next probe and check")
+    margin_base: Literal[BASES] | None = Field(  # type: ignore[valid-type]
+        None, description="the forget loss of the margin's steps (None: the base); 'ga' keeps pushing where NPO's "
+        "bounded loss has saturated")
     lookahead: Literal["off", "margin", "all"] = Field(
         "off", description="relearning lookahead: the margin's steps ('margin'), or every unlearning step ('all'), "
         "take their gradient at the weights one sign step of a simulated split attack (tamper_steps x the attack's "
@@ -217,6 +220,20 @@ class DULoop(_RuleAware):
     name = "du_loop"
     Params = DULoopParams
 
+    def __init__(self, params: MethodParams | None = None, **overrides):
+        super().__init__(params, **overrides)
+        name = self.params.margin_base
+        self.margin_base = (None if name is None or name == self.params.base else
+                            get_method(name)(None, grid=[1], retain="none", retain_size=self.params.retain_size))
+
+    def margin_loss(self, session: Session) -> torch.Tensor:
+        """The loss of a margin step: the margin base's forget loss (else the base's) plus the retain term."""
+        if self.margin_base is None:
+            return self.total_loss(session)
+        retain = self.retain_loss(session)
+        loss = self.margin_base.loss(session)
+        return loss if retain is None else loss + retain
+
     def trajectory(self, session: Session, grid: Sequence[float]) -> Iterator[Step]:
         budgets = self.check_grid(grid)
         ctx = self._context(session)
@@ -296,9 +313,10 @@ class DULoop(_RuleAware):
         def loss(s: Session):
             if phase == "tamper":
                 return tamper.loss(lambda: self.retain_loss(session))
+            step_loss = (lambda: self.margin_loss(s)) if phase == "margin" else (lambda: self.total_loss(s))
             if look is not None and (phase == "margin" or (phase == "forget" and self.params.lookahead == "all")):
-                return look.loss(last_sets, lambda: self.total_loss(s))
-            return healer.loss(s) if phase == "heal" else self.total_loss(s)
+                return look.loss(last_sets, step_loss)
+            return healer.loss(s) if phase == "heal" else step_loss()
 
         session.sam_rho = self.params.sam_rho
         guard = du_guard.start(self.params, session, ctx)  # probes its sample before the first step
