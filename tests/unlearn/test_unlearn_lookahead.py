@@ -2,7 +2,8 @@
 loss's gradient at the weights one or more sign steps of the simulated split attack leave (checked
 against those steps taken by hand on a copy of the model), the weights come back bit for bit, a
 step with nothing to relearn is the plain one, and a real run takes it on every margin step (or
-every unlearning step) and on no other."""
+every unlearning step) and on no other; ``margin_base`` puts its own forget loss on the margin's
+steps only."""
 
 from __future__ import annotations
 
@@ -100,3 +101,29 @@ def test_du_loop_takes_the_lookahead_on_its_margin_steps_or_on_every_unlearning_
     assert look["steps_to_deep"] == plain["steps_to_deep"] and look["deep"] and look["stopped_deep"]
     assert look["lookahead_steps"] == look["steps_used"] - look["steps_to_deep"] > 0
     assert every["lookahead_steps"] == every["steps_used"] and every["deep"]  # every step, none healing
+
+
+def test_margin_base_takes_the_margin_steps_with_its_own_forget_loss(runner, monkeypatch):
+    from deepunlearn.unlearn.methods import get_method
+
+    ga = get_method("ga")
+    calls = []
+    real = ga.loss
+    monkeypatch.setattr(ga, "loss", lambda self, session: calls.append(1) or real(self, session))
+    t = _deep_target(runner)
+    u = runner.unlearner("du_loop", grid=[4, 32], params=None)
+    notes = {}
+    for margin_base in (None, "npo", "ga"):
+        calls.clear()
+        v = type(u)(u.params, grid=[4, 32], overshoot=1.0, heal=0, margin_base=margin_base)
+        notes[margin_base] = list(runner.run(t, v, seed=0))[-1].notes
+        notes[margin_base]["ga_calls"] = len(calls)
+    # the base's own loss (npo) is the default's: no GA step, the same run
+    assert notes[None]["ga_calls"] == notes["npo"]["ga_calls"] == 0
+    assert notes[None]["steps_used"] == notes["npo"]["steps_used"]
+    # GA's loss on every margin step and on no other; the deep point is the base's
+    n = notes["ga"]
+    assert n["steps_to_deep"] == notes[None]["steps_to_deep"] and n["deep"]
+    assert n["ga_calls"] == n["steps_used"] - n["steps_to_deep"] > 0
+    with pytest.raises(Exception, match="margin_base"):
+        type(u)(u.params, grid=[4], margin_base="sideways")
