@@ -1,0 +1,37 @@
+"""benchmarks/duloop_variants.py's variant names: a named variant with ``@key=value`` overrides
+(values read as JSON, else text), and one clear error for an unknown name or a malformed override."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("duloop_variants", ROOT / "benchmarks" / "duloop_variants.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_overrides_add_to_the_named_variant_without_changing_it(script):
+    method, params = script.variant("du_loop+tamper32@tamper_splits=2@lookahead=margin@tamper_every_half=false")
+    assert method == "du_loop"
+    assert params["tamper"] == 32 and params["tamper_splits"] == 2 and params["tamper_every_half"] is False
+    assert params["lookahead"] == "margin"  # not JSON: kept as text
+    assert "tamper_splits" not in script.VARIANTS["du_loop+tamper32"][1]
+    assert script.variant("ga") == ("ga", {})
+
+
+@pytest.mark.parametrize("name, says", [("du_loop+nothing", "unknown variant 'du_loop+nothing'"),
+                                        ("du_loop@tamper", "expected @key=value, got 'tamper'"),
+                                        ("du_loop@=3", "expected @key=value")])
+def test_bad_names_are_one_line(script, name, says):
+    with pytest.raises(SystemExit) as e:
+        script.variant(name)
+    assert says in str(e.value) and "\n" not in str(e.value)
