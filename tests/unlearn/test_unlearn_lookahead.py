@@ -82,7 +82,8 @@ def test_nothing_to_relearn_is_the_plain_loss():
     w = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
     ctx = SimpleNamespace(targets=[3], split_batch=lambda half: None)
     session = SimpleNamespace(lr=1e-3, model=None, trainable=lambda: [w])
-    look = Lookahead(SimpleNamespace(tamper_lr_scale=1.0, tamper_steps=8), session, ctx, seed=0, params=None)
+    look = Lookahead(SimpleNamespace(tamper_lr_scale=1.0, tamper_steps=8, lookahead_depth=1), session, ctx, seed=0,
+                     params=None)
     plain = (w ** 2).sum()
     assert look.loss({3: [3]}, lambda: plain) is plain
     assert look.notes() == {"lookahead_steps": 1}

@@ -131,8 +131,8 @@ class DULoopParams(DUParams):
         "bounded loss has saturated")
     lookahead: Literal["off", "margin", "all"] = Field(
         "off", description="relearning lookahead: the margin's steps ('margin'), or every unlearning step ('all'), "
-        "take their gradient at the weights one sign step of a simulated split attack (tamper_steps x the attack's "
-        "rate) leaves (methods/du_tamper.py Lookahead)")
+        "take their gradient at the weights that sign steps of a simulated split attack (tamper_steps x the "
+        "attack's rate in all) leave (methods/du_tamper.py Lookahead)")
     lookahead_depth: int = Field(
         1, ge=1, description="with lookahead: sign steps to the looked-ahead weights, each of 1/depth of the way, "
         "the relearning gradient taken again before each")
@@ -313,10 +313,12 @@ class DULoop(_RuleAware):
         def loss(s: Session):
             if phase == "tamper":
                 return tamper.loss(lambda: self.retain_loss(session))
+            if phase == "heal":
+                return healer.loss(s)
             step_loss = (lambda: self.margin_loss(s)) if phase == "margin" else (lambda: self.total_loss(s))
-            if look is not None and (phase == "margin" or (phase == "forget" and self.params.lookahead == "all")):
+            if look is not None and (phase == "margin" or self.params.lookahead == "all"):
                 return look.loss(last_sets, step_loss)
-            return healer.loss(s) if phase == "heal" else step_loss()
+            return step_loss()
 
         session.sam_rho = self.params.sam_rho
         guard = du_guard.start(self.params, session, ctx)  # probes its sample before the first step

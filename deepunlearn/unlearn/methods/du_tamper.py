@@ -175,14 +175,15 @@ class Lookahead:
     the relearning gradient. So a margin step takes the relearning loss's gradient ``g_r`` on a
     freshly drawn half (:func:`halves`, seeds from :func:`split_seed`, apart from the tamper
     phase's), moves the weights to ``w - tamper_steps * rate * sign(g_r)`` (``rate`` the attack's:
-    the run's times ``tamper_lr_scale``), takes the loss's gradient there, puts ``w`` back and steps
-    with that gradient at ``w`` (a surrogate ``sum(p * g)``). One backward pass more than a plain
-    margin step and no probe: the tamper phase's check and meta steps without the simulated attack
-    and its probes."""
+    the run's times ``tamper_lr_scale``; in ``lookahead_depth`` sign steps of that size over the
+    depth, ``g_r`` taken again before each), takes the loss's gradient there, puts ``w`` back and
+    steps with that gradient at ``w`` (a surrogate ``sum(p * g)``). ``lookahead_depth`` backward
+    passes more than a plain step and no probe: the tamper phase's check and meta steps without
+    the simulated attack and its probes."""
 
     def __init__(self, method_params, session, ctx, seed: int, params: Sequence[torch.nn.Parameter] | None):
         self.radius = float(session.lr) * float(method_params.tamper_lr_scale) * int(method_params.tamper_steps)
-        self.depth = int(getattr(method_params, "lookahead_depth", 1))
+        self.depth = int(method_params.lookahead_depth)
         self.ctx, self.seed, self.model = ctx, int(seed), session.model
         self.params = list(params) if params is not None else session.trainable()
         self.taken, self._batches = 0, {}
