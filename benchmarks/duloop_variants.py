@@ -221,7 +221,7 @@ def variants(args) -> None:
             u = runner.unlearner(method)
             grid = [128] if method == "du_loop" else list(u.params.grid)
             extra = dict(params)
-            if name.split("@")[0] == "du_loop(rmu)":
+            if params.get("base") == "rmu":
                 extra["lr"] = args.rmu_lr
             u = type(u)(u.params, grid=grid, **extra)
             t0 = time.perf_counter()

@@ -13,6 +13,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from deepunlearn.unlearn.finetune import answer_loss
 from tests.unlearn.test_unlearn_deep import _deep_target
 
 
@@ -22,8 +23,6 @@ def runner(five_people_runner):
 
 
 def _answer_grads(model, params, data):
-    from deepunlearn.unlearn.finetune import answer_loss
-
     logits = model(input_ids=data["input_ids"], attention_mask=data["attention_mask"]).logits
     return torch.autograd.grad(answer_loss(logits, data["labels"])[0], params, allow_unused=True)
 
@@ -46,8 +45,6 @@ def test_the_lookahead_gradient_is_the_loss_gradient_after_sign_steps_of_the_att
     forget = runner.encode([t])
 
     def loss():
-        from deepunlearn.unlearn.finetune import answer_loss
-
         out = model(input_ids=forget["input_ids"], attention_mask=forget["attention_mask"]).logits
         return -answer_loss(out, forget["labels"])[0]
 
@@ -67,8 +64,6 @@ def test_the_lookahead_gradient_is_the_loss_gradient_after_sign_steps_of_the_att
                 if g is not None:
                     p.sub_(8e-3 / depth * g.sign())
     out = moved(input_ids=forget["input_ids"], attention_mask=forget["attention_mask"]).logits
-    from deepunlearn.unlearn.finetune import answer_loss
-
     want = torch.autograd.grad(-answer_loss(out, forget["labels"])[0], moved_params, allow_unused=True)
     plain = torch.autograd.grad(loss(), params, allow_unused=True)
     pairs = [(a, b, c) for a, b, c in zip(got, want, plain) if b is not None]
