@@ -1,0 +1,79 @@
+"""benchmarks/relearn_floor.py on the five-person model: the retain model it attacks never saw the
+served target or its chosen set; an attack that cannot move the weights leaves the row as the
+retain model stood, and one that trains hard teaches the never-seen target from its other forms;
+the table and its errors."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("relearn_floor", ROOT / "benchmarks" / "relearn_floor.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def kb_file(five_people_kb, tmp_path_factory):
+    from deepunlearn.kg.io import save_kb
+
+    return save_kb(five_people_kb, tmp_path_factory.mktemp("floor") / "kb.json")
+
+
+def _rows(script, kb_file, model, out: Path, cache: Path, *extra: str) -> list[dict]:
+    script.main(["--kb", str(kb_file), "--model", str(model), "--max-targets", "1", "--retrain-cache", str(cache),
+                 "-o", str(out), *extra])
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+def test_the_retain_model_never_saw_the_target_and_a_hard_attack_teaches_it(script, kb_file, five_people_model_dir,
+                                                                             five_people_kb, tmp_path):
+    from deepunlearn.probe import load_model
+    from deepunlearn.probe.models import read_meta
+    from deepunlearn.unlearn import TargetRunner
+
+    cache = tmp_path / "retrain"
+    still = _rows(script, kb_file, five_people_model_dir, tmp_path / "still.jsonl", cache, "--lr", "1e-12",
+                  "--steps", "1")
+    hard = _rows(script, kb_file, five_people_model_dir, tmp_path / "hard.jsonl", cache, "--lr", "3e-3",
+                 "--steps", "24")
+    assert len(still) == len(hard) == 1 and still[0]["target"] == hard[0]["target"]
+    t = still[0]["target"]
+    # one retain model for both runs, trained without the target and its chosen set
+    (folder,) = [p for p in cache.iterdir() if p.is_dir()]
+    runner = TargetRunner(load_model(five_people_model_dir, device="cpu"), five_people_kb, progress=False)
+    removed = set(read_meta(folder)["retrain"]["removed"])
+    assert {t, *runner.chosen_set(t)} <= removed
+    assert still[0]["forms"], "the split trains on the target's other forms"
+    # a step of 1e-12 changes nothing: the row is the retain model as it stood
+    assert still[0]["target_learned"] == still[0]["target_known_before"]
+    assert still[0]["floor_deep"] == still[0]["deep_before"]
+    # 24 steps at 3e-3 on the target's other forms teach the never-seen target: derivable again
+    assert hard[0]["target_learned"] and not hard[0]["floor_deep"]
+    assert hard[0]["relearned"] == still[0]["relearned"]  # the same seeded half
+
+
+def test_the_table_and_its_errors(script, tmp_path):
+    rows = [{"deep_before": True, "target_known_before": False, "target_learned": True, "floor_deep": False},
+            {"deep_before": True, "target_known_before": False, "target_learned": False, "floor_deep": True}]
+    f = tmp_path / "floor.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = script.table(str(f))
+    assert "| 2 | 1.00 [1.00, 1.00] | 0.00 [0.00, 0.00] | 0.50 [0.00, 1.00] | 0.50 [0.00, 1.00] |" in text
+    for bad, says in ((tmp_path / "none.jsonl", "no such file"), (tmp_path / "empty.jsonl", "no rows")):
+        if "empty" in bad.name:
+            bad.write_text("")
+        with pytest.raises(SystemExit) as e:
+            script.table(str(bad))
+        assert says in str(e.value) and str(bad) in str(e.value)
+    with pytest.raises(SystemExit, match="--kb and --model"):
+        script.main(["--kb", "kb.json"])
