@@ -1,5 +1,6 @@
 """benchmarks/duloop_variants.py's variant names: a named variant with ``@key=value`` overrides
-(values read as JSON, else text), and one clear error for an unknown name or a malformed override."""
+(values read as JSON, else text), one clear error for an unknown name or a malformed override, and
+the margin variants pinned to NPO's margin."""
 
 from __future__ import annotations
 
@@ -35,3 +36,11 @@ def test_bad_names_are_one_line(script, name, says):
     with pytest.raises(SystemExit) as e:
         script.variant(name)
     assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_margin_variants_keep_npos_margin_and_du_loop_is_the_defaults(script):
+    with_margin = [n for n, (m, p) in script.VARIANTS.items() if m == "du_loop" and p.get("overshoot", 0) > 0]
+    assert "du_loop+over1+heal8" in with_margin and "du_loop+tamper32" in with_margin
+    assert all(script.variant(n)[1]["margin_base"] == "npo" for n in with_margin)
+    assert script.variant("du_loop+over1+heal8@margin_base=ga")[1]["margin_base"] == "ga"
+    assert script.variant("du_loop") == ("du_loop", {})

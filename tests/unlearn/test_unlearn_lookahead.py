@@ -3,7 +3,7 @@ loss's gradient at the weights one or more sign steps of the simulated split att
 against those steps taken by hand on a copy of the model), the weights come back bit for bit, a
 step with nothing to relearn is the plain one, and a real run takes it on every margin step (or
 every unlearning step) and on no other; ``margin_base`` puts its own forget loss on the margin's
-steps only."""
+steps only, GA's by default after an NPO base and the base's own after another."""
 
 from __future__ import annotations
 
@@ -109,17 +109,31 @@ def test_margin_base_takes_the_margin_steps_with_its_own_forget_loss(runner, mon
     t = _deep_target(runner)
     u = runner.unlearner("du_loop", grid=[4, 32], params=None)
     notes = {}
-    for margin_base in (None, "npo", "ga"):
+    for margin_base in (None, "npo", "ga", "auto"):
         calls.clear()
         v = type(u)(u.params, grid=[4, 32], overshoot=1.0, heal=0, margin_base=margin_base)
         notes[margin_base] = list(runner.run(t, v, seed=0))[-1].notes
         notes[margin_base]["ga_calls"] = len(calls)
-    # the base's own loss (npo) is the default's: no GA step, the same run
+    # None is the base's own loss (npo): no GA step, the same run
     assert notes[None]["ga_calls"] == notes["npo"]["ga_calls"] == 0
     assert notes[None]["steps_used"] == notes["npo"]["steps_used"]
     # GA's loss on every margin step and on no other; the deep point is the base's
     n = notes["ga"]
     assert n["steps_to_deep"] == notes[None]["steps_to_deep"] and n["deep"]
     assert n["ga_calls"] == n["steps_used"] - n["steps_to_deep"] > 0
+    # the default ("auto") after an NPO base is GA's margin: the same run
+    assert u.params.margin_base == "auto"
+    assert {k: notes["auto"][k] for k in ("ga_calls", "steps_used", "steps_to_deep")} == \
+        {k: n[k] for k in ("ga_calls", "steps_used", "steps_to_deep")}
     with pytest.raises(Exception, match="margin_base"):
         type(u)(u.params, grid=[4], margin_base="sideways")
+
+
+def test_the_default_margin_is_the_base_own_loss_after_a_base_other_than_npo():
+    from deepunlearn.unlearn.methods import get_method
+
+    du = get_method("du_loop")
+    for base in ("ga", "simnpo", "rmu"):
+        assert du(None, grid=[4], base=base).margin_base is None  # the base's own loss
+    assert du(None, grid=[4]).margin_base.name == "ga"
+    assert du(None, grid=[4], margin_base=None).margin_base is None
