@@ -156,7 +156,13 @@ def main(argv=None) -> None:
         return
     if not args.kb or not args.model:
         raise SystemExit("relearn_floor: --kb and --model are needed (or --table FILE)")
-    _run(args)
+    from deepunlearn.errors import UserError
+
+    try:
+        _run(args)
+    except UserError as e:  # a wrong file, KB or model: one line
+        hint = "" if args.train_kb or "own KB" not in str(e) else " (give it with --train-kb)"
+        raise SystemExit(f"relearn_floor: {e}{hint}") from None
 
 
 if __name__ == "__main__":

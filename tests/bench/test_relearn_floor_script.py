@@ -77,3 +77,15 @@ def test_the_table_and_its_errors(script, tmp_path):
         assert says in str(e.value) and str(bad) in str(e.value)
     with pytest.raises(SystemExit, match="--kb and --model"):
         script.main(["--kb", "kb.json"])
+
+
+def test_a_kb_other_than_the_checkpoints_is_one_line_naming_train_kb(script, edu_kb, five_people_model_dir, tmp_path):
+    from deepunlearn.kg.graph import nearest_people
+    from deepunlearn.kg.io import save_kb
+
+    other = save_kb(edu_kb.subset(nearest_people(edu_kb, "Zoey Jenkins", 6), name="edu-relat-6"), tmp_path / "kb6.json")
+    with pytest.raises(SystemExit) as e:
+        script.main(["--kb", str(other), "--model", str(five_people_model_dir), "--max-targets", "1",
+                     "--retrain-cache", str(tmp_path / "rc"), "-o", str(tmp_path / "f.jsonl")])
+    assert "own KB" in str(e.value) and "--train-kb" in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "f.jsonl").exists() and not (tmp_path / "rc").exists()
