@@ -3,23 +3,19 @@ memory, and ``benchmarks/gpu_sweep.py`` run with a tiny config."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 from deepunlearn.cli import main
+from tests.bench.benchmark_scripts import load_benchmark
 
-ROOT = Path(__file__).resolve().parents[2]
 GiB = 2 ** 30
 
 
 def load_script():
-    spec = importlib.util.spec_from_file_location("gpu_sweep", ROOT / "benchmarks" / "gpu_sweep.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("gpu_sweep")
 
 
 # --------------------------------------------------------------------------------------------- fit check

@@ -4,20 +4,14 @@ the margin variants pinned to NPO's margin."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.bench.benchmark_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("duloop_variants", ROOT / "benchmarks" / "duloop_variants.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("duloop_variants")
 
 
 def test_overrides_add_to_the_named_variant_without_changing_it(script):

@@ -5,21 +5,17 @@ the table and its errors."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.bench.benchmark_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("relearn_floor", ROOT / "benchmarks" / "relearn_floor.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_benchmark("relearn_floor")
 
 
 @pytest.fixture(scope="module")
