@@ -16,11 +16,11 @@ seeded half, forms, steps and rate; the weights put back after each target) and 
 question: is the target out of the closure of what the model answers, relearned facts counted as
 before the attack? Targets are served as ``benchmarks/duloop_variants.py`` serves them (those of
 ``--targets`` the checkpoint knows, at most ``--max-targets``), so a row compares with that
-script's ``relearn_deep`` for the same target. ``--per-target`` trains one retain model per target,
-without that target and its set only (the retain model of unlearning that one target; slower). ``--lr`` defaults to GA's rate on the checkpoint
-(the check's rate for GA and du_loop, whose rows record it as ``lr``). One JSON line per target,
-appended as it goes; a rerun skips the targets already there. ``--table`` prints the means with
-95 % bootstrap intervals.
+script's ``relearn_deep`` for the same target. ``--per-target`` trains one retain model per
+target, without that target and its set only (the retain model of unlearning that one target;
+slower). ``--lr`` defaults to GA's rate on the checkpoint (the check's rate for GA and du_loop,
+whose rows record it as ``lr``). One JSON line per target, appended as it goes; a rerun skips the
+targets already there. ``--table`` prints the means with 95 % bootstrap intervals.
 """
 
 from __future__ import annotations
@@ -33,7 +33,11 @@ from pathlib import Path
 
 
 def _slice(spec: str) -> slice:
-    return slice(*(int(x) if x else None for x in spec.split(":")))
+    """``A:B`` or ``A:B:S`` of the KB's listed targets."""
+    try:
+        return slice(*(int(x) if x else None for x in spec.split(":")))
+    except (TypeError, ValueError):
+        raise SystemExit(f"relearn_floor: --targets: {spec!r} is not a slice (A:B or A:B:S)") from None
 
 
 def served_targets(kb, known, spec: str, most: int | None) -> list[int]:
@@ -156,6 +160,8 @@ def main(argv=None) -> None:
         return
     if not args.kb or not args.model:
         raise SystemExit("relearn_floor: --kb and --model are needed (or --table FILE)")
+    for one in args.targets.split(","):
+        _slice(one)
     from deepunlearn.errors import UserError
 
     try:

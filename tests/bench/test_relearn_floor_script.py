@@ -73,6 +73,8 @@ def test_the_table_and_its_errors(script, tmp_path):
         assert says in str(e.value) and str(bad) in str(e.value)
     with pytest.raises(SystemExit, match="--kb and --model"):
         script.main(["--kb", "kb.json"])
+    with pytest.raises(SystemExit, match="--targets: 'x:2' is not a slice"):
+        script.main(["--kb", "kb.json", "--model", "m", "--targets", "0:5,x:2"])
 
 
 def test_a_kb_other_than_the_checkpoints_is_one_line_naming_train_kb(script, edu_kb, five_people_model_dir, tmp_path):
