@@ -14,10 +14,6 @@ from tests.bench.benchmark_scripts import load_benchmark
 GiB = 2 ** 30
 
 
-def load_script():
-    return load_benchmark("gpu_sweep")
-
-
 # --------------------------------------------------------------------------------------------- fit check
 
 
@@ -115,7 +111,7 @@ def test_sweep_on_cuda_refuses_before_loading_the_model(tmp_path, llama7b_folder
 
 
 def test_gpu_sweep_help(capsys):
-    mod = load_script()
+    mod = load_benchmark("gpu_sweep")
     with pytest.raises(SystemExit) as e:
         mod.main(["--help"])
     assert e.value.code == 0
@@ -125,7 +121,7 @@ def test_gpu_sweep_help(capsys):
 
 @pytest.mark.slow
 def test_gpu_sweep_tiny_on_cpu(tmp_path, capsys):
-    mod = load_script()
+    mod = load_benchmark("gpu_sweep")
     out = tmp_path / "sweep.json"
     res = mod.main(["--config", "tiny", "--targets", "2", "--device", "cpu", "--kb", "generate:12",
                     "--ref-points", "1", "--out", str(out)])
