@@ -37,6 +37,8 @@ import sys
 import time
 from pathlib import Path
 
+from deepunlearn.unlearn.attack_kinds import RELEARN_ON, relearn_on_help
+
 EPS = 1e-9
 #: the adversarial aggregate's modes (generate, the costliest, left out on this CPU)
 MODES = ("exact", "yesno", "rank")
@@ -360,9 +362,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="every variant's learning rate (default: the rule's for the checkpoint)")
     ap.add_argument("--rmu-lr", type=float, default=None, help="du_loop(rmu)'s learning rate")
     ap.add_argument("--relearn-lr", type=float, default=None, help="the relearning attack's rate (default: the run's)")
-    ap.add_argument("--relearn-on", default="other", choices=("other", "split"),
-                    help="what the relearning attack trains on: other facts, or half the target's set and its "
-                         "other forms (split)")
+    ap.add_argument("--relearn-on", default="other", choices=RELEARN_ON,
+                    help="what the relearning attack trains on: " + relearn_on_help())
     ap.add_argument("--relearn-steps", type=lambda v: [int(x) for x in v.split(",")], default=[8],
                     help="the relearning attack's step counts (default 8; the table's column is deep after all)")
     ap.add_argument("--seq-variant", default="du_loop-plain",

@@ -2,7 +2,7 @@
 to a model that never saw it?
 
     python benchmarks/relearn_floor.py --kb kb.json --model tiny-qwen3 --targets 0::5 --max-targets 10 \\
-        -o floor.jsonl [--steps 8] [--lr 1e-4] [--cache cache]
+        -o floor.jsonl [--relearn-on split-set] [--steps 8] [--lr 1e-4] [--cache cache]
     python benchmarks/relearn_floor.py --table floor.jsonl
 
 The split check (``relearn_on = "split"``) trains ``steps`` AdamW steps on a seeded half of the
@@ -20,7 +20,10 @@ script's ``relearn_deep`` for the same target. ``--per-target`` trains one retai
 target, without that target and its set only (the retain model of unlearning that one target;
 slower). ``--lr`` defaults to GA's rate on the checkpoint (the check's rate for GA and du_loop,
 whose rows record it as ``lr``). One JSON line per target, appended as it goes; a rerun skips the
-targets already there. ``--table`` prints the means with 95 % bootstrap intervals.
+targets already there. ``--relearn-on split-set`` runs the check's other split, the half of the
+set alone (never the target's forms): there the attack cannot teach the target, so the floor is
+what the retain model derives with the half relearned. ``--table`` prints the means with 95 %
+bootstrap intervals.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ import json
 import sys
 import time
 from pathlib import Path
+
+from deepunlearn.unlearn.attack_kinds import SPLIT_ON
 
 
 def _slice(spec: str) -> slice:
@@ -70,7 +75,7 @@ def _run(args) -> None:
     runner = TargetRunner(bundle, kb, cache_dir=args.cache, progress=False, seed=0)
     targets = served_targets(kb, runner.known, args.targets, args.max_targets)
     chosen = {t: runner.chosen_set(t) for t in targets}
-    plans = {t: split_plan(kb, chosen[t], t, seed=0, probe_forms=runner.forms) for t in targets}
+    plans = {t: split_plan(kb, chosen[t], t, seed=0, probe_forms=runner.forms, on=args.relearn_on) for t in targets}
     lr = args.lr or choose_lr(get_method("ga"), meta=read_meta(args.model),
                               n_params=sum(p.numel() for p in bundle.model.parameters())).value
     ids = sorted(runner.known)
@@ -98,7 +103,7 @@ def _run(args) -> None:
             before, after = run_split(rb.model, lambda: split_batch(rb, kb, plan, runner.unlearn_forms), plan,
                                       [args.steps], lr=lr, known=answered, before=start)
             known_after = as_before(plan, before, after.get(args.steps, before))
-            row = {"target": t, "steps": args.steps, "lr": lr, "relearned": plan.relearned,
+            row = {"target": t, "relearn_on": plan.on, "steps": args.steps, "lr": lr, "relearned": plan.relearned,
                    "forms": [f.name for f in plan.forms], "removed": len(removed),
                    "deep_before": runner.deep(t, sorted(set(ids) - before)),
                    "target_known_before": t in before,
@@ -147,6 +152,8 @@ def main(argv=None) -> None:
     ap.add_argument("--targets", default=":", help="slices of the KB's listed targets, comma-separated (A:B or A:B:S)")
     ap.add_argument("--max-targets", type=int, default=None, help="at most this many targets of each slice")
     ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--relearn-on", default="split", choices=SPLIT_ON,
+                    help="the split check's attack: split (the half and the target's forms, default) or split-set")
     ap.add_argument("--per-target", action="store_true",
                     help="one retain model per target, without that target's set only (default: one for all)")
     ap.add_argument("--lr", type=float, default=None, help="the attack's rate (default: GA's on the checkpoint)")

@@ -11,7 +11,7 @@ In a sweep configuration (top level)::
     [attacks]                     # after unlearning: relearn N steps, int8 / int4 / nf4 quantisation
     relearn = [1, 2, 4, 8]
     relearn_size = 16
-    relearn_on = "other"          # or "split": a half of the target's chosen set and its other forms
+    relearn_on = "other"          # "split": a half of the target's chosen set and its other forms; "split-set": the half alone
     quantize = "int8"
     at = "last"                   # attack the last grid point of each trajectory, or "all"
 
@@ -32,7 +32,7 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
-from ..unlearn.attack_kinds import AttackAt, QuantKind, RelearnOn
+from ..unlearn.attack_kinds import AttackAt, QuantKind, RelearnOn, relearn_on_help
 from .modelspec import StrictModel
 
 #: every probe mode a sweep accepts (``exact`` and ``generate`` are also protocol fields; not ``compose``)
@@ -61,9 +61,7 @@ class AttackOptions(StrictModel):
     relearn_size: int = Field(default=16, ge=1, description="facts sampled from the relearning pool (K minus the "
                               "target and its chosen minimal set)")
     relearn_lr: float | None = Field(default=None, description="relearning lr; None: the run's unlearning lr")
-    relearn_on: RelearnOn = Field(
-        default="other", description="what relearning trains on: other = a sample of K minus the target and its "
-        "chosen set; split = a seeded half of the chosen set and the target's other forms, re-probing the rest")
+    relearn_on: RelearnOn = Field(default="other", description="what relearning trains on: " + relearn_on_help())
     quantize: QuantKind | None = Field(
         default=None, description="int8: torch dynamic quantisation of the Linear layers (CPU); int4 / nf4: 4-bit "
         "round-to-nearest, group-wise absmax (any device); None: no quantisation attack")

@@ -19,6 +19,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, Protocol
 
+from .attack_kinds import SPLIT_ON
+
 if TYPE_CHECKING:
     from .attacks import AttackParams
 
@@ -109,10 +111,10 @@ def run_attacks(params: "AttackParams", bundle, kb, ctx: KContext, target: int, 
     chosen = ctx.chosen_set(target)
     lr, lr_from = relearn_lr(relearn_lr_given, bundle)
     split = None
-    if params.relearn_on == "split":
+    if params.relearn_on in SPLIT_ON:
         from .relearn_pool import split_plan
 
-        split = split_plan(kb, chosen, target, seed=seed, probe_forms=forms)
+        split = split_plan(kb, chosen, target, seed=seed, probe_forms=forms, on=params.relearn_on)
         pool, facts = sorted(set(chosen) - {target}), (split.relearned if params.relearn else [])
     else:
         pool = sorted(ctx.known - {target} - set(chosen))
@@ -207,8 +209,8 @@ def attack_rows(obj: dict, indent: str = "  ") -> list[str]:
         lines.append(f"{indent}{obj['quantize']:<22}  {obj['recall_quant']:6.3f}  {obj['accuracy_quant']:6.3f}  "
                      f"{'known' if obj['target_quant'] else 'forgotten':<9}  {_yes(obj['deep_quant'])}"
                      + _md_cell(obj.get("deep_model_quant")))
-    if obj["relearn_lr"] is not None and obj.get("relearn_on") == "split":
-        lines.append(f"{indent}split: relearned on {len(obj['relearn_facts'])} of the {obj['relearn_pool']} facts of "
+    if obj["relearn_lr"] is not None and obj.get("relearn_on") in SPLIT_ON:
+        lines.append(f"{indent}{obj['relearn_on']}: relearned on {len(obj['relearn_facts'])} of the {obj['relearn_pool']} facts of "
                      f"the chosen set and {len(obj['relearn_forms'])} other forms of the target; re-probed "
                      f"{len(obj['held_out']) - 1} held-out facts and the target (lr {obj['relearn_lr']:g} from "
                      f"{obj['relearn_lr_from']}, seed {obj['seed']})")

@@ -9,8 +9,8 @@ and the RNG state), so the per-target loop can attack a grid point and carry on:
   after each step count of a grid such as 1, 2, 4, 8. Shallow unlearning comes back for facts
   that were never trained on during the attack. ``relearn_on = "split"`` trains instead on half
   of the target's chosen minimal set and the target's other forms and re-probes the held-out
-  half and the target (:mod:`~deepunlearn.unlearn.relearn_pool`); :func:`relearn_batch` is the
-  training loop both use.
+  half and the target (``"split-set"``: the half alone, without the target's forms;
+  :mod:`~deepunlearn.unlearn.relearn_pool`); :func:`relearn_batch` is the training loop all use.
 * :func:`quantize_attack` (arXiv 2410.16454): quantise the Linear layers (int8 dynamic on CPU;
   4-bit ``int4`` / ``nf4`` round-to-nearest on any device, :mod:`~deepunlearn.unlearn.quant4`;
   ``nf4`` of a model on a GPU with bitsandbytes installed uses bitsandbytes' kernels), re-probe,
@@ -43,7 +43,7 @@ from .methods import UnlearnError
 T = TypeVar("T")
 
 #: what ``quantize`` may be
-from .attack_kinds import QUANT_KINDS, AttackAt, QuantKind, RelearnOn  # noqa: E402,F401
+from .attack_kinds import QUANT_KINDS, AttackAt, QuantKind, RelearnOn, relearn_on_help  # noqa: E402,F401
 
 
 class AttackParams(BaseModel):
@@ -53,8 +53,9 @@ class AttackParams(BaseModel):
     each >= 1; ``[]``: no relearning); ``relearn_size``: facts drawn (seeded) from the pool;
     ``relearn_lr``: the attack's learning rate (``None``: the one the caller passes, the run's
     unlearning lr); ``relearn_on``: what the attack trains on, ``"other"`` (a sample of K minus
-    the target and its chosen set) or ``"split"`` (half the chosen set and the target's other
-    forms, :mod:`~deepunlearn.unlearn.relearn_pool`; ``relearn_size`` does not apply);
+    the target and its chosen set), ``"split"`` (half the chosen set and the target's other
+    forms) or ``"split-set"`` (the half alone; both :mod:`~deepunlearn.unlearn.relearn_pool`;
+    ``relearn_size`` does not apply to them);
     ``quantize``: ``"int8"`` (CPU), ``"int4"`` / ``"nf4"`` (4-bit, any device) or ``None``;
     ``at``: attack at the ``last`` grid point only or at ``all`` of them."""
 
@@ -63,8 +64,7 @@ class AttackParams(BaseModel):
     relearn: list[int] = Field(default_factory=list, description="relearning grid (steps); [] = none")
     relearn_size: int = Field(16, ge=1, description="facts sampled from the relearning pool")
     relearn_lr: float | None = Field(None, gt=0, description="relearning lr; None: the run's lr")
-    relearn_on: RelearnOn = Field(
-        "other", description="relearn on other facts of K, or on a half of the target's chosen set and its other forms")
+    relearn_on: RelearnOn = Field("other", description="what relearning trains on: " + relearn_on_help())
     quantize: QuantKind | None = None
     at: AttackAt = "last"
 

@@ -26,7 +26,8 @@ attacks (``attacks``: :class:`~deepunlearn.unlearn.attacks.AttackParams`)
     at the last grid point (``at = "last"``) or at every one: ``relearn`` finetunes the unlearned
     model for N steps (every N of the grid, one trajectory) on ``relearn_size`` facts drawn from
     K minus the targets and their chosen minimal sets (``relearn_on = "split"``: on half the
-    target's chosen set and its other forms, :mod:`~deepunlearn.unlearn.relearn_pool`),
+    target's chosen set and its other forms; ``"split-set"``: on the half alone,
+    :mod:`~deepunlearn.unlearn.relearn_pool`),
     re-probing (primary probe) after each N;
     ``quantize`` re-probes the model with its Linear layers quantised. The weights are put back
     bit for bit after each attack, so the trajectory goes on from where it was. Notes:
@@ -41,6 +42,7 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
+from .attack_kinds import SPLIT_ON
 from .methods import UnlearnError
 
 
@@ -173,7 +175,7 @@ class ForgettingChecks:
             if relearn_lr is None:
                 raise UnlearnError("attacks.relearn_lr: no learning rate to relearn with: give relearn_lr",
                                    field="attacks.relearn_lr")
-            if a.relearn_on == "split":  # half the chosen set and the target's forms; notes of its own
+            if a.relearn_on in SPLIT_ON:  # half the chosen set (and the target's forms); notes of its own
                 from .relearn_pool import annotate_split
 
                 annotate_split(self, points, targets, known, relearn_lr)

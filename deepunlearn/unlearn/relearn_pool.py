@@ -17,7 +17,15 @@
     target alone gives the forms alone (nothing to train on: no attack). The target and the
     held-out half are re-probed; a relearned fact counts as it stood before the attack (trained
     on, it says nothing about recovery), so recall and accuracy after N steps move only with
-    the held-out facts. Notes (and the ``attack`` command's output) add ``relearn_on``,
+    the held-out facts.
+``split-set``
+    the same split, trained on the relearned half alone, never the target's forms: the facts
+    trained on and the facts re-probed are disjoint, as in Deeb & Roger's protocol, so the attack
+    can only *recover* the target (through what the model kept), never teach it. ``split`` also
+    trains on the target's paraphrases, a stronger attack that also teaches the fact to a model
+    that never saw it (``benchmarks/relearn_floor.py`` measures how often).
+
+Notes of both split kinds (and the ``attack`` command's output) add ``relearn_on``,
     ``relearn_facts`` (the relearned half), ``relearn_forms`` (the target's forms trained on),
     ``held_out`` (the re-probed facts, the target last), ``recovered_relearn`` (per N: the share
     of the held-out facts forgotten before the attack that are known after N steps; ``None``
@@ -34,6 +42,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from .attack_kinds import SPLIT_ON
 from .methods import UnlearnError
 
 #: the form kinds a split attack trains on (a yes/no form does not ask for the answer)
@@ -103,16 +112,23 @@ class SplitPlan:
     relearned: list[int]
     held_out: list[int]
     forms: list = field(default_factory=list)
+    on: str = "split"
 
     @property
     def empty(self) -> bool:
         return not self.relearned and not self.forms
 
 
-def split_plan(kb, chosen: Sequence[int], target: int, *, seed: int = 0, probe_forms: str | None = None) -> SplitPlan:
-    """The :class:`SplitPlan` of ``target`` with chosen minimal set ``chosen``."""
+def split_plan(kb, chosen: Sequence[int], target: int, *, seed: int = 0, probe_forms: str | None = None,
+               on: str = "split") -> SplitPlan:
+    """The :class:`SplitPlan` of ``target`` with chosen minimal set ``chosen``; ``on``: ``"split"``
+    (the half and the target's forms) or ``"split-set"`` (the half alone)."""
+    if on not in SPLIT_ON:
+        raise UnlearnError(f"attacks.relearn_on: {on!r} does not split the chosen set (one of {', '.join(SPLIT_ON)})",
+                           field="attacks.relearn_on")
     relearned, rest = split_half(chosen, target, seed)
-    return SplitPlan(int(target), relearned, rest + [int(target)], target_forms(kb, target, probe_forms))
+    forms = target_forms(kb, target, probe_forms) if on == "split" else []
+    return SplitPlan(int(target), relearned, rest + [int(target)], forms, on)
 
 
 def split_batch(bundle, kb, plan: SplitPlan, unlearn_forms: str | None = None) -> dict[str, Any]:
@@ -164,7 +180,7 @@ def run_split(model, batch: Callable[[], dict], plan: SplitPlan, steps: Sequence
 
 def split_notes(plan: SplitPlan, before: set[int], after: dict[int, set[int]]) -> dict[str, Any]:
     """The keys a split attack adds to a point (module docstring)."""
-    return {"relearn_on": "split", "relearn_facts": list(plan.relearned),
+    return {"relearn_on": plan.on, "relearn_facts": list(plan.relearned),
             "relearn_forms": [f.name for f in plan.forms], "held_out": list(plan.held_out),
             "recovered_relearn": {str(n): recovered(plan, before, k) for n, k in after.items()},
             "target_relearned": {str(n): plan.target in k for n, k in after.items()}}
@@ -177,10 +193,11 @@ def annotate_split(checks, points: list, targets: Sequence[int], known: Callable
     ``relearn_lr`` and :func:`split_notes`."""
     r = checks.runner
     if len(targets) != 1:
-        raise UnlearnError("attacks.relearn_on: 'split' relearns one target's chosen set: attack single targets",
-                           field="attacks.relearn_on")
+        raise UnlearnError(f"attacks.relearn_on: {checks.attacks.relearn_on!r} relearns one target's chosen set: "
+                           "attack single targets", field="attacks.relearn_on")
     t = int(targets[0])
-    plan = split_plan(r.kb, r.chosen_set(t), t, seed=r.seed, probe_forms=getattr(r, "forms", None))
+    plan = split_plan(r.kb, r.chosen_set(t), t, seed=r.seed, probe_forms=getattr(r, "forms", None),
+                      on=checks.attacks.relearn_on)
     before, after = run_split(r.bundle.model, lambda: split_batch(r.bundle, r.kb, plan, r.unlearn_forms), plan,
                               checks.attacks.relearn, lr=lr, known=known)
     measured = {n: checks._measure(points, as_before(plan, before, k)) for n, k in after.items()}

@@ -132,7 +132,7 @@ def test_relearn_on_split_reaches_the_runner_and_other_keeps_the_fingerprint(swe
     assert "relearn_on" not in plain.results_key("kb")["probe"]["attacks"]
     kw = _runner_kwargs(monkeypatch, split, load_kb(tmp_path / "kb.json"))
     assert kw["attacks"]["relearn_on"] == "split"
-    with pytest.raises(ConfigError, match=r"field attacks.relearn_on: Input should be 'other' or 'split'"):
+    with pytest.raises(ConfigError, match=r"field attacks.relearn_on: Input should be 'other', 'split' or 'split-set'"):
         load_config(sweep_files(name="b.toml", extra='[attacks]\nrelearn = [1]\nrelearn_on = "half"\n'))
 
 

@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from deepunlearn.kg.forms import forms_of
 from deepunlearn.unlearn.attacks import AttackParams, relearn_attack, relearn_sample
+from deepunlearn.unlearn.methods import UnlearnError
 from deepunlearn.unlearn.relearn_pool import (
     SplitPlan, as_before, other_pool, recovered, split_batch, split_half, split_plan, target_forms,
 )
@@ -95,6 +96,25 @@ def test_split_plan_and_batch_on_the_fixture(five_people_runner, five_people_kb)
         assert ask["input_ids"][0][ask["attention_mask"][0].bool()].tolist() in rows
 
 
+def test_split_set_plan_is_the_same_half_without_the_targets_forms(five_people_runner, five_people_kb):
+    r, kb = five_people_runner, five_people_kb
+    t = next(t for t in sorted(r.known) if len([f for f in r.chosen_set(t) if f != t]) >= 2)
+    full = split_plan(kb, r.chosen_set(t), t, seed=3)
+    half = split_plan(kb, r.chosen_set(t), t, seed=3, on="split-set")
+    assert full.forms and not half.forms and (full.on, half.on) == ("split", "split-set")
+    assert (half.relearned, half.held_out) == (full.relearned, full.held_out)
+    batch = split_batch(r.bundle, kb, half)
+    # the batch is the relearned facts' own questions, nothing of the target
+    assert batch["input_ids"].shape[0] == len(half.relearned)
+    def rows(b):
+        return [row[m.bool()].tolist() for row, m in zip(b["input_ids"], b["attention_mask"])]
+
+    assert rows(batch) == rows(split_batch(r.bundle, kb, full))[:len(half.relearned)]
+    with pytest.raises(UnlearnError) as e:
+        split_plan(kb, r.chosen_set(t), t, on="other")
+    assert e.value.field == "attacks.relearn_on"
+
+
 # ----------------------------------------------------------------------------------- in the runner
 def _target(runner) -> int:
     return next(t for t in sorted(runner.known) if len([f for f in runner.chosen_set(t) if f != t]) >= 2)
@@ -170,6 +190,29 @@ def test_split_points_record_the_pool_and_recovery_on_held_out_facts(five_people
         assert n["recall_relearn"][str(s)] == float(runner.evaluator.evaluate(t, sorted(runner.known - kept)).recall)
 
 
+def test_split_set_points_train_on_the_half_alone(five_people_model_dir, five_people_kb, tmp_path):
+    """The runner's split-set attack is the split attack's batch less the target's forms: replayed
+    by hand at the same unlearned point, it gives the same target verdicts."""
+    from deepunlearn.probe import load_model
+    from deepunlearn.unlearn import TargetRunner
+    from deepunlearn.unlearn.attacks import relearn_batch
+
+    runner = TargetRunner(load_model(five_people_model_dir, device="cpu"), five_people_kb, cache_dir=tmp_path,
+                          progress=False, lr=3e-3,
+                          attacks={"relearn": [2, 16], "relearn_lr": 3e-3, "relearn_on": "split-set"})
+    t = _target(runner)
+    plan = split_plan(five_people_kb, runner.chosen_set(t), t, seed=runner.seed, on="split-set")
+    (p,) = list(runner.run(t, "ga", grid=[8], seed=0))
+    n = p.notes
+    assert n["relearn_on"] == "split-set" and n["relearn_forms"] == [] and n["relearn_facts"] == plan.relearned
+    replay = TargetRunner(load_model(five_people_model_dir, device="cpu"), five_people_kb, cache_dir=tmp_path,
+                          progress=False, lr=3e-3)
+    for _ in replay.run(t, "ga", grid=[8], seed=0):
+        after = relearn_batch(replay.bundle.model, lambda: split_batch(replay.bundle, five_people_kb, plan), [2, 16],
+                              lr=3e-3, known=replay.known_after)
+    assert n["target_relearned"] == {str(s): t in k for s, k in after.items()}
+
+
 # ------------------------------------------------------------------------------------ the options
 def test_relearn_on_is_checked_and_named():
     assert AttackParams().relearn_on == "other"
@@ -208,6 +251,12 @@ def test_attack_cli_relearns_on_the_split(five_people_model_dir, five_people_kb,
     assert "split: relearned on" in capsys.readouterr().out
     assert main(args + ["--json"]) == 0
     assert json.loads(capsys.readouterr().out)["relearn_on"] == "other"
+    assert main(args + ["--relearn-on", "split-set", "--json"]) == 0
+    half = json.loads(capsys.readouterr().out)
+    assert half["relearn_on"] == "split-set" and half["relearn_forms"] == []
+    assert (half["relearn_facts"], half["held_out"]) == (obj["relearn_facts"], obj["held_out"])
+    assert main(args + ["--relearn-on", "split-set"]) == 0
+    assert "split-set: relearned on" in capsys.readouterr().out
     with pytest.raises(SystemExit) as e:
         main(args + ["--relearn-on", "half"])
     assert e.value.code == 2 and "--relearn-on: invalid choice: 'half'" in capsys.readouterr().err

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from ..attack_kinds import QUANT_KINDS, RELEARN_ON
+from ..attack_kinds import QUANT_KINDS, RELEARN_ON, relearn_on_help
 from ..attack_run import DEFAULT_RELEARN_LR
 
 if TYPE_CHECKING:
@@ -40,9 +40,7 @@ def add_attack_args(p: argparse.ArgumentParser, *, quantize_choices: bool = True
 def add_relearn_on(p: argparse.ArgumentParser) -> None:
     """The ``--relearn-on`` flag (``attack``, ``evaluate`` and ``unlearn``)."""
     p.add_argument("--relearn-on", choices=RELEARN_ON, default=None,
-                   help="what relearning trains on: other = a sample of K minus the target and its chosen set "
-                        "(default); split = a seeded half of the chosen set and the target's other forms, "
-                        "re-probing the held-out half and the target")
+                   help="what relearning trains on (default other): " + relearn_on_help())
 
 
 def parse_steps(text: str | None, flag: str = "--relearn") -> list[int]:
