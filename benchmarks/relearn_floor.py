@@ -3,7 +3,7 @@ to a model that never saw it?
 
     python benchmarks/relearn_floor.py --kb kb.json --model tiny-qwen3 --targets 0::5 --max-targets 10 \\
         -o floor.jsonl [--relearn-on split-set] [--steps 8] [--lr 1e-4] [--cache cache]
-    python benchmarks/relearn_floor.py --table floor.jsonl
+    python benchmarks/relearn_floor.py --table floor.jsonl [--against variants.jsonl]
 
 The split check (``relearn_on = "split"``) trains ``steps`` AdamW steps on a seeded half of the
 target's chosen minimal set and on the target's other question and statement forms, then asks
@@ -20,7 +20,9 @@ script's ``relearn_deep`` for the same target. ``--per-target`` trains one retai
 target, without that target and its set only (the retain model of unlearning that one target;
 slower). ``--lr`` defaults to GA's rate on the checkpoint (the check's rate for GA and du_loop,
 whose rows record it as ``lr``). One JSON line per target, appended as it goes; a rerun skips the
-targets already there. ``--relearn-on split-set`` runs the check's other split, the half of the
+targets already there. ``--table floor.jsonl --against variants.jsonl`` puts each variant's
+``relearn_deep`` beside the floor on the same targets, with the paired difference.
+``--relearn-on split-set`` runs the check's other split, the half of the
 set alone (never the target's forms): there the attack cannot teach the target, so the floor is
 what the retain model derives with the half relearned. ``--table`` prints the means with 95 %
 bootstrap intervals.
@@ -128,11 +130,7 @@ def table(path: str) -> str:
     """Means over targets with 95 % bootstrap intervals."""
     from deepunlearn.bench.bootstrap import bootstrap_interval
 
-    if not Path(path).is_file():
-        raise SystemExit(f"relearn_floor: --table {path}: no such file")
-    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    if not rows:
-        raise SystemExit(f"relearn_floor: --table {path}: no rows")
+    rows = _read(path, "--table")
     cols = [("deep_before", "deep before the attack"), ("target_known_before", "target answered before"),
             ("target_learned", "target answered after"), ("floor_deep", "deep after relearn (never-learned floor)")]
     head = "| targets | " + " | ".join(c for _, c in cols) + " |"
@@ -142,6 +140,42 @@ def table(path: str) -> str:
         lo, hi, _ = bootstrap_interval(xs)
         cells.append(f"{sum(xs) / len(xs):.2f}" + ("" if lo is None else f" [{lo:.2f}, {hi:.2f}]"))
     return "\n".join([head, "|" + "---|" * (len(cols) + 1), f"| {len(rows)} | " + " | ".join(cells) + " |"])
+
+
+def _read(path: str, flag: str) -> list[dict]:
+    if not Path(path).is_file():
+        raise SystemExit(f"relearn_floor: {flag} {path}: no such file")
+    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+    if not rows:
+        raise SystemExit(f"relearn_floor: {flag} {path}: no rows")
+    return rows
+
+
+def against(path: str, variants: str) -> str:
+    """Per variant of a ``duloop_variants.py`` results file: deep after relearning, the floor on
+    the same targets and their paired difference (means, 95 % bootstrap intervals)."""
+    from deepunlearn.bench.bootstrap import bootstrap_interval
+
+    floor = {int(r["target"]): float(r["floor_deep"]) for r in _read(path, "--table")}
+    rows = [r for r in _read(variants, "--against") if r.get("relearn_deep") is not None]
+    if not rows:
+        raise SystemExit(f"relearn_floor: --against {variants}: no row has relearn_deep (run it with --checks relearn)")
+
+    def cell(xs: list[float]) -> str:
+        lo, hi, _ = bootstrap_interval(xs)
+        return f"{sum(xs) / len(xs):.2f}" + ("" if lo is None else f" [{lo:.2f}, {hi:.2f}]")
+
+    out = ["| variant | targets | deep after relearn | never-learned floor | difference |", "|---|---|---|---|---|"]
+    for name in dict.fromkeys(r["variant"] for r in rows):
+        mine = {int(r["target"]): float(r["relearn_deep"]) for r in rows if r["variant"] == name}
+        common = [t for t in mine if t in floor]
+        if not common:
+            continue
+        a, b = [mine[t] for t in common], [floor[t] for t in common]
+        out.append(f"| `{name}` | {len(common)} | {cell(a)} | {cell(b)} | {cell([x - y for x, y in zip(a, b)])} |")
+    if len(out) == 2:
+        raise SystemExit(f"relearn_floor: --against {variants}: no target in common with {path}")
+    return "\n".join(out)
 
 
 def main(argv=None) -> None:
@@ -161,9 +195,11 @@ def main(argv=None) -> None:
     ap.add_argument("--retrain-cache", default="retrain-cache", help="where retain models are kept")
     ap.add_argument("-o", "--output", default="floor.jsonl")
     ap.add_argument("--table", default=None, metavar="FLOOR.jsonl")
+    ap.add_argument("--against", default=None, metavar="VARIANTS.jsonl",
+                    help="with --table: each variant's deep after relearning beside the floor on the same targets")
     args = ap.parse_args(argv)
     if args.table:
-        print(table(args.table))
+        print(against(args.table, args.against) if args.against else table(args.table))
         return
     if not args.kb or not args.model:
         raise SystemExit("relearn_floor: --kb and --model are needed (or --table FILE)")

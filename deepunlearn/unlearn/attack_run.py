@@ -5,7 +5,8 @@ that ask for them are :mod:`deepunlearn.unlearn.cli.attack_args`).
 :func:`run_attacks` probes the unlearned model on K, relearns (one trajectory, re-probing after
 every step count of the grid; :func:`~deepunlearn.unlearn.attacks.relearn_attack` on a seeded
 sample of the pool K minus the target minus its chosen minimal set; ``--relearn-on split``: on
-half that set and the target's other forms, re-probing the rest, :mod:`~deepunlearn.unlearn.relearn_pool`),
+half that set and the target's other forms, re-probing the rest; ``split-set``: the half alone,
+:mod:`~deepunlearn.unlearn.relearn_pool`),
 then quantises
 (:func:`~deepunlearn.unlearn.attacks.quantize_attack`). torch's RNG is seeded with ``--seed``
 for the attacks (and put back afterwards), so the same model, K and seed give the same known sets

@@ -56,6 +56,12 @@ def test_the_retain_model_never_saw_the_target_and_a_hard_attack_teaches_it(scri
     # 24 steps at 3e-3 on the target's other forms teach the never-seen target: derivable again
     assert hard[0]["target_learned"] and not hard[0]["floor_deep"]
     assert hard[0]["relearned"] == still[0]["relearned"]  # the same seeded half
+    # split-set: the same half, none of the target's forms (the same retain model)
+    half = _rows(script, kb_file, five_people_model_dir, tmp_path / "half.jsonl", cache, "--lr", "3e-3",
+                 "--steps", "24", "--relearn-on", "split-set")
+    assert half[0]["relearn_on"] == "split-set" and hard[0]["relearn_on"] == "split"
+    assert half[0]["forms"] == [] and half[0]["relearned"] == hard[0]["relearned"]
+    assert len([p for p in cache.iterdir() if p.is_dir()]) == 1
 
 
 def test_the_table_and_its_errors(script, tmp_path):
@@ -75,6 +81,27 @@ def test_the_table_and_its_errors(script, tmp_path):
         script.main(["--kb", "kb.json"])
     with pytest.raises(SystemExit, match="--targets: 'x:2' is not a slice"):
         script.main(["--kb", "kb.json", "--model", "m", "--targets", "0:5,x:2"])
+
+
+def test_against_pairs_each_variant_with_the_floor_on_the_same_targets(script, tmp_path):
+    floor = tmp_path / "floor.jsonl"
+    floor.write_text("".join(json.dumps({"target": t, "floor_deep": d}) + "\n" for t, d in ((1, False), (2, True), (3, False))))
+    rows = [("ga", 1, 0.0), ("ga", 2, 0.0), ("du", 1, 1.0), ("du", 2, 1.0), ("du", 3, 0.0), ("du", 9, 1.0),
+            ("skip", 1, None)]
+    variants = tmp_path / "variants.jsonl"
+    variants.write_text("".join(json.dumps({"variant": v, "target": t, "relearn_deep": d}) + "\n" for v, t, d in rows))
+    text = script.against(str(floor), str(variants))
+    # ga on targets 1, 2: 0.00 against a floor of 0.50, difference -0.50; du on 1-3 (9 has no floor)
+    assert "| `ga` | 2 | 0.00 [0.00, 0.00] | 0.50 [0.00, 1.00] | -0.50 [-1.00, 0.00] |" in text
+    assert "| `du` | 3 | 0.67 [0.00, 1.00] | 0.33 [0.00, 1.00] | 0.33 [0.00, 1.00] |" in text
+    assert "skip" not in text
+    other = tmp_path / "other.jsonl"
+    other.write_text(json.dumps({"variant": "ga", "target": 7, "relearn_deep": 1.0}) + "\n")
+    with pytest.raises(SystemExit, match="no target in common"):
+        script.against(str(floor), str(other))
+    other.write_text(json.dumps({"variant": "ga", "target": 1}) + "\n")
+    with pytest.raises(SystemExit, match="no row has relearn_deep"):
+        script.against(str(floor), str(other))
 
 
 def test_a_kb_other_than_the_checkpoints_is_one_line_naming_train_kb(script, edu_kb, five_people_model_dir, tmp_path):

@@ -12,7 +12,7 @@ on K (``--mode``, ``--forms``), and recall and accuracy come from the rules laye
 against the target's minimal deep-unlearning sets; then after each relearning step count
 (:func:`~deepunlearn.unlearn.attacks.relearn_attack` on a seeded sample of the pool K minus the
 target minus its chosen minimal set; ``--relearn-on split``: half the chosen set and the
-target's other forms, :mod:`~deepunlearn.unlearn.relearn_pool`) and after quantisation
+target's other forms; ``split-set``: the half alone, :mod:`~deepunlearn.unlearn.relearn_pool`) and after quantisation
 (:func:`~deepunlearn.unlearn.attacks.quantize_attack`). The model is restored exactly after each
 attack; nothing is written.
 
@@ -44,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description=(
             "Probe an unlearned model on K (what --original knew, or the whole KB), then attack it: finetune "
             "N steps (each N of --relearn) on a sample of K minus the target and its chosen minimal set (or, with "
-            "--relearn-on split, on half that set and the target's other forms), and/or "
+            "--relearn-on split, on half that set and the target's other forms; split-set: the half alone), and/or "
             "quantise its Linear layers (--quantize), re-probing after each; prints recall and accuracy before "
             "and after every attack. The weights are restored exactly after each attack; nothing is written."
         ),
