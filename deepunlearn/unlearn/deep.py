@@ -74,29 +74,32 @@ class DeepContext:
         return draw(set(self.runner.known) - set(self.watch), n, self.runner.seed)
 
     def split_relearned(self, relearned: Mapping[int, Sequence[int]], steps: int, lr: float,
-                        then: Callable[[], T]) -> T | None:
+                        then: Callable[[], T], on: str = "split") -> T | None:
         """Simulate a split relearning attack (:mod:`~deepunlearn.unlearn.relearn_pool`) on the
         model as it is: train ``steps`` steps at ``lr`` on the facts ``relearned[t]`` (a half of
-        target t's chosen set) and on each target's other forms, call ``then()`` on the relearned
+        target t's chosen set) and on each target's other forms (``on = "split-set"``: the facts
+        alone), call ``then()`` on the relearned
         model (in eval mode), restore the model and return what ``then`` returned (``None``:
         nothing to relearn, no attack). du_loop's tamper phase
         (:mod:`~deepunlearn.unlearn.methods.du_tamper`)."""
         from .attacks import relearn_then
 
-        batch = self.split_batch(relearned)
+        batch = self.split_batch(relearned, on)
         if batch is None:
             return None
         return relearn_then(self.runner.bundle.model, batch, steps, then, lr=lr)
 
-    def split_batch(self, relearned: Mapping[int, Sequence[int]]) -> Callable[[], dict] | None:
-        """What a split attack that relearns ``relearned[t]`` trains on (the facts and each
-        target's other forms), as a function building the batch; ``None``: nothing to relearn."""
+    def split_batch(self, relearned: Mapping[int, Sequence[int]], on: str = "split") -> Callable[[], dict] | None:
+        """What a split attack that relearns ``relearned[t]`` trains on (the facts and, for
+        ``on = "split"``, each target's other forms), as a function building the batch; ``None``:
+        nothing to relearn."""
         from .relearn_pool import SplitPlan, split_batch, target_forms
 
         r = self.runner
-        forms = [f for t in self.targets for f in target_forms(r.kb, t, getattr(r, "forms", None))]
+        forms = ([f for t in self.targets for f in target_forms(r.kb, t, getattr(r, "forms", None))]
+                 if on == "split" else [])
         plan = SplitPlan(self.targets[0], sorted({int(f) for t in self.targets for f in relearned.get(t, ())}), [],
-                         forms)
+                         forms, on)
         if plan.empty:
             return None
         return lambda: split_batch(r.bundle, r.kb, plan, r.unlearn_forms)

@@ -35,7 +35,7 @@ class OneFact:
     def choose(self, target, forgotten):
         return [target]
 
-    def split_relearned(self, relearned, steps, lr, then):
+    def split_relearned(self, relearned, steps, lr, then, on="split"):
         self.attacks += 1
         self.attacking = True
         try:
@@ -65,7 +65,8 @@ def test_relearn_then_sees_the_relearned_model_and_restores_it(runner):
         relearn_then(model, lambda: runner.encode(facts), 2, then, lr=0.0)
 
 
-def test_tamper_steps_until_the_simulated_attack_leaves_the_target_deep(runner, monkeypatch):
+@pytest.mark.parametrize("on", ["split", "split-set"])
+def test_tamper_steps_until_the_simulated_attack_leaves_the_target_deep(runner, monkeypatch, on):
     import deepunlearn.unlearn.deep as deep
     from deepunlearn.unlearn.methods import du_tamper
 
@@ -78,7 +79,7 @@ def test_tamper_steps_until_the_simulated_attack_leaves_the_target_deep(runner, 
 
         def __init__(self, runner_, targets, choice="fewest"):
             self.runner, self.targets, self.watch = runner_, list(targets), [t, other]
-            self.calls, self.attacks, self.halves, self.attacking = 0, 0, [], False
+            self.calls, self.attacks, self.halves, self.attacking, self.on = 0, 0, [], False, []
 
         def forgotten_now(self):
             if self.attacking:
@@ -92,9 +93,10 @@ def test_tamper_steps_until_the_simulated_attack_leaves_the_target_deep(runner, 
         def choose(self, target, forgotten):
             return [target, other]
 
-        def split_relearned(self, relearned, steps, lr, then):
+        def split_relearned(self, relearned, steps, lr, then, on="split"):
             self.attacks += 1
             self.halves.append(relearned)
+            self.on.append(on)
             self.attacking = True
             try:
                 return then()
@@ -106,12 +108,13 @@ def test_tamper_steps_until_the_simulated_attack_leaves_the_target_deep(runner, 
     real = du_tamper.Tamper.loss
     monkeypatch.setattr(du_tamper.Tamper, "loss", lambda self, retain: meta.append(self._grads) or real(self, retain))
     u = runner.unlearner("du_loop", grid=[1, 2, 4, 8], params=None)
-    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, tamper=3), seed=0))
+    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, tamper=3, tamper_on=on),
+                             seed=0))
     n = points[-1].notes
     # deep at step 2; the set {t, other} has one half, {other}: the first attack brings the target
     # back, one meta step (step 3); the second leaves it deep: stop
     assert [n["steps_used"], n["tamper_steps_taken"], n["tamper_robust"]] == [3, 1, True]
-    assert made[-1].attacks == 2 and len(meta) == 1
+    assert made[-1].attacks == 2 and len(meta) == 1 and made[-1].on == [on, on]
     assert made[-1].halves == [{t: [other]}, {t: [other]}]
     assert meta[0] is not None and any(g is not None and g.abs().sum() > 0 for g in meta[0])
 
@@ -226,7 +229,7 @@ def test_after_a_meta_step_a_check_tries_the_winning_halves_first_then_the_other
         def choose(self, target, forgotten):
             return [target, a, b]
 
-        def split_relearned(self, relearned, steps, lr, then):
+        def split_relearned(self, relearned, steps, lr, then, on="split"):
             self.halves.append(relearned[t])
             self.attacking = relearned[t]
             try:

@@ -36,6 +36,7 @@ from typing import Iterator, Literal, Sequence
 import torch
 from pydantic import Field
 
+from ..attack_kinds import SPLIT_ON
 from . import catalog, du_guard, du_heal, du_tamper
 from .base import GradientUnlearner, MethodParams, Session, Step, UnlearnError, get_method, register_method
 
@@ -143,6 +144,9 @@ class DULoopParams(DUParams):
     lookahead_depth: int = Field(
         1, ge=1, description="with lookahead: sign steps to the looked-ahead weights, each of 1/depth of the way, "
         "the relearning gradient taken again before each")
+    tamper_on: Literal[SPLIT_ON] = Field(  # type: ignore[valid-type]
+        "split", description="the split attack the tamper phase and the lookahead simulate: 'split' (a half of the "
+        "chosen set and the targets' other forms) or 'split-set' (the half alone; attacks.relearn_on's kinds)")
     tamper_every_half: bool = Field(
         True, description="with tamper: after a meta step simulate every half again (false: first only the "
         "halves that brought a target back, the others once those hold)")

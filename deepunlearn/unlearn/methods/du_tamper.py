@@ -3,7 +3,8 @@
 Once every target is deep and the margin and healing are done, du_loop simulates a split relearning
 attack on the model as it is (:meth:`~deepunlearn.unlearn.deep.DeepContext.split_relearned`, built
 as :mod:`~deepunlearn.unlearn.relearn_pool` builds it: a seeded half of each target's last chosen
-set and the target's other forms, ``tamper_steps`` AdamW steps at the run's rate times
+set and the target's other forms, or the half alone with ``tamper_on = "split-set"``,
+``tamper_steps`` AdamW steps at the run's rate times
 ``tamper_lr_scale``), probes the watched facts there and restores the model; once per half: every
 half of the chosen set when there are at most ``tamper_splits`` of them, else ``tamper_splits``
 halves drawn at random (:func:`halves`). If every target is still out of the closure after each
@@ -86,6 +87,7 @@ class Tamper:
         self.attack_steps, self.splits = int(method_params.tamper_steps), int(method_params.tamper_splits)
         self.every_half, self.every = bool(method_params.tamper_every_half), int(method_params.tamper_every)
         self.lr = float(session.lr) * float(method_params.tamper_lr_scale)
+        self.on = str(method_params.tamper_on)
         self.ctx, self.seed, self.probe = ctx, int(seed), probe
         self.params = list(params) if params is not None else session.trainable()
         self.taken, self.simulated, self.robust = 0, 0, None
@@ -129,7 +131,7 @@ class Tamper:
         for relearned in attacks:
             trained = {f for h in relearned.values() for f in h}
             out = self.ctx.split_relearned(relearned, self.attack_steps, self.lr,
-                                           lambda: self._at_attacked(before, trained, forget_loss))
+                                           lambda: self._at_attacked(before, trained, forget_loss), self.on)
             if out is not None and not out[0]:  # None: nothing to relearn, no attack
                 failed.append((relearned, out[1]))
         return failed
@@ -183,7 +185,7 @@ class Lookahead:
 
     def __init__(self, method_params, session, ctx, seed: int, params: Sequence[torch.nn.Parameter] | None):
         self.radius = float(session.lr) * float(method_params.tamper_lr_scale) * int(method_params.tamper_steps)
-        self.depth = int(method_params.lookahead_depth)
+        self.depth, self.on = int(method_params.lookahead_depth), str(method_params.tamper_on)
         self.ctx, self.seed, self.model = ctx, int(seed), session.model
         self.params = list(params) if params is not None else session.trainable()
         self.taken, self._batches = 0, {}
@@ -197,7 +199,7 @@ class Lookahead:
         self.taken += 1
         key = tuple(sorted((t, tuple(h)) for t, h in half.items()))
         if key not in self._batches:  # encoded once per half
-            batch = self.ctx.split_batch(half)
+            batch = self.ctx.split_batch(half, self.on)
             self._batches[key] = None if batch is None else batch()
         data = self._batches[key]
         if data is None:
