@@ -175,7 +175,8 @@ def _row(variant, t, points, checks=CHECKS) -> dict:
                           ("int8_deep", "int8", "recall_quant"), ("int4_deep", "int4", int4)):
         if on in checks:
             v = n.get(note, 0)
-            row[key] = float((min(v.values()) if isinstance(v, dict) else v) >= 1 - EPS)
+            # None: a split with nothing to relearn (split-set, a chosen set that is the target alone)
+            row[key] = None if v == {} else float((min(v.values()) if isinstance(v, dict) else v) >= 1 - EPS)
     return row
 
 
@@ -326,7 +327,7 @@ def summarise(path: str) -> str:
     for name, per in by.items():
         cells = []
         for k in keys:
-            vals = [r[k] for r in per.values() if k in r]
+            vals = [r[k] for r in per.values() if r.get(k) is not None]
             if not vals:
                 cells.append("–")
                 continue

@@ -109,7 +109,8 @@ def _run(args) -> None:
                    "forms": [f.name for f in plan.forms], "removed": len(removed),
                    "deep_before": runner.deep(t, sorted(set(ids) - before)),
                    "target_known_before": t in before,
-                   "floor_deep": runner.deep(t, sorted(set(ids) - known_after)),
+                   # None: nothing to relearn (split-set, a chosen set that is the target alone)
+                   "floor_deep": None if plan.empty else runner.deep(t, sorted(set(ids) - known_after)),
                    "target_learned": t in after.get(args.steps, set()),
                    "seconds": round(time.perf_counter() - t1, 2)}
             with out.open("a") as f:
@@ -133,13 +134,18 @@ def table(path: str) -> str:
     rows = _read(path, "--table")
     cols = [("deep_before", "deep before the attack"), ("target_known_before", "target answered before"),
             ("target_learned", "target answered after"), ("floor_deep", "deep after relearn (never-learned floor)")]
+    n = sum(r["floor_deep"] is not None for r in rows)
+    attacked = "" if n == len(rows) else f" ({n} with something to relearn)"
     head = "| targets | " + " | ".join(c for _, c in cols) + " |"
     cells = []
     for key, _ in cols:
-        xs = [float(r[key]) for r in rows]
+        xs = [float(r[key]) for r in rows if r[key] is not None]
+        if not xs:
+            cells.append("–")
+            continue
         lo, hi, _ = bootstrap_interval(xs)
         cells.append(f"{sum(xs) / len(xs):.2f}" + ("" if lo is None else f" [{lo:.2f}, {hi:.2f}]"))
-    return "\n".join([head, "|" + "---|" * (len(cols) + 1), f"| {len(rows)} | " + " | ".join(cells) + " |"])
+    return "\n".join([head, "|" + "---|" * (len(cols) + 1), f"| {len(rows)}{attacked} | " + " | ".join(cells) + " |"])
 
 
 def _read(path: str, flag: str) -> list[dict]:
@@ -156,7 +162,7 @@ def against(path: str, variants: str) -> str:
     the same targets and their paired difference (means, 95 % bootstrap intervals)."""
     from deepunlearn.bench.bootstrap import bootstrap_interval
 
-    floor = {int(r["target"]): float(r["floor_deep"]) for r in _read(path, "--table")}
+    floor = {int(r["target"]): float(r["floor_deep"]) for r in _read(path, "--table") if r["floor_deep"] is not None}
     rows = [r for r in _read(variants, "--against") if r.get("relearn_deep") is not None]
     if not rows:
         raise SystemExit(f"relearn_floor: --against {variants}: no row has relearn_deep (run it with --checks relearn)")

@@ -38,3 +38,21 @@ def test_the_margin_variants_keep_npos_margin_and_du_loop_is_the_defaults(script
     assert all(script.variant(n)[1]["margin_base"] == "npo" for n in with_margin)
     assert script.variant("du_loop+over1+heal8@margin_base=ga")[1]["margin_base"] == "ga"
     assert script.variant("du_loop") == ("du_loop", {})
+
+
+def test_a_split_with_nothing_to_relearn_is_left_out_of_the_relearning_column(script, tmp_path):
+    """A split-set attack on a target whose chosen set is the target alone trains on nothing: its
+    row says None, and the table's relearning mean is over the targets that were attacked."""
+    import json
+    from types import SimpleNamespace
+
+    def point(relearn):
+        return SimpleNamespace(notes={"deep": True, "recall_relearn": relearn, "seconds": 1.0}, accuracy=0.95,
+                               recall=1.0, lr=1e-4)
+
+    rows = [script._row("du_loop", t, [point(r)], ("relearn",)) for t, r in ((1, {}), (2, {"8": 1.0}), (3, {"8": 0.5}))]
+    assert [r["relearn_deep"] for r in rows] == [None, 1.0, 0.0]
+    f = tmp_path / "v.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    line = next(x for x in script.summarise(str(f)).splitlines() if x.startswith("| `du_loop`"))
+    assert line.split(" | ")[7] == "0.50 [0.00, 1.00]" and line.endswith("| 3 |")

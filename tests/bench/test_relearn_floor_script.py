@@ -71,6 +71,11 @@ def test_the_table_and_its_errors(script, tmp_path):
     f.write_text("".join(json.dumps(r) + "\n" for r in rows))
     text = script.table(str(f))
     assert "| 2 | 1.00 [1.00, 1.00] | 0.00 [0.00, 0.00] | 0.50 [0.00, 1.00] | 0.50 [0.00, 1.00] |" in text
+    # a target with nothing to relearn (split-set, its set is itself) is left out of the floor only
+    rows.append({"deep_before": True, "target_known_before": False, "target_learned": False, "floor_deep": None})
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert "| 3 (2 with something to relearn) | 1.00 [1.00, 1.00] |" in script.table(str(f))
+    assert script.table(str(f)).endswith("| 0.50 [0.00, 1.00] |")
     for bad, says in ((tmp_path / "none.jsonl", "no such file"), (tmp_path / "empty.jsonl", "no rows")):
         if "empty" in bad.name:
             bad.write_text("")
