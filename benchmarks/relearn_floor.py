@@ -71,7 +71,8 @@ def _run(args) -> None:
 
     torch.set_num_threads(1)
     out = Path(args.output)
-    done = {json.loads(line)["target"] for line in out.read_text().splitlines() if line.strip()} if out.exists() else set()
+    lines = out.read_text().splitlines() if out.exists() else []
+    done = {json.loads(line)["target"] for line in lines if line.strip()}
     kb = load_kb(args.kb)
     bundle = load_model(args.model, device="cpu")
     runner = TargetRunner(bundle, kb, cache_dir=args.cache, progress=False, seed=0)
@@ -127,10 +128,16 @@ def _known(bundle, kb, ids, runner) -> set[int]:
     return {int(i) for i in res.known_ids()}
 
 
-def table(path: str) -> str:
-    """Means over targets with 95 % bootstrap intervals."""
+def _cell(xs: list[float]) -> str:
+    """``mean [low, high]``: the mean with its 95 % bootstrap interval."""
     from deepunlearn.bench.bootstrap import bootstrap_interval
 
+    lo, hi, _ = bootstrap_interval(xs)
+    return f"{sum(xs) / len(xs):.2f}" + ("" if lo is None else f" [{lo:.2f}, {hi:.2f}]")
+
+
+def table(path: str) -> str:
+    """Means over targets with 95 % bootstrap intervals."""
     rows = _read(path, "--table")
     cols = [("deep_before", "deep before the attack"), ("target_known_before", "target answered before"),
             ("target_learned", "target answered after"), ("floor_deep", "deep after relearn (never-learned floor)")]
@@ -140,11 +147,7 @@ def table(path: str) -> str:
     cells = []
     for key, _ in cols:
         xs = [float(r[key]) for r in rows if r[key] is not None]
-        if not xs:
-            cells.append("–")
-            continue
-        lo, hi, _ = bootstrap_interval(xs)
-        cells.append(f"{sum(xs) / len(xs):.2f}" + ("" if lo is None else f" [{lo:.2f}, {hi:.2f}]"))
+        cells.append(_cell(xs) if xs else "–")
     return "\n".join([head, "|" + "---|" * (len(cols) + 1), f"| {len(rows)}{attacked} | " + " | ".join(cells) + " |"])
 
 
@@ -160,16 +163,10 @@ def _read(path: str, flag: str) -> list[dict]:
 def against(path: str, variants: str) -> str:
     """Per variant of a ``duloop_variants.py`` results file: deep after relearning, the floor on
     the same targets and their paired difference (means, 95 % bootstrap intervals)."""
-    from deepunlearn.bench.bootstrap import bootstrap_interval
-
     floor = {int(r["target"]): float(r["floor_deep"]) for r in _read(path, "--table") if r["floor_deep"] is not None}
     rows = [r for r in _read(variants, "--against") if r.get("relearn_deep") is not None]
     if not rows:
         raise SystemExit(f"relearn_floor: --against {variants}: no row has relearn_deep (run it with --checks relearn)")
-
-    def cell(xs: list[float]) -> str:
-        lo, hi, _ = bootstrap_interval(xs)
-        return f"{sum(xs) / len(xs):.2f}" + ("" if lo is None else f" [{lo:.2f}, {hi:.2f}]")
 
     out = ["| variant | targets | deep after relearn | never-learned floor | difference |", "|---|---|---|---|---|"]
     for name in dict.fromkeys(r["variant"] for r in rows):
@@ -178,7 +175,7 @@ def against(path: str, variants: str) -> str:
         if not common:
             continue
         a, b = [mine[t] for t in common], [floor[t] for t in common]
-        out.append(f"| `{name}` | {len(common)} | {cell(a)} | {cell(b)} | {cell([x - y for x, y in zip(a, b)])} |")
+        out.append(f"| `{name}` | {len(common)} | {_cell(a)} | {_cell(b)} | {_cell([x - y for x, y in zip(a, b)])} |")
     if len(out) == 2:
         raise SystemExit(f"relearn_floor: --against {variants}: no target in common with {path}")
     return "\n".join(out)

@@ -11,7 +11,7 @@ In a sweep configuration (top level)::
     [attacks]                     # after unlearning: relearn N steps, int8 / int4 / nf4 quantisation
     relearn = [1, 2, 4, 8]
     relearn_size = 16
-    relearn_on = "other"          # "split": a half of the target's chosen set and its other forms; "split-set": the half alone
+    relearn_on = "other"          # "split": half the target's chosen set and its other forms; "split-set": the half
     quantize = "int8"
     at = "last"                   # attack the last grid point of each trajectory, or "all"
 

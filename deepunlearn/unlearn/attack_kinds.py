@@ -30,6 +30,8 @@ SPLIT_ON: tuple[str, ...] = ("split", "split-set")
 def relearn_on_help() -> str:
     """``"other = ...; split = ...; split-set = ..."``: every kind with its description."""
     return "; ".join(f"{k} = {v}" for k, v in RELEARN_ON_HELP.items())
+
+
 #: which grid points are attacked: a trajectory's last one, or every one
 ATTACK_AT: tuple[str, ...] = ("last", "all")
 AttackAt = Literal[ATTACK_AT]  # type: ignore[valid-type]

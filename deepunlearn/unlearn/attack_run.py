@@ -211,8 +211,8 @@ def attack_rows(obj: dict, indent: str = "  ") -> list[str]:
                      f"{'known' if obj['target_quant'] else 'forgotten':<9}  {_yes(obj['deep_quant'])}"
                      + _md_cell(obj.get("deep_model_quant")))
     if obj["relearn_lr"] is not None and obj.get("relearn_on") in SPLIT_ON:
-        lines.append(f"{indent}{obj['relearn_on']}: relearned on {len(obj['relearn_facts'])} of the {obj['relearn_pool']} facts of "
-                     f"the chosen set and {len(obj['relearn_forms'])} other forms of the target; re-probed "
+        lines.append(f"{indent}{obj['relearn_on']}: relearned on {len(obj['relearn_facts'])} of the "
+                     f"{obj['relearn_pool']} facts of the chosen set and {len(obj['relearn_forms'])} other forms of the target; re-probed "
                      f"{len(obj['held_out']) - 1} held-out facts and the target (lr {obj['relearn_lr']:g} from "
                      f"{obj['relearn_lr_from']}, seed {obj['seed']})")
         for n, share in obj["recovered_relearn"].items():

@@ -93,13 +93,11 @@ class DeepContext:
         """What a split attack that relearns ``relearned[t]`` trains on (the facts and, for
         ``on = "split"``, each target's other forms), as a function building the batch; ``None``:
         nothing to relearn."""
-        from .relearn_pool import SplitPlan, split_batch, target_forms
+        from .relearn_pool import SplitPlan, split_batch, trained_forms
 
         r = self.runner
-        forms = ([f for t in self.targets for f in target_forms(r.kb, t, getattr(r, "forms", None))]
-                 if on == "split" else [])
         plan = SplitPlan(self.targets[0], sorted({int(f) for t in self.targets for f in relearned.get(t, ())}), [],
-                         forms, on)
+                         trained_forms(r.kb, self.targets, getattr(r, "forms", None), on), on)
         if plan.empty:
             return None
         return lambda: split_batch(r.bundle, r.kb, plan, r.unlearn_forms)

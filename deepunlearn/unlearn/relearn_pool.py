@@ -103,6 +103,12 @@ def target_forms(kb, target: int, probe_forms: str | None = None) -> list:
     return out
 
 
+def trained_forms(kb, targets: Sequence[int], probe_forms: str | None, on: str) -> list:
+    """The forms a split attack of kind ``on`` trains on besides the relearned facts: each
+    target's :func:`target_forms` for ``"split"``, none for ``"split-set"``."""
+    return [f for t in targets for f in target_forms(kb, t, probe_forms)] if on == "split" else []
+
+
 @dataclass(frozen=True)
 class SplitPlan:
     """One target's split attack: the chosen-set facts trained on, the target's forms trained
@@ -127,8 +133,7 @@ def split_plan(kb, chosen: Sequence[int], target: int, *, seed: int = 0, probe_f
         raise UnlearnError(f"attacks.relearn_on: {on!r} does not split the chosen set (one of {', '.join(SPLIT_ON)})",
                            field="attacks.relearn_on")
     relearned, rest = split_half(chosen, target, seed)
-    forms = target_forms(kb, target, probe_forms) if on == "split" else []
-    return SplitPlan(int(target), relearned, rest + [int(target)], forms, on)
+    return SplitPlan(int(target), relearned, rest + [int(target)], trained_forms(kb, [target], probe_forms, on), on)
 
 
 def split_batch(bundle, kb, plan: SplitPlan, unlearn_forms: str | None = None) -> dict[str, Any]:

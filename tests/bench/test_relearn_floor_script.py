@@ -90,7 +90,8 @@ def test_the_table_and_its_errors(script, tmp_path):
 
 def test_against_pairs_each_variant_with_the_floor_on_the_same_targets(script, tmp_path):
     floor = tmp_path / "floor.jsonl"
-    floor.write_text("".join(json.dumps({"target": t, "floor_deep": d}) + "\n" for t, d in ((1, False), (2, True), (3, False))))
+    cells = ((1, False), (2, True), (3, False))
+    floor.write_text("".join(json.dumps({"target": t, "floor_deep": d}) + "\n" for t, d in cells))
     rows = [("ga", 1, 0.0), ("ga", 2, 0.0), ("du", 1, 1.0), ("du", 2, 1.0), ("du", 3, 0.0), ("du", 9, 1.0),
             ("skip", 1, None)]
     variants = tmp_path / "variants.jsonl"
