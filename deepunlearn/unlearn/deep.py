@@ -12,7 +12,8 @@ and can
 * simulate a split relearning attack and look at the model it leaves (:meth:`split_relearned`;
   its training batch: :meth:`split_batch`),
 * pick the set to forget next given what is already forgotten (:meth:`choose`, the rules layer's
-  :func:`~deepunlearn.rules.choice.choose_set`).
+  :func:`~deepunlearn.rules.choice.choose_set`), optionally among the sets that avoid some facts,
+* find a forgotten fact whose return alone would make a target derivable again (:meth:`fragile`).
 
 Tests replace it with a scripted prober (any object with these methods).
 """
@@ -105,5 +106,16 @@ class DeepContext:
     def deep(self, target: int, forgotten: Iterable[int]) -> bool:
         return self.runner.deep(int(target), sorted(forgotten))
 
-    def choose(self, target: int, forgotten: Iterable[int]) -> list[int]:
-        return self.runner.chosen_set(int(target), sorted(forgotten), how=self.choice)
+    def choose(self, target: int, forgotten: Iterable[int], avoid: Iterable[int] = ()) -> list[int]:
+        return self.runner.chosen_set(int(target), sorted(forgotten), how=self.choice, avoid=avoid)
+
+    def fragile(self, target: int, forgotten: Iterable[int]) -> int | None:
+        """The first forgotten fact (by id) of ``target``'s minimal sets, other than the target,
+        whose return alone would make the target derivable again and that some minimal set avoids
+        (so forgetting that set mends it); None when there is none."""
+        gone = {int(f) for f in forgotten}
+        sets = self.runner.evaluator.minimal_sets(int(target)).sets
+        for h in sorted(gone & {int(f) for s in sets for f in s} - {int(target)}):
+            if not self.deep(target, gone - {h}) and any(h not in s for s in sets):
+                return h
+        return None

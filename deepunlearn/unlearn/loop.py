@@ -241,15 +241,18 @@ class TargetRunner:
 
         return encode_pair_batch(self.bundle, pairs)
 
-    def chosen_set(self, target: int, forgotten: Sequence[int] = (), how: str = "fewest") -> list[int]:
+    def chosen_set(self, target: int, forgotten: Sequence[int] = (), how: str = "fewest",
+                   avoid: Iterable[int] = ()) -> list[int]:
         """The minimal deep-unlearning set of ``target`` to forget (:func:`~deepunlearn.rules.choice.choose_set`:
         fewest facts still to forget, then least collateral; ``how="mincut"``: least total
-        expected collateral), sorted; it holds ``target``'s own fact only if that set does."""
+        expected collateral), among the sets holding no fact of ``avoid``, sorted; it holds
+        ``target``'s own fact only if that set does."""
         from ..rules.choice import Collateral, choose_set
 
         if self._collateral is None:
             self._collateral = Collateral(self.kb, self.known)
-        sets = self.evaluator.minimal_sets(int(target)).sets
+        away = {int(f) for f in avoid}
+        sets = [s for s in self.evaluator.minimal_sets(int(target)).sets if not away & set(s)]
         return sorted(choose_set(sets, self._collateral, forgotten, how=how))
 
     def deep(self, target: int, forgotten: Sequence[int]) -> bool:

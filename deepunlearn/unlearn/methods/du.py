@@ -20,7 +20,9 @@ with a base loss (``base``: ``ga``, ``npo``, ``simnpo`` or ``rmu``) plus a retai
   ``overshoot`` times the steps so far on the last sets, heal (``heal``: finetune on facts
   outside the sets until a sample of K has recovered, unlearning again if a target comes back)
   and optionally unlearn where a simulated relearning attack would take the model (``tamper``,
-  off by default); stop then or when the step budget is spent. Its grid is the step budget: the
+  off by default); stop then or when the step budget is spent. With ``robust`` a target is deep
+  only once no single forgotten fact of its sets would bring it back on its return (a spare set
+  that avoids that fact is forgotten too). Its grid is the step budget: the
   point at budget B is the model after at most B steps (once deep, larger budgets give the same
   model); its rate is constant (not the protocol's linear decay), so the first k steps are the
   same whatever the budgets.
@@ -151,6 +153,10 @@ class DULoopParams(DUParams):
     tamper_on: Literal[SPLIT_ON] = Field(  # type: ignore[valid-type]
         "split", description="the split attack the tamper phase and the lookahead simulate: 'split' (a half of the "
         "chosen set and the targets' other forms) or 'split-set' (the half alone; attacks.relearn_on's kinds)")
+    robust: bool = Field(
+        False, description="deep with a spare: a target counts as deep only once it would stay out of the closure "
+        "if any one forgotten fact of its minimal sets came back (where some minimal set avoids that fact; the loop "
+        "forgets that set too), against relearning that brings back one held-out member of the set")
     tamper_every_half: bool = Field(
         True, description="with tamper: after a meta step simulate every half again (false: first only the "
         "halves that brought a target back, the others once those hold)")
@@ -288,10 +294,17 @@ class DULoop(_RuleAware):
             forgotten = probe_now()
             probed.update(step=used, forgotten=forgotten)
             open_targets = [t for t in session.targets if not ctx.deep(t, forgotten)]
-            if not open_targets:
+            spare = {} if not self.params.robust else {
+                t: h for t in session.targets if t not in open_targets
+                for h in [ctx.fragile(t, forgotten)] if h is not None}
+            if not open_targets and not spare:
                 return True
             for t in open_targets:
                 chosen[t] = last_sets[t] = ctx.choose(t, forgotten)
+            for t, h in spare.items():  # a spare set that holds without h; the margin goes on on both
+                chosen[t] = ctx.choose(t, forgotten, avoid=[h])
+                last_sets[t] = sorted(set(last_sets[t]) | set(chosen[t]))
+            open_targets += list(spare)
             for t in session.targets:
                 if t not in open_targets:
                     chosen.pop(t, None)
