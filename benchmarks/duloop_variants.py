@@ -168,6 +168,9 @@ def _row(variant, t, points, checks=CHECKS) -> dict:
     if isinstance(steps, dict) and len(steps) > 1:  # deep after each number of relearning steps
         for k, v in steps.items():
             row[f"relearn_deep@{k}"] = float(v >= 1 - EPS)
+    if n.get("returned_relearn"):  # facts back after the longest attack; how many the rules imply
+        last = n["returned_relearn"][max(n["returned_relearn"], key=int)]
+        row["returned"], row["returned_implied"] = len(last), sum(bool(v) for v in last.values())
     row.update({k: n[k] for k in ("guard_undone", "guard_forced", "guard_scale", "guard_known", "steps_to_deep",
                                   "heal_steps", "heal_known", "tamper_steps_taken", "tamper_robust") if k in n})
     int4 = "recall_int4" if "int8" in checks else "recall_quant"  # 4-bit alone: the run's own quantisation

@@ -144,9 +144,10 @@ def run_attacks(params: "AttackParams", bundle, kb, ctx: KContext, target: int, 
     finally:
         bar.close()
     if split is not None:  # a relearned fact counts as it stood before the attack
-        from .relearn_pool import as_before, recovered
+        from .relearn_pool import as_before, recovered, returned
 
         recovery = {str(n): recovered(split, before, k) for n, k in relearned.items()}
+        back = {str(n): returned(split, before, k, ctx.evaluator.graph, sorted(ctx.known)) for n, k in relearned.items()}
         relearned = {n: as_before(split, before, k) for n, k in relearned.items()}
     after = {n: score(k) for n, k in relearned.items()}
     q = score(quant) if quant is not None else (None, None)
@@ -176,7 +177,8 @@ def run_attacks(params: "AttackParams", bundle, kb, ctx: KContext, target: int, 
         **({} if split is None else {
             "relearn_forms": [f.name for f in split.forms] if params.relearn else [],
             "held_out": [list(kb.facts[i]) for i in split.held_out],
-            "recovered_relearn": recovery if params.relearn else {}}),
+            "recovered_relearn": recovery if params.relearn else {},
+            "returned_relearn": back if params.relearn else {}}),
     }
 
 

@@ -29,7 +29,16 @@ Notes of both split kinds (and the ``attack`` command's output) add ``relearn_on
     ``relearn_facts`` (the relearned half), ``relearn_forms`` (the target's forms trained on),
     ``held_out`` (the re-probed facts, the target last), ``recovered_relearn`` (per N: the share
     of the held-out facts forgotten before the attack that are known after N steps; ``None``
-    when none was forgotten) and ``target_relearned`` (per N: whether the target is known).
+    when none was forgotten), ``target_relearned`` (per N: whether the target is known) and
+    ``returned_relearn`` (per N: each re-probed fact, the target included, forgotten before the
+    attack and known after it, mapped to whether the rules derive it from what the model knows
+    after the attack plus the relearned half: the model's own inference from the facts it was
+    taught back, :func:`returned`).
+
+Because the chosen set is minimal, the rules always derive the target from K minus the held-out
+facts, that is from the rest of K and the relearned half: a model that applied the rules to all
+it knows would answer the target again after any split attack. ``returned_relearn`` says how
+many returns are such inferences.
 
 Points of an ``other`` attack carry none of these keys: a point without ``relearn_on`` was
 attacked with ``other``.
@@ -168,6 +177,21 @@ def recovered(plan: SplitPlan, before: set[int], after: set[int]) -> float | Non
     return sum(1 for f in lost if f in after) / len(lost) if lost else None
 
 
+def returned(plan: SplitPlan, before: set[int], after: set[int], graph, known: Sequence[int]) -> dict[str, bool]:
+    """The held-out facts (the target included) forgotten before the attack and known after it,
+    each (as ``str(id)``) mapped to whether the rules derive it from what the model knows after
+    the attack plus the relearned facts, the fact itself left out (``graph``: the rules layer's
+    derivation graph over K, ``known``: K)."""
+    from ..rules import derivable
+
+    have = set(after) | set(plan.relearned)
+    out = {}
+    for f in plan.held_out:
+        if f not in before and f in after:
+            out[str(f)] = bool(derivable(graph, f, removed=sorted((set(known) - have) | {f})))
+    return out
+
+
 def run_split(model, batch: Callable[[], dict], plan: SplitPlan, steps: Sequence[int], *, lr: float,
               known: Callable[[], set[int]], on_step: Callable[[int], None] | None = None,
               before: set[int] | None = None) -> tuple[set[int], dict[int, set[int]]]:
@@ -183,12 +207,14 @@ def run_split(model, batch: Callable[[], dict], plan: SplitPlan, steps: Sequence
     return before, relearn_batch(model, batch, steps, lr=lr, known=known, on_step=on_step)
 
 
-def split_notes(plan: SplitPlan, before: set[int], after: dict[int, set[int]]) -> dict[str, Any]:
+def split_notes(plan: SplitPlan, before: set[int], after: dict[int, set[int]], graph,
+                known: Sequence[int]) -> dict[str, Any]:
     """The keys a split attack adds to a point (module docstring)."""
     return {"relearn_on": plan.on, "relearn_facts": list(plan.relearned),
             "relearn_forms": [f.name for f in plan.forms], "held_out": list(plan.held_out),
             "recovered_relearn": {str(n): recovered(plan, before, k) for n, k in after.items()},
-            "target_relearned": {str(n): plan.target in k for n, k in after.items()}}
+            "target_relearned": {str(n): plan.target in k for n, k in after.items()},
+            "returned_relearn": {str(n): returned(plan, before, k, graph, known) for n, k in after.items()}}
 
 
 def annotate_split(checks, points: list, targets: Sequence[int], known: Callable[[], set[int]], lr: float) -> None:
@@ -206,7 +232,7 @@ def annotate_split(checks, points: list, targets: Sequence[int], known: Callable
     before, after = run_split(r.bundle.model, lambda: split_batch(r.bundle, r.kb, plan, r.unlearn_forms), plan,
                               checks.attacks.relearn, lr=lr, known=known)
     measured = {n: checks._measure(points, as_before(plan, before, k)) for n, k in after.items()}
-    notes = split_notes(plan, before, after)
+    notes = split_notes(plan, before, after, r.evaluator.graph, sorted(r.known))
     for k, p in enumerate(points):
         p.notes["recall_relearn"] = {str(n): m[k][0] for n, m in measured.items()}
         p.notes["accuracy_relearn"] = {str(n): m[k][1] for n, m in measured.items()}

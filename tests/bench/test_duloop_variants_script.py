@@ -56,3 +56,15 @@ def test_a_split_with_nothing_to_relearn_is_left_out_of_the_relearning_column(sc
     f.write_text("".join(json.dumps(r) + "\n" for r in rows))
     line = next(x for x in script.summarise(str(f)).splitlines() if x.startswith("| `du_loop`"))
     assert line.split(" | ")[7] == "0.50 [0.00, 1.00]" and line.endswith("| 3 |")
+
+
+def test_a_row_counts_the_facts_back_after_the_longest_attack_and_those_the_rules_imply(script):
+    from types import SimpleNamespace
+
+    notes = {"deep": True, "recall_relearn": {"2": 1.0, "8": 0.5}, "seconds": 1.0,
+             "returned_relearn": {"2": {}, "8": {"4": True, "9": False}}}
+    row = script._row("du_loop", 9, [SimpleNamespace(notes=notes, accuracy=0.95, recall=1.0, lr=1e-4)], ("relearn",))
+    assert (row["returned"], row["returned_implied"], row["relearn_deep"]) == (2, 1, 0.0)
+    row = script._row("du_loop", 9, [SimpleNamespace(notes={"deep": True, "seconds": 1.0}, accuracy=0.95, recall=1.0,
+                                                     lr=1e-4)], ("relearn",))
+    assert "returned" not in row

@@ -12,6 +12,7 @@ import torch
 from pydantic import ValidationError
 
 from deepunlearn.kg.forms import forms_of
+from deepunlearn.rules import closure
 from deepunlearn.unlearn.attacks import AttackParams, relearn_attack, relearn_sample
 from deepunlearn.unlearn.methods import UnlearnError
 from deepunlearn.unlearn.relearn_pool import (
@@ -188,6 +189,36 @@ def test_split_points_record_the_pool_and_recovery_on_held_out_facts(five_people
         assert n["target_relearned"][str(s)] == (t in k)
         kept = (k - set(plan.relearned)) | (before & set(plan.relearned))
         assert n["recall_relearn"][str(s)] == float(runner.evaluator.evaluate(t, sorted(runner.known - kept)).recall)
+        back = [f for f in lost if f in k]
+        assert sorted(n["returned_relearn"][str(s)]) == sorted(str(f) for f in back)
+        for f in back:  # the rules' inference from what it knows plus the relearned half, by pyDatalog
+            have = (k | set(plan.relearned)) - {f}
+            omega = closure(five_people_kb, "edu-relat", engine="pydatalog", known=sorted(have & runner.known))
+            assert n["returned_relearn"][str(s)][str(f)] == (tuple(five_people_kb.facts[f]) in omega)
+    assert any(n["returned_relearn"].values())  # a held-out fact came back: the check above checked one
+
+
+def test_the_rules_derive_the_target_back_from_any_relearned_part_of_a_minimal_set(five_people_runner,
+                                                                                   five_people_kb):
+    """Every minimal set S of every known target, every non-empty part R of S less the target:
+    pyDatalog's closure of (K minus S) plus R holds the target, which is why a model that applies
+    the rules answers it again after a split attack."""
+    from itertools import combinations
+
+    r = five_people_runner
+    checked = 0
+    for t in sorted(r.known):
+        for S in r.evaluator.minimal_sets(t).sets:
+            rest = sorted(set(S) - {t})
+            for k in range(1, len(rest) + 1):
+                for part in combinations(rest, k):
+                    have = sorted((r.known - set(S)) | set(part))
+                    assert tuple(five_people_kb.facts[t]) in closure(five_people_kb, "edu-relat", engine="pydatalog",
+                                                                     known=have), (t, sorted(S), part)
+                    checked += 1
+            assert tuple(five_people_kb.facts[t]) not in closure(five_people_kb, "edu-relat", engine="pydatalog",
+                                                                 known=sorted(r.known - set(S)))
+    assert checked >= 20
 
 
 def test_split_set_points_train_on_the_half_alone(five_people_model_dir, five_people_kb, tmp_path):
