@@ -1,7 +1,8 @@
 """du_loop's ``robust`` option on the 5-person EDU-RELAT KB: a set chosen while avoiding a fact is
 the cheapest exact minimal set without it, a fragile fact is exactly one whose return alone makes
 the target derivable again (pyDatalog's closure, brute force over the forgotten facts), and the
-loop, told a target is fragile, forgets a spare set before it stops."""
+loop, told a target is fragile, forgets a spare set before it stops. And healing's extension past
+its budget (``heal_more`` while the sample is below ``heal_floor``), on a scripted probe."""
 
 from __future__ import annotations
 
@@ -100,3 +101,39 @@ def test_robust_loop_forgets_a_spare_set_before_it_stops(five_people_runner, mon
     points = list(r.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, robust=True), seed=0))
     assert [p.notes["steps_used"] for p in points] == [1, 2, 3, 3]  # fragile at 2: one more round on the spare
     assert [_Scripted.spare] in forgets  # the spare set's facts still known, the target already forgotten
+
+
+@pytest.mark.parametrize("shares, stops_at", [
+    ([0.5, 0.8, 0.9], 6),       # below the floor at the end of heal: on until the floor
+    ([0.5, 0.95], 4),           # at the floor when heal is spent: stop there
+    ([0.5, 0.5, 0.5, 0.5], 8),  # never at the floor: heal_more spent too
+    ([1.0], 2),                 # the sample recovered (the tolerance): stop at once
+])
+def test_healing_goes_on_past_its_budget_only_while_the_sample_is_below_the_floor(shares, stops_at):
+    """heal 4 steps, a probe every 2, up to 4 more while the sample knows less than 0.9 of what it
+    knew (a scripted probe answers the share of the 20-fact sample in ``shares``, one per probe)."""
+    from types import SimpleNamespace
+
+    from deepunlearn.unlearn.methods.du import DULoopParams
+    from deepunlearn.unlearn.methods.du_heal import Healer
+
+    answers = iter([None] + shares)  # None: the sample as it stood before the run, all of it
+
+    class Ctx:
+        watch, runner = [], SimpleNamespace(known=set(range(40)), protected=frozenset())
+
+        def known_among(self, ids):
+            share = next(answers, None)
+            return list(ids) if share is None else list(ids)[:round(share * len(ids))]
+
+    params = DULoopParams(heal=4, heal_every=2, heal_more=4, heal_floor=0.9, heal_sample=20, heal_tolerance=0.0)
+    healer = Healer(params, SimpleNamespace(retain=None, encode=lambda ids: ids), Ctx(), seed=0)
+    assert len(healer.before) == 20
+    probes = []
+    while True:
+        if healer.probe_due():
+            probes.append(healer.taken)
+            if healer.recovered():
+                break
+    assert healer.taken == stops_at and probes == list(range(2, stops_at + 1, 2))
+    assert healer.spent == (stops_at >= 4 and shares[-1] < 1.0)

@@ -81,18 +81,21 @@ class DULoopParams(DUParams):
     targets): linear over 4-32 steps left 3 targets derivable (Success-DU@0.9 0.73); constant
     over 4-128 made all 11 deep, 10 at accuracy >= 0.9 (0.91).
 
-    Once deep, a margin of as many steps again (``overshoot`` 1) and then up to 64 healing steps on
-    facts outside every chosen set (``heal`` 64, :mod:`.du_heal`). Chosen on the release's first 20
+    Once deep, a margin of as many steps again (``overshoot`` 1) and then up to 32 healing steps on
+    facts outside every chosen set (``heal`` 32, :mod:`.du_heal`). Chosen on the release's first 20
     listed targets against split relearning (docs/results.md): stopping at the deep point, 8 steps
     of relearning brought 18 of 19 targets back; the margin alone kept 18 of 19 deep but cost
     accuracy (Success-DU@0.9 0.79); margin and healing kept 18 of 19 deep at Success-DU@0.9 1.00.
     Healing trains on batches of 8 facts and probes every 8 steps (``heal_batch``, ``heal_every``):
     on nine of those targets batches of 32 with a probe every 4 steps took 1.60x GA's time per
-    target, batches of 8 every 8 steps 0.86x, with the same outcome. A budget of 64 healing
-    steps: on a retrained release checkpoint's same 19 targets, 32 left 4 below accuracy 0.9
-    (Success-DU@0.9 0.79; 64: 1.00), and on a tuning Qwen3 family KB (seed 61283, 46 targets)
-    0.87 against 0.98; healing stops as soon as the sample has recovered, so many targets take
-    fewer.
+    target, batches of 8 every 8 steps 0.86x, with the same outcome. Up to 32 more healing
+    steps while the sample knows less than 92 % of what it knew (``heal_more``, ``heal_floor``): on
+    a retrained release checkpoint's same 19 targets, 32 steps left 4 below accuracy 0.9
+    (Success-DU@0.9 0.79), all four with their sample at 0.81-0.89 after them, every passing
+    target at 0.94 or more; likewise on a tuning Qwen3 family KB (seed 61283, 46 targets: 5
+    failures at 0.80-0.89, passes at 0.94 or more). Healing all targets for up to 64 steps made
+    both 1.00 / 0.98 but cost SmolLM2 1.7x du_loop's time; the floor heals longer only where
+    the sample shows it is needed.
 
     The margin's steps take GA's loss after an NPO base (``margin_base = "auto"``): NPO's loss is
     bounded, and past the deep point its gradient fades. Chosen on a Qwen3 family KB and the
@@ -120,9 +123,15 @@ class DULoopParams(DUParams):
         0.125, gt=0, le=1, description="with guard: the smallest rate factor; a step that would need a smaller "
         "one is kept as it is (guard_forced)")
     heal: int = Field(
-        64, ge=0, description="healing: once every target is deep, at most this many finetuning steps on facts "
+        32, ge=0, description="healing: once every target is deep, at most this many finetuning steps on facts "
         "outside every chosen set win back collateral, probing as they go (0: off; methods/du_heal.py)")
     heal_every: int = Field(8, ge=1, description="with heal: healing steps between two probes")
+    heal_more: int = Field(
+        32, ge=0, description="with heal: healing steps past heal while the sample knows less than heal_floor of "
+        "what it knew before the run (0: stop at heal)")
+    heal_floor: float = Field(
+        0.92, ge=0, le=1, description="with heal_more: the share of the sample's original knowledge below which "
+        "healing goes on past heal")
     heal_batch: int = Field(8, ge=1, description="with heal: facts per healing step")
     heal_sample: int = Field(64, ge=1, description="with heal: facts of the sample whose recovery ends healing")
     heal_tolerance: float = Field(
@@ -325,7 +334,7 @@ class DULoop(_RuleAware):
                 if stop_at > step:  # go on on everything the targets' last sets hold
                     session.set_forget(sorted(_union(session.targets, last_sets)))
                     return "margin"
-            return "heal" if healer is not None and healer.taken < healer.limit else finish()
+            return "heal" if healer is not None and not healer.spent else finish()
 
         def finish() -> str:
             """After the margin and healing: the tamper phase if a simulated attack brings a target back."""
