@@ -147,7 +147,8 @@ def run_attacks(params: "AttackParams", bundle, kb, ctx: KContext, target: int, 
         from .relearn_pool import as_before, recovered, returned
 
         recovery = {str(n): recovered(split, before, k) for n, k in relearned.items()}
-        back = {str(n): returned(split, before, k, ctx.evaluator.graph, sorted(ctx.known)) for n, k in relearned.items()}
+        known_k = set(ctx.known)
+        back = {str(n): returned(split, before, k, ctx.evaluator.graph, known_k) for n, k in relearned.items()}
         relearned = {n: as_before(split, before, k) for n, k in relearned.items()}
     after = {n: score(k) for n, k in relearned.items()}
     q = score(quant) if quant is not None else (None, None)

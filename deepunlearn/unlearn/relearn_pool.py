@@ -177,7 +177,7 @@ def recovered(plan: SplitPlan, before: set[int], after: set[int]) -> float | Non
     return sum(1 for f in lost if f in after) / len(lost) if lost else None
 
 
-def returned(plan: SplitPlan, before: set[int], after: set[int], graph, known: Sequence[int]) -> dict[str, bool]:
+def returned(plan: SplitPlan, before: set[int], after: set[int], graph, known: set[int]) -> dict[str, bool]:
     """The held-out facts (the target included) forgotten before the attack and known after it,
     each (as ``str(id)``) mapped to whether the rules derive it from what the model knows after
     the attack plus the relearned facts, the fact itself left out (``graph``: the rules layer's
@@ -188,7 +188,7 @@ def returned(plan: SplitPlan, before: set[int], after: set[int], graph, known: S
     out = {}
     for f in plan.held_out:
         if f not in before and f in after:
-            out[str(f)] = bool(derivable(graph, f, removed=sorted((set(known) - have) | {f})))
+            out[str(f)] = bool(derivable(graph, f, removed=sorted((known - have) | {f})))
     return out
 
 
@@ -208,7 +208,7 @@ def run_split(model, batch: Callable[[], dict], plan: SplitPlan, steps: Sequence
 
 
 def split_notes(plan: SplitPlan, before: set[int], after: dict[int, set[int]], graph,
-                known: Sequence[int]) -> dict[str, Any]:
+                known: set[int]) -> dict[str, Any]:
     """The keys a split attack adds to a point (module docstring)."""
     return {"relearn_on": plan.on, "relearn_facts": list(plan.relearned),
             "relearn_forms": [f.name for f in plan.forms], "held_out": list(plan.held_out),
@@ -232,7 +232,7 @@ def annotate_split(checks, points: list, targets: Sequence[int], known: Callable
     before, after = run_split(r.bundle.model, lambda: split_batch(r.bundle, r.kb, plan, r.unlearn_forms), plan,
                               checks.attacks.relearn, lr=lr, known=known)
     measured = {n: checks._measure(points, as_before(plan, before, k)) for n, k in after.items()}
-    notes = split_notes(plan, before, after, r.evaluator.graph, sorted(r.known))
+    notes = split_notes(plan, before, after, r.evaluator.graph, set(r.known))
     for k, p in enumerate(points):
         p.notes["recall_relearn"] = {str(n): m[k][0] for n, m in measured.items()}
         p.notes["accuracy_relearn"] = {str(n): m[k][1] for n, m in measured.items()}

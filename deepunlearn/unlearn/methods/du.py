@@ -94,7 +94,7 @@ class DULoopParams(DUParams):
     (Success-DU@0.9 0.79), all four with their sample at 0.81-0.89 after them, every passing
     target at 0.94 or more; likewise on a tuning Qwen3 family KB (seed 61283, 46 targets: 5
     failures at 0.80-0.89, passes at 0.94 or more). Healing all targets for up to 64 steps made
-    both 1.00 / 0.98 but cost SmolLM2 1.7x du_loop's time; the floor heals longer only where
+    both 1.00 / 0.98 but took 1.58x the steps on SmolLM2; the floor heals longer only where
     the sample shows it is needed.
 
     The margin's steps take GA's loss after an NPO base (``margin_base = "auto"``): NPO's loss is
@@ -303,9 +303,8 @@ class DULoop(_RuleAware):
             forgotten = probe_now()
             probed.update(step=used, forgotten=forgotten)
             open_targets = [t for t in session.targets if not ctx.deep(t, forgotten)]
-            spare = {} if not self.params.robust else {
-                t: h for t in session.targets if t not in open_targets
-                for h in [ctx.fragile(t, forgotten)] if h is not None}
+            spare = {t: h for t in session.targets if self.params.robust and t not in open_targets
+                     and (h := ctx.fragile(t, forgotten)) is not None}
             if not open_targets and not spare:
                 return True
             for t in open_targets:
