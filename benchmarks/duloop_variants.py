@@ -44,6 +44,8 @@ EPS = 1e-9
 MODES = ("exact", "yesno", "rank")
 #: the checks of each point (``--checks``): the adversarial aggregate, relearning, int8, int4
 CHECKS = ("adversarial", "relearn", "int8", "int4")
+#: each check's key in a row: 1 where the target is out of the closure after the check
+CHECK_KEYS = ("adv_deep", "relearn_deep", "int8_deep", "int4_deep")
 #: the margin variants ran with NPO's loss on the margin's steps; du_loop's default takes GA's
 #: (``margin_base = "auto"``), so they pin NPO's to stay the runs their figures come from
 NPO_MARGIN = {"margin_base": "npo"}
@@ -174,8 +176,7 @@ def _row(variant, t, points, checks=CHECKS) -> dict:
     row.update({k: n[k] for k in ("guard_undone", "guard_forced", "guard_scale", "guard_known", "steps_to_deep",
                                   "heal_steps", "heal_known", "tamper_steps_taken", "tamper_robust") if k in n})
     int4 = "recall_int4" if "int8" in checks else "recall_quant"  # 4-bit alone: the run's own quantisation
-    for key, on, note in (("adv_deep", "adversarial", "recall_adv"), ("relearn_deep", "relearn", "recall_relearn"),
-                          ("int8_deep", "int8", "recall_quant"), ("int4_deep", "int4", int4)):
+    for key, on, note in zip(CHECK_KEYS, CHECKS, ("recall_adv", "recall_relearn", "recall_quant", int4)):
         if on in checks:
             v = n.get(note, 0)
             # None: a split with nothing to relearn (split-set, a chosen set that is the target alone)
@@ -312,8 +313,10 @@ def sequential(args) -> None:
             print(json.dumps(row), file=sys.stderr, flush=True)
 
 
-def summarise(path: str) -> str:
-    """The markdown table of a ``variants`` output: means with 95 % bootstrap intervals."""
+def summarise(path: str, still_deep: bool = False) -> str:
+    """The markdown table of a ``variants`` output: means with 95 % bootstrap intervals. With
+    ``still_deep`` a check counts a target as deep only where it was deep at the checked (last) point:
+    an attack that dislodges a fact of a model that was not deep does not make it "still deep"."""
     from deepunlearn.bench.bootstrap import bootstrap_interval
 
     rows = [json.loads(x) for x in Path(path).read_text().splitlines()]
@@ -321,8 +324,7 @@ def summarise(path: str) -> str:
     for r in rows:
         by.setdefault(r["variant"], {})[r["target"]] = r
     ga = by.get("ga", {})
-    keys = ["success_du_0.8", "success_du_0.9", "acc_at_recall_0.8", "deep", "accuracy_last", "adv_deep",
-            "relearn_deep", "int8_deep", "int4_deep"]
+    keys = ["success_du_0.8", "success_du_0.9", "acc_at_recall_0.8", "deep", "accuracy_last", *CHECK_KEYS]
     lines = ["| variant | Success-DU@0.8 | Success-DU@0.9 | Acc@R≥0.8 | deep rate | accuracy (last point) "
              "| calibrated-adversarial deep | deep after relearn@8 | deep after int8 | deep after int4 "
              "| s/target ÷ GA's | targets |",
@@ -330,7 +332,8 @@ def summarise(path: str) -> str:
     for name, per in by.items():
         cells = []
         for k in keys:
-            vals = [r[k] for r in per.values() if r.get(k) is not None]
+            vals = [r[k] * (r["deep_last"] if still_deep and k in CHECK_KEYS else 1)
+                    for r in per.values() if r.get(k) is not None]
             if not vals:
                 cells.append("–")
                 continue
@@ -390,10 +393,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--make-calibration", default=None, metavar="HOLD.json",
                     help="write the calibration of the aggregate's modes on this holdout to -o and exit")
     ap.add_argument("--summary", default=None, help="print the table of a variants output and exit")
+    ap.add_argument("--still-deep", action="store_true",
+                    help="with --summary: the checks' columns count a target only where it was deep before the check")
     ap.add_argument("-o", "--output", default="variants.jsonl")
     args = ap.parse_args(argv)
     if args.summary:
-        print(summarise(args.summary))
+        print(summarise(args.summary, args.still_deep))
         return 0
     if args.make_calibration:
         make_calibration(args)

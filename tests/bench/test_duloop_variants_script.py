@@ -68,3 +68,25 @@ def test_a_row_counts_the_facts_back_after_the_longest_attack_and_those_the_rule
     row = script._row("du_loop", 9, [SimpleNamespace(notes={"deep": True, "seconds": 1.0}, accuracy=0.95, recall=1.0,
                                                      lr=1e-4)], ("relearn",))
     assert "returned" not in row
+
+
+def test_still_deep_counts_a_check_only_where_the_target_was_deep_before_it(script, tmp_path):
+    """A model that was not deep at its last point and whose attack dislodged a fact is deep
+    after the attack, not still deep: ``still_deep`` counts it as 0 in every check's column."""
+    import json
+    from types import SimpleNamespace
+
+    def point(deep):
+        notes = {"deep": deep, "recall_relearn": {"8": 1.0}, "recall_quant": 1.0, "seconds": 1.0}
+        return SimpleNamespace(notes=notes, accuracy=0.95, recall=1.0, lr=1e-4)
+
+    rows = [script._row("npo", t, [point(d)], ("relearn", "int4")) for t, d in ((1, True), (2, False))]
+    f = tmp_path / "v.jsonl"
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    def cells(still):
+        line = next(x for x in script.summarise(str(f), still).splitlines() if x.startswith("| `npo`"))
+        return line.split(" | ")[7], line.split(" | ")[9]
+
+    assert cells(False) == ("1.00 [1.00, 1.00]", "1.00 [1.00, 1.00]")
+    assert cells(True)[0].startswith("0.50") and cells(True)[1].startswith("0.50")
