@@ -20,7 +20,8 @@ compared when the defaults were chosen: ``du_loop+over0.5`` ... ``du_loop+over3+
 ``du_loop+tamper`` / ``du_loop+tamper32``: ``du_loop+over1+heal8`` with the tamper phase, 8 / 32 meta steps;
 every variant with a margin pins NPO's loss on it, as its measured tables ran;
 ``du_loop+tamper32win``: after a meta step first only the halves that won; ``du_loop+tamper32e4``:
-that and 4 meta steps per simulation). ``--relearn-on split`` relearns on half
+that and 4 meta steps per simulation; ``du_loop+linked``: the defaults with the lookahead on
+linked halves of the half-alone split). ``--relearn-on split`` relearns on half
 the target's chosen set and its other forms instead of on other facts; ``--checks`` drops checks
 on a slow model (the dropped columns print as ``–``). The adversarial aggregate is asked at each
 trajectory's last grid point only.
@@ -75,6 +76,8 @@ VARIANTS = {
     "du_loop+tamper32e4": ("du_loop", {**HEAL8, "overshoot": 1.0, "tamper": 32, "tamper_every_half": False,
                                        "tamper_every": 4}),
     "du_loop+tamper32win": ("du_loop", {**HEAL8, "overshoot": 1.0, "tamper": 32, "tamper_every_half": False}),
+    # the defaults with the lookahead on the margin's steps, on linked halves of Deeb & Roger's split
+    "du_loop+linked": ("du_loop", {"lookahead": "margin", "tamper_on": "split-set", "tamper_halves": "linked"}),
     # 32 guard facts, a step may forget at most 5 % of them (one fact): half of the 10 % of K that
     # Success-DU@0.9 allows in all; at most three halvings (rate factor 1/8). Fixed before any run.
     "du_loop+guard": ("du_loop", {"guard": 32, "guard_drop": 0.05, "guard_min_scale": 0.125, "overshoot": 0.0, "heal": 0}),

@@ -106,6 +106,21 @@ class DeepContext:
     def deep(self, target: int, forgotten: Iterable[int]) -> bool:
         return self.runner.deep(int(target), sorted(forgotten))
 
+    def links(self, inside: Iterable[int]) -> list[tuple[int, int]]:
+        """``(a, b)``, both of ``inside`` (a target and its chosen set), where the rules derive b
+        from a and K outside ``inside``: the facts that relearning a alone makes derivable again
+        (its inverse, "X's sister is Y" giving "Y's sister is X", or b through what the model
+        keeps), so the ones a split attack most readily brings back (``tamper_halves = "linked"``)."""
+        from ..rules.graph import derivable
+
+        inside = frozenset(int(f) for f in inside)
+        cache = self.__dict__.setdefault("_links", {})
+        if inside not in cache:
+            g = self.runner.evaluator.graph
+            cache[inside] = [(a, b) for a in sorted(inside) for b in sorted(inside - {a})
+                             if derivable(g, b, removed=inside - {a})]
+        return cache[inside]
+
     def choose(self, target: int, forgotten: Iterable[int], avoid: Iterable[int] = ()) -> list[int]:
         return self.runner.chosen_set(int(target), sorted(forgotten), how=self.choice, avoid=avoid)
 

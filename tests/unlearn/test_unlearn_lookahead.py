@@ -27,10 +27,11 @@ def _answer_grads(model, params, data):
     return torch.autograd.grad(answer_loss(logits, data["labels"])[0], params, allow_unused=True)
 
 
-@pytest.mark.parametrize("depth,on", [(1, "split"), (2, "split"), (1, "split-set")])
-def test_the_lookahead_gradient_is_the_loss_gradient_after_sign_steps_of_the_attack(runner, depth, on):
+@pytest.mark.parametrize("depth,on,how", [(1, "split", "random"), (2, "split", "random"), (1, "split-set", "random"),
+                                          (1, "split-set", "linked")])
+def test_the_lookahead_gradient_is_the_loss_gradient_after_sign_steps_of_the_attack(runner, depth, on, how):
     from deepunlearn.unlearn.deep import DeepContext
-    from deepunlearn.unlearn.methods.du_tamper import Lookahead, halves, split_seed
+    from deepunlearn.unlearn.methods.du_tamper import Lookahead, draw_halves, split_seed
     from deepunlearn.unlearn.relearn_pool import target_forms
 
     t = _deep_target(runner)
@@ -40,7 +41,8 @@ def test_the_lookahead_gradient_is_the_loss_gradient_after_sign_steps_of_the_att
     params = [p for p in model.parameters() if p.requires_grad]
     before = [p.detach().clone() for p in params]
     session = SimpleNamespace(lr=1e-3, model=model, trainable=lambda: params)
-    look = Lookahead(SimpleNamespace(tamper_lr_scale=2.0, tamper_steps=4, lookahead_depth=depth, tamper_on=on),
+    look = Lookahead(SimpleNamespace(tamper_lr_scale=2.0, tamper_steps=4, lookahead_depth=depth, tamper_on=on,
+                                     tamper_halves=how),
                      session, ctx, seed=0, params=None)
     assert look.radius == pytest.approx(8e-3)
     forget = runner.encode([t])
@@ -54,7 +56,7 @@ def test_the_lookahead_gradient_is_the_loss_gradient_after_sign_steps_of_the_att
     assert look.notes() == {"lookahead_steps": 1}
 
     # by hand: the half the first step draws, the attack's batch, one sign step on a copy
-    half = halves(chosen, [t], 1, split_seed(0, 1 << 20))[0]
+    half = draw_halves(how, ctx, chosen, 1, split_seed(0, 1 << 20))[0]
     data = ctx.split_batch(half, on)()
     # split-set: the half's facts alone; split: the target's other forms too
     assert data["input_ids"].shape[0] == len(half[t]) + (len(target_forms(runner.kb, t)) if on == "split" else 0)
@@ -80,7 +82,8 @@ def test_nothing_to_relearn_is_the_plain_loss():
     w = torch.nn.Parameter(torch.tensor([1.0, 2.0]))
     ctx = SimpleNamespace(targets=[3], split_batch=lambda half, on: None)
     session = SimpleNamespace(lr=1e-3, model=None, trainable=lambda: [w])
-    look = Lookahead(SimpleNamespace(tamper_lr_scale=1.0, tamper_steps=8, lookahead_depth=1, tamper_on="split"),
+    look = Lookahead(SimpleNamespace(tamper_lr_scale=1.0, tamper_steps=8, lookahead_depth=1, tamper_on="split",
+                                     tamper_halves="random"),
                      session, ctx, seed=0, params=None)
     plain = (w ** 2).sum()
     assert look.loss({3: [3]}, lambda: plain) is plain

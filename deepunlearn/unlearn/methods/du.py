@@ -166,6 +166,9 @@ class DULoopParams(DUParams):
         False, description="deep with a spare: a target counts as deep only once it would stay out of the closure "
         "if any one forgotten fact of its minimal sets came back (where some minimal set avoids that fact; the loop "
         "forgets that set too), against relearning that brings back one held-out member of the set")
+    tamper_halves: Literal["random", "linked"] = Field(
+        "random", description="with tamper or lookahead: the halves of the simulated attacks: 'random' draws, or "
+        "'linked' (of 64 draws, those that relearn the most facts from which the rules derive a held-out one)")
     tamper_every_half: bool = Field(
         True, description="with tamper: after a meta step simulate every half again (false: first only the "
         "halves that brought a target back, the others once those hold)")

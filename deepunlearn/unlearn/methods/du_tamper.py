@@ -76,6 +76,50 @@ def halves(chosen: Mapping[int, Sequence[int]], targets: Sequence[int], n: int, 
     return [{t: per[t][i % len(per[t])] for t in targets} for i in range(count)]
 
 
+def linked_halves(chosen: Mapping[int, Sequence[int]], targets: Sequence[int], n: int, seed: int,
+                  links: Mapping[int, Sequence[tuple[int, int]]], tries: int = 64) -> list[dict[int, list[int]]]:
+    """As :func:`halves`, but the drawn halves are the ``n`` of ``tries`` random draws that split
+    the most links of their target (``links[t]``: ``(a, b)`` where the rules derive b from a and
+    what lies outside the set, :meth:`~deepunlearn.unlearn.deep.DeepContext.links`), a relearned
+    a with its b held out (the target counting as held out): the halves through which relearned
+    facts most readily bring held-out ones back. Ties keep the draw order.
+
+    >>> linked_halves({9: [9, 1, 2, 3, 4]}, [9], 1, 0, {9: [(1, 2), (2, 1), (3, 4), (4, 3)]})[0][9]  # one of each pair
+    [1, 4]
+    >>> linked_halves({9: [9, 1, 2, 3, 4]}, [9], 1, 0, {9: []})[0][9] == halves({9: [9, 1, 2, 3, 4]}, [9], 1, 0)[0][9]
+    True
+    """
+    from ..relearn_pool import split_size
+
+    rng = np.random.default_rng(seed)
+    per: dict[int, list[list[int]]] = {}
+    for t in targets:
+        rest, k = split_size(chosen.get(t, ()), t)
+        if not rest or math.comb(len(rest), k) <= n:
+            per[t] = halves({t: chosen.get(t, ())}, [t], n, seed)
+            per[t] = [h[t] for h in per[t]]
+            continue
+        inside = set(rest) | {int(t)}
+        score: dict[tuple[int, ...], int] = {}
+        for _ in range(tries):
+            h = tuple(sorted(int(rest[j]) for j in rng.choice(len(rest), size=k, replace=False)))
+            if h not in score:
+                hs = set(h)
+                score[h] = sum(1 for a, b in links.get(t, ()) if a in hs and b in inside and b not in hs)
+        per[t] = [list(h) for h in sorted(score, key=lambda h: -score[h])[:n]]
+    count = max(len(v) for v in per.values())
+    return [{t: per[t][i % len(per[t])] for t in targets} for i in range(count)]
+
+
+def draw_halves(how: str, ctx, chosen, n: int, seed: int) -> list[dict[int, list[int]]]:
+    """The halves of the tamper phase's or the lookahead's simulated attacks: ``how`` = "random"
+    (:func:`halves`) or "linked" (:func:`linked_halves`, on ``ctx.links()``)."""
+    if how == "linked" and hasattr(ctx, "links"):
+        links = {t: ctx.links(set(chosen.get(t, ())) | {t}) for t in ctx.targets}
+        return linked_halves(chosen, ctx.targets, n, seed, links)
+    return halves(chosen, ctx.targets, n, seed)
+
+
 class Tamper:
     """The tamper phase of one du_loop run; ``ctx`` is its rules context, ``params`` the trained
     parameters (the list the loop's optimiser steps; None: the session's trainable ones)."""
@@ -87,7 +131,7 @@ class Tamper:
         self.attack_steps, self.splits = int(method_params.tamper_steps), int(method_params.tamper_splits)
         self.every_half, self.every = bool(method_params.tamper_every_half), int(method_params.tamper_every)
         self.lr = float(session.lr) * float(method_params.tamper_lr_scale)
-        self.on = str(method_params.tamper_on)
+        self.on, self.how = str(method_params.tamper_on), str(method_params.tamper_halves)
         self.ctx, self.seed, self.probe = ctx, int(seed), probe
         self.params = list(params) if params is not None else session.trainable()
         self.taken, self.simulated, self.robust = 0, 0, None
@@ -113,7 +157,7 @@ class Tamper:
                  else [])
         failed = self._simulate(again, before, forget_loss)
         if not failed:
-            rest = [h for h in halves(chosen, self.ctx.targets, self.splits, split_seed(self.seed, self.simulated))
+            rest = [h for h in draw_halves(self.how, self.ctx, chosen, self.splits, split_seed(self.seed, self.simulated))
                     if h not in again]
             self.simulated += 1
             failed = self._simulate(rest, before, forget_loss)
@@ -186,6 +230,7 @@ class Lookahead:
     def __init__(self, method_params, session, ctx, seed: int, params: Sequence[torch.nn.Parameter] | None):
         self.radius = float(session.lr) * float(method_params.tamper_lr_scale) * int(method_params.tamper_steps)
         self.depth, self.on = int(method_params.lookahead_depth), str(method_params.tamper_on)
+        self.how = str(method_params.tamper_halves)
         self.ctx, self.seed, self.model = ctx, int(seed), session.model
         self.params = list(params) if params is not None else session.trainable()
         self.taken, self._batches = 0, {}
@@ -195,7 +240,7 @@ class Lookahead:
         the looked-ahead ones (``loss()`` itself when there is nothing to relearn)."""
         from ..finetune import answer_loss
 
-        half = halves(chosen, self.ctx.targets, 1, split_seed(self.seed, (1 << 20) + self.taken))[0]
+        half = draw_halves(self.how, self.ctx, chosen, 1, split_seed(self.seed, (1 << 20) + self.taken))[0]
         self.taken += 1
         key = tuple(sorted((t, tuple(h)) for t, h in half.items()))
         if key not in self._batches:  # encoded once per half
