@@ -7,8 +7,10 @@ set and the target's other forms, or the half alone with ``tamper_on = "split-se
 ``tamper_steps`` AdamW steps at the run's rate times
 ``tamper_lr_scale``), probes the watched facts there and restores the model; once per half: every
 half of the chosen set when there are at most ``tamper_splits`` of them, else ``tamper_splits``
-halves drawn at random (:func:`halves`). If every target is still out of the closure after each
-(relearned facts counted as before the attack), the phase ends. Otherwise the next step is a
+halves drawn at random (:func:`halves`; with ``tamper_halves = "linked"`` the draws that relearn
+the most facts from which the rules derive a held-out one, :func:`linked_halves`). If every
+target is still out of the closure after each (relearned facts counted as before the attack), the
+phase ends. Otherwise the next step is a
 first-order meta-unlearning step (as in MUDMAN, arXiv 2506.12484, and TAR's first-order outer step): the
 gradient of the base forget loss taken *at the attacked weights* (the mean over the attacks that
 brought a target back) is applied at the current ones (a surrogate ``sum(p * g)``, plus the retain
@@ -96,8 +98,7 @@ def linked_halves(chosen: Mapping[int, Sequence[int]], targets: Sequence[int], n
     for t in targets:
         rest, k = split_size(chosen.get(t, ()), t)
         if not rest or math.comb(len(rest), k) <= n:
-            per[t] = halves({t: chosen.get(t, ())}, [t], n, seed)
-            per[t] = [h[t] for h in per[t]]
+            per[t] = [h[t] for h in halves({t: chosen.get(t, ())}, [t], n, seed)]
             continue
         inside = set(rest) | {int(t)}
         score: dict[tuple[int, ...], int] = {}
@@ -113,7 +114,7 @@ def linked_halves(chosen: Mapping[int, Sequence[int]], targets: Sequence[int], n
 
 def draw_halves(how: str, ctx, chosen, n: int, seed: int) -> list[dict[int, list[int]]]:
     """The halves of the tamper phase's or the lookahead's simulated attacks: ``how`` = "random"
-    (:func:`halves`) or "linked" (:func:`linked_halves`, on ``ctx.links()``)."""
+    (:func:`halves`) or "linked" (:func:`linked_halves`, on ``ctx.links`` of each target and its set)."""
     if how == "linked" and hasattr(ctx, "links"):
         links = {t: ctx.links(set(chosen.get(t, ())) | {t}) for t in ctx.targets}
         return linked_halves(chosen, ctx.targets, n, seed, links)
