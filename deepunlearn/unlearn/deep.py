@@ -35,6 +35,7 @@ class DeepContext:
             for s in runner.evaluator.minimal_sets(t).sets:
                 watch |= set(int(f) for f in s)
         self.watch = sorted(watch)
+        self._links: dict[frozenset[int], list[tuple[int, int]]] = {}  # links() per set
 
     def forgotten_now(self) -> set[int]:
         """The watched facts the model no longer answers."""
@@ -114,12 +115,11 @@ class DeepContext:
         from ..rules.graph import derivable
 
         inside = frozenset(int(f) for f in inside)
-        cache = self.__dict__.setdefault("_links", {})
-        if inside not in cache:
+        if inside not in self._links:
             g = self.runner.evaluator.graph
-            cache[inside] = [(a, b) for a in sorted(inside) for b in sorted(inside - {a})
-                             if derivable(g, b, removed=inside - {a})]
-        return cache[inside]
+            self._links[inside] = [(a, b) for a in sorted(inside) for b in sorted(inside - {a})
+                                   if derivable(g, b, removed=inside - {a})]
+        return self._links[inside]
 
     def choose(self, target: int, forgotten: Iterable[int], avoid: Iterable[int] = ()) -> list[int]:
         return self.runner.chosen_set(int(target), sorted(forgotten), how=self.choice, avoid=avoid)

@@ -74,6 +74,11 @@ def halves(chosen: Mapping[int, Sequence[int]], targets: Sequence[int], n: int, 
             if h not in picked:
                 picked.append(h)
         per[t] = picked
+    return _attacks(per, targets)
+
+
+def _attacks(per: Mapping[int, Sequence[list[int]]], targets: Sequence[int]) -> list[dict[int, list[int]]]:
+    """One attack per half of the target with the most: attack i takes each target's i-th half (cycling)."""
     count = max(len(v) for v in per.values())
     return [{t: per[t][i % len(per[t])] for t in targets} for i in range(count)]
 
@@ -108,14 +113,13 @@ def linked_halves(chosen: Mapping[int, Sequence[int]], targets: Sequence[int], n
                 hs = set(h)
                 score[h] = sum(1 for a, b in links.get(t, ()) if a in hs and b in inside and b not in hs)
         per[t] = [list(h) for h in sorted(score, key=lambda h: -score[h])[:n]]
-    count = max(len(v) for v in per.values())
-    return [{t: per[t][i % len(per[t])] for t in targets} for i in range(count)]
+    return _attacks(per, targets)
 
 
 def draw_halves(how: str, ctx, chosen, n: int, seed: int) -> list[dict[int, list[int]]]:
     """The halves of the tamper phase's or the lookahead's simulated attacks: ``how`` = "random"
     (:func:`halves`) or "linked" (:func:`linked_halves`, on ``ctx.links`` of each target and its set)."""
-    if how == "linked" and hasattr(ctx, "links"):
+    if how == "linked":
         links = {t: ctx.links(set(chosen.get(t, ())) | {t}) for t in ctx.targets}
         return linked_halves(chosen, ctx.targets, n, seed, links)
     return halves(chosen, ctx.targets, n, seed)
