@@ -14,17 +14,17 @@ Run::
     python benchmarks/duloop_variants.py --kb edu.json --model tiny-edu-llama --sequential \\
         --refs 79,220,61,68,127,343,219,349,28,250,214 -o seq.jsonl
 
-Variants: ``ga``, ``npo`` and du_loop's (``du_loop``: its defaults; ``du_loop-plain``: no margin,
-no healing; ``du_loop+adv``, ``du_loop+sam``, ``du_loop(rmu)``, the margin and healing settings
-compared when the defaults were chosen: ``du_loop+over0.5`` ... ``du_loop+over3+heal8``, and
-``du_loop+tamper`` / ``du_loop+tamper32``: ``du_loop+over1+heal8`` with the tamper phase, 8 / 32 meta steps;
-every variant with a margin pins NPO's loss on it, as its measured tables ran;
-``du_loop+tamper32win``: after a meta step first only the halves that won; ``du_loop+tamper32e4``:
-that and 4 meta steps per simulation; ``du_loop+linked``: the defaults with the lookahead on
-linked halves of the half-alone split). ``--relearn-on split`` relearns on half
-the target's chosen set and its other forms instead of on other facts; ``--checks`` drops checks
-on a slow model (the dropped columns print as ``–``). The adversarial aggregate is asked at each
-trajectory's last grid point only.
+Variants: ``ga``, ``npo`` and du_loop's (``du_loop``: its defaults; ``du_loop-margin1``: a margin of
+as many steps and no lookahead; ``du_loop-plain``: no margin, no healing; ``du_loop+adv``,
+``du_loop+sam``, ``du_loop(rmu)``, the margin and healing settings compared in docs/results.md:
+``du_loop+over0.5`` ... ``du_loop+over3+heal8``, and ``du_loop+tamper`` / ``du_loop+tamper32``:
+``du_loop+over1+heal8`` with the tamper phase, 8 / 32 meta steps; ``du_loop+tamper32win``: after a
+meta step first only the halves that won; ``du_loop+tamper32e4``: that and 4 meta steps per
+simulation; ``du_loop+linked``: the defaults with a margin of as many steps). Every variant with a
+margin pins NPO's loss on it, as its measured tables ran, and every one but ``du_loop+linked`` the
+lookahead off. ``--relearn-on split`` relearns on half the target's chosen set and its other forms
+instead of on other facts; ``--checks`` drops checks on a slow model (the dropped columns print as
+``–``). The adversarial aggregate is asked at each trajectory's last grid point only.
 
 ``--targets A:B`` takes the KB's listed targets A..B-1 (0-based, in the order the release lists
 them); ``A:B:S`` every S-th of them (``0::5`` on a generated KB: the first target of each relation). CPU, one torch thread.
@@ -49,38 +49,44 @@ CHECKS = ("adversarial", "relearn", "int8", "int4")
 CHECK_KEYS = ("adv_deep", "relearn_deep", "int8_deep", "int4_deep")
 #: the margin variants ran with NPO's loss on the margin's steps; du_loop's default takes GA's
 #: (``margin_base = "auto"``), so they pin NPO's to stay the runs their figures come from
-NPO_MARGIN = {"margin_base": "npo"}
+#: every variant but the defaults and ``du_loop+linked`` ran without the lookahead and pins it off
+LOOK_OFF = {"lookahead": "off", "tamper_on": "split", "tamper_halves": "random"}
+NPO_MARGIN = {"margin_base": "npo", **LOOK_OFF}
 HEAL8 = {**NPO_MARGIN, "heal": 32, "heal_batch": 8, "heal_every": 8}
 VARIANTS = {
     "ga": ("ga", {}),
     "npo": ("npo", {}),
     "du_loop": ("du_loop", {}),  # the defaults
+    # a margin of as many steps as the loop took to the deep point, without the lookahead
+    "du_loop-margin1": ("du_loop", {"overshoot": 1.0, **LOOK_OFF}),
     # the loop that stops at the deep point: no margin, no healing (the other du_loop variants but
     # the margin and healing ones add their option to it)
-    "du_loop-plain": ("du_loop", {"overshoot": 0.0, "heal": 0}),
-    "du_loop+adv": ("du_loop", {"watch": "adversarial", "overshoot": 0.0, "heal": 0}),
-    "du_loop+sam": ("du_loop", {"sam_rho": 0.05, "overshoot": 0.0, "heal": 0}),
-    "du_loop(rmu)": ("du_loop", {"base": "rmu", "overshoot": 0.0, "heal": 0}),
+    "du_loop-plain": ("du_loop", {**LOOK_OFF, "overshoot": 0.0, "heal": 0}),
+    "du_loop+adv": ("du_loop", {**LOOK_OFF, "watch": "adversarial", "overshoot": 0.0, "heal": 0}),
+    "du_loop+sam": ("du_loop", {**LOOK_OFF, "sam_rho": 0.05, "overshoot": 0.0, "heal": 0}),
+    "du_loop(rmu)": ("du_loop", {**LOOK_OFF, "base": "rmu", "overshoot": 0.0, "heal": 0}),
     "du_loop+over0.5": ("du_loop", {**NPO_MARGIN, "overshoot": 0.5, "heal": 0}),
     "du_loop+over1": ("du_loop", {**NPO_MARGIN, "overshoot": 1.0, "heal": 0}),
     "du_loop+over3": ("du_loop", {**NPO_MARGIN, "overshoot": 3.0, "heal": 0}),
     "du_loop+over1+r32": ("du_loop", {**NPO_MARGIN, "overshoot": 1.0, "heal": 0, "retain_size": 32}),
     "du_loop+over1+w2": ("du_loop", {**NPO_MARGIN, "overshoot": 1.0, "heal": 0, "retain_weight": 2.0}),
-    "du_loop+heal": ("du_loop", {"overshoot": 0.0, "heal": 32, "heal_batch": 32, "heal_every": 4}),
+    "du_loop+heal": ("du_loop", {**LOOK_OFF, "overshoot": 0.0, "heal": 32, "heal_batch": 32, "heal_every": 4}),
     # healing on batches of 32 facts with a probe every 4 steps (the defaults: 8 and 8)
     "du_loop+over1+heal": ("du_loop", {**NPO_MARGIN, "overshoot": 1.0, "heal": 32, "heal_batch": 32, "heal_every": 4}),
-    "du_loop+over1+heal8": ("du_loop", {**HEAL8, "overshoot": 1.0}),  # the defaults with NPO's margin
+    "du_loop+over1+heal8": ("du_loop", {**HEAL8, "overshoot": 1.0}),  # du_loop-margin1 with NPO's margin
     "du_loop+over3+heal8": ("du_loop", {**HEAL8, "overshoot": 3.0}),
     "du_loop+tamper": ("du_loop", {**HEAL8, "overshoot": 1.0, "tamper": 8}),
     "du_loop+tamper32": ("du_loop", {**HEAL8, "overshoot": 1.0, "tamper": 32}),
     "du_loop+tamper32e4": ("du_loop", {**HEAL8, "overshoot": 1.0, "tamper": 32, "tamper_every_half": False,
                                        "tamper_every": 4}),
     "du_loop+tamper32win": ("du_loop", {**HEAL8, "overshoot": 1.0, "tamper": 32, "tamper_every_half": False}),
-    # the defaults with the lookahead on the margin's steps, on linked halves of Deeb & Roger's split
-    "du_loop+linked": ("du_loop", {"lookahead": "margin", "tamper_on": "split-set", "tamper_halves": "linked"}),
+    # the lookahead on linked halves of Deeb & Roger's split with a margin of as many steps (the defaults: twice)
+    "du_loop+linked": ("du_loop", {"overshoot": 1.0, "lookahead": "margin", "tamper_on": "split-set",
+                                   "tamper_halves": "linked"}),
     # 32 guard facts, a step may forget at most 5 % of them (one fact): half of the 10 % of K that
     # Success-DU@0.9 allows in all; at most three halvings (rate factor 1/8). Fixed before any run.
-    "du_loop+guard": ("du_loop", {"guard": 32, "guard_drop": 0.05, "guard_min_scale": 0.125, "overshoot": 0.0, "heal": 0}),
+    "du_loop+guard": ("du_loop", {**LOOK_OFF, "guard": 32, "guard_drop": 0.05, "guard_min_scale": 0.125,
+                                  "overshoot": 0.0, "heal": 0}),
 }
 
 

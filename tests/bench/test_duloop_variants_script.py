@@ -33,11 +33,27 @@ def test_bad_names_are_one_line(script, name, says):
 
 
 def test_the_margin_variants_keep_npos_margin_and_du_loop_is_the_defaults(script):
-    with_margin = [n for n, (m, p) in script.VARIANTS.items() if m == "du_loop" and p.get("overshoot", 0) > 0]
+    gas = ("du_loop-margin1", "du_loop+linked")  # measured with GA's margin, du_loop's own default
+    with_margin = [n for n, (m, p) in script.VARIANTS.items()
+                   if m == "du_loop" and p.get("overshoot", 0) > 0 and n not in gas]
     assert "du_loop+over1+heal8" in with_margin and "du_loop+tamper32" in with_margin
     assert all(script.variant(n)[1]["margin_base"] == "npo" for n in with_margin)
+    assert all("margin_base" not in script.variant(n)[1] for n in gas)
     assert script.variant("du_loop+over1+heal8@margin_base=ga")[1]["margin_base"] == "ga"
     assert script.variant("du_loop") == ("du_loop", {})
+
+
+def test_every_variant_but_the_defaults_and_linked_pins_the_lookahead_off(script):
+    """The variants measured without the lookahead pin it off: du_loop's defaults look ahead."""
+    from deepunlearn.unlearn.methods.du import DULoopParams
+
+    assert DULoopParams().lookahead == "margin" and DULoopParams().overshoot == 2.0
+    for name, (method, params) in script.VARIANTS.items():
+        if method != "du_loop" or name in ("du_loop", "du_loop+linked"):
+            continue
+        assert (params["lookahead"], params["tamper_on"], params["tamper_halves"]) == ("off", "split", "random"), name
+    linked = script.variant("du_loop+linked")[1]
+    assert linked == {"overshoot": 1.0, "lookahead": "margin", "tamper_on": "split-set", "tamper_halves": "linked"}
 
 
 def test_a_split_with_nothing_to_relearn_is_left_out_of_the_relearning_column(script, tmp_path):

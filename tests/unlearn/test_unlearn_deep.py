@@ -98,7 +98,7 @@ def test_du_loop_overshoot_goes_on_past_the_deep_point_on_the_last_sets(runner, 
     plain = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0), seed=0))
     assert [p.notes["steps_used"] for p in plain] == [1, 2, 2, 2]  # deep at the second probe: stop
     forgets.clear()
-    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=1.0, heal=0), seed=0))
+    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=1.0, heal=0, lookahead="off"), seed=0))
     # deep after 2 steps, then ceil(1.0 * 2) = 2 more steps without a probe, then stop
     assert [p.notes["steps_used"] for p in points] == [1, 2, 4, 4]
     assert [p.notes["steps_to_deep"] for p in points] == [None, 2, 2, 2]

@@ -95,7 +95,8 @@ def test_du_loop_takes_the_lookahead_on_its_margin_steps_or_on_every_unlearning_
     u = runner.unlearner("du_loop", grid=[4, 32], params=None)
     runs = {}
     for on in ("off", "margin", "all"):
-        v = type(u)(u.params, grid=[4, 32], overshoot=1.0, heal=0, lookahead=on)
+        v = type(u)(u.params, grid=[4, 32], overshoot=1.0, heal=0, lookahead=on, tamper_on="split",
+                    tamper_halves="random")
         runs[on] = list(runner.run(t, v, seed=0))[-1].notes
     plain, look, every = runs["off"], runs["margin"], runs["all"]
     assert "lookahead_steps" not in plain

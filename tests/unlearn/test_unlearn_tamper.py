@@ -12,6 +12,9 @@ import torch
 from deepunlearn.unlearn.methods import UnlearnError
 from tests.unlearn.test_unlearn_deep import _deep_target
 
+#: the split and random halves these scripted contexts answer (they list no links)
+RANDOM = {"tamper_on": "split", "tamper_halves": "random"}
+
 
 @pytest.fixture
 def runner(five_people_runner):
@@ -108,7 +111,8 @@ def test_tamper_steps_until_the_simulated_attack_leaves_the_target_deep(runner, 
     real = du_tamper.Tamper.loss
     monkeypatch.setattr(du_tamper.Tamper, "loss", lambda self, retain: meta.append(self._grads) or real(self, retain))
     u = runner.unlearner("du_loop", grid=[1, 2, 4, 8], params=None)
-    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, tamper=3, tamper_on=on),
+    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, tamper=3, tamper_on=on,
+                                                        tamper_halves="random"),
                              seed=0))
     n = points[-1].notes
     # deep at step 2; the set {t, other} has one half, {other}: the first attack brings the target
@@ -140,7 +144,7 @@ def test_a_meta_step_that_brings_the_target_back_sends_the_loop_back_to_unlearni
     made = []
     monkeypatch.setattr(deep, "DeepContext", lambda *a, **k: made.append(BackAfterMeta(*a, **k)) or made[-1])
     u = runner.unlearner("du_loop", grid=[1, 2, 4, 8], params=None)
-    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, tamper=4), seed=0))
+    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, **RANDOM, tamper=4), seed=0))
     n = points[-1].notes
     # step 2 deep, attack 1: meta step 3; probe 3 finds the target back: unlearning step 4, deep
     # again; attack 2 leaves it deep: stop
@@ -184,7 +188,7 @@ def test_tamper_gives_up_after_its_budget(runner, monkeypatch):
     t = _deep_target(runner)
     monkeypatch.setattr(deep, "DeepContext", _never_robust(t))
     u = runner.unlearner("du_loop", grid=[1, 2, 4, 8], params=None)
-    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, tamper=2), seed=0))
+    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, **RANDOM, tamper=2), seed=0))
     n = points[-1].notes
     assert [n["steps_used"], n["tamper_steps_taken"], n["tamper_robust"]] == [4, 2, False]
 
@@ -240,7 +244,7 @@ def test_after_a_meta_step_a_check_tries_the_winning_halves_first_then_the_other
     made = []
     monkeypatch.setattr(deep, "DeepContext", lambda *x, **k: made.append(OneHalfWins(*x, **k)) or made[-1])
     u = runner.unlearner("du_loop", grid=[1, 2, 4, 8], params=None)
-    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, tamper=4,
+    points = list(runner.run(t, type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, **RANDOM, tamper=4,
                                         tamper_every_half=every_half), seed=0))
     n = points[-1].notes
     # check 1: {a} holds, {b} wins (meta step); check 2: {b} only, wins again (meta step);
@@ -258,7 +262,7 @@ def test_tamper_every_takes_several_meta_steps_per_simulation(runner, monkeypatc
     made, never = [], _never_robust(t)
     monkeypatch.setattr(deep, "DeepContext", lambda *x, **k: made.append(never(*x, **k)) or made[-1])
     u = runner.unlearner("du_loop", grid=[1, 2, 4, 8], params=None)
-    u = type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, tamper=4, tamper_every=every)
+    u = type(u)(u.params, grid=[1, 2, 4, 8], overshoot=0, heal=0, **RANDOM, tamper=4, tamper_every=every)
     n = list(runner.run(t, u, seed=0))[-1].notes
     # deep at step 2, then 4 meta steps; a simulation before the first and after every `every`
     assert [n["steps_used"], n["tamper_steps_taken"], n["tamper_robust"]] == [6, 4, False]

@@ -17,7 +17,8 @@ with a base loss (``base``: ``ga``, ``npo``, ``simnpo`` or ``rmu``) plus a retai
   each round probe the watched facts; while a target is still in Ω(K_after, R) (a set member
   survived or came back) choose the cheapest set given what is already forgotten and go on on
   its facts still known; once every target is out of Ω(K_after, R), take a margin of
-  ``overshoot`` times the steps so far on the last sets, heal (``heal``: finetune on facts
+  ``overshoot`` times the steps so far on the last sets (each step's gradient taken where a
+  simulated relearning attack would take the weights: ``lookahead``), heal (``heal``: finetune on facts
   outside the sets until a sample of K has recovered, unlearning again if a target comes back)
   and optionally unlearn where a simulated relearning attack would take the model (``tamper``,
   off by default); stop then or when the step budget is spent. With ``robust`` a target is deep
@@ -81,28 +82,22 @@ class DULoopParams(DUParams):
     targets): linear over 4-32 steps left 3 targets derivable (Success-DU@0.9 0.73); constant
     over 4-128 made all 11 deep, 10 at accuracy >= 0.9 (0.91).
 
-    Once deep, a margin of as many steps again (``overshoot`` 1) and then up to 32 healing steps on
-    facts outside every chosen set (``heal`` 32, :mod:`.du_heal`). Chosen on the release's first 20
-    listed targets against split relearning (docs/results.md): stopping at the deep point, 8 steps
-    of relearning brought 18 of 19 targets back; the margin alone kept 18 of 19 deep but cost
-    accuracy (Success-DU@0.9 0.79); margin and healing kept 18 of 19 deep at Success-DU@0.9 1.00.
-    Healing trains on batches of 8 facts and probes every 8 steps (``heal_batch``, ``heal_every``):
-    on nine of those targets batches of 32 with a probe every 4 steps took 1.60x GA's time per
-    target, batches of 8 every 8 steps 0.86x, with the same outcome. Up to 32 more healing
-    steps while the sample knows less than 92 % of what it knew (``heal_more``, ``heal_floor``): on
-    a retrained release checkpoint's same 19 targets, 32 steps left 4 below accuracy 0.9
-    (Success-DU@0.9 0.79), all four with their sample at 0.81-0.89 after them, every passing
-    target at 0.94 or more; likewise on a tuning Qwen3 family KB (seed 61283, 46 targets: 5
-    failures at 0.80-0.89, passes at 0.94 or more). Healing all targets for up to 64 steps made
-    both 1.00 / 0.98 but took 1.58x the steps on SmolLM2; the floor heals longer only where
-    the sample shows it is needed.
-
-    The margin's steps take GA's loss after an NPO base (``margin_base = "auto"``): NPO's loss is
-    bounded, and past the deep point its gradient fades. Chosen on a Qwen3 family KB and the
-    release's first 20 targets; on the held-out cases (docs/results.md) it kept as many targets
-    deep after split relearning or more (Qwen3 3 of 9 against 1) but on SmolLM2 (2 of 10 against
-    3, and 10 of 10 deep after int8 against 8), at the same time per target and the same or
-    better accuracy, and a sequence of 11 requests ended at accuracy 0.94 against 0.88."""
+    Once deep, a margin of twice the steps so far (``overshoot`` 2) whose steps look ahead
+    against relearning (``lookahead = "margin"``: each takes its gradient where sign steps of a
+    split-set relearning attack on a linked half of the chosen set would take the weights,
+    ``tamper_on = "split-set"``, ``tamper_halves = "linked"``, :mod:`.du_tamper`), then up to 32
+    healing steps on facts outside every chosen set (``heal`` 32, batches of 8, a probe every 8;
+    up to 32 more while a sample of K knows less than 92 % of what it knew: ``heal_more``,
+    ``heal_floor``; :mod:`.du_heal`). The margin's steps take GA's loss after an NPO base
+    (``margin_base = "auto"``): NPO's loss is bounded, and past the deep point its gradient fades.
+    The healing was chosen on the release's first 20 listed targets and a retrained release
+    checkpoint; the margin, its loss and the lookahead on those and on a tuning Qwen3 family KB
+    (seed 61283): there 19 of 19 targets stayed deep after split-set relearning against 12 of 19
+    with a margin of as many steps and no lookahead. Measured on held-out cases (docs/results.md,
+    "Linked halves"): deep after split-set relearning 0.94 of the release's 33 held-out targets
+    (0.82 with that plainer margin), GPT-2 0.90 (0.70), Qwen3 0.70 (0.50), SmolLM2-135M 0.88
+    (0.67), at 1.6-2.6x GA's time per target (1.1-2.2x). ``--param overshoot=1 --param
+    lookahead=off`` gives the plainer margin back, ``overshoot=0 heal=0`` the plain loop."""
 
     grid: list[float] = Field(default_factory=lambda: [4, 8, 16, 32, 64, 128])
     schedule: Literal["linear", "constant"] | None = Field(
@@ -110,7 +105,7 @@ class DULoopParams(DUParams):
     round_steps: int = Field(1, ge=1, description="optimiser steps between two probes of the watched facts")
     lr_scale: float = Field(0.5, gt=0, description="the learning rate is the base's times this")
     overshoot: float = Field(
-        1.0, ge=0, description="once every target is out of the closure after s steps, go on unlearning the "
+        2.0, ge=0, description="once every target is out of the closure after s steps, go on unlearning the "
         "targets and their last chosen sets for ceil(overshoot * s) more steps (within the budget) before "
         "stopping: a margin past the deep point; 0 stops at the deep point")
     guard: int = Field(
@@ -153,21 +148,21 @@ class DULoopParams(DUParams):
         "auto", description="the forget loss of the margin's steps: 'auto' takes GA's after an NPO base (it keeps "
         "pushing where NPO's bounded loss has saturated) and the base's own after any other; None: the base")
     lookahead: Literal["off", "margin", "all"] = Field(
-        "off", description="relearning lookahead: the margin's steps ('margin'), or every unlearning step ('all'), "
+        "margin", description="relearning lookahead: the margin's steps ('margin'), or every unlearning step ('all'), "
         "take their gradient at the weights that sign steps of a simulated split attack (tamper_steps x the "
         "attack's rate in all) leave (methods/du_tamper.py Lookahead)")
     lookahead_depth: int = Field(
         1, ge=1, description="with lookahead: sign steps to the looked-ahead weights, each of 1/depth of the way, "
         "the relearning gradient taken again before each")
     tamper_on: Literal[SPLIT_ON] = Field(  # type: ignore[valid-type]
-        "split", description="the split attack the tamper phase and the lookahead simulate: 'split' (a half of the "
+        "split-set", description="the split attack the tamper phase and the lookahead simulate: 'split' (a half of the "
         "chosen set and the targets' other forms) or 'split-set' (the half alone; attacks.relearn_on's kinds)")
     robust: bool = Field(
         False, description="deep with a spare: a target counts as deep only once it would stay out of the closure "
         "if any one forgotten fact of its minimal sets came back (where some minimal set avoids that fact; the loop "
         "forgets that set too), against relearning that brings back one held-out member of the set")
     tamper_halves: Literal["random", "linked"] = Field(
-        "random", description="with tamper or lookahead: the halves of the simulated attacks: 'random' draws, or "
+        "linked", description="with tamper or lookahead: the halves of the simulated attacks: 'random' draws, or "
         "'linked' (of 64 draws, those that relearn the most facts from which the rules derive a held-out one)")
     tamper_every_half: bool = Field(
         True, description="with tamper: after a meta step simulate every half again (false: first only the "
@@ -284,7 +279,8 @@ class DULoop(_RuleAware):
         tamper = (du_tamper.Tamper(self.params, session, ctx, ctx.runner.seed, trained, probe_now)
                   if self.params.tamper else None)
         look = (du_tamper.Lookahead(self.params, session, ctx, ctx.runner.seed, trained)
-                if self.params.lookahead != "off" else None)
+                if self.params.lookahead == "all" or (self.params.lookahead == "margin" and self.params.overshoot)
+                else None)
 
         def info() -> dict:
             out = {"steps_used": used, "rounds": rounds, "stopped_deep": phase in ("margin", "tamper", "heal", "done"),
