@@ -96,7 +96,7 @@ class DULoopParams(DUParams):
     with a margin of as many steps and no lookahead. Measured on held-out cases (docs/results.md,
     "Linked halves"): deep after split-set relearning 0.94 of the release's 33 held-out targets
     (0.82 with that plainer margin), GPT-2 0.85 of 20 (0.75), Qwen3 0.83 of 18 (0.67), SmolLM2-135M
-    0.78 of 9 (0.67), at 1.6-2.9x GA's time per target (1.1-2.2x); an 11-request sequence ended at
+    0.82 of 17 (0.71), at 1.6-2.6x GA's time per target (1.1-2.1x); an 11-request sequence ended at
     accuracy 0.965, every target deep. ``--param overshoot=1 --param lookahead=off`` gives the
     plainer margin back, ``overshoot=0 heal=0`` the plain loop."""
 
