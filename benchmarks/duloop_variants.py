@@ -47,10 +47,10 @@ MODES = ("exact", "yesno", "rank")
 CHECKS = ("adversarial", "relearn", "int8", "int4")
 #: each check's key in a row: 1 where the target is out of the closure after the check
 CHECK_KEYS = ("adv_deep", "relearn_deep", "int8_deep", "int4_deep")
-#: the margin variants ran with NPO's loss on the margin's steps; du_loop's default takes GA's
-#: (``margin_base = "auto"``), so they pin NPO's to stay the runs their figures come from
 #: every variant but the defaults and ``du_loop+linked`` ran without the lookahead and pins it off
 LOOK_OFF = {"lookahead": "off", "tamper_on": "split", "tamper_halves": "random"}
+#: the margin variants ran with NPO's loss on the margin's steps; du_loop's default takes GA's
+#: (``margin_base = "auto"``), so they pin NPO's to stay the runs their figures come from
 NPO_MARGIN = {"margin_base": "npo", **LOOK_OFF}
 HEAL8 = {**NPO_MARGIN, "heal": 32, "heal_batch": 8, "heal_every": 8}
 VARIANTS = {
