@@ -92,6 +92,7 @@ def test_oracle_row_in_every_summary_with_its_targets(family, reference):
 
     report = write_report(reference.output).read_text()
     assert report.count("| tiny | ORACLE |") >= 1 and report.count("| tiny | oracle |") >= 1
+    assert "- **oracle** (exact unlearning)" in report
     summary = json.loads((reference.output / "report" / "summary.json").read_text())
     assert summary["models"]["tiny"]["oracle"]["n_targets"] == 2
     assert set(summary["by_relation"]["tiny"]["oracle"]) == {kb.facts[t][1] for t in targets}
