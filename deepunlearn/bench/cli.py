@@ -131,12 +131,13 @@ def _finish(args: argparse.Namespace, outcome, methods, cfg) -> int:
     from ..cli import emit
     from .report.forms import console_lines, forgetting_table, has_forgetting_checks
     from .metrics import format_du_table, format_table, json_safe
+    from .oracle import with_oracle
     from .report import nothing_evaluated_text, write_report
 
     report = write_report(outcome.output)
     if not outcome.points:
         print(f"warning: {nothing_evaluated_text(outcome.skipped)}", file=sys.stderr)
-    methods = _labels(outcome.summary, methods)
+    methods = _labels(outcome.summary, None if methods is None else with_oracle(methods, cfg.oracle))
     table = format_table(outcome.summary, methods=methods, show_spread=True)
     if outcome.summary:
         table += "\n\nDeep unlearning (Success-DU: some grid point deep with accuracy >= 0.8 / 0.9)\n" + format_du_table(

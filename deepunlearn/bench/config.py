@@ -32,6 +32,8 @@ for every model; ``exact = false`` is the older spelling of ``sets = "mdus"``. T
 described in :mod:`.config_probe`; ``accuracy`` / ``accuracy_sample`` (probe all of K at every point,
 or the target's cone plus a sample) in :mod:`.config_accuracy`. ``model_derived = true`` records the
 model-derived verdict (``deep_model``, :mod:`deepunlearn.unlearn.derived`) at every point (not with WHP).
+``oracle = true`` adds per target an ``oracle`` row, the model's own recipe retrained without the
+target's minimal set (:mod:`.oracle`).
 
 Grids: ``[methods]`` gives every model's grids; a model overrides them with a preset
 (``grids = "gpt2-xl"``: one of ``GRID_PRESETS``) or a table (``[models.grids]``, methods of
@@ -67,6 +69,7 @@ from .config_probe import (
 from .grids import GRID_PRESETS, PAPER_GRIDS, check_grid, family_default, folder_digest, is_gpt2_family, resolve_grids
 from .grids import refuse_bools, unset_methods
 from .modelspec import ModelSpec, protocol_name, StrictModel, prompt_format
+from .oracle import ORACLE_HELP
 from .targets import TargetSpec
 
 __all__ = ["ConfigError", "ModelSpec", "SweepConfig", "TargetSpec", "SET_NAMES", "PAPER_GRIDS", "GRID_PRESETS",
@@ -104,6 +107,7 @@ class SweepConfig(StrictModel):
     attacks: AttackOptions | None = Field(default=None, description=ATTACKS_HELP)
     model_derived: bool = Field(default=False, strict=True, description="at every point also ask the target's compose "
                                 "questions and store deep_model (model-derived deep unlearning) beside the rules' deep")
+    oracle: bool = Field(default=False, strict=True, description=ORACLE_HELP)
     k_mode: Literal["probed", "dataset"] | None = Field(default=None, description="override; None: the protocol's")
     exact: bool | None = Field(default=None, description="override, older spelling: true = sets 'exact', "
                                "false = sets 'mdus'; None: the protocol's")
@@ -218,6 +222,9 @@ class SweepConfig(StrictModel):
             raise ValueError("field adversarial_modes: the modes of the adversarial aggregate: set adversarial = true too")
         if self.model_derived and "whp" in self.methods:
             raise ValueError("field model_derived: WHP changes the output distribution, not the weights; drop whp")
+        if self.oracle and (self.targets.batch or self.targets.sequential):
+            raise ValueError("field oracle: an oracle is retrained per target; batch and sequential requests are "
+                             "not single targets: set oracle = false or drop the requests")
         if self.holdout is not None and not (self.scores or self.reference != "none"):
             raise ValueError("field holdout: the holdout facts serve the measures: set scores = true too")
         if self.exact is not None and self.sets is not None and self.sets != ("exact" if self.exact else "mdus"):

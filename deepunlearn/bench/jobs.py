@@ -8,7 +8,8 @@ Every job carries its own seed (``grids.job_seed``), set right before its trajec
 gives the same points whenever and wherever it runs (dropout, sampling).
 
 The two calls into the unlearn layer (``TargetRunner(...)`` and ``TargetRunner.run(...)``) are
-in :func:`new_target_runner` and :func:`job_points`, nowhere else.
+in :func:`new_target_runner` and :func:`job_points`, nowhere else; an ``oracle`` job (one point:
+the model retrained without the target's minimal set) is made by :mod:`.oracle`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
+from .oracle import ORACLE, oracle_points
 
 #: per-target baseline rows of a measured sweep (one point each): the model before unlearning and
 #: the retain model (``deepunlearn.unlearn.baselines``)
@@ -80,6 +82,8 @@ class WorkSpec:
     model_derived: bool = False
     #: sequential requests' guard and re-check (the config's [targets] min_accuracy, on_guard, recheck)
     sequential: dict[str, Any] = field(default_factory=dict)
+    #: where the ``oracle`` rows' retrained models are cached; None: no oracle rows (the config's oracle)
+    oracle_cache: str | None = None
 
 
 class ModelWorker:
@@ -160,6 +164,8 @@ class ModelWorker:
         if job.method in BASELINES:
             points = iter([runner.original_point(job.target) if job.method == "original"
                            else runner.retrain_point(job.target)])
+        elif job.method == ORACLE and self.spec.oracle_cache:  # exact unlearning: the model retrained (.oracle)
+            points = oracle_points(runner, job.target, self.spec.oracle_cache)
         else:
             points = job_points(runner, job, self.spec.method_params)
         questions = (model_derived_questions(runner, job.target)

@@ -41,6 +41,7 @@ from .config_probe import check_attacks, check_forms, runner_probe_options
 from .executors import Executor, make_executor
 from .guard import SweepLock, check_models, model_identity, record_models
 from .jobs import Job, WorkSpec
+from .oracle import ORACLE, check_oracle, oracle_cache
 from .scheduling import grids_with_baselines, plan_jobs  # noqa: F401  (plan_jobs: re-exported)
 from .target_selection import select_targets  # noqa: F401  (re-exported)
 from .progress import SweepBar
@@ -213,6 +214,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
         raise cfg.error("targets", "no target facts selected")
     check_config(cfg)
     check_forms(cfg, kb)
+    check_oracle(cfg, kb)  # a model the tool cannot retrain, before anything is written
     holdout = _holdout(cfg, kb)  # checked before anything is written
     for key, folder in (("output", cfg.output_dir), ("cache_dir", cfg.cache_path)):  # folders, not files
         try:
@@ -241,6 +243,8 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             "models": {m.name: model_manifest(cfg, m.name) for m in cfg.models},
             "seed": cfg.seed, "job_seed": "first 4 bytes (big-endian) of sha256(json [seed, model, target, method])",
             **seeds_manifest(cfg),
+            **({"oracle": {"cache": str(oracle_cache(cfg.cache_path)), "removed": "each target's smallest minimal "
+                           "set over K (the first of equal size)"}} if cfg.oracle else {}),
             "store": str(store.path),
         })
         jobs, done_points = plan_jobs(cfg, targets, store)
@@ -297,7 +301,8 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             run_rec.update({"ended": _dt.datetime.now().isoformat(timespec="seconds"), "points_computed": computed,
                             "seconds": round(time.perf_counter() - t0, 3)})
             _write_json_atomic(manifest_path, manifest)
-        points = [p for p in store.points() if p.target in set(targets) and p.seed in run_seeds(cfg)]
+        points = [p for p in store.points() if p.target in set(targets) and p.seed in run_seeds(cfg)
+                  and (cfg.oracle or p.method != ORACLE)]  # oracle is not in the fingerprint: rows of an earlier run
     return SweepOutcome(out, points, summarize(points, groups=kb.groups), targets, skipped, resumed, computed, time.perf_counter() - t0,
                         cfg)
 
@@ -344,4 +349,5 @@ def _work_spec(cfg: SweepConfig, kb: KnowledgeBase, holdout: dict[str, Any] | No
         threads=cfg.threads, methods=tuple(cfg.methods), method_params=dict(cfg.params), model_derived=cfg.model_derived,
         sequential=cfg.targets.sequential_options() if cfg.targets.sequential else {},
         runner_options={**options, **runner_probe_options(cfg), **accuracy_options(cfg)},
+        oracle_cache=str(oracle_cache(cfg.cache_path)) if cfg.oracle else None,
     )

@@ -9,6 +9,7 @@ from .config import SweepConfig
 from .config_run import run_seeds
 from .grids import job_seed
 from .jobs import Job
+from .oracle import ORACLE
 from .store import ResultsStore
 
 
@@ -80,5 +81,6 @@ def _plan_requests(cfg: SweepConfig, targets: Sequence[int], store: ResultsStore
 
 
 def grids_with_baselines(cfg: SweepConfig, m) -> dict[str, list[int | float]]:
-    """The model's grids, after the baseline rows (one point each, param 0) of a measured sweep."""
-    return {**{b: [0] for b in cfg.baseline_methods()}, **cfg.grids_for(m)}
+    """The model's grids, after the baseline rows (one point each, param 0) of a measured sweep
+    and before the ``oracle`` row of an ``oracle = true`` sweep (one point, param 0)."""
+    return {**{b: [0] for b in cfg.baseline_methods()}, **cfg.grids_for(m), **({ORACLE: [0]} if cfg.oracle else {})}

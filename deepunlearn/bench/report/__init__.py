@@ -45,6 +45,7 @@ from ..metrics import (
     summarize_by,
     value_of,
 )
+from ..oracle import ORACLE
 from .deep import du_section
 from .forms import calibrated_section, forgetting_section
 from .headline import draw_figures, definition_lines, figure_lines, headline_lines, relation_lines, target_lines
@@ -221,6 +222,10 @@ def write_report(output: str | Path, *, report_dir: str | Path | None = None, th
         skipped = {k: r for k, (s, r) in store.jobs().items() if s == "skipped"}
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8")) if (out / "manifest.json").exists() else None
     methods = list(cfg.get("methods", {})) or None
+    if cfg.get("oracle") is False:  # a sweep's rows of an earlier run with oracle = true (not in its fingerprint)
+        points = [p for p in points if value_of(p, "method") != ORACLE]
+    elif cfg.get("oracle") and methods is not None and ORACLE not in methods:
+        methods.append(ORACLE)
     models = [m["name"] for m in cfg.get("models", [])] or None
     return build_report(points, Path(report_dir) if report_dir else out / "report", kb=kb, methods=methods, models=models,
                         config=cfg, skipped=skipped, threshold=threshold, manifest=manifest)

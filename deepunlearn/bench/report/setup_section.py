@@ -49,6 +49,10 @@ def setup_lines(config: Mapping[str, Any], manifest: Mapping[str, Any] | None, k
         md += [f"- **methods and grids** of `{name}`: " + grids_text(g) for name, g in grids.items()]
     else:
         md.append("- **methods and grids**: " + grids_text(config.get("methods", {})))
+    if config.get("oracle"):
+        md.append("- **oracle** (exact unlearning): per target, the model's own finetune recipe retrained on the KB minus "
+                  "the target's smallest minimal set, probed and judged like a grid point (the `oracle` rows: the "
+                  "ceiling a method can reach under this probe, and the accuracy exact unlearning keeps)")
     checks = probe_checks_text(config)
     if checks:
         md.append("- **has it really forgotten?**: " + checks)

@@ -1,0 +1,196 @@
+"""A sweep's ``oracle = true``: per target the model's own recipe retrained without the target's
+smallest minimal set, stored as an ``oracle`` point and tabulated like a method; a model the tool
+cannot retrain is refused up front; a killed sweep resumes without retraining cached oracles."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from deepunlearn.bench.config import ConfigError, load_config
+from deepunlearn.bench.runner import run_sweep
+from deepunlearn.bench.store import ResultsStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def family():
+    """A 6-person family KB and a 32-wide tiny model finetuned on it (a recipe in its deepunlearn.json)."""
+    import tempfile
+
+    import deepunlearn
+    from deepunlearn.probe import build_tiny_model, load_model
+    from deepunlearn.unlearn.finetune import FinetuneConfig, finetune
+
+    d = Path(tempfile.mkdtemp(prefix="oracle-sweep-"))
+    kb = deepunlearn.generate_family(6, seed=1)
+    deepunlearn.save_kb(kb, d / "kb.json")
+    build_tiny_model(kb, d / "model", seed=0, hidden=32, layers=1, heads=4)
+    finetune(load_model(d / "model", device="cpu"), kb, FinetuneConfig.tiny(epochs=4), out_dir=d / "model",
+             progress=False)
+    return d, kb
+
+
+def _config(folder: Path, kb, name: str = "sweep.toml", *, oracle: str = "true", model: str = "model",
+            out: str = "out", targets: int = 2, extra: str = "") -> Path:
+    text = "\n".join([
+        'kb = "kb.json"', f'output = "{out}"', 'k_mode = "dataset"', "threads = 1",
+        *([f"oracle = {oracle}"] if oracle else []), extra,
+        "[[models]]", 'name = "tiny"', f'path = "{model}"',
+        "[methods]", "ga = [1]",
+        "[targets]", f"refs = {json.dumps(list(kb.targets[:targets]))}", ""])
+    (folder / name).write_text(text)
+    return folder / name
+
+
+def _cached(cache: Path) -> dict[str, tuple[int, int]]:
+    """(inode, mtime) of every file of the cached retrained models: retraining would replace them."""
+    return {str(p.relative_to(cache)): (p.stat().st_ino, p.stat().st_mtime_ns)
+            for p in sorted(cache.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture(scope="module")
+def reference(family):
+    d, kb = family
+    return run_sweep(load_config(_config(d, kb, out="ref")), progress=False)
+
+
+def test_oracle_row_in_every_summary_with_its_targets(family, reference):
+    from deepunlearn.probe.models import read_meta
+    from deepunlearn.rules import Evaluator
+
+    d, kb = family
+    targets = list(kb.targets[:2])
+    s = reference.summary["tiny"]
+    assert set(s) == {"ga", "oracle"} and s["oracle"]["n_targets"] == 2
+    oracle = {p.target: p for p in reference.points if p.method == "oracle"}
+    assert sorted(oracle) == targets and all(p.param == 0 for p in oracle.values())
+    ev = Evaluator(kb, "family")
+    for t, p in oracle.items():
+        sets = ev.minimal_sets(t).sets
+        removed = p.extra["oracle_removed"]
+        assert len(removed) == min(map(len, sets)) and removed in [sorted(x) for x in sets]
+        meta = read_meta(d / "ref" / "cache" / "retrain" / p.extra["oracle_key"])
+        assert meta["retrain"]["removed"] == removed == meta["trained"]["excluded"]  # the KB minus exactly that set
+        assert meta["trained"]["facts"] == len(kb) - len(removed)
+        assert p.extra["deep"] == (p.recall >= 1 - 1e-9)
+        assert p.extra["answers_target"] == (t not in p.forgotten)
+    # the weights are the model's again after each oracle: GA's points equal those of a sweep without it
+    plain = run_sweep(load_config(_config(d, kb, "plain.toml", oracle="", out="plain")), progress=False)
+    assert [p.to_dict(timing=False) for p in plain.points] == [
+        p.to_dict(timing=False) for p in reference.points if p.method == "ga"]
+    # the report's tables: headline, deep unlearning, per relation, per target
+    from deepunlearn.bench.report import write_report
+
+    report = write_report(reference.output).read_text()
+    assert report.count("| tiny | ORACLE |") >= 1 and report.count("| tiny | oracle |") >= 1
+    assert "- **oracle** (exact unlearning)" in report
+    summary = json.loads((reference.output / "report" / "summary.json").read_text())
+    assert summary["models"]["tiny"]["oracle"]["n_targets"] == 2
+    assert set(summary["by_relation"]["tiny"]["oracle"]) == {kb.facts[t][1] for t in targets}
+
+
+def test_oracle_added_to_a_finished_sweep_runs_only_its_rows(family, reference, tmp_path):
+    d, kb = family
+    out = tmp_path / "grow"
+    first = run_sweep(load_config(_config(d, kb, "g.toml", oracle="false", out=str(out))), progress=False)
+    assert {p.method for p in first.points} == {"ga"}
+    more = run_sweep(load_config(_config(d, kb, "g2.toml", out=str(out))), progress=False)
+    assert more.resumed and more.computed == 2 and {p.method for p in more.points} == {"ga", "oracle"}
+    off = run_sweep(load_config(_config(d, kb, "g.toml", oracle="false", out=str(out))), progress=False)
+    assert off.computed == 0 and "oracle" not in off.summary["tiny"]   # stored, not shown when off
+
+
+@pytest.mark.slow
+def test_killed_oracle_sweep_resumes_without_retraining(family, reference, monkeypatch):
+    """The sweep is killed (SIGKILL) right after the second oracle is trained and cached, before its
+    point is stored; the rerun stores that point from the cache and trains nothing."""
+    d, kb = family
+    cfg = _config(d, kb, "killed.toml", out="killed")
+    code = textwrap.dedent(f"""
+        import os, signal
+        import deepunlearn.unlearn.retrain as rt
+        real, calls = rt.retrain, []
+        def retrain_then_die(*a, **k):
+            calls.append(real(*a, **k))
+            if len(calls) == 2:
+                os.kill(os.getpid(), signal.SIGKILL)
+            return calls[-1]
+        rt.retrain = retrain_then_die
+        from deepunlearn.bench.config import load_config
+        from deepunlearn.bench.runner import run_sweep
+        run_sweep(load_config({str(cfg)!r}), progress=False)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, timeout=300)
+    assert r.returncode == -signal.SIGKILL, r.stderr.decode()[-2000:]
+    out, cache = d / "killed", d / "killed" / "cache" / "retrain"
+    with ResultsStore(out, readonly=True) as s:
+        stored = [(p.target, p.method) for p in s.points()]
+    assert sorted(stored) == sorted([(kb.targets[0], "ga"), (kb.targets[0], "oracle"), (kb.targets[1], "ga")])
+    assert len(list(cache.iterdir())) == 2   # both oracles trained, the second one's point lost
+    before = _cached(cache)
+
+    import deepunlearn.unlearn.finetune as ft
+
+    def no_training(*a, **k):
+        raise AssertionError("a cached oracle was retrained")
+    monkeypatch.setattr(ft, "finetune", no_training)
+    resumed = run_sweep(load_config(cfg), progress=False)
+    assert resumed.resumed and resumed.computed == 1
+    assert _cached(cache) == before
+    key = lambda p: p.to_dict(timing=False)  # noqa: E731
+    assert sorted(map(json.dumps, map(key, resumed.points))) == sorted(map(json.dumps, map(key, reference.points)))
+
+
+def test_oracle_refused_for_a_model_without_recipe(family, tmp_path, capsys):
+    import deepunlearn
+    from deepunlearn.cli import main
+    from deepunlearn.probe import build_tiny_model
+
+    d, kb = family
+    deepunlearn.save_kb(kb, tmp_path / "kb.json")
+    build_tiny_model(kb, tmp_path / "raw", seed=0, hidden=32, layers=1, heads=4)   # never finetuned: no recipe
+    cfg = _config(tmp_path, kb, model="raw")
+    with pytest.raises(ConfigError, match=r"field models\.0\.path: .*raw: its deepunlearn\.json records no base "
+                                          r"and training recipe .*set oracle = false"):
+        run_sweep(load_config(cfg), progress=False)
+    assert main(["bench", "--config", str(cfg), "--quiet"]) == 1
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "no base and training recipe" in err and str(cfg) in err
+    assert not (tmp_path / "out").exists()          # refused before anything is written
+    hub = _config(tmp_path, kb, "hub.toml", model="gpt2")
+    with pytest.raises(ConfigError, match=r"field models\.0\.path: gpt2 is a hub model, not a local checkpoint"):
+        run_sweep(load_config(hub), progress=False)
+    other = deepunlearn.generate_family(6, seed=2)
+    deepunlearn.save_kb(other, tmp_path / "kb.json")
+    mismatch = _config(tmp_path, other, "other.toml", model=str(d / "model"))
+    with pytest.raises(ConfigError, match=r"finetuned on KB .* an oracle is retrained on the model's own KB"):
+        run_sweep(load_config(mismatch), progress=False)
+
+
+def test_oracle_defaults_to_off(tmp_path):
+    (tmp_path / "s.toml").write_text('kb = "kb.json"\n[[models]]\nname = "m"\npath = "m"\n[methods]\nga = [1]\n')
+    assert load_config(tmp_path / "s.toml").oracle is False
+
+
+@pytest.mark.parametrize("line, targets, message", [
+    ('oracle = "yes"', "", "field oracle: Input should be a valid boolean"),
+    ("oracle = 1", "", "field oracle: Input should be a valid boolean"),
+    ("oracle = true", "[targets]\nbatch = [2]", "field oracle: an oracle is retrained per target"),
+    ("oracle = true", "[targets]\nsequential = true", "field oracle: an oracle is retrained per target"),
+])
+def test_oracle_config_values(tmp_path, line, targets, message):
+    (tmp_path / "s.toml").write_text(
+        f'kb = "kb.json"\n{line}\n[[models]]\nname = "m"\npath = "m"\n[methods]\nga = [1]\n{targets}\n')
+    with pytest.raises(ConfigError) as e:
+        load_config(tmp_path / "s.toml")
+    assert message in str(e.value) and "\n" not in str(e.value) and str(tmp_path / "s.toml") in str(e.value)
