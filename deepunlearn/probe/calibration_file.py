@@ -93,7 +93,7 @@ def _loc(err: dict) -> str:
 
 def validate(obj: Any, source: str) -> CalibrationModel:
     """The checked calibration; a problem is a ``CalibrationError`` naming ``source`` and the field."""
-    from .calibration import CalibrationError
+    from .calibration_base import CalibrationError
 
     try:
         doc = CalibrationModel.model_validate(obj)

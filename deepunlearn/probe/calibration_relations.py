@@ -80,7 +80,7 @@ def relation_entries(neg: Mapping[str, np.ndarray], neg_groups: Sequence[str], n
                      pos: Mapping[str, np.ndarray], pos_groups: Sequence[str], pos_relations: Sequence[str], *,
                      fpr: float, min_negatives: int = MIN_RELATION_NEGATIVES) -> dict[str, dict[str, RelationEntry]]:
     """``{mode: {relation: entry}}`` for every mode of ``neg`` and ``any_raw`` (module docstring)."""
-    from .calibration import threshold
+    from .calibration_base import threshold
 
     ng, nr = np.asarray(neg_groups, dtype=object), np.asarray(neg_relations, dtype=object)
     pg, pr = np.asarray(pos_groups, dtype=object), np.asarray(pos_relations, dtype=object)
