@@ -112,3 +112,20 @@ def deep_text(verdict, text: str) -> str:
         return (f"not established (p_chance {p:.2f} >= {ESTABLISHED}){se}: {text.removeprefix('no: ')}, but a model "
                 f"answering the target's facts only by chance would too with probability {p:.2f}")
     return f"{text} (p_chance {p:.2g}{se} < {ESTABLISHED})"
+
+
+def target_chance(evaluator, kb, target: int, rates: ChanceRates | None) -> dict[str, Any]:
+    """A target's chance fields for ``deepunlearn unlearn`` (``{}`` without rates): p_chance does
+    not depend on the unlearned model, only on the target's minimal sets and the rates, so one
+    figure serves every grid point judged not deep."""
+    return {} if rates is None else chance_fields(evaluator, kb, target, rates)
+
+
+def chance_line(result: dict[str, Any]) -> str:
+    """The line ``deepunlearn unlearn`` prints under a target's table."""
+    p, se = result["p_chance"], result.get("p_chance_se") or 0.0
+    fig = f"p_chance {p:.2g}" + (f" +/- {se:.2g}" if result.get("p_chance_method") == "monte-carlo" else "")
+    if p >= ESTABLISHED:
+        return (f"  {fig} >= {ESTABLISHED}: a point judged not deep here is not established (a model answering the "
+                f"target's facts only by chance would be judged so with probability {p:.2f})")
+    return f"  {fig} < {ESTABLISHED}: a point judged not deep here is established"

@@ -152,9 +152,32 @@ def test_evaluate_prints_and_stores_p_chance(world, five_people_kb, five_people_
     line = json.loads((tmp_path / "v.jsonl").read_text().splitlines()[0])
     assert line["p_chance"] == 1.0 and line["p_chance_method"] == "exact" and line["chance"]["calibration"] == str(cal)
     from deepunlearn.bench.store import ResultsStore
-    from deepunlearn.bench.verdict_store import store_verdicts
 
-    store_verdicts(tmp_path / "v.jsonl", tmp_path / "res")
+    assert main(["evaluate-report", str(tmp_path / "v.jsonl"), "-o", str(tmp_path / "res"), "--json"]) == 0
+    capsys.readouterr()
     with ResultsStore(tmp_path / "res") as s:
         (p,) = s.points()
     assert p.extra["p_chance"] == 1.0 and p.extra["p_chance_method"] == "exact"
+    report = (tmp_path / "res" / "report" / "report.md").read_text()
+    assert "### Could chance explain it?" in report
+    summary = json.loads((tmp_path / "res" / "report" / "summary.json").read_text())
+    assert [(r["not_deep"], r["established"], r["not_established"]) for r in summary["chance"]] == [(1, 0, 1)]
+
+
+def test_unlearn_reports_the_targets_p_chance(five_people_kb, five_people_model_dir, tmp_path, capsys):
+    """unlearn --calibration: the target's p_chance beside its table (rates 0 everywhere: 0)."""
+    kb = five_people_kb
+    cal = tmp_path / "cal.json"
+    cal.write_text(json.dumps(make_calibration(kb, {}).to_json()))
+    kb_file = deepunlearn.save_kb(kb, tmp_path / "kb.json")
+    from deepunlearn.probe import load_model, probe
+
+    known = probe(load_model(five_people_model_dir, device="cpu"), kb, progress=False).known_ids()
+    t = next(i for i in range(len(kb.facts)) if i in known)
+    args = ["unlearn", "--model", str(five_people_model_dir), "--kb", str(kb_file), "--method", "ga",
+            "--target", str(t), "--grid", "1", "--device", "cpu", "--cache-dir", str(tmp_path / "cache"),
+            "--calibration", str(cal)]
+    assert main(args) == 0
+    assert "p_chance 0 < 0.05: a point judged not deep here is established" in capsys.readouterr().out
+    assert main([*args[:-2], "--target", f"{t},{t + 1}", "--calibration", str(cal)]) == 1
+    assert "--calibration: p_chance is reported per target" in capsys.readouterr().err
