@@ -167,8 +167,9 @@ class Judge:
     def __init__(self, original: str | os.PathLike, kb, *, rules=None, mode: str | None = None,
                  forms: str | None = None, protocol: str | None = None, device: str | None = None,
                  dtype=None, prompt=None, answer_format: str | None = None, trust_remote_code: bool = False,
+                 chance_calibration=None,
                  cache_dir: str | os.PathLike | None = None, batch_size: int = 64, progress: bool = True,
-                 grounding_budget: int | None = None, model_derived: bool = False, chance_calibration=None):
+                 grounding_budget: int | None = None, model_derived: bool = False):
         from ..probe.protocol import get_protocol
         from ..rules.budget import DEFAULT_MAX_GROUNDINGS
         from ..rules.load import load_rules
@@ -285,6 +286,9 @@ class Judge:
         v = judge_known(self.kb, self.rules, self.evaluator, set(self.known), known_b, target,
                         original=self.original, unlearned=name, kb_name=self.kb_name, mode=self.mode,
                         forms=self.forms, budget=self.budget, method=method, param=param)
+        from .chance_verdict import attach_chance
+
+        attach_chance(v, self.evaluator, self.kb, self.chance)  # p_chance, with a calibration
         if self.model_derived:
             from .derived import model_derived
 
@@ -292,9 +296,6 @@ class Judge:
                                graph=self.evaluator.graph, batch_size=self.batch_size)
             v.deep_model = md.pop("deep_model")
             v.model_derived = md
-        from .chance_verdict import attach_chance
-
-        attach_chance(v, self.evaluator, self.kb, self.chance)
         if checks is None:
             return v
         return Verdict(**{**v.model_dump(), **checks.run(self, bundle, target, v)})

@@ -145,6 +145,11 @@ def test_evaluate_prints_and_stores_p_chance(world, five_people_kb, five_people_
     assert main([*args, "--unlearned", str(five_people_model_dir), "--target", str(t)]) == 0
     out = capsys.readouterr().out
     assert "deep: not established (p_chance 1.00 >= 0.05)" in out
+    from deepunlearn.unlearn.evaluate import evaluate
+
+    v = evaluate(five_people_model_dir, five_people_model_dir, kb_file, t, chance_calibration=cal, device="cpu",
+                 cache_dir=tmp_path / "cache", progress=False)  # the Python API takes the same file
+    assert v.p_chance == 1.0 and not v.chance["established"]
     man = tmp_path / "m.csv"
     man.write_text(f"checkpoint,target\n{five_people_model_dir},{t}\n")
     assert main([*args, "--manifest", str(man), "-o", str(tmp_path / "v.jsonl"), "--json"]) == 0
