@@ -8,8 +8,8 @@ number when it names none), with recall, accuracy, the forgotten facts and, in `
 ``--relearn``, ``--quantize``, ``--scores``) stores them under the keys a sweep's point uses
 (``recall_adv``, ``superficial``, ``recall_relearn``, ``recall_quant``, ..., and the measures), so
 the report shows the adversarial and attack columns as a sweep's does; a verdict's ``p_chance``
-(``evaluate --calibration``) is kept too, with its standard error and method. Rows of one (method, target) at several params
-make a trajectory, so the report's Acc@Recall and AUC figures read them as they read a sweep.
+(``evaluate --calibration``) is kept too, with its standard error and method. Rows of one
+(method, target) at several params make a trajectory, so the report's Acc@Recall and AUC figures read them as they read a sweep.
 Error lines are left out; points already in the store are kept (running it again after more
 rows were judged adds the new ones).
 """

@@ -164,7 +164,8 @@ class Calibration:
         key = "any_raw" if mode in ("any", "any_raw") else mode
         by = self.relations.get(key)
         if not by:
-            raise CalibrationError(f"the calibration records no raw false-positive rates per relation for mode {mode!r} "
+            raise CalibrationError(f"the calibration records no raw false-positive rates per relation for mode "
+                                   f"{mode!r} "
                                    "(calibrate again with deepunlearn probe --calibrate)", field="relations")
         e = by.get(relation)
         if e is None:  # a relation the never-seen facts do not hold: its group's rate, pooled

@@ -71,7 +71,8 @@ class RelationEntry:
             return -math.inf if v is None else float(v)
 
         return cls(group=d["group"], source=d["source"], n_neg=d["n_neg"], raw_fp=d["raw_fp"],
-                   own_n_neg=d["own_n_neg"], own_raw_fp=d["own_raw_fp"], n_pos=d["n_pos"], raw_tp=d["raw_tp"], threshold=thr("threshold"),
+                   own_n_neg=d["own_n_neg"], own_raw_fp=d["own_raw_fp"], n_pos=d["n_pos"], raw_tp=d["raw_tp"],
+                   threshold=thr("threshold"),
                    fp=d.get("fp"), tp=d.get("tp"),
                    any_threshold=thr("any_threshold") if d.get("threshold_set") else None, note=d.get("note"))
 
@@ -99,7 +100,8 @@ def relation_entries(neg: Mapping[str, np.ndarray], neg_groups: Sequence[str], n
             g = group_of[r]
             own, pm = nr == r, pr == r
             e = RelationEntry(group=g, source="relation", n_neg=int(own.sum()), raw_fp=int(raw_n[own].sum()),
-                              own_n_neg=int(own.sum()), own_raw_fp=int(raw_n[own].sum()), n_pos=int(pm.sum()), raw_tp=int(raw_p[pm].sum()))
+                              own_n_neg=int(own.sum()), own_raw_fp=int(raw_n[own].sum()), n_pos=int(pm.sum()),
+                              raw_tp=int(raw_p[pm].sum()))
             if e.own_n_neg < min_negatives:
                 gm = ng == g
                 e.source, e.n_neg, e.raw_fp = "group", int(gm.sum()), int(raw_n[gm].sum())

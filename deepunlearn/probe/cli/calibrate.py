@@ -8,8 +8,8 @@ mode and relation group for ``--fpr`` (default 0.05), and per relation with at l
 never-seen facts (a relation with fewer takes its group's, said in one line on stderr and in the
 file), prints per mode x group the measured FPR and TPR (calibrated and raw), per mode x relation
 the raw FPR (the rate ``evaluate --calibration`` turns into p_chance), which modes are informative
-(TPR >= ``--min-tpr``, default 0.5), and reports the asked mode's calibrated verdicts. ``-o FILE`` writes the known facts with the
-calibration inside; ``--calibration FILE`` (that file, or the calibration alone) applies it later:
+(TPR >= ``--min-tpr``, default 0.5), and reports the asked mode's calibrated verdicts. ``-o FILE``
+writes the known facts with the calibration inside; ``--calibration FILE`` (that file, or the calibration alone) applies it later:
 ``--mode any`` is then the OR over the calibrated informative modes, ``any_raw`` the uncalibrated
 rule, and a single mode its calibrated verdict. Without a calibration nothing changes: every mode
 keeps its raw rule (``any`` = ``any_raw``, uncalibrated). The forms are the calibration's
