@@ -38,6 +38,18 @@ class ChanceRates:
     mode: str
     source: str
 
+    def forms_note(self, forms: str | None) -> str | None:
+        """A line saying the calibration was measured on other forms than the verdicts probe
+        (``forms``: the verdicts' selection; ``None``: the mode's default), else ``None``."""
+        from ..probe.modes import DEFAULT_SELECTION
+
+        mine = forms or DEFAULT_SELECTION.get(self.mode, "default")
+        theirs = self.calibration.meta.get("forms")
+        if theirs is None or theirs == mine:
+            return None
+        return (f"note: {self.source} was measured on forms {theirs!r}, the verdicts probe forms {mine!r}: p_chance "
+                f"uses the rates of those forms (calibrate with deepunlearn probe --calibrate --forms {mine} to match)")
+
     def rate(self, kb, fact: int) -> dict[str, Any]:
         """``{"fp", "n_neg", "source", "group", "own_n_neg"}`` of the fact's relation."""
         return self.calibration.raw_rate(self.mode, kb.facts[fact][1], kb.group_of(fact))

@@ -75,6 +75,13 @@ def test_rates_of_zero_give_p_chance_zero_and_the_verdict_stands(world):
     assert "(p_chance 0 < 0.05)" in line and "not established" not in line
 
 
+def test_a_calibration_on_other_forms_is_said():
+    kb = deepunlearn.generate_family(4, seed=1)
+    rates = chance_rates(make_calibration(kb, {}), "exact")  # measured on forms 'all'
+    assert rates.forms_note("all") is None
+    assert "measured on forms 'all', the verdicts probe forms 'default'" in rates.forms_note(None)
+
+
 def test_the_target_relation_at_fpr_one_is_not_established(world):
     kb, rules, known_a, ev, t = world
     rel = kb.facts[t][1]
@@ -143,8 +150,9 @@ def test_evaluate_prints_and_stores_p_chance(world, five_people_kb, five_people_
     args = ["evaluate", "--original", str(five_people_model_dir), "--kb", str(kb_file), "--device", "cpu",
             "--cache-dir", str(tmp_path / "cache"), "--calibration", str(cal)]
     assert main([*args, "--unlearned", str(five_people_model_dir), "--target", str(t)]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert "deep: not established (p_chance 1.00 >= 0.05)" in out
+    assert "was measured on forms 'all'" in err  # the verdicts probe the default forms
     from deepunlearn.unlearn.evaluate import evaluate
 
     v = evaluate(five_people_model_dir, five_people_model_dir, kb_file, t, chance_calibration=cal, device="cpu",

@@ -132,4 +132,10 @@ def chance_rates_of(args, protocol, many: bool):
     if many:
         raise CLIError("--calibration: p_chance is reported per target: run the targets one at a time (or 'all')",
                        field="--calibration")
-    return chance_rates(args.calibration, args.probe_mode or protocol.probe_mode)
+    rates = chance_rates(args.calibration, args.probe_mode or protocol.probe_mode)
+    note = rates.forms_note(args.probe_forms)
+    if note:
+        import sys
+
+        print(f"deepunlearn unlearn: {note}", file=sys.stderr)
+    return rates

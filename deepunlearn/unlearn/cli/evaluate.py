@@ -114,6 +114,9 @@ def _chance_judge(args):
         from ..chance_verdict import chance_rates
 
         rates = chance_rates(args.calibration, args.mode or resolve_protocol(args).probe_mode)
+        note = rates.forms_note(args.forms)
+        if note:
+            print(f"deepunlearn evaluate: {note}", file=sys.stderr)
     judge = _judge(args)
     judge.chance = rates
     return judge
