@@ -86,6 +86,13 @@ class CalibrationModel(BaseModel):
     min_relation_negatives: int = Field(default=20, ge=1)
 
 
+#: plainer words for pydantic's messages
+_MESSAGES = {"float_type": "expected a JSON number", "int_type": "expected a JSON integer",
+             "bool_type": "expected true or false", "string_type": "expected a JSON string",
+             "dict_type": "expected a JSON object", "missing": "missing",
+             "finite_number": "expected a finite number"}
+
+
 def _loc(err: dict) -> str:
     parts = [str(x) for x in err["loc"] if x != "[key]"]
     return ".".join(p if p.isprintable() and p else json.dumps(p) for p in parts) or "(top level)"
@@ -100,7 +107,7 @@ def validate(obj: Any, source: str) -> CalibrationModel:
     except ValidationError as e:
         err = e.errors()[0]
         where = _loc(err)
-        msg = err["msg"].removeprefix("Value error, ")
+        msg = _MESSAGES.get(err["type"], err["msg"].removeprefix("Value error, "))
         if err["type"] == "literal_error" and err["loc"][-1] == "[key]":
             msg = f"unknown {'mode' if err['loc'][0] in ('entries', 'relations') else 'key'} {err['input']!r} " \
                   f"(expected {err.get('ctx', {}).get('expected', '')})"
