@@ -7,8 +7,9 @@ number when it names none), with recall, accuracy, the forgotten facts and, in `
 ``deep``, ``superficial`` and the checkpoint. A verdict with checks (``evaluate --adversarial``,
 ``--relearn``, ``--quantize``, ``--scores``) stores them under the keys a sweep's point uses
 (``recall_adv``, ``superficial``, ``recall_relearn``, ``recall_quant``, ..., and the measures), so
-the report shows the adversarial and attack columns as a sweep's does. Rows of one (method, target) at several params
-make a trajectory, so the report's Acc@Recall and AUC figures read them as they read a sweep.
+the report shows the adversarial and attack columns as a sweep's does; a verdict's ``p_chance``
+(``evaluate --calibration``) is kept too, with its standard error and method. Rows of one
+(method, target) at several params make a trajectory, so the report's Acc@Recall and AUC figures read them as they read a sweep.
 Error lines are left out; points already in the store are kept (running it again after more
 rows were judged adds the new ones).
 """
@@ -51,6 +52,8 @@ def read_verdicts(path: str | Path) -> list[dict[str, Any]]:
 
 #: the attack result's keys a sweep's point records under the same name
 ATTACK_KEYS = ("recall_relearn", "accuracy_relearn", "relearn_lr", "recall_quant", "accuracy_quant")
+#: a verdict's chance figures (``evaluate --calibration``), kept under the same names
+CHANCE_KEYS = ("p_chance", "p_chance_se", "p_chance_method")
 
 
 def check_keys(v: dict[str, Any]) -> dict[str, Any]:
@@ -93,7 +96,8 @@ def store_verdicts(path: str | Path, output: str | Path, *, kb_file: str | None 
             **{f"accuracy_{g}": a for g, a in (v.get("accuracy_groups") or {}).items() if g in ("family", "biography")},
             "target_forgotten": v.get("target_forgotten", False), "forgotten": v["forgotten"],
             "exact": v.get("exact", True), "deep": v.get("deep"), "superficial": v.get("superficial"),
-            "checkpoint": row.get("checkpoint", v.get("unlearned")), **check_keys(v)}))
+            "checkpoint": row.get("checkpoint", v.get("unlearned")), **check_keys(v),
+            **{k: v[k] for k in CHANCE_KEYS if v.get(k) is not None}}))
     added = 0
     with ResultsStore(out) as store:
         have = {(p.model, p.target, p.method, float(p.param)) for p in store.points()}

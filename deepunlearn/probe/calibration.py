@@ -34,7 +34,14 @@ recorded, and left out of the calibrated ``any``: the OR over the ``m`` informat
 fact's group, each at its own threshold for ``fpr / m`` (Bonferroni: an OR of ``m`` modes each at
 ``fpr`` could pass up to ``m * fpr`` of the negatives; split this way it passes at most ``fpr``
 of them). The calibration records ``any``'s measured FPR and TPR per group: the floor an
-adversarial number is measured against. Everything here is numpy only (no torch).
+adversarial number is measured against.
+
+Per relation (:mod:`.calibration_relations`, when the facts' relations are given): each
+relation with at least 20 never-seen facts gets its own threshold (used in place of its group's
+when a verdict names the fact's relation) and its raw rule's FPR, the rate a verdict's
+``p_chance`` uses; a relation with fewer falls back to its group, and the file says so. A file is
+checked field by field on read (:mod:`.calibration_file`). Everything here is numpy only (no
+torch).
 """
 
 from __future__ import annotations
@@ -45,37 +52,11 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..user_error import UserError
+from .calibration_base import CalibrationError, check_rate, threshold  # noqa: F401  (re-exported)
 
 FORMAT = "deepunlearn-calibration"
 #: default target false-positive rate and minimum true-positive rate of an informative mode
 DEFAULT_FPR, DEFAULT_MIN_TPR = 0.05, 0.5
-
-
-class CalibrationError(UserError, ValueError):
-    """A bad calibration argument or a calibration file that cannot be read back."""
-
-
-def threshold(negatives: Sequence[float], fpr: float) -> float:
-    """The threshold passing at most ``floor(fpr * n)`` of ``negatives`` (module docstring).
-
-    >>> threshold([-math.inf] * 18 + [0.3, 0.9], 0.05)   # k = 1: the 2nd largest
-    0.3
-    >>> threshold([-math.inf] * 19 + [0.9], 0.05)        # the raw rule passes only k = 1
-    -inf
-    """
-    x = np.sort(np.asarray(negatives, dtype=np.float64))[::-1]
-    if not len(x):
-        raise CalibrationError("no never-seen facts to set a threshold on", field="negatives")
-    k = int(math.floor(fpr * len(x) + 1e-9))
-    return -math.inf if k >= len(x) else float(x[k])
-
-
-def check_rate(value: Any, name: str) -> float:
-    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and 0 < float(value) < 1
-    if not ok:
-        raise CalibrationError(f"{name} must be a number in (0, 1), got {value!r}", field=name)
-    return float(value)
 
 
 @dataclass
@@ -120,6 +101,9 @@ class Calibration:
     min_tpr: float
     entries: dict[str, dict[str, Entry]]
     meta: dict[str, Any] = field(default_factory=dict)
+    #: ``relations[mode][relation]`` (:mod:`.calibration_relations`; empty in a per-group file)
+    relations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    min_relation_negatives: int = 20
 
     @property
     def modes(self) -> tuple[str, ...]:
@@ -138,21 +122,30 @@ class Calibration:
                                    f"(it has {', '.join(self.entries[mode])})", field="groups")
         return self.entries[mode][group]
 
-    def known(self, mode: str, evidence: np.ndarray, groups: Sequence[str], *, within_any: bool = False) -> np.ndarray:
+    def _threshold(self, mode: str, group: str, relation: str | None, key: str) -> float:
+        r = self.relations.get(mode, {}).get(relation) if relation is not None else None
+        if r is not None and r.threshold is not None and r.group == group:
+            return getattr(r, key)
+        return getattr(self.entry(mode, group), key)
+
+    def known(self, mode: str, evidence: np.ndarray, groups: Sequence[str], *, within_any: bool = False,
+              relations: Sequence[str] | None = None) -> np.ndarray:
         """Calibrated verdicts of ``mode`` from per-fact ``evidence`` and each fact's group
-        (``within_any``: at the mode's threshold inside the calibrated ``any``)."""
+        (``within_any``: at the mode's threshold inside the calibrated ``any``); with each fact's
+        relation (``relations``), a relation's own threshold replaces its group's where it has one."""
         ev = np.asarray(evidence, dtype=np.float64)
         key = "any_threshold" if within_any else "threshold"
-        thr = np.array([getattr(self.entry(mode, g), key) for g in groups], dtype=np.float64)
+        rel = [None] * len(groups) if relations is None else list(relations)
+        thr = np.array([self._threshold(mode, g, r, key) for g, r in zip(groups, rel)], dtype=np.float64)
         return ev > thr if len(ev) else np.zeros(0, dtype=bool)
 
     def known_any(self, evidence: Mapping[str, np.ndarray], groups: Sequence[str],
-                  modes: Sequence[str] | None = None) -> np.ndarray:
+                  modes: Sequence[str] | None = None, relations: Sequence[str] | None = None) -> np.ndarray:
         """The calibrated ``any``: per fact, known under any mode informative in its group (of
         ``modes`` when given, else of the evidence's modes)."""
         use = [m for m in evidence if modes is None or m in modes]
         out = np.zeros(len(groups), dtype=bool)
-        cal = {m: self.known(m, evidence[m], groups, within_any=True) for m in use}
+        cal = {m: self.known(m, evidence[m], groups, within_any=True, relations=relations) for m in use}
         for j, g in enumerate(groups):
             ok = set(self.informative(g, use))
             out[j] = any(cal[m][j] for m in ok)
@@ -164,10 +157,35 @@ class Calibration:
         n = sum(e.n_neg for e in ent)
         return sum(e.fp for e in ent) / n if n else None
 
+    def raw_rate(self, mode: str, relation: str, group: str) -> dict[str, Any]:
+        """The raw rule's false positives of ``mode`` (``any``: the raw any) on never-seen facts of
+        ``relation``: ``{"fp", "n_neg", "source"}`` (``source`` ``"relation"`` or ``"group"``, with
+        the relation's own count when it falls back)."""
+        key = "any_raw" if mode in ("any", "any_raw") else mode
+        by = self.relations.get(key)
+        if not by:
+            raise CalibrationError(f"the calibration records no raw false-positive rates per relation for mode "
+                                   f"{mode!r} "
+                                   "(calibrate again with deepunlearn probe --calibrate)", field="relations")
+        e = by.get(relation)
+        if e is None:  # a relation the never-seen facts do not hold: its group's rate, pooled
+            mine = [x for x in by.values() if x.group == group]
+            n = sum(x.own_n_neg for x in mine)
+            if not n:
+                raise CalibrationError(f"the calibration has no never-seen facts of relation {relation!r} nor of its "
+                                       f"group {group!r}", field="relations")
+            return {"fp": sum(x.own_raw_fp for x in mine), "n_neg": n, "source": "group", "group": group,
+                    "own_n_neg": 0}
+        return {"fp": e.raw_fp, "n_neg": e.n_neg, "source": e.source, "group": e.group, "own_n_neg": e.own_n_neg}
+
     def to_json(self) -> dict:
-        return {"format": FORMAT, "fpr": self.fpr, "min_tpr": self.min_tpr, "floor": _r(self.floor() or math.nan),
-                "meta": self.meta,
-                "entries": {m: {g: e.to_json() for g, e in by.items()} for m, by in self.entries.items()}}
+        out = {"format": FORMAT, "fpr": self.fpr, "min_tpr": self.min_tpr, "floor": _r(self.floor() or math.nan),
+               "meta": self.meta,
+               "entries": {m: {g: e.to_json() for g, e in by.items()} for m, by in self.entries.items()}}
+        if self.relations:
+            out["min_relation_negatives"] = self.min_relation_negatives
+            out["relations"] = {m: {r: e.to_json() for r, e in by.items()} for m, by in self.relations.items()}
+        return out
 
     @classmethod
     def from_json(cls, obj: Any, *, source: str = "calibration") -> "Calibration":
@@ -178,29 +196,18 @@ class Calibration:
         if not isinstance(obj, dict) or obj.get("format") != FORMAT:
             raise CalibrationError(f"{source}: not a calibration file (no \"format\": \"{FORMAT}\"; write one with "
                                    "deepunlearn probe --calibrate)", file=source, field="format")
-        ents = obj.get("entries")
-        if not isinstance(ents, dict) or not ents:
-            raise CalibrationError(f"{source}: field 'entries' must be an object of modes", file=source,
-                                   field="entries")
-        entries: dict[str, dict[str, Entry]] = {}
-        for m, by in ents.items():
-            if not isinstance(by, dict):
-                raise CalibrationError(f"{source}: field 'entries.{m}' must be an object of groups", file=source,
-                                       field=f"entries.{m}")
-            entries[m] = {}
-            for g, e in by.items():
-                try:
-                    thr = e["threshold"]
-                    at = e.get("any_threshold")
-                    entries[m][g] = Entry(threshold=-math.inf if thr is None else float(thr),
-                                          **{k: int(e[k]) for k in ("n_neg", "fp", "n_pos", "tp")},
-                                          informative=bool(e["informative"]), reason=e.get("reason"),
-                                          any_threshold=-math.inf if at is None else float(at))
-                except (KeyError, TypeError, ValueError) as err:
-                    raise CalibrationError(f"{source}: field 'entries.{m}.{g}' is malformed ({err!r})", file=source,
-                                           field=f"entries.{m}.{g}") from None
-        return cls(fpr=check_rate(obj.get("fpr"), "fpr"), min_tpr=float(obj.get("min_tpr", DEFAULT_MIN_TPR)),
-                   entries=entries, meta=obj.get("meta") if isinstance(obj.get("meta"), dict) else {})
+        from .calibration_file import validate
+        from .calibration_relations import RelationEntry
+
+        doc = validate(obj, source)
+        entries = {m: {g: Entry(threshold=-math.inf if e.threshold is None else e.threshold, n_neg=e.n_neg, fp=e.fp,
+                                n_pos=e.n_pos, tp=e.tp, informative=e.informative, reason=e.reason,
+                                any_threshold=-math.inf if e.any_threshold is None else e.any_threshold)
+                       for g, e in by.items()} for m, by in doc.entries.items()}
+        relations = {m: {r: RelationEntry.from_json(e.model_dump()) for r, e in by.items()}
+                     for m, by in doc.relations.items()}
+        return cls(fpr=doc.fpr, min_tpr=doc.min_tpr, entries=entries, meta=doc.meta, relations=relations,
+                   min_relation_negatives=doc.min_relation_negatives)
 
 
 def load_calibration(path, *, flag: str = "--calibration") -> Calibration:
@@ -212,12 +219,21 @@ def load_calibration(path, *, flag: str = "--calibration") -> Calibration:
 
 def calibrate(neg: Mapping[str, np.ndarray], neg_groups: Sequence[str], pos: Mapping[str, np.ndarray],
               pos_groups: Sequence[str], *, fpr: float = DEFAULT_FPR, min_tpr: float = DEFAULT_MIN_TPR,
-              meta: Mapping[str, Any] | None = None) -> Calibration:
+              meta: Mapping[str, Any] | None = None, neg_relations: Sequence[str] | None = None,
+              pos_relations: Sequence[str] | None = None, min_relation_negatives: int | None = None) -> Calibration:
     """Thresholds per mode (the keys of ``neg``) and group from the negatives' evidence, each
-    mode's FPR/TPR measured on the negatives and the positives, and the calibrated ``any``'s."""
+    mode's FPR/TPR measured on the negatives and the positives, and the calibrated ``any``'s.
+    With each fact's relation (``neg_relations``, ``pos_relations``), also per relation
+    (:mod:`.calibration_relations`): its raw FPR and, with at least ``min_relation_negatives``
+    (20) never-seen facts, its own thresholds, which the measured FPR/TPR of its group then use."""
+    from .calibration_relations import MIN_RELATION_NEGATIVES, relation_entries
+
     fpr = check_rate(fpr, "fpr")
     if isinstance(min_tpr, bool) or not isinstance(min_tpr, (int, float)) or not 0 <= min_tpr <= 1:
         raise CalibrationError(f"min_tpr must be a number in [0, 1], got {min_tpr!r}", field="min_tpr")
+    if (neg_relations is None) != (pos_relations is None):
+        raise CalibrationError("give the relations of both the never-seen and the known facts", field="relations")
+    min_rel = MIN_RELATION_NEGATIVES if min_relation_negatives is None else int(min_relation_negatives)
     neg_groups, pos_groups = np.asarray(neg_groups, dtype=object), np.asarray(pos_groups, dtype=object)
     groups = sorted(set(neg_groups) | set(pos_groups))
     entries: dict[str, dict[str, Entry]] = {}
@@ -228,24 +244,37 @@ def calibrate(neg: Mapping[str, np.ndarray], neg_groups: Sequence[str], pos: Map
             if not nm.any():
                 raise CalibrationError(f"no never-seen facts of relation group {g!r}: the holdout (or the excluded "
                                        "facts) must cover every group of the KB", field="groups")
-            n_ev, p_ev = np.asarray(neg[m])[nm], np.asarray(pos[m])[pm]
-            t = threshold(n_ev, fpr)
-            e = Entry(threshold=t, n_neg=int(nm.sum()), fp=int((n_ev > t).sum()), n_pos=int(pm.sum()),
-                      tp=int((p_ev > t).sum()))
+            entries[m][g] = Entry(threshold=threshold(np.asarray(neg[m])[nm], fpr), n_neg=int(nm.sum()), fp=0,
+                                  n_pos=int(pm.sum()), tp=0)
+    cal = Calibration(fpr=fpr, min_tpr=min_tpr, entries=entries, meta=dict(meta or {}), min_relation_negatives=min_rel)
+    nr = pr = None
+    if neg_relations is not None:
+        nr, pr = np.asarray(neg_relations, dtype=object), np.asarray(pos_relations, dtype=object)
+        cal.relations = relation_entries(neg, neg_groups, nr, pos, pos_groups, pr, fpr=fpr, min_negatives=min_rel)
+    for m in neg:
+        kn = cal.known(m, neg[m], list(neg_groups), relations=None if nr is None else list(nr))
+        kp = cal.known(m, pos[m], list(pos_groups), relations=None if pr is None else list(pr))
+        for g in groups:
+            e = entries[m][g]
+            e.fp, e.tp = int(kn[neg_groups == g].sum()), int(kp[pos_groups == g].sum())
             if not e.n_pos or e.tpr < min_tpr:
                 e.informative = False
                 e.reason = (f"TPR {e.tp}/{e.n_pos} on the model's own facts is below {min_tpr:.0%} at FPR <= {fpr:.0%}"
                             if e.n_pos else "no known facts of this group to measure a TPR on")
-            entries[m][g] = e
-    cal = Calibration(fpr=fpr, min_tpr=min_tpr, entries=entries, meta=dict(meta or {}))
     entries["any"] = {}
     for g in groups:
         nm, pm = neg_groups == g, pos_groups == g
         used = cal.informative(g)
         for m in used:
             entries[m][g].any_threshold = threshold(np.asarray(neg[m])[nm], fpr / len(used))
-        n_any = cal.known_any({m: np.asarray(v)[nm] for m, v in neg.items()}, list(neg_groups[nm]))
-        p_any = cal.known_any({m: np.asarray(v)[pm] for m, v in pos.items()}, list(pos_groups[pm]))
+            for r, e in cal.relations.get(m, {}).items():
+                if e.group == g and e.threshold is not None:
+                    e.any_threshold = threshold(np.asarray(neg[m])[nr == r], fpr / len(used))
+        sub = (lambda rel, mask: None if rel is None else list(rel[mask]))
+        n_any = cal.known_any({m: np.asarray(v)[nm] for m, v in neg.items()}, list(neg_groups[nm]),
+                              relations=sub(nr, nm))
+        p_any = cal.known_any({m: np.asarray(v)[pm] for m, v in pos.items()}, list(pos_groups[pm]),
+                              relations=sub(pr, pm))
         entries["any"][g] = Entry(threshold=math.nan, n_neg=int(nm.sum()), fp=int(n_any.sum()), n_pos=int(pm.sum()),
                                   tp=int(p_any.sum()), informative=bool(used),
                                   reason=None if used else "no informative mode in this group")
@@ -272,15 +301,18 @@ def raw_rates(neg: Mapping[str, np.ndarray], neg_groups: Sequence[str], pos: Map
     return out
 
 
-def verdicts(cal, mode: str, ev: dict, groups: list[str]) -> tuple[np.ndarray, np.ndarray]:
-    """(calibrated, raw) verdicts of ``mode`` (``any``, ``any_raw`` or one mode) from the evidence."""
+def verdicts(cal, mode: str, ev: dict, groups: list[str],
+             relations: list[str] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(calibrated, raw) verdicts of ``mode`` (``any``, ``any_raw`` or one mode) from the evidence
+    (with each fact's relation: at its relation's threshold where it has one)."""
     raw_modes = list(ev) if mode in ("any", "any_raw") else [mode]
     raw = np.zeros(len(groups), dtype=bool)
     for m in raw_modes:
         raw |= ev[m] > -np.inf
     if mode == "any_raw":
         return raw, raw
-    cal_known = cal.known_any(ev, groups) if mode == "any" else cal.known(mode, ev[mode], groups)
+    cal_known = (cal.known_any(ev, groups, relations=relations) if mode == "any"
+                 else cal.known(mode, ev[mode], groups, relations=relations))
     return cal_known, raw
 
 

@@ -3,8 +3,9 @@
 The facts the primary probe counts forgotten are asked again under every mode of the aggregate
 (:func:`deepunlearn.probe.evidence.mode_evidence`, on the calibration's forms); a fact is still
 known when the calibrated ``any`` says so (:meth:`~deepunlearn.probe.calibration.Calibration.known_any`),
-still known *raw* when any mode's raw rule does. Both sets go into the point's notes, with the
-floor the calibrated numbers were measured against.
+at its relation's thresholds where the calibration has them, still known *raw* when any mode's raw
+rule does. Both sets go into the point's notes, with the floor the calibrated numbers were
+measured against.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def calibrated_known(checks, ids: Sequence[int], model_fn=None) -> tuple[set[int
     modes = [m for m in checks.modes if m in cal.modes]
     ev = mode_evidence(r.bundle, r.kb, ids, modes, forms=cal.meta.get("forms") or "all", batch_size=r.batch_size,
                        model_fn=model_fn)
-    known = cal.known_any(ev, fact_groups(r.kb, ids), modes)
+    known = cal.known_any(ev, fact_groups(r.kb, ids), modes, relations=[r.kb.facts[i][1] for i in ids])
     raw = np.zeros(len(ids), dtype=bool)
     for m in modes:
         raw |= ev[m] > -np.inf

@@ -99,10 +99,19 @@ class Verdict(BaseModel):
     #: :func:`deepunlearn.unlearn.derived.model_derived` and its ``deep_model``
     model_derived: dict[str, Any] | None = None
     deep_model: bool | None = None
+    #: with a calibration (``evaluate --calibration``), for a verdict that is not deep: the chance
+    #: that a model answering the target's facts only by chance is judged the same
+    #: (:mod:`.chance_verdict`), its standard error, "exact" or "monte-carlo", and the rates used
+    p_chance: float | None = None
+    p_chance_se: float | None = None
+    p_chance_method: str | None = None
+    chance: dict[str, Any] | None = None
 
     def text(self) -> str:
         """Readable lines: the counts, the metrics and, for a superficial forgetting, the
         derivation that survives."""
+        from .chance_verdict import deep_text
+
         s, r, o = self.target
         verdict = ("yes: the target is not derivable from what the model still knows" if self.deep else
                    "no: the model still " + ("knows the target" if not self.target_forgotten else
@@ -115,7 +124,7 @@ class Verdict(BaseModel):
                  f" ({'exact' if self.exact else 'approximate'}); accuracy {self.accuracy:.4f}"
                  + (f" ({groups})" if groups else ""),
                  f"  target forgotten: {'yes' if self.target_forgotten else 'no'}",
-                 f"  deep: {verdict}"]
+                 f"  deep: {deep_text(self, verdict)}"]
         if self.superficial:
             lines.append("  surviving derivation (K: facts the model still knows), rule by rule:")
             lines.append(self.surviving_text)
@@ -158,6 +167,7 @@ class Judge:
     def __init__(self, original: str | os.PathLike, kb, *, rules=None, mode: str | None = None,
                  forms: str | None = None, protocol: str | None = None, device: str | None = None,
                  dtype=None, prompt=None, answer_format: str | None = None, trust_remote_code: bool = False,
+                 chance_calibration=None,
                  cache_dir: str | os.PathLike | None = None, batch_size: int = 64, progress: bool = True,
                  grounding_budget: int | None = None, model_derived: bool = False):
         from ..probe.protocol import get_protocol
@@ -168,6 +178,9 @@ class Judge:
         self.kb, self.kb_name = _kb(kb)
         proto = get_protocol(protocol)
         self.mode = mode or proto.probe_mode
+        from .chance_verdict import chance_rates
+
+        self.chance = None if chance_calibration is None else chance_rates(chance_calibration, self.mode)
         self.forms = forms
         if forms is not None:
             from ..kg.forms import parse_selection
@@ -273,6 +286,9 @@ class Judge:
         v = judge_known(self.kb, self.rules, self.evaluator, set(self.known), known_b, target,
                         original=self.original, unlearned=name, kb_name=self.kb_name, mode=self.mode,
                         forms=self.forms, budget=self.budget, method=method, param=param)
+        from .chance_verdict import attach_chance
+
+        attach_chance(v, self.evaluator, self.kb, self.chance)  # p_chance, with a calibration
         if self.model_derived:
             from .derived import model_derived
 
@@ -321,7 +337,8 @@ def evaluate(original: str | os.PathLike, unlearned: str | os.PathLike | Sequenc
     """Judge ``unlearned`` (one model, or a list: A is probed once) against ``original`` for
     ``target`` (a fact id or ``"S|r|O"``) on ``kb`` (a KnowledgeBase or a KB file). Keywords:
     ``protocol``, ``device``, ``dtype``, ``prompt``, ``answer_format``, ``trust_remote_code``,
-    ``cache_dir`` (the probe cache of A), ``batch_size``, ``progress``, ``grounding_budget``.
+    ``cache_dir`` (the probe cache of A), ``batch_size``, ``progress``, ``grounding_budget``,
+    ``chance_calibration`` (a calibration file: p_chance of a verdict that is not deep).
     The checks (:mod:`.evaluate_checks`): ``adversarial`` (with ``adversarial_modes``,
     ``adversarial_calibration``), the attacks ``relearn`` (a grid of step counts, e.g. ``[1, 2, 4]``),
     ``relearn_size``, ``relearn_lr``, ``quantize`` (``"int8"``, ``"int4"``, ``"nf4"``), ``seed``,

@@ -11,6 +11,7 @@
   :mod:`.deep_tables`, figures in :mod:`.deep_plots`);
 * "Has it really forgotten?": the adversarial aggregate and the attacks (:mod:`.forms`, figure in
   :mod:`.forms_plots`);
+* "Could chance explain it?", when points carry p_chance (:mod:`.chance`);
 * "How much remains": likelihood, membership and reference-model measures (:mod:`.measures`,
   tables in :mod:`.measures_tables`, figures in :mod:`.measures_plots`).
 
@@ -46,6 +47,7 @@ from ..metrics import (
     value_of,
 )
 from ..oracle import ORACLE
+from .chance import chance_section
 from .deep import du_section
 from .forms import calibrated_section, forgetting_section
 from .headline import draw_figures, definition_lines, figure_lines, headline_lines, relation_lines, target_lines
@@ -121,6 +123,8 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
     fc_md, fc_summary = forgetting_section(points, methods, out)
     cal_md, cal_summary = calibrated_section(every_seed, methods)  # a calibrated aggregate: raw vs calibrated
     fc_md, fc_summary = fc_md + cal_md, {**fc_summary, **cal_summary}
+    ch_md, ch_summary = chance_section(every_seed, methods)  # verdicts with p_chance (evaluate --calibration)
+    fc_md, fc_summary = fc_md + ch_md, {**fc_summary, **ch_summary}
 
     _write_points_csv(every_seed, out / "points.csv", kb, groups)
     (out / "summary.json").write_text(dumps(json_safe({

@@ -4,10 +4,12 @@
 ``--exclude F.json`` (never-seen facts: these facts of ``--kb``, which the model, or ``--retain R``,
 was finetuned without: ``deepunlearn finetune --exclude``) measures every probe mode's evidence
 on the never-seen facts and on the KB's facts (the excluded ones left out), sets a threshold per
-mode and relation group for ``--fpr`` (default 0.05), prints per mode x group the measured FPR
-and TPR (calibrated and raw) and which modes are informative (TPR >= ``--min-tpr``, default 0.5),
-and reports the asked mode's calibrated verdicts. ``-o FILE`` writes the known facts with the
-calibration inside; ``--calibration FILE`` (that file, or the calibration alone) applies it later:
+mode and relation group for ``--fpr`` (default 0.05), and per relation with at least 20
+never-seen facts (a relation with fewer takes its group's, said in one line on stderr and in the
+file), prints per mode x group the measured FPR and TPR (calibrated and raw), per mode x relation
+the raw FPR (the rate ``evaluate --calibration`` turns into p_chance), which modes are informative
+(TPR >= ``--min-tpr``, default 0.5), and reports the asked mode's calibrated verdicts. ``-o FILE``
+writes the known facts with the calibration inside; ``--calibration FILE`` (that file, or the calibration alone) applies it later:
 ``--mode any`` is then the OR over the calibrated informative modes, ``any_raw`` the uncalibrated
 rule, and a single mode its calibrated verdict. Without a calibration nothing changes: every mode
 keeps its raw rule (``any`` = ``any_raw``, uncalibrated). The forms are the calibration's
@@ -66,6 +68,7 @@ def _check(args) -> None:
 
 def run(args, kb, load: Callable) -> int:
     """The calibrated ``probe`` (module docstring); ``load(name)`` loads a model for the CLI."""
+    import sys
     import time
 
     from ...cli import CLIError, emit
@@ -73,6 +76,7 @@ def run(args, kb, load: Callable) -> int:
     from ...kg.fingerprint import kb_fingerprint
     from ..calibration import (DEFAULT_FPR, DEFAULT_MIN_TPR, CalibrationError, calibrate, load_calibration,
                               raw_rates, table, verdicts)
+    from ..calibration_relations import fallback_line, fallbacks, relation_table
     from ..evidence import fact_groups, mode_evidence
 
     _check(args)
@@ -113,19 +117,23 @@ def run(args, kb, load: Callable) -> int:
         try:
             cal = calibrate(neg_ev, fact_groups(neg_kb, neg_ids), pos_ev, fact_groups(kb, ids),
                             fpr=DEFAULT_FPR if args.fpr is None else args.fpr,
-                            min_tpr=DEFAULT_MIN_TPR if args.min_tpr is None else args.min_tpr, meta=meta)
+                            min_tpr=DEFAULT_MIN_TPR if args.min_tpr is None else args.min_tpr, meta=meta,
+                            neg_relations=_relations(neg_kb, neg_ids), pos_relations=_relations(kb, ids))
         except CalibrationError as e:
             flag = {"fpr": "--fpr", "min_tpr": "--min-tpr"}.get(e.field, args.calibrate and "--calibrate"
                                                                  or "--exclude")
             raise CLIError(f"{flag}: {e}", field=flag) from None
         raw = raw_rates(neg_ev, fact_groups(neg_kb, neg_ids), pos_ev, fact_groups(kb, ids))
+        note = fallback_line(cal.relations, cal.min_relation_negatives)
+        if note:
+            print(f"deepunlearn probe: {note}", file=sys.stderr)
         ev = pos_ev
     else:
         need = list(cal.modes) if mode in ("any", "any_raw") else [mode]
         ev = mode_evidence(bundle, kb, ids, need, forms=forms, batch_size=args.batch_size)
     groups = fact_groups(kb, ids)
     try:
-        known, known_raw = verdicts(cal, mode, ev, groups)
+        known, known_raw = verdicts(cal, mode, ev, groups, _relations(kb, ids))
     except CalibrationError as e:
         raise CLIError(f"--calibration: {e}", file=args.calibration, field="--calibration") from None
     by_group = {g: [int(known[np.array(groups) == g].sum()), int((np.array(groups) == g).sum())]
@@ -140,6 +148,7 @@ def run(args, kb, load: Callable) -> int:
     if raw is not None:
         out["calibration"] = cal.to_json()
         out["raw_rates"] = {m: {g: {"fpr": r[0], "tpr": r[1]} for g, r in by.items()} for m, by in raw.items()}
+        out["relation_fallbacks"] = {r: {"group": g, "n_neg": n} for r, (g, n) in fallbacks(cal.relations).items()}
     if args.output:
         kept = sorted(i for i, k in zip(ids, known) if k)
         doc = {**out, "calibration": cal.to_json(), "fact_ids": kept, "facts": [list(kb.facts[i]) for i in kept]}
@@ -149,6 +158,12 @@ def run(args, kb, load: Callable) -> int:
         f"(raw rule: {out['known_raw']}; " + ", ".join(f"{g} {k}/{n}" for g, (k, n) in by_group.items())
         + f") [target FPR {cal.fpr:.0%}, forms {forms!r}, {out['seconds']:.1f}s]"
         + ("\n" + table(cal, raw) if raw is not None else "")
+        + ("\n" + relation_table(cal.relations) if raw is not None and cal.relations else "")
         + "".join(f"\n{m} uninformative in {g}: {r}" for m, by in out["uninformative"].items() for g, r in by.items()
                   if raw is None)))
     return 0
+
+
+def _relations(kb, ids) -> list[str]:
+    """The relation of each fact id."""
+    return [kb.facts[int(i)][1] for i in ids]

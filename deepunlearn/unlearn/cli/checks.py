@@ -2,7 +2,7 @@
 ``--forms`` (what the methods unlearn on), ``--probe-forms`` (the primary probe's forms),
 ``--adversarial`` (recall under any form and any mode, and the superficial forgetting rate) and
 the attacks ``--relearn`` / ``--relearn-size`` / ``--relearn-lr`` / ``--relearn-on`` / ``--quantize`` /
-``--attack-at``."""
+``--attack-at``; ``--calibration`` (the target's p_chance, :mod:`..chance_verdict`)."""
 
 from __future__ import annotations
 
@@ -36,6 +36,11 @@ def add_check_args(p: argparse.ArgumentParser) -> None:
                         "(CPU) or int4 / nf4 4-bit round-to-nearest (any device), then re-probe (recall_quant)")
     p.add_argument("--attack-at", choices=ATTACK_AT, default=None,
                    help="attack at the last grid point (default) or at every one")
+    p.add_argument("--calibration", default=None, metavar="CAL",
+                   help="a calibration (deepunlearn probe --calibrate -o CAL): report the target's p_chance, the "
+                        "chance that a model answering its facts only by chance (at the raw false-positive rate of "
+                        "each fact's relation) is judged not deep; a point judged not deep with p_chance >= 0.05 is "
+                        "not established")
 
 
 def add_adversarial_args(p: argparse.ArgumentParser) -> None:
@@ -114,3 +119,23 @@ def check_line(point: dict) -> str:
     if point.get("recall_quant") is not None:
         parts.append(f"quantised recall {point['recall_quant']:.3f}")
     return ("            " + "; ".join(parts)) if parts else ""
+
+
+def chance_rates_of(args, protocol, many: bool):
+    """``--calibration``'s rates for the run's probe mode (None without it), read before the
+    model loads; a batch of targets is refused (p_chance is reported per target)."""
+    if getattr(args, "calibration", None) is None:
+        return None
+    from ...cli import CLIError
+    from ..chance_verdict import chance_rates
+
+    if many:
+        raise CLIError("--calibration: p_chance is reported per target: run the targets one at a time (or 'all')",
+                       field="--calibration")
+    rates = chance_rates(args.calibration, args.probe_mode or protocol.probe_mode)
+    note = rates.forms_note(args.probe_forms)
+    if note:
+        import sys
+
+        print(f"deepunlearn unlearn: {note}", file=sys.stderr)
+    return rates

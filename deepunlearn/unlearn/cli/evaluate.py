@@ -17,6 +17,11 @@ The checks a sweep and ``deepunlearn attack`` run, on each B (:mod:`.evaluate_ch
 ``--relearn N,N,...`` (``--relearn-size``, ``--relearn-lr``, ``--seed``) and ``--quantize
 int8|int4|nf4``, and ``--scores`` (``--retain R``: a retain model for the reference-based
 measures). B is loaded once for its probe and its checks; the attacks put its weights back.
+
+``--calibration CAL`` (a calibration written by ``deepunlearn probe --calibrate -o CAL``) adds
+to each verdict that is not deep its ``p_chance``: the probability that a model answering the
+target's facts only by chance, at the raw false-positive rate of each fact's relation, is judged
+the same (:mod:`.chance_verdict`); one with ``p_chance >= 0.05`` prints as not established.
 """
 
 from __future__ import annotations
@@ -76,6 +81,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--retain", default=None, metavar="R",
                    help="with --scores: a retain model (the base trained without the target's reference set) for "
                         "forget quality and generalised exposure")
+    p.add_argument("--calibration", default=None, metavar="CAL",
+                   help="a calibration (deepunlearn probe --calibrate -o CAL): each verdict that is not deep gets "
+                        "p_chance, the chance that a model answering the target's facts only by chance (at the raw "
+                        "false-positive rate of each fact's relation) is judged the same; p_chance >= 0.05 prints "
+                        "as not established")
     p.add_argument("-o", "--output", default=None, metavar="OUT",
                    help="write the verdicts (JSON; with --manifest: JSON lines, appended, resumable)")
     add_threads(p)
@@ -94,6 +104,22 @@ def _judge(args):
                  answer_format=fmt["answer_format"], trust_remote_code=fmt["trust_remote_code"],
                  cache_dir=args.cache_dir, batch_size=args.batch_size, progress=not args.json,
                  model_derived=args.model_derived)
+
+
+def _chance_judge(args):
+    """The judge of the flags with ``--calibration``'s rates (p_chance), read before any model loads."""
+    rates = None
+    if args.calibration is not None:
+        from ...probe.cli.probe import resolve_protocol
+        from ..chance_verdict import chance_rates
+
+        rates = chance_rates(args.calibration, args.mode or resolve_protocol(args).probe_mode)
+        note = rates.forms_note(args.forms)
+        if note:
+            print(f"deepunlearn evaluate: {note}", file=sys.stderr)
+    judge = _judge(args)
+    judge.chance = rates
+    return judge
 
 
 def _checks(args):
@@ -126,14 +152,14 @@ def _evaluate(args: argparse.Namespace) -> int:
         rows = read_manifest(args.manifest)  # a bad manifest is one line before any model loads
         checks = _checks(args)
         apply_threads(args)
-        return run_manifest(args, rows, _judge(args), checks)
+        return run_manifest(args, rows, _chance_judge(args), checks)
     if args.target is None:
         raise CLIError("--target is required (a fact index or 'subject|relation|object')", field="--target")
     if args.output and Path(args.output).is_dir():
         raise CLIError(f"-o {args.output}: is a folder, expected a file", file=args.output, field="-o")
     checks = _checks(args)
     apply_threads(args)
-    judge = _judge(args)
+    judge = _chance_judge(args)
     from tqdm import tqdm
 
     verdicts = [judge.verdict(b, args.target, checks=checks)

@@ -158,6 +158,7 @@ _GROUP_HEADS = {"family": "fam", "biography": "bio"}
 
 
 def _table(result: dict) -> str:
+    from ..chance_verdict import chance_line
     from .checks import check_line
     from ..derived import derived_line
     from ..summary import format_summary, group_accuracy, is_deep, point_groups
@@ -176,6 +177,7 @@ def _table(result: dict) -> str:
                      + f"{len(p['forgotten']):6d}  {'forgotten' if p['target_forgotten'] else 'kept':<9}  "
                      + ("yes" if is_deep(p) else "no"))
         lines += [x for x in [check_line(p), derived_line(p)] if x]
+    lines += [chance_line(result)] if result.get("p_chance") is not None else []
     lines.append("  " + format_summary(result["summary"]))
     return "\n".join(lines)
 
@@ -263,7 +265,7 @@ def _unlearn(args) -> int:
     from ...probe.fingerprint import check_trained_on
 
     from ..runner_options import MeasureOptions, ProbeOptions, SetOptions, TrainOptions
-    from .checks import check_kwargs
+    from .checks import chance_rates_of, check_kwargs
 
     protocol = get_protocol(args.protocol)
     if args.accuracy == "sampled" and (many or protocol.name == "reference"):  # checked before the model loads
@@ -271,6 +273,7 @@ def _unlearn(args) -> int:
                        else "--accuracy: 'sampled' measures one target at a time; batch and sequential requests "
                        "probe all of K", field="--accuracy")
     checks = check_kwargs(args, kb)  # bad forms or attack flags fail before the model loads
+    rates = chance_rates_of(args, protocol, many)  # --calibration: the target's p_chance
     try:
         bundle = load_for_cli(args.model, kb, args.device, args.dtype, **resolve_format(args, protocol))
         mismatch = check_trained_on(bundle, kb, kb_file=args.kb)
@@ -304,13 +307,14 @@ def _unlearn(args) -> int:
                 print(f"deepunlearn unlearn: warning: skipping target {t}: {e}", file=sys.stderr)
                 skipped.append(list(kb.facts[t]))
                 continue
+            from ..chance_verdict import target_chance
             from ..summary import target_metrics
 
             lr = points[0].lr if points else None
             results.append({
                 "method": method.name, "target": list(kb.facts[t]), "index": t, "lr": lr,
                 "points": [point_json(p, kb) for p in points],
-                "summary": target_metrics(points),
+                "summary": target_metrics(points), **target_chance(runner.evaluator, kb, t, rates),
             })
     except UnlearnError as e:
         flag = {"accuracy": "--accuracy", "accuracy_sample": "--accuracy-sample"}.get(e.field or "")
