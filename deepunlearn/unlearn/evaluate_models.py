@@ -59,32 +59,29 @@ def _adapter_base(folder: Path) -> str:
 def load_unlearned(name: str, original: ModelBundle, *, original_name: str, original_rows: int, device=None,
                    dtype=None, trust_remote_code: bool = False) -> ModelBundle:
     """B in A's answer format; a PEFT adapter is merged into a fresh copy of A (its recorded
-    base must be A). A tokenizer or vocabulary other than A's is an :class:`EvaluateError`."""
+    base must be A). A tokenizer or vocabulary other than A's is an :class:`EvaluateError`.
+    An adapter's files go through the guarded loader (:mod:`deepunlearn.probe.hf_load`) before
+    anything is loaded: an ``auto_map`` in its adapter, tokenizer or model config is refused
+    unless ``trust_remote_code``, and its tokenizer loads as every tokenizer does."""
+    from ..probe.hf_load import check_code_files, load_adapter, load_tokenizer
+
     folder = Path(name).expanduser()
     if is_adapter(name):
+        check_code_files(folder, trust_remote_code=trust_remote_code)
         base = _adapter_base(folder)
         if not _same_model(base, original_name):
             raise EvaluateError(f"--unlearned {name}: a PEFT adapter on base model {base!r}, but --original is "
                                 f"{original_name!r}; judge it against its own base", file=name, field="--unlearned")
+        own_tokenizer = None
+        if any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
+            own_tokenizer = load_tokenizer(folder, source=name, trust_remote_code=trust_remote_code, check=False)
         bundle = load_model(original_name, device=device, dtype=dtype, prompt=original.prompt,
                             trust_remote_code=trust_remote_code)
-        try:
-            from peft import PeftModel
-        except ImportError:  # pragma: no cover - peft is a dependency of LoRA mode
-            raise EvaluateError(f"--unlearned {name}: a PEFT adapter, and the peft package is not installed",
-                                file=name) from None
-        try:
-            bundle.model = PeftModel.from_pretrained(bundle.model, str(folder)).merge_and_unload()
-        except Exception as e:  # noqa: BLE001 - whatever a broken adapter makes peft raise
-            from ..probe.sources import first_line
-
-            raise ModelLoadError(f"cannot load the PEFT adapter {name!r}: {first_line(e)}", file=name) from e
+        bundle.model = load_adapter(bundle.model, folder, name=name)
         bundle.model.eval()
         bundle.name, bundle.path = name, folder.resolve()
-        if any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
-            from transformers import AutoTokenizer
-
-            check_vocab(AutoTokenizer.from_pretrained(str(folder)), bundle.model, original, original_rows, name, original_name)
+        if own_tokenizer is not None:
+            check_vocab(own_tokenizer, bundle.model, original, original_rows, name, original_name)
         check_vocab(bundle.tokenizer, bundle.model, original, original_rows, name, original_name)
         return bundle
     bundle = load_model(name, device=device, dtype=dtype, prompt=original.prompt, trust_remote_code=trust_remote_code)
