@@ -60,14 +60,15 @@ def load_unlearned(name: str, original: ModelBundle, *, original_name: str, orig
                    dtype=None, trust_remote_code: bool = False) -> ModelBundle:
     """B in A's answer format; a PEFT adapter is merged into a fresh copy of A (its recorded
     base must be A). A tokenizer or vocabulary other than A's is an :class:`EvaluateError`.
-    An adapter's files go through the guarded loader (:mod:`deepunlearn.probe.hf_load`) before
-    anything is loaded: an ``auto_map`` in its adapter, tokenizer or model config is refused
-    unless ``trust_remote_code``, and its tokenizer loads as every tokenizer does."""
-    from ..probe.hf_load import check_code_files, load_adapter, load_tokenizer
+    An adapter's files go through the guarded loader (:func:`~deepunlearn.probe.hf_load.check_adapter`)
+    before anything is loaded: an ``auto_map`` in its adapter, tokenizer or model config is refused
+    unless ``trust_remote_code``, sizes its weights do not back are refused, and its tokenizer
+    loads as every tokenizer does."""
+    from ..probe.hf_load import check_adapter, load_adapter, load_tokenizer
 
     folder = Path(name).expanduser()
     if is_adapter(name):
-        check_code_files(folder, trust_remote_code=trust_remote_code)
+        check_adapter(folder, trust_remote_code=trust_remote_code)
         base = _adapter_base(folder)
         if not _same_model(base, original_name):
             raise EvaluateError(f"--unlearned {name}: a PEFT adapter on base model {base!r}, but --original is "

@@ -208,3 +208,27 @@ def test_lm_eval_model_goes_through_the_guarded_loader_and_bounded_render(mini_c
     lm.tokenizer.chat_template = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
     with pytest.raises(ModelLoadError, match="exceeds the bound of a render"):
         lm.apply_chat_template([{"role": "user", "content": "hi"}])
+
+
+@pytest.mark.parametrize("change, field", [({"r": 5000}, "r"), ({"r": "2"}, "r"), ({"r": 0}, "r"),
+                                           ({"rank_pattern": {"q_proj": 10**8}}, "rank_pattern.q_proj")])
+def test_adapter_sizes_its_weights_do_not_back_are_refused_before_peft_allocates(adapter, mini_model_dir, change,
+                                                                                 field, monkeypatch):
+    from deepunlearn.unlearn import evaluate_models
+
+    cfg = json.loads((adapter / "adapter_config.json").read_text())
+    (adapter / "adapter_config.json").write_text(json.dumps({**cfg, **change}))
+    monkeypatch.setattr(evaluate_models, "load_model", lambda *a, **k: pytest.fail("the base was loaded first"))
+    with pytest.raises(ModelLoadError) as e:
+        evaluate_models.load_unlearned(str(adapter), None, original_name=str(mini_model_dir), original_rows=0)
+    assert e.value.file == str(adapter / "adapter_config.json") and e.value.field == field
+    assert "no larger than the largest dimension of adapter_model.safetensors (" in str(e.value)
+
+
+def test_an_adapter_without_weights_is_refused_before_peft_allocates(adapter, mini_model_dir, monkeypatch):
+    from deepunlearn.unlearn import evaluate_models
+
+    (adapter / "adapter_model.safetensors").unlink()
+    monkeypatch.setattr(evaluate_models, "load_model", lambda *a, **k: pytest.fail("the base was loaded first"))
+    with pytest.raises(ModelLoadError, match="a PEFT adapter without weights"):
+        evaluate_models.load_unlearned(str(adapter), None, original_name=str(mini_model_dir), original_rows=0)
