@@ -220,7 +220,7 @@ def check_fits(path: Path, config: dict) -> int:
     try:
         cfg = load_config(path, check=False)  # the caller checked the folder's files
         with torch.device("meta"):
-            skeleton = AutoModelForCausalLM.from_config(cfg)
+            skeleton = AutoModelForCausalLM.from_config(cfg, trust_remote_code=False)
     except Exception as e:  # noqa: BLE001 - a config transformers cannot build is the file's fault
         raise ModelLoadError(f"{path / 'config.json'}: not a causal-LM config transformers can build "
                              f"({first_line(e)})", file=path / "config.json") from None
