@@ -24,6 +24,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -166,6 +167,7 @@ class _Worker:
     def __init__(self) -> None:
         self.pid = self.owner = None
         self.rfd = self.wfd = -1
+        self.lock = threading.Lock()  # one job at a time on the pipe
 
     def _start(self) -> None:
         job_r, job_w = os.pipe()
@@ -187,15 +189,26 @@ class _Worker:
         os.close(out_w)
         self.pid, self.owner, self.rfd, self.wfd = pid, os.getpid(), out_r, job_w
 
+    def _close(self) -> None:
+        for fd in (self.rfd, self.wfd):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.rfd = self.wfd = -1
+
+    def forget(self) -> None:
+        """In a forked child: the parent's worker is not this process's (its pipes closed here, so
+        that it ends with the parent)."""
+        self._close()
+        self.__init__()
+
     def stop(self) -> None:
         if self.pid is None or self.owner != os.getpid():
             self.pid = None
             return
-        for fd in (self.rfd, self.wfd):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        self._close()
         try:
             os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -206,7 +219,11 @@ class _Worker:
             pass
         self.pid = None
 
-    def ask(self, data: bytes, retry: bool = True) -> dict:
+    def ask(self, data: bytes) -> dict:
+        with self.lock:
+            return self._ask(data)
+
+    def _ask(self, data: bytes, retry: bool = True) -> dict:
         if self.pid is None or self.owner != os.getpid():
             self.pid = None
             self._start()
@@ -218,7 +235,7 @@ class _Worker:
             return {"bound": "time"}
         except BrokenPipeError:  # the worker is gone (killed from outside): once more with a new one
             self.stop()
-            return self.ask(data, retry=False) if retry else {"error": ["Error", "the render worker is gone"]}
+            return self._ask(data, retry=False) if retry else {"error": ["Error", "the render worker is gone"]}
         except BaseException:  # Ctrl-C mid-render: the worker may be mid-job; a new one next time
             self.stop()
             raise
@@ -229,6 +246,8 @@ class _Worker:
 
 
 _WORKER = _Worker()
+if hasattr(os, "register_at_fork"):  # a forked child starts its own worker, with a lock nobody holds
+    os.register_at_fork(after_in_child=_WORKER.forget)
 
 
 def _parse(data: bytes | None) -> dict:
