@@ -276,20 +276,35 @@ sys.stdout.write(json.dumps(_outcome(job), ensure_ascii=True) + "\n"); sys.stdou
 
 
 def _render_subprocess(data: bytes) -> dict:
-    """One render in a fresh interpreter, which bounds its own time after its imports."""
+    """One render in a fresh interpreter: :data:`STARTUP_SECONDS` for its imports, then
+    :data:`RENDER_SECONDS` for the answer (it also bounds itself, and is killed past that)."""
+    import queue
+
     job = json.loads(data)
     job["seconds"] = RENDER_SECONDS
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]),
                                                         os.environ.get("PYTHONPATH", "")])}
     p = subprocess.Popen([sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, env=env)
+    lines: queue.Queue = queue.Queue()
+
+    def pump() -> None:
+        for line in p.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
     try:
-        out, _ = p.communicate(json.dumps(job).encode() + b"\n", timeout=STARTUP_SECONDS + RENDER_SECONDS)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
+        if lines.get(timeout=STARTUP_SECONDS) != b"ready\n":
+            return {"error": ["Error", "the render process could not start"]}
+        try:
+            p.stdin.write(json.dumps(job).encode() + b"\n")
+            p.stdin.close()
+        except OSError:
+            return {"error": ["Error", "the render process could not start"]}
+        return _parse(lines.get(timeout=RENDER_SECONDS + 0.5))
+    except queue.Empty:
         return {"bound": "time"}
-    lines = out.decode("utf-8", "replace").splitlines()
-    if not lines or lines[0] != "ready":
-        return {"error": ["Error", "the render process could not start"]}
-    return _parse("\n".join(lines[1:]).encode())
+    finally:
+        p.kill()
+        p.wait()
