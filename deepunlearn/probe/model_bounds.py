@@ -212,13 +212,15 @@ def check_fits(path: Path, config: dict) -> int:
                                  file=path / "config.json", field=key)
     check_config_plan(path, config)  # from the headers alone, before the skeleton below is built
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoModelForCausalLM
+
+    from .hf_load import load_config
 
     weight_bytes = sum(f.stat().st_size for f in path.iterdir() if f.is_file() and f.suffix in WEIGHT_SUFFIXES)
     try:
-        cfg = AutoConfig.from_pretrained(str(path), trust_remote_code=False)
+        cfg = load_config(path, check=False)  # the caller checked the folder's files
         with torch.device("meta"):
-            skeleton = AutoModelForCausalLM.from_config(cfg)
+            skeleton = AutoModelForCausalLM.from_config(cfg, trust_remote_code=False)
     except Exception as e:  # noqa: BLE001 - a config transformers cannot build is the file's fault
         raise ModelLoadError(f"{path / 'config.json'}: not a causal-LM config transformers can build "
                              f"({first_line(e)})", file=path / "config.json") from None

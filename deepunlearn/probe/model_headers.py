@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import load_json
+from .hf_load import not_interrupt
 from .hf_tables import auto_table
 from .model_bounds import LAYER_KEYS, WIDTH_KEYS, read_safetensors_header
 from .sources import ModelLoadError
@@ -59,7 +60,8 @@ def tokenizer_summary(folder: Path) -> dict[str, Any] | None:
         from tokenizers import Tokenizer
 
         size = Tokenizer.from_file(str(tok_file)).get_vocab_size(with_added_tokens=True)
-    except Exception:  # noqa: BLE001 - transformers' path names the file's problem
+    except BaseException as e:  # noqa: BLE001 - a Rust panic too; transformers' path names the file's problem
+        not_interrupt(e)
         return None
     chat = bool(cfg.get("chat_template")) or (folder / "chat_template.jinja").is_file() \
         or (folder / "chat_template.json").is_file()

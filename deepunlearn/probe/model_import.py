@@ -105,20 +105,19 @@ def model_info(name: str | Path, *, trust_remote_code: bool = False) -> dict[str
         if fast is not None:  # from the files' headers: no torch, no transformers (well under a second)
             return _finish({**fast, "source": "folder", "model": source}, meta, folder, text, t0)
         import torch
-        from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM
+
+        from .hf_load import load_config, load_tokenizer
 
         with quiet_hf(errors_only=True):
-            try:
-                cfg = AutoConfig.from_pretrained(source, trust_remote_code=trust_remote_code)
+            try:  # check_folder above read the folder's files
+                cfg = load_config(source, trust_remote_code=trust_remote_code, check=False)
                 with torch.device("meta"):
                     skeleton = AutoModelForCausalLM.from_config(cfg, trust_remote_code=trust_remote_code)
             except Exception as e:  # noqa: BLE001 - a config transformers cannot build is the file's fault
                 raise ModelLoadError(f"{source}: not a causal-LM config transformers can build ({first_line(e)})",
                                      file=source) from None
-            try:
-                tok = AutoTokenizer.from_pretrained(source, trust_remote_code=trust_remote_code)
-            except Exception as e:  # noqa: BLE001
-                raise ModelLoadError(f"cannot load the tokenizer of {source!r}: {first_line(e)}", file=source) from None
+            tok = load_tokenizer(source, trust_remote_code=trust_remote_code)
         text_cfg = cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
         stored = _safetensors_dtypes(folder) if folder is not None else Counter()
         dtype = ", ".join(f"{k} ({v})" for k, v in stored.most_common()) if stored else \

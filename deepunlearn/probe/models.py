@@ -25,7 +25,8 @@ from typing import Any
 from ..errors import atomic_write_text, load_json
 from .hf_quiet import quiet_hf  # noqa: F401  (re-exported: many modules import it from here)
 from .gguf import find_gguf, gguf_architecture, quiet_gguf, strip_quantization
-from .chat import chat_format
+from .chat import chat_format, template_file
+from .hf_load import load_error, load_tokenizer, not_interrupt
 from .prompts import PromptFormat
 from .model_bounds import check_device_memory, check_fits
 from .sources import ModelLoadError, check_folder, diagnose_weights, first_line, looks_local, resolve_hub
@@ -239,23 +240,25 @@ def load_model(
     if on_gpu:
         kwargs["device_map"] = {"": device}  # load straight onto the GPU
         kwargs["attn_implementation"] = "sdpa"  # dropped again below where the class has no SDPA
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     where = str(folder) if folder is not None else name
     with quiet_hf(errors_only=folder is not None), (quiet_gguf() if gguf is not None else contextlib.nullcontext()):
         if gguf is None and folder is not None and not config.get("auto_map"):  # custom code: its classes decide
             check_device_memory(check_fits(folder, config), torch_dtype, device, source)
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(where, **extra)
-        except BaseException as e:  # noqa: BLE001 - whatever the folder's files make transformers raise
-            raise _load_error("the tokenizer of", source, _not_interrupt(e)) from e
+        tokenizer = load_tokenizer(where, source=source, check=gguf is None, **extra)
         _check_pad(tokenizer, source)  # before the (long) model load
+        chat = None
+        if prompt is None and answer_format == "chat" and getattr(tokenizer, "chat_template", None) \
+                or prompt is not None and prompt.pending:  # the template renders before the long load, too
+            chat = chat_format(tokenizer, source=source, flag="--answer-format",
+                               template=template_file(folder if gguf is None else None, source))
         try:
             model, info = _from_pretrained(AutoModelForCausalLM, where, kwargs)
         except BaseException as e:  # noqa: BLE001
-            _not_interrupt(e)
+            not_interrupt(e)
             bad = diagnose_weights(folder) if folder is not None and gguf is None else None
-            raise (bad or _load_error("model", source, e)) from e
+            raise (bad or load_error("model", source, e)) from e
     _check_loading_info(info, source)
     if gguf is not None:
         strip_quantization(model)
@@ -265,16 +268,18 @@ def load_model(
 
     _ensure_pad(model, tokenizer)
     source_kind = "explicit"
-    if prompt is None and answer_format == "chat" and getattr(tokenizer, "chat_template", None):
-        prompt, source_kind = PromptFormat.named("chat"), "chat"  # resolved below
+    if chat is not None:  # "chat": the pieces come from this tokenizer's chat template
+        source_kind = "explicit" if prompt is not None else "chat"
+        prompt = chat
     if prompt is None and answer_format in ("recorded", "chat") and folder is not None and gguf is None:
         prompt = prompt_from_meta(meta, folder)
         source_kind = "recorded"
     if prompt is None:
         prompt = PromptFormat.for_model(getattr(model.config, "model_type", ""), name)
         source_kind = "family"
-    if prompt.pending:  # "chat": the pieces come from this tokenizer's chat template
-        prompt = chat_format(tokenizer, source=source, flag="--answer-format")
+    if prompt.pending:  # "chat" recorded in a checkpoint's deepunlearn.json: resolved by its tokenizer
+        prompt = chat_format(tokenizer, source=source, flag="--answer-format",
+                             template=template_file(folder if gguf is None else None, source))
     return ModelBundle(model=model, tokenizer=tokenizer, prompt=prompt, device=str(device), name=name,
                        path=path.resolve() if local else None, meta=meta, prompt_source=source_kind)
 
@@ -303,29 +308,6 @@ def _check_loading_info(info: dict, source: str) -> None:
         what += [f"{len(mismatched)} of another shape (e.g. {mismatched[0]})"] if mismatched else []
         raise ModelLoadError(f"{source}: the weights do not fit config.json ({', '.join(what)}): a corrupt "
                              "checkpoint, or a config.json from another model", file=source)
-
-
-def _not_interrupt(e: BaseException) -> BaseException:
-    """``e`` unless it is Ctrl-C or an exit (re-raised): a Rust panic in the tokenizers library
-    (pyo3's PanicException, a BaseException) is the files' fault like any other error."""
-    if isinstance(e, (KeyboardInterrupt, SystemExit, GeneratorExit)):
-        raise e
-    return e
-
-
-def _load_error(what: str, source: str, e: BaseException) -> ModelLoadError:
-    """A ModelLoadError for an exception out of ``from_pretrained`` (its first line only)."""
-    if isinstance(e, ModelLoadError):
-        return e
-    if "trust_remote_code" in str(e):
-        return ModelLoadError(f"{source}: the model asks to run its own code; refused; pass --trust-remote-code "
-                              "(trust_remote_code=True) to allow it", file=source, field="auto_map")
-    if "ignore_mismatched_sizes" in str(e):
-        return ModelLoadError(f"{source}: the weights do not fit config.json (parameters of another shape): a "
-                              "corrupt checkpoint, or a config.json from another model", file=source)
-    if isinstance(e, MemoryError):
-        return ModelLoadError(f"cannot load {what} {source!r}: out of memory", file=source)
-    return ModelLoadError(f"cannot load {what} {source!r}: {first_line(e)}", file=source)
 
 
 def _dtype_kwarg() -> str:

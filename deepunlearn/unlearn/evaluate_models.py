@@ -44,6 +44,34 @@ def _same_model(base: str, original: str) -> bool:
     return base.rstrip("/") == original.rstrip("/")
 
 
+#: Fields of an adapter_config.json that size the tensors peft allocates before it reads the weights.
+ADAPTER_SIZES = ("r", "num_virtual_tokens", "token_dim")
+
+
+def check_sizes(folder: Path, cfg: dict) -> None:
+    """Where the adapter's weights are a safetensors file, every size field
+    (:data:`ADAPTER_SIZES`, ``rank_pattern`` values) must be a positive integer no larger than the
+    largest dimension its header declares: peft allocates the layers a config describes before it
+    reads the weights (``r = 100000000`` on a 16-wide model asked for 6.4 GB)."""
+    from ..probe.model_bounds import read_safetensors_header
+
+    weights = folder / "adapter_model.safetensors"
+    if not weights.is_file():
+        return
+    header = read_safetensors_header(weights)
+    dims = [d for k, v in header.items() if k != "__metadata__" and isinstance(v, dict)
+            for d in (v.get("shape") if isinstance(v.get("shape"), list) else []) if isinstance(d, int)]
+    largest = max(dims, default=0)
+    sizes = [(k, cfg[k]) for k in ADAPTER_SIZES if cfg.get(k) is not None]
+    if isinstance(cfg.get("rank_pattern"), dict):
+        sizes += [(f"rank_pattern.{k}", v) for k, v in cfg["rank_pattern"].items()]
+    where = folder / ADAPTER_CONFIG
+    for key, v in sizes:
+        if not isinstance(v, int) or isinstance(v, bool) or not 0 < v <= largest:
+            raise ModelLoadError(f"{where}: field {key} = {v!r}: expected a positive integer no larger than the "
+                                 f"largest dimension of {weights.name} ({largest})", file=where, field=key)
+
+
 def _adapter_base(folder: Path) -> str:
     from ..errors import load_json
 
@@ -59,32 +87,30 @@ def _adapter_base(folder: Path) -> str:
 def load_unlearned(name: str, original: ModelBundle, *, original_name: str, original_rows: int, device=None,
                    dtype=None, trust_remote_code: bool = False) -> ModelBundle:
     """B in A's answer format; a PEFT adapter is merged into a fresh copy of A (its recorded
-    base must be A). A tokenizer or vocabulary other than A's is an :class:`EvaluateError`."""
+    base must be A). A tokenizer or vocabulary other than A's is an :class:`EvaluateError`.
+    An adapter's files are checked before anything is loaded
+    (:func:`~deepunlearn.probe.hf_load.check_adapter`, :func:`check_sizes`): an ``auto_map`` in
+    its adapter, tokenizer or model config is refused unless ``trust_remote_code``, sizes its
+    weights do not back are refused, and its tokenizer loads as every tokenizer does."""
+    from ..probe.hf_load import check_adapter, load_adapter, load_tokenizer
+
     folder = Path(name).expanduser()
     if is_adapter(name):
+        check_sizes(folder, check_adapter(folder, trust_remote_code=trust_remote_code))
         base = _adapter_base(folder)
         if not _same_model(base, original_name):
             raise EvaluateError(f"--unlearned {name}: a PEFT adapter on base model {base!r}, but --original is "
                                 f"{original_name!r}; judge it against its own base", file=name, field="--unlearned")
+        own_tokenizer = None
+        if any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
+            own_tokenizer = load_tokenizer(folder, source=name, trust_remote_code=trust_remote_code, check=False)
         bundle = load_model(original_name, device=device, dtype=dtype, prompt=original.prompt,
                             trust_remote_code=trust_remote_code)
-        try:
-            from peft import PeftModel
-        except ImportError:  # pragma: no cover - peft is a dependency of LoRA mode
-            raise EvaluateError(f"--unlearned {name}: a PEFT adapter, and the peft package is not installed",
-                                file=name) from None
-        try:
-            bundle.model = PeftModel.from_pretrained(bundle.model, str(folder)).merge_and_unload()
-        except Exception as e:  # noqa: BLE001 - whatever a broken adapter makes peft raise
-            from ..probe.sources import first_line
-
-            raise ModelLoadError(f"cannot load the PEFT adapter {name!r}: {first_line(e)}", file=name) from e
+        bundle.model = load_adapter(bundle.model, folder, name=name)
         bundle.model.eval()
         bundle.name, bundle.path = name, folder.resolve()
-        if any((folder / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json")):
-            from transformers import AutoTokenizer
-
-            check_vocab(AutoTokenizer.from_pretrained(str(folder)), bundle.model, original, original_rows, name, original_name)
+        if own_tokenizer is not None:
+            check_vocab(own_tokenizer, bundle.model, original, original_rows, name, original_name)
         check_vocab(bundle.tokenizer, bundle.model, original, original_rows, name, original_name)
         return bundle
     bundle = load_model(name, device=device, dtype=dtype, prompt=original.prompt, trust_remote_code=trust_remote_code)

@@ -67,14 +67,20 @@ def load_config(spec: Any, *, flag: str = "--model") -> tuple[str, Any]:
         raise PlanError(f"{flag} {name}: no such file or folder (expected a config.json, a checkpoint folder, a .gguf "
                         f"file, a hub name or one of {', '.join(PRESETS)})", file=path, field=flag)
     folder = resolve_hub(name)
-    from transformers import AutoConfig
+    from ..probe.hf_load import load_config as hf_config
 
     try:
-        return name, AutoConfig.from_pretrained(str(folder) if folder is not None else name)
+        return name, hf_config(str(folder) if folder is not None else name, error=PlanError, hint=_NO_CODE)
+    except PlanError:
+        raise
     except Exception as e:  # noqa: BLE001 - whatever the hub or the file makes transformers raise
         from ..probe.sources import first_line
 
         raise PlanError(f"{flag} {name}: cannot read its config ({first_line(e)})", field=flag) from None
+
+
+#: How a plan refuses a model that asks for its own code.
+_NO_CODE = "the plan covers architectures transformers knows, without a folder's own code"
 
 
 def _refuse_remote_code(data: dict, folder: Path, fname: str) -> None:
@@ -82,8 +88,7 @@ def _refuse_remote_code(data: dict, folder: Path, fname: str) -> None:
     plan would describe a model that is not the one the folder's code builds."""
     from ..probe.sources import refuse_remote_code
 
-    refuse_remote_code(data, folder, fname, error=PlanError,
-                       hint="the plan covers architectures transformers knows, without a folder's own code")
+    refuse_remote_code(data, folder, fname, error=PlanError, hint=_NO_CODE)
 
 
 def _read_json(path: Path, flag: str) -> dict:
@@ -94,14 +99,13 @@ def _read_json(path: Path, flag: str) -> dict:
 
 
 def _gguf_config(path: Path, flag: str):
-    from transformers import AutoConfig
-
+    from ..probe.hf_load import load_config as hf_config
     from ..probe.sources import first_line
 
     import struct
 
     try:
-        return AutoConfig.from_pretrained(str(path.parent), gguf_file=path.name)
+        return hf_config(path.parent, gguf_file=path.name)
     except struct.error:  # the header ends before its fields do
         raise PlanError(f"{path}: a truncated or corrupt GGUF file (its header ends early)", file=path,
                         field=flag) from None
