@@ -161,3 +161,75 @@ def p_chance(sets: Iterable[Iterable[int]], p: Mapping[int, float] | Sequence[fl
         return done(1.0 - miss_common * (1.0 - q), n=len(free))
     q, se = _monte_carlo(masks, pv, samples, seed)
     return done(1.0 - miss_common * (1.0 - q), miss_common * se, "monte-carlo", len(free), samples)
+
+
+def _counted(states: np.ndarray, n: int) -> np.ndarray:
+    """Per state (one word, ``n`` bits used): its number of set bits."""
+    c = np.zeros(len(states), dtype=np.int64)
+    for j in range(n):
+        c += ((states[:, 0] >> np.uint64(j)) & np.uint64(1)).astype(np.int64)
+    return c
+
+
+def p_chance_of(sets: Iterable[Iterable[int]], p: Mapping[int, float] | Sequence[float], chosen: Iterable[int],
+                known: Iterable[int], *, exact_limit: int = EXACT_LIMIT, samples: int = DEFAULT_SAMPLES,
+                seed: int = 0) -> ChanceResult:
+    """The p-value of one unlearned model B's answers on a minimal set ``chosen`` (the verdict's
+    set, which holds the target) under the null model that B learned none of its facts.
+
+    Outside ``chosen`` B's answers are taken as they are (``known``: the cone facts B answers);
+    each fact ``f`` of ``chosen`` is answered by chance, independently, with probability
+    ``p[f]``. The statistic is the number of ``chosen``'s facts answered; the value is the
+    probability that a chance-only model answers at least as many of them as B does
+    (``len(chosen & known)``) **and** keeps the target derivable (the answered facts meet every
+    set of ``sets``). A model that lost ``chosen`` by exact unlearning and guesses one fact of
+    it back gets a large value; one that still answers every fact of ``chosen`` but the target
+    (forgetting stopped at the target) a small one, as small as the product of their rates.
+
+    >>> r = p_chance_of([{0, 1, 2}], {0: 0.3, 1: 0.3, 2: 0.3}, {0, 1, 2}, {1})     # one guessed fact
+    >>> round(r.value, 3)                                                          # 1 - 0.7 ** 3
+    0.657
+    >>> round(p_chance_of([{0, 1, 2}], {0: 0.3, 1: 0.3, 2: 0.3}, {0, 1, 2}, {1, 2}).value, 3)
+    0.216
+    """
+    fam = [sorted({int(f) for f in s}) for s in sets]
+    chosen = sorted({int(f) for f in chosen})
+    known = {int(f) for f in known}
+    cone = sorted({f for s in fam for f in s} | set(chosen))
+    probs = {f: _prob(p, f) for f in chosen}
+    k = len(known.intersection(chosen))
+    if isinstance(exact_limit, bool) or not isinstance(exact_limit, int) or not 0 <= exact_limit <= 24:
+        raise RulesError(f"p_chance: exact_limit must be an integer in [0, 24], got {exact_limit!r}")
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise RulesError(f"p_chance: samples must be a positive integer, got {samples!r}")
+    inside = set(chosen)
+    # a set holding a fact outside ``chosen`` that B answers is met whatever the chance draws;
+    # the facts outside ``chosen`` that B does not answer never meet one
+    rest = [[f for f in s if f in inside] for s in fam if not any(f not in inside and f in known for f in s)]
+    n = len(chosen)
+    if any(not s for s in rest):  # a set only facts B lost outside ``chosen`` could meet: never derivable
+        return ChanceResult(0.0, 0.0, "exact", len(cone), n)
+    index = {f: j for j, f in enumerate(chosen)}
+    masks = _masks(rest, index) if rest else np.zeros((0, max(1, -(-n // 64))), dtype=np.uint64)
+    pv = np.array([probs[f] for f in chosen])
+    if n <= exact_limit:
+        states = np.arange(1 << n, dtype=np.uint64)[:, None]
+        weight = np.ones(1 << n)
+        for j, pj in enumerate(pv):
+            bit = (states[:, 0] >> np.uint64(j)) & np.uint64(1)
+            weight *= np.where(bit == 1, pj, 1.0 - pj)
+        ok = _hits_all(states, masks) & (_counted(states, n) >= k)
+        return ChanceResult(min(1.0, float(weight[ok].sum())), 0.0, "exact", len(cone), n)
+    rng = np.random.default_rng(seed)
+    words = max(1, -(-n // 64))
+    hits = done = 0
+    while done < samples:
+        m = min(_CHUNK, samples - done)
+        draw = rng.random((m, n)) < pv
+        states = np.zeros((m, words), dtype=np.uint64)
+        for j in range(n):
+            states[:, j // 64] |= draw[:, j].astype(np.uint64) << np.uint64(j % 64)
+        hits += int((_hits_all(states, masks) & (draw.sum(axis=1) >= k)).sum())
+        done += m
+    q = hits / samples
+    return ChanceResult(q, math.sqrt(q * (1 - q) / samples), "monte-carlo", len(cone), n, samples)

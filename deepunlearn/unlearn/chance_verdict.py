@@ -3,21 +3,27 @@
 A verdict that is not deep says the unlearned model B still yields the target: it answers it, or
 the rules derive it from what B answers. A model can answer a fact it never learned (a surname
 shared by father and child, a yes/no question right half the time), so the verdict is only as
-strong as that is unlikely. The null model: every fact of the target's cone (the union of its
-minimal deep-unlearning sets over K_A, the target included) is answered *by chance*,
-independently, with the raw false-positive rate of the verdict's probe mode on never-seen facts
-of its relation, as a calibration measured it (``deepunlearn probe --calibrate``: per relation
-with at least 20 never-seen facts, else its group's, said so). Then::
+strong as B's answers are unlikely under chance. The null model: B learned none of the facts of
+the verdict's minimal deep-unlearning set (``best_set``, the target included) and answers each
+of them *by chance*, independently, with the raw false-positive rate of the verdict's probe mode
+on never-seen facts of its relation, as a calibration measured it (``deepunlearn probe
+--calibrate``: per relation with at least 20 never-seen facts, else its group's, said so); its
+answers outside that set are B's. Then::
 
-    p_chance = P(the chance-answered facts still derive the target)
-             = P(they meet every minimal deep-unlearning set)
+    p_chance = P(a chance-only model answers at least as many of the set's facts as B does
+                 and the rules still derive the target from its answers)
 
-(:func:`deepunlearn.rules.chance.p_chance`: exact on a cone of up to 20 facts to enumerate, Monte
-Carlo with its standard error beyond). A verdict that is not deep with ``p_chance >= 0.05``
-(:data:`ESTABLISHED`) is **not established**: chance alone explains it too often. The rates
-come from the calibration's model and forms; the verdict records both (``chance``), with the
-rate used for each relation of the cone and where it came from. With approximate minimal sets
-(MDUS) the sets may be fewer than all, and p_chance is then an upper bound.
+(:func:`deepunlearn.rules.chance.p_chance_of`: exact on a set of up to 20 facts, Monte Carlo
+with its standard error beyond). Exact unlearning that guesses one fact of the set back gets a
+large p_chance; a model that still answers every fact of the set but the target gets about the
+product of their rates. A verdict that is not deep with ``p_chance >= 0.05``
+(:data:`ESTABLISHED`) is **not established**: chance alone explains it too often. Beside it,
+``chance["p_any"]`` is the target's own figure, independent of B: the probability that a model
+answering every fact of the target's cone (the union of its minimal sets) by chance is judged not
+deep at all (:func:`deepunlearn.rules.chance.p_chance`). The rates come from the calibration's
+model and forms; the verdict records both (``chance``), with the rate used for each relation of
+the cone and where it came from. With approximate minimal sets (MDUS) the sets may be fewer than
+all, and both figures are then upper bounds.
 """
 
 from __future__ import annotations
@@ -77,15 +83,26 @@ def chance_rates(calibration, mode: str, *, flag: str = "--calibration") -> Chan
     return ChanceRates(cal, mode, source)
 
 
-def chance_fields(evaluator, kb, target: int, rates: ChanceRates, *, seed: int = 0) -> dict[str, Any]:
+def chance_fields(evaluator, kb, target: int, rates: ChanceRates, *, verdict=None, seed: int = 0) -> dict[str, Any]:
     """The verdict fields ``p_chance``, ``p_chance_se``, ``p_chance_method`` and ``chance`` of
-    ``target`` (module docstring)."""
-    from ..rules.chance import p_chance
+    ``target`` (module docstring): of ``verdict``'s answers when given, else the target's own
+    figure (``p_any``) in ``p_chance``."""
+    from ..rules.chance import p_chance, p_chance_of
 
     ms = evaluator.minimal_sets(int(target))
     cone = sorted({f for s in ms.sets for f in s})
     used = {f: rates.rate(kb, f) for f in cone}
-    res = p_chance(ms.sets, {f: r["fp"] / r["n_neg"] for f, r in used.items()}, seed=seed)
+    probs = {f: r["fp"] / r["n_neg"] for f, r in used.items()}
+    prior = p_chance(ms.sets, probs, seed=seed)
+    res = prior
+    if verdict is not None:
+        chosen = [int(f) for f in verdict.best_set] or [int(target)]
+        for f in chosen:
+            if f not in probs:
+                used[f] = rates.rate(kb, f)
+                probs[f] = used[f]["fp"] / used[f]["n_neg"]
+        gone = set(verdict.forgotten)
+        res = p_chance_of(ms.sets, probs, chosen, [f for f in cone if f not in gone], seed=seed)
     by_rel: dict[str, dict[str, Any]] = {}
     for f, r in used.items():
         rel = kb.facts[f][1]
@@ -96,7 +113,10 @@ def chance_fields(evaluator, kb, target: int, rates: ChanceRates, *, seed: int =
               "rates": by_rel, "fallbacks": sorted(r for r, x in by_rel.items() if x["source"] == "group"),
               "cone": res.cone, "enumerated": res.enumerated, "samples": res.samples,
               "minimal_sets": len(ms.sets), "sets_exact": ms.exact, "threshold": ESTABLISHED,
-              "established": res.value < ESTABLISHED}
+              "established": res.value < ESTABLISHED, "p_any": prior.value, "p_any_se": prior.se,
+              "statistic": None if verdict is None else {
+                  "set": [int(f) for f in verdict.best_set],
+                  "answered": sum(f not in set(verdict.forgotten) for f in verdict.best_set)}}
     return {"p_chance": res.value, "p_chance_se": res.se, "p_chance_method": res.method, "chance": chance}
 
 
@@ -104,7 +124,7 @@ def attach_chance(verdict, evaluator, kb, rates: ChanceRates | None):
     """``verdict`` with its chance fields set when it is not deep (a deep one is left as is)."""
     if rates is None or verdict.deep:
         return verdict
-    for k, v in chance_fields(evaluator, kb, verdict.target_id, rates).items():
+    for k, v in chance_fields(evaluator, kb, verdict.target_id, rates, verdict=verdict).items():
         setattr(verdict, k, v)
     return verdict
 
@@ -122,22 +142,23 @@ def deep_text(verdict, text: str) -> str:
     se = f" +/- {verdict.p_chance_se:.2g}" if verdict.p_chance_method == "monte-carlo" else ""
     if not_established(verdict):
         return (f"not established (p_chance {p:.2f} >= {ESTABLISHED}){se}: {text.removeprefix('no: ')}, but a model "
-                f"answering the target's facts only by chance would too with probability {p:.2f}")
+                f"that learned none of its set's facts, answering them by chance, would answer as many and be judged so "
+                f"with probability {p:.2f}")
     return f"{text} (p_chance {p:.2g}{se} < {ESTABLISHED})"
 
 
 def target_chance(evaluator, kb, target: int, rates: ChanceRates | None) -> dict[str, Any]:
-    """A target's chance fields for ``deepunlearn unlearn`` (``{}`` without rates): p_chance does
-    not depend on the unlearned model, only on the target's minimal sets and the rates, so one
-    figure serves every grid point judged not deep."""
+    """A target's chance fields for ``deepunlearn unlearn`` (``{}`` without rates): the target's
+    own figure (``p_any``, independent of the unlearned model: a model answering the target's
+    whole cone by chance), one figure for every grid point judged not deep; ``evaluate`` gives
+    each model's own p_chance."""
     return {} if rates is None else chance_fields(evaluator, kb, target, rates)
 
 
 def chance_line(result: dict[str, Any]) -> str:
-    """The line ``deepunlearn unlearn`` prints under a target's table."""
+    """The line ``deepunlearn unlearn`` prints under a target's table (the target's own figure)."""
     p, se = result["p_chance"], result.get("p_chance_se") or 0.0
     fig = f"p_chance {p:.2g}" + (f" +/- {se:.2g}" if result.get("p_chance_method") == "monte-carlo" else "")
-    if p >= ESTABLISHED:
-        return (f"  {fig} >= {ESTABLISHED}: a point judged not deep here is not established (a model answering the "
-                f"target's facts only by chance would be judged so with probability {p:.2f})")
-    return f"  {fig} < {ESTABLISHED}: a point judged not deep here is established"
+    return (f"  {fig}: a model answering the target's facts only by chance is judged not deep with probability "
+            f"{p:.2f}" + (" (a point judged not deep here may be chance: deepunlearn evaluate --calibration gives a "
+                          "saved model's own p_chance)" if p >= ESTABLISHED else ""))

@@ -99,3 +99,41 @@ def test_bad_probabilities_are_named():
         p_chance([{0, 1}], {0: 0.5})
     with pytest.raises(RulesError, match="fact 0"):
         p_chance([{0}], {0: 1.5})
+
+
+def brute_of(sets, p, chosen, known) -> float:
+    """Over every subset S of ``chosen``: answered = (known minus chosen) | S; count it where S
+    has at least as many facts as known & chosen and answered meets every set."""
+    chosen = sorted(chosen)
+    k = len(set(known) & set(chosen))
+    total = 0.0
+    for bits in itertools.product([False, True], repeat=len(chosen)):
+        s_ = {f for f, b in zip(chosen, bits) if b}
+        answered = (set(known) - set(chosen)) | s_
+        if len(s_) >= k and all(answered & set(m) for m in sets):
+            total += math.prod(p[f] if b else 1 - p[f] for f, b in zip(chosen, bits))
+    return total
+
+
+@settings(max_examples=60, deadline=None)
+@given(families(), st.data())
+def test_p_chance_of_equals_brute_force(fam, data):
+    from deepunlearn.rules.chance import p_chance_of
+
+    sets, p = fam
+    chosen = sets[0]
+    cone = sorted(set().union(*sets))
+    known = set(data.draw(st.lists(st.sampled_from(cone), max_size=len(cone))))
+    r = p_chance_of(sets, p, chosen, known)
+    assert r.method == "exact" and r.value == pytest.approx(brute_of(sets, p, chosen, known), abs=1e-9)
+
+
+def test_p_chance_of_monte_carlo_is_within_four_standard_errors():
+    from deepunlearn.rules.chance import p_chance_of
+
+    chosen = set(range(22))
+    p = {f: 0.5 for f in chosen}
+    known = set(range(12))
+    exact = p_chance_of([chosen], p, chosen, known, exact_limit=22)
+    mc = p_chance_of([chosen], p, chosen, known, exact_limit=20, samples=20000, seed=3)
+    assert mc.method == "monte-carlo" and abs(mc.value - exact.value) <= 4 * mc.se

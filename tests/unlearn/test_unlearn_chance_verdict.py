@@ -83,22 +83,69 @@ def test_a_calibration_on_other_forms_is_said():
 
 
 def test_the_target_relation_at_fpr_one_is_not_established(world):
+    """A model that lost the target's set but still answers the target, whose relation is always
+    guessed: chance explains it (p 1). The same rates and a model that lost only the target but
+    answers the rest of its set (never guessed): established (p 0)."""
     kb, rules, known_a, ev, t = world
     rel = kb.facts[t][1]
-    v = attach_chance(_superficial(world), ev, kb, chance_rates(make_calibration(kb, {rel: 1.0}), "exact"))
+    rates = chance_rates(make_calibration(kb, {rel: 1.0}), "exact")
+    chosen = set(ev.evaluate(t, [t]).set)
+    answers_t = judge_known(kb, rules, ev, known_a, known_a - chosen | {t}, t, original="A", unlearned="B",
+                            kb_name="kb", mode="exact", forms=None, budget=None)
+    assert not answers_t.target_forgotten
+    v = attach_chance(answers_t, ev, kb, rates)
     assert v.p_chance == 1.0 and not v.chance["established"]
+    if all(kb.facts[f][1] != rel for f in _superficial(world).best_set if f != t):
+        assert attach_chance(_superficial(world), ev, kb, rates).p_chance == 0.0
     assert v.chance["rates"][rel]["fpr"] == 1.0 and v.chance["rates"][rel]["source"] == "relation"
     assert "deep: not established (p_chance 1.00 >= 0.05)" in v.text()
 
 
 def test_p_chance_is_the_probability_over_the_cone(world):
+    """p_any: the whole cone answered by chance; p_chance: B's answers outside its set kept, the set
+    answered by chance, at least as many of its facts as B answers (brute force over the set)."""
     kb, rules, known_a, ev, t = world
     share = {r: s for r, s in zip(sorted({f[1] for f in kb.facts}), (0.1, 0.25, 0.5, 0.05, 0.2, 0.4, 0.15, 0.3, 0.35))}
     v = attach_chance(_superficial(world), ev, kb, chance_rates(make_calibration(kb, share), "exact"))
     sets = ev.minimal_sets(t).sets
     p = {f: round(share[kb.facts[f][1]] * 40) / 40 for f in set().union(*sets)}
-    assert v.p_chance == pytest.approx(brute(sets, p), abs=1e-12)
+    assert v.chance["p_any"] == pytest.approx(brute(sets, p), abs=1e-12)
+    chosen = sorted(v.best_set)
+    known_b = known_a - {t}
+    k = len(known_b & set(chosen))
+    want = 0.0
+    for bits in itertools.product([0, 1], repeat=len(chosen)):
+        s_ = {f for f, b in zip(chosen, bits) if b}
+        answered = (known_b - set(chosen)) | s_
+        if len(s_) >= k and all(answered & set(m) for m in sets):
+            want += math.prod(p[f] if b else 1 - p[f] for f, b in zip(chosen, bits))
+    assert v.p_chance == pytest.approx(want, abs=1e-12)
+    assert v.chance["statistic"] == {"set": chosen, "answered": k}
     assert 0 < v.p_chance < 1
+
+
+def test_exact_unlearning_that_guesses_one_fact_is_not_established_and_kept_facts_are(world):
+    """The same target and rates: a model that lost the whole set but guesses one fact of it back
+    has a large p_chance; one that lost only the target at most the chance of answering all but
+    one of the set's facts."""
+    kb, rules, known_a, ev, t = world
+    rel = {f[1] for f in kb.facts}
+    cal = chance_rates(make_calibration(kb, {r: 0.3 for r in rel}), "exact")
+    chosen = sorted(ev.evaluate(t, [t]).set)
+    assert len(chosen) >= 3
+    guess = next(f for f in chosen if f != t)
+    b_exact = known_a - set(chosen) | {guess}
+    v1 = judge_known(kb, rules, ev, known_a, b_exact, t, original="A", unlearned="O", kb_name="kb", mode="exact",
+                     forms=None, budget=None)
+    v2 = _superficial(world)
+    if v1.deep:  # the guessed fact alone does not derive the target here: nothing to weigh
+        return
+    v1 = attach_chance(v1, ev, kb, cal)
+    v2 = attach_chance(v2, ev, kb, cal)
+    assert v1.p_chance >= 0.05 and "not established" in v1.text()
+    n = len(v2.best_set)  # at least n - 1 of n facts answered at rate 0.3 (each such draw derives the target)
+    tail = sum(math.comb(n, j) * 0.3 ** j * 0.7 ** (n - j) for j in range(n - 1, n + 1))
+    assert v2.p_chance <= tail + 1e-12 and v2.p_chance < v1.p_chance
 
 
 def test_a_relation_with_few_negatives_uses_its_group_and_says_so(world):
@@ -191,6 +238,8 @@ def test_unlearn_reports_the_targets_p_chance(five_people_kb, five_people_model_
             "--target", str(t), "--grid", "1", "--device", "cpu", "--cache-dir", str(tmp_path / "cache"),
             "--calibration", str(cal)]
     assert main(args) == 0
-    assert "p_chance 0 < 0.05: a point judged not deep here is established" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "p_chance 0: a model answering the target's facts only by chance is judged not deep with probability 0.00" in out
+    assert "may be chance" not in out
     assert main([*args[:-2], "--target", f"{t},{t + 1}", "--calibration", str(cal)]) == 1
     assert "--calibration: p_chance is reported per target" in capsys.readouterr().err

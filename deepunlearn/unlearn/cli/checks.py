@@ -39,8 +39,7 @@ def add_check_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calibration", default=None, metavar="CAL",
                    help="a calibration (deepunlearn probe --calibrate -o CAL): report the target's p_chance, the "
                         "chance that a model answering its facts only by chance (at the raw false-positive rate of "
-                        "each fact's relation) is judged not deep; a point judged not deep with p_chance >= 0.05 is "
-                        "not established")
+                        "each fact's relation) is judged not deep (evaluate --calibration gives a saved model's own)")
 
 
 def add_adversarial_args(p: argparse.ArgumentParser) -> None:
