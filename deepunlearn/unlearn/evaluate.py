@@ -99,6 +99,11 @@ class Verdict(BaseModel):
     #: :func:`deepunlearn.unlearn.derived.model_derived` and its ``deep_model``
     model_derived: dict[str, Any] | None = None
     deep_model: bool | None = None
+    #: with an oracle (``evaluate --oracle DIR``): the verdict relative to exact unlearning
+    #: (:mod:`.oracle_verdict`) and its details (oracle folder, excluded ids, margins, negatives,
+    #: the excluded facts B still holds beyond the oracle)
+    deep_oracle: bool | None = None
+    oracle: dict[str, Any] | None = None
 
     def text(self) -> str:
         """Readable lines: the counts, the metrics and, for a superficial forgetting, the
@@ -125,8 +130,9 @@ class Verdict(BaseModel):
                          f"{'yes' if md['direct'] else 'no'}; compose questions answered "
                          f"{md['compose_answered']}/{md['compose_questions']})")
         from .evaluate_checks import check_lines
+        from .oracle_verdict import oracle_lines
 
-        return "\n".join(lines + check_lines(self))
+        return "\n".join(lines + oracle_lines(self) + check_lines(self))
 
 
 def _kb(kb) -> tuple[Any, str]:
@@ -159,7 +165,8 @@ class Judge:
                  forms: str | None = None, protocol: str | None = None, device: str | None = None,
                  dtype=None, prompt=None, answer_format: str | None = None, trust_remote_code: bool = False,
                  cache_dir: str | os.PathLike | None = None, batch_size: int = 64, progress: bool = True,
-                 grounding_budget: int | None = None, model_derived: bool = False):
+                 grounding_budget: int | None = None, model_derived: bool = False,
+                 oracle: str | os.PathLike | None = None, negatives=None):
         from ..probe.protocol import get_protocol
         from ..rules.budget import DEFAULT_MAX_GROUNDINGS
         from ..rules.load import load_rules
@@ -178,6 +185,7 @@ class Judge:
         self.device, self.dtype, self.batch_size, self.progress = device, dtype, batch_size, progress
         self.trust_remote_code = trust_remote_code
         self.model_derived = model_derived  # also ask B the target's compose questions (deep_model)
+        self.oracle, self.negatives = oracle, negatives  # deep_oracle relative to an oracle (.oracle_verdict)
         self.original = str(original)
         self.bundle = load_original(self.original, self.kb, device=device, dtype=dtype, prompt=prompt,
                                     answer_format=answer_format or proto.answer_format,
@@ -280,6 +288,10 @@ class Judge:
                                graph=self.evaluator.graph, batch_size=self.batch_size)
             v.deep_model = md.pop("deep_model")
             v.model_derived = md
+        if self.oracle is not None:
+            from .oracle_verdict import judge_oracle
+
+            v.deep_oracle, v.oracle = judge_oracle(self, bundle, known_b, target)
         if checks is None:
             return v
         return Verdict(**{**v.model_dump(), **checks.run(self, bundle, target, v)})
@@ -321,7 +333,8 @@ def evaluate(original: str | os.PathLike, unlearned: str | os.PathLike | Sequenc
     """Judge ``unlearned`` (one model, or a list: A is probed once) against ``original`` for
     ``target`` (a fact id or ``"S|r|O"``) on ``kb`` (a KnowledgeBase or a KB file). Keywords:
     ``protocol``, ``device``, ``dtype``, ``prompt``, ``answer_format``, ``trust_remote_code``,
-    ``cache_dir`` (the probe cache of A), ``batch_size``, ``progress``, ``grounding_budget``.
+    ``cache_dir`` (the probe cache of A), ``batch_size``, ``progress``, ``grounding_budget``,
+    ``oracle`` (an oracle folder: ``deep_oracle``, :mod:`.oracle_verdict`) with ``negatives``.
     The checks (:mod:`.evaluate_checks`): ``adversarial`` (with ``adversarial_modes``,
     ``adversarial_calibration``), the attacks ``relearn`` (a grid of step counts, e.g. ``[1, 2, 4]``),
     ``relearn_size``, ``relearn_lr``, ``quantize`` (``"int8"``, ``"int4"``, ``"nf4"``), ``seed``,

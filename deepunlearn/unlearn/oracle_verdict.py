@@ -1,0 +1,224 @@
+"""``deep_oracle``: a verdict relative to exact unlearning (an oracle, :mod:`.oracle`).
+
+The raw verdict calls B's forgetting superficial when the rules derive the target from what B
+answers. But a model that was never taught a fact may answer it anyway (from names, genders, the
+question's shape): the oracle, trained without the target's minimal set, answers some of that
+set too. Relative to exact unlearning, B **holds** a fact only if
+
+- B answers it (raw, the probe mode's rule), and
+- for a fact the oracle was *not* trained on (its excluded facts), B's evidence beats the
+  oracle's by more than a margin: ``score_B - score_O > max(margin, 0)`` in some mode.
+
+Facts the oracle was trained on count as held whenever B answers them. ``deep_oracle``: the
+target is not derivable (rules closure) from B's held facts.
+
+Evidence is the probe mode's continuous per-fact score (:mod:`deepunlearn.probe.evidence`;
+:mod:`deepunlearn.probe.calibration` explains it per mode: ``-inf`` where the mode's raw rule
+does not call the fact known). The difference is ``-inf`` where B does not answer, ``+inf`` where
+B answers and the oracle does not, else ``score_B - score_O``. The margin is calibrated on facts
+**both** models never saw (negatives: a holdout KB from ``deepunlearn data holdout``, else the
+KB's never-true facts, :func:`~deepunlearn.rules.never_true.make_never_true` with seed 0): the
+threshold (:func:`~deepunlearn.probe.calibration.threshold`) passing at most ``fpr`` (default
+5 %) of the negatives' differences, per mode; mode ``any`` tries each of its modes at
+``fpr / m`` (Bonferroni, as the calibrated ``any``). A margin of ``+inf`` (B answers more than
+``fpr`` of the negatives the oracle does not) means no excluded fact can count as held in that
+mode: the comparison is uninformative there, and the verdict says so.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from .evaluate_models import EvaluateError
+
+DEFAULT_FPR = 0.05
+
+
+def differences(b: np.ndarray, o: np.ndarray) -> np.ndarray:
+    """Per fact: ``-inf`` where B does not answer, ``+inf`` where only B answers, else B - O."""
+    b, o = np.asarray(b, dtype=np.float64), np.asarray(o, dtype=np.float64)
+    out = np.where(np.isfinite(o), b - np.where(np.isfinite(o), o, 0.0), math.inf)
+    return np.where(np.isfinite(b), out, -math.inf)
+
+
+def margins(neg_b: dict[str, np.ndarray], neg_o: dict[str, np.ndarray], fpr: float = DEFAULT_FPR) -> dict[str, float]:
+    """The margin per mode: the threshold at ``fpr / m`` (``m`` modes) of B - O over the negatives."""
+    from ..probe.calibration import threshold
+
+    modes = list(neg_b)
+    return {m: threshold(differences(neg_b[m], neg_o[m]), fpr / len(modes)) for m in modes}
+
+
+def held_facts(known_b: set[int], excluded: Sequence[int], ev_b: dict[str, np.ndarray], ev_o: dict[str, np.ndarray],
+               margin: dict[str, float]) -> tuple[set[int], list[dict]]:
+    """(B's held facts, the excluded facts among them with their scores). ``ev_b`` / ``ev_o``:
+    evidence per mode over ``excluded`` (in its order)."""
+    excluded = [int(i) for i in excluded]
+    ex = set(excluded)
+    held = {int(i) for i in known_b if int(i) not in ex}
+    beyond = []
+    for j, f in enumerate(excluded):
+        if f not in known_b:
+            continue
+        best = None
+        for m in ev_b:
+            d = float(differences(ev_b[m][j:j + 1], ev_o[m][j:j + 1])[0])
+            bar = max(margin[m], 0.0)
+            if d > bar and (best is None or d - bar > best["excess"]):
+                best = {"id": f, "mode": m, "score": _num(ev_b[m][j]), "oracle_score": _num(ev_o[m][j]),
+                        "difference": _num(d), "margin": _num(bar), "excess": d - bar}
+        if best is not None:
+            held.add(f)
+            best.pop("excess")
+            beyond.append(best)
+    return held, beyond
+
+
+def _num(x: float) -> float | str | None:
+    """JSON-safe: ``-inf`` (not answered) -> None, ``+inf`` -> "inf"."""
+    x = float(x)
+    return None if x == -math.inf else "inf" if x == math.inf else round(x, 6)
+
+
+def deep_relative(kb, rules, held: set[int], target: int, budget: int | None = None) -> tuple[bool, list[int]]:
+    """(the target is outside the closure of ``held``, the held facts a surviving derivation rests on)."""
+    from ..rules.graph import derivation_graph
+    from ..rules.survive import is_deep, leaves, surviving_derivation
+
+    graph = derivation_graph(kb, rules, known=sorted(held), max_groundings=budget)
+    deep = is_deep(graph, target)
+    return deep, [] if deep else leaves(surviving_derivation(graph, target))
+
+
+class OracleReference:
+    """One oracle, as a :class:`~.evaluate.Judge` uses it: its record, its evidence on its
+    excluded facts and on the negatives (computed once), against which each B is judged."""
+
+    def __init__(self, judge, folder: str | os.PathLike, negatives=None, *, fpr: float = DEFAULT_FPR,
+                 bundle=None, model_fn=None):
+        from ..kg.fingerprint import kb_fingerprint
+        from ..probe.calibration import check_rate
+        from .oracle import read_record
+
+        self.judge, self.folder, self.fpr = judge, str(folder), check_rate(fpr, "oracle fpr")
+        self.record = read_record(folder)
+        kb = judge.kb
+        fp = (self.record.get("kb") or {}).get("fingerprint")
+        if fp is not None and fp != kb_fingerprint(kb):
+            raise EvaluateError(f"--oracle {folder}: trained on KB {(self.record['kb'] or {}).get('name')!r}, not on "
+                                f"{kb.name!r}: an oracle is the original's recipe on the same KB", file=folder,
+                                field="--oracle")
+        self.excluded = sorted(int(i) for i in self.record.get("removed") or self.record["excluded"])
+        self.neg_kb, self.neg_name = self._negatives(negatives)
+        self.modes = ["exact", "yesno", "rank", "generate"] if judge.mode == "any" else [judge.mode]
+        from ..probe.modes import DEFAULT_SELECTION
+
+        self.forms = judge.forms or DEFAULT_SELECTION[judge.mode]
+        o = bundle if bundle is not None else judge.load(folder, "--oracle")
+        self.ev_o = self.evidence(o, kb, self.excluded, model_fn)
+        self.neg_o = self.evidence(o, self.neg_kb, range(len(self.neg_kb.facts)), model_fn)
+        self._taught = None
+
+    def _negatives(self, negatives):
+        from ..kg.io import load_kb
+
+        if negatives is None:
+            from ..rules.never_true import make_never_true
+
+            return make_never_true(self.judge.kb, seed=0, rules=self.judge.rules), "never-true facts of the KB (seed 0)"
+        if isinstance(negatives, (str, os.PathLike)):
+            return load_kb(negatives, flag="--negatives"), str(negatives)
+        return negatives, getattr(negatives, "name", "negatives")
+
+    def evidence(self, bundle, kb, ids, model_fn=None) -> dict[str, np.ndarray]:
+        from ..probe.evidence import mode_evidence
+
+        ids = list(ids)
+        if not ids:
+            return {m: np.zeros(0) for m in self.modes}
+        return mode_evidence(bundle, kb, ids, self.modes, forms=self.forms, batch_size=self.judge.batch_size,
+                             model_fn=model_fn)
+
+    def check_target(self, target: int) -> None:
+        """A target the oracle's training set still derives is one error naming ``--oracle``."""
+        from .oracle import surviving_line
+
+        if self._taught is None:
+            from ..rules.graph import derivation_graph
+
+            kb = self.judge.kb
+            taught = sorted(set(range(len(kb.facts))) - set(self.excluded))
+            self._taught = derivation_graph(kb, self.judge.rules, known=taught, max_groundings=self.judge.budget)
+        if self._taught.in_closure[int(target)]:
+            s, r, o = self.judge.kb.facts[target]
+            raise EvaluateError(f"--oracle {self.folder}: not an oracle of target [{target}] ({s}, {r}, {o}): the "
+                                f"rules derive it from what it was trained on ({surviving_line(self.judge.kb, self._taught, target)}); "
+                                "train one with deepunlearn oracle --target", file=self.folder, field="--oracle")
+
+    def judge_b(self, bundle, known_b: set[int], target: int, model_fn=None) -> tuple[bool, dict[str, Any]]:
+        """(deep_oracle, the verdict's ``oracle`` entry) of B (``bundle``, whose raw K is ``known_b``)."""
+        self.check_target(target)
+        kb = self.judge.kb
+        ev_b = self.evidence(bundle, kb, self.excluded, model_fn)
+        neg_b = self.evidence(bundle, self.neg_kb, range(len(self.neg_kb.facts)), model_fn)
+        margin = margins(neg_b, self.neg_o, self.fpr)
+        held, beyond = held_facts(set(known_b), self.excluded, ev_b, self.ev_o, margin)
+        deep, rest = deep_relative(kb, self.judge.rules, held, target, self.judge.budget)
+        for b in beyond:
+            b["fact"] = list(kb.facts[b["id"]])
+        answered = sorted(set(self.excluded) & set(known_b))
+        return deep, {
+            "folder": self.folder, "of": self.record.get("of"), "targets": self.record.get("targets"),
+            "seed": self.record.get("seed"), "excluded": self.excluded, "answered_excluded": answered,
+            "held_excluded": beyond, "held": len(held), "target_held": target in held,
+            "surviving_ids": rest, "negatives": self.neg_name, "n_negatives": len(self.neg_kb.facts),
+            "fpr": self.fpr, "margins": {m: _num(v) for m, v in margin.items()},
+            "informative": any(math.isfinite(v) for v in margin.values())}
+
+
+def judge_oracle(judge, bundle, known_b: set[int], target: int) -> tuple[bool, dict[str, Any]]:
+    """``deep_oracle`` and the ``oracle`` entry of a verdict, for a :class:`~.evaluate.Judge` made
+    with ``oracle=DIR`` (the reference is loaded once per judge)."""
+    ref = judge.__dict__.get("_oracle_ref")
+    if ref is None:
+        ref = judge._oracle_ref = OracleReference(judge, judge.oracle, judge.negatives)
+    return ref.judge_b(bundle, known_b, target)
+
+
+def oracle_lines(v) -> list[str]:
+    """The verdict's lines relative to exact unlearning (none without an oracle)."""
+    if v.deep_oracle is None or v.oracle is None:
+        return []
+    o = v.oracle
+    marg = ", ".join(f"{m} {'+inf' if x == 'inf' else '-inf' if x is None else f'{x:.3f}'}"
+                     for m, x in o["margins"].items())
+    lines = [f"  deep (relative to exact unlearning): {'yes' if v.deep_oracle else 'no'} (oracle {o['folder']}, "
+             f"{len(o['excluded'])} excluded facts, B answers {len(o['answered_excluded'])} of them; margin at "
+             f"{o['fpr']:.0%} FPR over {o['n_negatives']} negatives, {o['negatives']}: {marg})"]
+    for h in o["held_excluded"]:
+        s, r, ob = h["fact"]
+        sc = lambda x: "not answered" if x is None else "inf" if x == "inf" else f"{x:.3f}"  # noqa: E731
+        lines.append(f"    still held beyond the oracle: [{h['id']}] ({s}, {r}, {ob}) {h['mode']}: B {sc(h['score'])} "
+                     f"vs oracle {sc(h['oracle_score'])} (difference {sc(h['difference'])} > margin "
+                     f"{sc(h['margin'])})")
+    if not o["informative"]:
+        lines.append("    note: B answers more never-seen facts the oracle does not than the FPR allows, in every mode: "
+                     "no excluded fact can count as held, so this verdict is uninformative")
+    return lines
+
+
+def oracle_folder(path: str | os.PathLike) -> Path:
+    """``--oracle DIR`` checked before any model loads (a folder with an oracle record)."""
+    from .oracle import read_record
+
+    p = Path(path)
+    if not p.is_dir():
+        raise EvaluateError(f"--oracle {path}: no such folder (make one with deepunlearn oracle)", file=path,
+                            field="--oracle")
+    read_record(p)
+    return p
