@@ -64,6 +64,9 @@ def recipe_meta(model: str | os.PathLike, flag: str = "--model") -> dict:
         kind = "a GGUF file" if p.suffix.lower() == ".gguf" else "a single file, not a checkpoint folder"
         raise _error(f"{flag} {name}: {kind}; it records no training recipe the tool can rerun, so it has no oracle: "
                      + CHANCE_HINT, file=name, field=flag)
+    if name == "tiny":
+        raise _error(f"{flag} tiny: names a fresh model, not a trained one; give the checkpoint folder deepunlearn "
+                     "finetune wrote", field=flag)
     if not p.is_dir():
         from ..probe.sources import looks_local
 

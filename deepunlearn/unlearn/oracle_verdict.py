@@ -115,8 +115,9 @@ class OracleReference:
                                 field="--oracle")
         self.excluded = sorted(int(i) for i in self.record.get("removed") or self.record["excluded"])
         self.neg_kb, self.neg_name = self._negatives(negatives)
-        self.modes = ["exact", "yesno", "rank", "generate"] if judge.mode == "any" else [judge.mode]
-        from ..probe.modes import DEFAULT_SELECTION
+        from ..probe.modes import ANY_MODES, DEFAULT_SELECTION
+
+        self.modes = list(ANY_MODES) if judge.mode == "any" else [judge.mode]
 
         self.forms = judge.forms or DEFAULT_SELECTION[judge.mode]
         o = bundle if bundle is not None else judge.load(folder, "--oracle")
@@ -156,9 +157,10 @@ class OracleReference:
             self._taught = derivation_graph(kb, self.judge.rules, known=taught, max_groundings=self.judge.budget)
         if self._taught.in_closure[int(target)]:
             s, r, o = self.judge.kb.facts[target]
+            how = surviving_line(self.judge.kb, self._taught, target)
             raise EvaluateError(f"--oracle {self.folder}: not an oracle of target [{target}] ({s}, {r}, {o}): the "
-                                f"rules derive it from what it was trained on ({surviving_line(self.judge.kb, self._taught, target)}); "
-                                "train one with deepunlearn oracle --target", file=self.folder, field="--oracle")
+                                f"rules derive it from what it was trained on ({how}); train one with deepunlearn "
+                                "oracle --target", file=self.folder, field="--oracle")
 
     def judge_b(self, bundle, known_b: set[int], target: int, model_fn=None) -> tuple[bool, dict[str, Any]]:
         """(deep_oracle, the verdict's ``oracle`` entry) of B (``bundle``, whose raw K is ``known_b``)."""
@@ -207,8 +209,8 @@ def oracle_lines(v) -> list[str]:
                      f"vs oracle {sc(h['oracle_score'])} (difference {sc(h['difference'])} > margin "
                      f"{sc(h['margin'])})")
     if not o["informative"]:
-        lines.append("    note: B answers more never-seen facts the oracle does not than the FPR allows, in every mode: "
-                     "no excluded fact can count as held, so this verdict is uninformative")
+        lines.append("    note: B answers more never-seen facts the oracle does not than the FPR allows, in every "
+                     "mode: no excluded fact can count as held, so this verdict is uninformative")
     return lines
 
 

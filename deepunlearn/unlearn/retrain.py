@@ -18,7 +18,11 @@ KB fingerprint, sorted removed ids, recipe, seed): a second call returns the fol
 training. The folder is written through :func:`deepunlearn.errors.atomic_dir` (complete or
 absent). Its ``deepunlearn.json`` holds ``retrain`` (``{"of", "key", "removed", "seed", "base"}``)
 and, from finetuning, ``trained`` (the facts trained on, ``excluded_known``: removed facts the
-retain model still answers, knowledge it *infers* from what it kept).
+retain model still answers, knowledge it *infers* from what it kept). A model finetuned on several
+forms per fact (``finetune --forms``) is retrained on the same forms.
+
+:func:`plan_retrain` works out the key and folder without training (``.cached`` says whether the
+cache holds the model); :func:`train_planned` trains it. Oracles (:mod:`.oracle`) build on both.
 """
 
 from __future__ import annotations
@@ -106,7 +110,9 @@ class RetrainPlan:
     @property
     def cached(self) -> bool:
         """The retain model is already in the cache (complete: written atomically)."""
-        return (self.folder / META_FILE).is_file() and (read_meta(self.folder).get("retrain") or {}).get("key") == self.key
+        if not (self.folder / META_FILE).is_file():
+            return False
+        return (read_meta(self.folder).get("retrain") or {}).get("key") == self.key
 
 
 def plan_retrain(model_dir_or_bundle: str | Path | ModelBundle, kb: KnowledgeBase, removed: Iterable[Any], *,

@@ -17,6 +17,10 @@ The checks a sweep and ``deepunlearn attack`` run, on each B (:mod:`.evaluate_ch
 ``--relearn N,N,...`` (``--relearn-size``, ``--relearn-lr``, ``--seed``) and ``--quantize
 int8|int4|nf4``, and ``--scores`` (``--retain R``: a retain model for the reference-based
 measures). B is loaded once for its probe and its checks; the attacks put its weights back.
+
+``--oracle DIR`` (an oracle folder from ``deepunlearn oracle``; ``--negatives HOLD.json``
+calibrates its margin) adds ``deep_oracle``, the verdict relative to exact unlearning
+(:mod:`..oracle_verdict`).
 """
 
 from __future__ import annotations
