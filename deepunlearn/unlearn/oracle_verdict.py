@@ -12,16 +12,17 @@ set too. Relative to exact unlearning, B **holds** a fact only if
 Facts the oracle was trained on count as held whenever B answers them. ``deep_oracle``: the
 target is not derivable (rules closure) from B's held facts.
 
-Evidence is the probe mode's continuous per-fact score (:mod:`deepunlearn.probe.evidence`;
-:mod:`deepunlearn.probe.calibration` explains it per mode: ``-inf`` where the mode's raw rule
-does not call the fact known). The difference is ``-inf`` where B does not answer, ``+inf`` where
-B answers and the oracle does not, else ``score_B - score_O``. The margin is calibrated on facts
-**both** models never saw (negatives: a holdout KB from ``deepunlearn data holdout``, else the
-KB's never-true facts, :func:`~deepunlearn.rules.never_true.make_never_true` with seed 0): the
-threshold (:func:`~deepunlearn.probe.calibration.threshold`) passing at most ``fpr`` (default
-5 %) of the negatives' differences, per mode; mode ``any`` tries each of its modes at
-``fpr / m`` (Bonferroni, as the calibrated ``any``). A margin of ``+inf`` (B answers more than
-``fpr`` of the negatives the oracle does not) means no excluded fact can count as held in that
+Evidence is the probe mode's continuous per-fact score (:mod:`deepunlearn.probe.calibration`
+explains it per mode), kept also where the raw rule fails (:mod:`.oracle_scores`): where the
+oracle does not answer a fact, how far it is from answering it still counts. The difference is
+``-inf`` where B does not answer (or a mode has no form of the fact), else ``score_B - score_O``.
+The margin is calibrated on facts **both** models never saw (negatives: a holdout KB from
+``deepunlearn data holdout``, else the KB's never-true facts,
+:func:`~deepunlearn.rules.never_true.make_never_true` with seed 0): the threshold
+(:func:`~deepunlearn.probe.calibration.threshold`) passing at most ``fpr`` (default 5 %) of the
+negatives' differences (``-inf`` where B does not answer the negative), per mode; mode ``any``
+tries each of its modes at ``fpr / m`` (Bonferroni, as the calibrated ``any``). A margin of
+``+inf`` (only possible where the oracle has no score) lets no excluded fact count as held in that
 mode: the comparison is uninformative there, and the verdict says so.
 """
 
@@ -46,18 +47,27 @@ def differences(b: np.ndarray, o: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(b), out, -math.inf)
 
 
-def margins(neg_b: dict[str, np.ndarray], neg_o: dict[str, np.ndarray], fpr: float = DEFAULT_FPR) -> dict[str, float]:
-    """The margin per mode: the threshold at ``fpr / m`` (``m`` modes) of B - O over the negatives."""
+def margins(neg_b: dict[str, np.ndarray], neg_o: dict[str, np.ndarray], fpr: float = DEFAULT_FPR,
+            answered: np.ndarray | None = None) -> dict[str, float]:
+    """The margin per mode: the threshold at ``fpr / m`` (``m`` modes) of B - O over the negatives
+    (``answered``: whether B answers each negative, raw; the others cannot pass)."""
     from ..probe.calibration import threshold
 
     modes = list(neg_b)
-    return {m: threshold(differences(neg_b[m], neg_o[m]), fpr / len(modes)) for m in modes}
+    out = {}
+    for m in modes:
+        d = differences(neg_b[m], neg_o[m])
+        if answered is not None:
+            d = np.where(np.asarray(answered, dtype=bool), d, -math.inf)
+        out[m] = threshold(d, fpr / len(modes))
+    return out
 
 
 def held_facts(known_b: set[int], excluded: Sequence[int], ev_b: dict[str, np.ndarray], ev_o: dict[str, np.ndarray],
-               margin: dict[str, float]) -> tuple[set[int], list[dict]]:
+               margin: dict[str, float], o_answers: np.ndarray | None = None) -> tuple[set[int], list[dict]]:
     """(B's held facts, the excluded facts among them with their scores). ``ev_b`` / ``ev_o``:
-    evidence per mode over ``excluded`` (in its order)."""
+    scores per mode over ``excluded`` (in its order); ``o_answers``: whether the oracle answers
+    each (raw), recorded with a held fact."""
     excluded = [int(i) for i in excluded]
     ex = set(excluded)
     held = {int(i) for i in known_b if int(i) not in ex}
@@ -71,6 +81,7 @@ def held_facts(known_b: set[int], excluded: Sequence[int], ev_b: dict[str, np.nd
             bar = max(margin[m], 0.0)
             if d > bar and (best is None or d - bar > best["excess"]):
                 best = {"id": f, "mode": m, "score": _num(ev_b[m][j]), "oracle_score": _num(ev_o[m][j]),
+                        "oracle_answers": None if o_answers is None else bool(o_answers[j]),
                         "difference": _num(d), "margin": _num(bar), "excess": d - bar}
         if best is not None:
             held.add(f)
@@ -121,8 +132,8 @@ class OracleReference:
 
         self.forms = judge.forms or DEFAULT_SELECTION[judge.mode]
         o = bundle if bundle is not None else judge.load(folder, "--oracle")
-        self.ev_o = self.evidence(o, kb, self.excluded, model_fn)
-        self.neg_o = self.evidence(o, self.neg_kb, range(len(self.neg_kb.facts)), model_fn)
+        self.ev_o, self.answers_o = self.evidence(o, kb, self.excluded, model_fn)
+        self.neg_o, _ = self.evidence(o, self.neg_kb, range(len(self.neg_kb.facts)), model_fn)
         self._taught = None
 
     def _negatives(self, negatives):
@@ -136,14 +147,17 @@ class OracleReference:
             return load_kb(negatives, flag="--negatives"), str(negatives)
         return negatives, getattr(negatives, "name", "negatives")
 
-    def evidence(self, bundle, kb, ids, model_fn=None) -> dict[str, np.ndarray]:
-        from ..probe.evidence import mode_evidence
+    def evidence(self, bundle, kb, ids, model_fn=None) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """(scores per mode, the raw rule of the judge's mode holds) over ``ids``."""
+        from .oracle_scores import fact_scores
 
         ids = list(ids)
-        if not ids:
-            return {m: np.zeros(0) for m in self.modes}
-        return mode_evidence(bundle, kb, ids, self.modes, forms=self.forms, batch_size=self.judge.batch_size,
-                             model_fn=model_fn)
+        scores, hits = fact_scores(bundle, kb, ids, self.modes, forms=self.forms, batch_size=self.judge.batch_size,
+                                   model_fn=model_fn)
+        answered = np.zeros(len(ids), dtype=bool)
+        for h in hits.values():
+            answered |= h
+        return scores, answered
 
     def check_target(self, target: int) -> None:
         """A target the oracle's training set still derives is one error naming ``--oracle``."""
@@ -166,10 +180,10 @@ class OracleReference:
         """(deep_oracle, the verdict's ``oracle`` entry) of B (``bundle``, whose raw K is ``known_b``)."""
         self.check_target(target)
         kb = self.judge.kb
-        ev_b = self.evidence(bundle, kb, self.excluded, model_fn)
-        neg_b = self.evidence(bundle, self.neg_kb, range(len(self.neg_kb.facts)), model_fn)
-        margin = margins(neg_b, self.neg_o, self.fpr)
-        held, beyond = held_facts(set(known_b), self.excluded, ev_b, self.ev_o, margin)
+        ev_b, _ = self.evidence(bundle, kb, self.excluded, model_fn)
+        neg_b, neg_answered = self.evidence(bundle, self.neg_kb, range(len(self.neg_kb.facts)), model_fn)
+        margin = margins(neg_b, self.neg_o, self.fpr, answered=neg_answered)
+        held, beyond = held_facts(set(known_b), self.excluded, ev_b, self.ev_o, margin, self.answers_o)
         deep, rest = deep_relative(kb, self.judge.rules, held, target, self.judge.budget)
         for b in beyond:
             b["fact"] = list(kb.facts[b["id"]])
@@ -177,6 +191,8 @@ class OracleReference:
         return deep, {
             "folder": self.folder, "of": self.record.get("of"), "targets": self.record.get("targets"),
             "seed": self.record.get("seed"), "excluded": self.excluded, "answered_excluded": answered,
+            "oracle_answered_excluded": [f for f, a in zip(self.excluded, self.answers_o) if a],
+            "negatives_answered": int(neg_answered.sum()),
             "held_excluded": beyond, "held": len(held), "target_held": target in held,
             "surviving_ids": rest, "negatives": self.neg_name, "n_negatives": len(self.neg_kb.facts),
             "fpr": self.fpr, "margins": {m: _num(v) for m, v in margin.items()},
@@ -200,17 +216,18 @@ def oracle_lines(v) -> list[str]:
     marg = ", ".join(f"{m} {'+inf' if x == 'inf' else '-inf' if x is None else f'{x:.3f}'}"
                      for m, x in o["margins"].items())
     lines = [f"  deep (relative to exact unlearning): {'yes' if v.deep_oracle else 'no'} (oracle {o['folder']}, "
-             f"{len(o['excluded'])} excluded facts, B answers {len(o['answered_excluded'])} of them; margin at "
-             f"{o['fpr']:.0%} FPR over {o['n_negatives']} negatives, {o['negatives']}: {marg})"]
+             f"{len(o['excluded'])} excluded facts; B answers {len(o['answered_excluded'])} of them, the oracle "
+             f"{len(o['oracle_answered_excluded'])}; margin at {o['fpr']:.0%} FPR over {o['n_negatives']} negatives, "
+             f"{o['negatives']}, B answers {o['negatives_answered']}: {marg})"]
     for h in o["held_excluded"]:
         s, r, ob = h["fact"]
         sc = lambda x: "not answered" if x is None else "inf" if x == "inf" else f"{x:.3f}"  # noqa: E731
         lines.append(f"    still held beyond the oracle: [{h['id']}] ({s}, {r}, {ob}) {h['mode']}: B {sc(h['score'])} "
-                     f"vs oracle {sc(h['oracle_score'])} (difference {sc(h['difference'])} > margin "
-                     f"{sc(h['margin'])})")
+                     f"vs oracle {sc(h['oracle_score'])}{'' if h['oracle_answers'] else ' (not answered)'} "
+                     f"(difference {sc(h['difference'])} > margin {sc(h['margin'])})")
     if not o["informative"]:
-        lines.append("    note: B answers more never-seen facts the oracle does not than the FPR allows, in every "
-                     "mode: no excluded fact can count as held, so this verdict is uninformative")
+        lines.append("    note: the margin is +inf in every mode (B answers never-seen facts the oracle has no score "
+                     "on): no excluded fact can count as held, so this verdict is uninformative")
     return lines
 
 

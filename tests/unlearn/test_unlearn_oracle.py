@@ -162,6 +162,11 @@ def test_differences_and_margins():
     assert margins({"exact": np.array([0.0, 0.0] + [-inf] * 18)}, neg_o)["exact"] == inf
     both = {"exact": np.linspace(0, 1, 20)}
     assert margins({"exact": np.linspace(0, 1, 20) + 0.5}, both)["exact"] == pytest.approx(0.5)
+    # only the negatives B answers can pass: answering none, any difference is beyond the margin
+    assert margins({"exact": np.linspace(0, 1, 20) + 0.5}, both, answered=np.zeros(20, bool))["exact"] == -inf
+    two = np.zeros(20, bool)
+    two[[3, 19]] = True  # k = 1 of 20 may pass: the margin is the smaller of the two answered differences
+    assert margins({"exact": np.linspace(0, 1, 20) + 0.5}, both, answered=two)["exact"] == pytest.approx(0.5)
 
 
 def test_held_facts_need_evidence_beyond_the_oracle():
