@@ -190,6 +190,8 @@ def build_oracle(model: str | os.PathLike, kb: KnowledgeBase, targets: Sequence[
 
     t0 = time.perf_counter()
     meta = recipe_meta(model)
+    cache_dir = cache_dir if cache_dir is not None else default_cache_dir()
+    plan_retrain(model, kb, [], cache_dir=cache_dir, seed=seed)  # recipe and KB checked before the sets
     rules = load_rules(rules if rules is not None else kb.metadata.get("rules", "family"))
     try:
         tids = list(dict.fromkeys(kb.resolve(t) for t in targets))
@@ -201,8 +203,7 @@ def build_oracle(model: str | os.PathLike, kb: KnowledgeBase, targets: Sequence[
     taught = taught_facts(kb, meta)
     sets, excluded, exact = choose_sets(kb, rules, taught, tids, given, budget=grounding_budget)
     own = sorted(set(range(len(kb.facts))) - set(taught))
-    plan = plan_retrain(model, kb, sorted(set(excluded) | set(own)),
-                        cache_dir=cache_dir if cache_dir is not None else default_cache_dir(), seed=seed)
+    plan = plan_retrain(model, kb, sorted(set(excluded) | set(own)), cache_dir=cache_dir, seed=seed)
     cached = plan.cached
     folder = train_planned(plan, kb, progress=progress, device=device)
     record = {"of": os.fspath(model), "targets": tids, "target_facts": [list(kb.facts[t]) for t in tids],

@@ -101,10 +101,12 @@ def test_a_second_call_reuses_the_cache_without_training(oracle, model_a, kb, tm
     assert again.cached and again.cache_folder == oracle.cache_folder
     assert oracle.cache_folder.stat().st_mtime_ns == before
     assert (tmp_path / "O2" / "model.safetensors").read_bytes() == (oracle.folder / "model.safetensors").read_bytes()
+    entries = sorted(p.name for p in oracle.cache_folder.parent.iterdir())
     with pytest.raises(AssertionError, match="trained again"):  # another seed is another model
         build_oracle(model_a, kb, [TARGET], seed=1, cache_dir=oracle.cache_folder.parent, out_dir=tmp_path / "O3",
                      progress=False)
-    assert not (tmp_path / "O3").exists()  # the failed run left nothing
+    # the interrupted run left nothing half-written, neither in the cache nor in -o
+    assert not (tmp_path / "O3").exists() and sorted(p.name for p in oracle.cache_folder.parent.iterdir()) == entries
 
 
 def test_cli_oracle_cached_json_and_text(oracle, model_a, kb_file, tmp_path, capsys):
