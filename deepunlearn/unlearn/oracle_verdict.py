@@ -17,8 +17,8 @@ explains it per mode), kept also where the raw rule fails (:mod:`.oracle_scores`
 oracle does not answer a fact, how far it is from answering it still counts. The difference is
 ``-inf`` where B does not answer (or a mode has no form of the fact), else ``score_B - score_O``.
 The margin is calibrated on facts **both** models never saw (negatives: a holdout KB from
-``deepunlearn data holdout``, else the KB's never-true facts,
-:func:`~deepunlearn.rules.never_true.make_never_true` with seed 0): the threshold
+``deepunlearn data holdout`` or never-true facts, given; else :func:`default_negatives`, a holdout
+drawn on the fly): the threshold
 (:func:`~deepunlearn.probe.calibration.threshold`) passing at most ``fpr`` (default 5 %) of the
 negatives' differences (``-inf`` where B does not answer the negative), per mode; mode ``any``
 tries each of its modes at ``fpr / m`` (Bonferroni, as the calibrated ``any``). A margin of
@@ -140,9 +140,7 @@ class OracleReference:
         from ..kg.io import load_kb
 
         if negatives is None:
-            from ..rules.never_true import make_never_true
-
-            return make_never_true(self.judge.kb, seed=0, rules=self.judge.rules), "never-true facts of the KB (seed 0)"
+            return default_negatives(self.judge.kb, self.judge.rules)
         if isinstance(negatives, (str, os.PathLike)):
             return load_kb(negatives, flag="--negatives"), str(negatives)
         return negatives, getattr(negatives, "name", "negatives")
@@ -197,6 +195,29 @@ class OracleReference:
             "surviving_ids": rest, "negatives": self.neg_name, "n_negatives": len(self.neg_kb.facts),
             "fpr": self.fpr, "margins": {m: _num(v) for m, v in margin.items()},
             "informative": any(math.isfinite(v) for v in margin.values())}
+
+
+#: the default holdout has at least this many facts (more people than the KB where it is small)
+MIN_HOLDOUT_FACTS = 200
+
+
+def default_negatives(kb, rules) -> tuple[Any, str]:
+    """(negatives, how they were made) without ``--negatives``: a holdout drawn on the fly (seed
+    0, as many people as the KB, more where that gives fewer than :data:`MIN_HOLDOUT_FACTS`
+    facts); the KB's never-true facts (seed 0) where the KB gets no holdout."""
+    from ..kg.holdout import make_holdout
+    from ..user_error import UserError
+
+    try:
+        hold = make_holdout(kb, 0)
+        if len(hold.facts) < MIN_HOLDOUT_FACTS:
+            n = int(hold.metadata["holdout"]["people"])
+            hold = make_holdout(kb, 0, people=math.ceil(n * MIN_HOLDOUT_FACTS / max(1, len(hold.facts))))
+        return hold, f"holdout of {hold.metadata['holdout']['people']} new people (seed 0)"
+    except (UserError, ValueError, KeyError):
+        from ..rules.never_true import make_never_true
+
+        return make_never_true(kb, seed=0, rules=rules), "never-true facts of the KB (seed 0)"
 
 
 def judge_oracle(judge, bundle, known_b: set[int], target: int) -> tuple[bool, dict[str, Any]]:

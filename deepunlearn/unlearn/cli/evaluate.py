@@ -68,7 +68,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "a margin calibrated on never-seen facts")
     p.add_argument("--negatives", default=None, metavar="HOLD.json",
                    help="with --oracle: the never-seen facts the margin is calibrated on (a holdout KB from "
-                        "deepunlearn data holdout, or never-true facts; default: the KB's never-true facts, seed 0)")
+                        "deepunlearn data holdout, or never-true facts; default: a holdout drawn with seed 0, of at least "
+                        "200 facts)")
     add_format_args(p)
     p.add_argument("--batch-size", type=positive_int, default=64, metavar="N", help="questions per forward pass")
     p.add_argument("--device", default=None, help="cuda, cuda:1, cpu, mps (default: cuda when present)")
