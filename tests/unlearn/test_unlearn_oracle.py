@@ -284,3 +284,36 @@ def test_evaluate_oracle_flag_errors(model_a, kb_file, tmp_path, capsys):
     assert "--oracle " + str(tmp_path / "none") + ": no such folder" in capsys.readouterr().err
     assert main([*base, "--oracle", str(model_a)]) == 1  # a model, not an oracle
     assert "not an oracle folder" in capsys.readouterr().err
+
+
+def test_cli_explicit_set_from_ids_references_or_a_file(oracle, model_a, kb, kb_file, tmp_path, capsys):
+    """The smallest set given by hand is the same model: served from the cache, recorded as given."""
+    ref = "|".join(kb.facts[3])
+    as_file = tmp_path / "set.json"
+    as_file.write_text(json.dumps([1, list(kb.facts[3]), 5]))
+    for given in (f"1,{ref},5", str(as_file)):
+        assert main(["oracle", "--model", str(model_a), "--kb", str(kb_file), "--target", str(TARGET), "--set", given,
+                     "--cache-dir", str(oracle.cache_folder.parent), "-o", str(tmp_path / "O"), "--json"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["cached"] and out["excluded"] == [1, 3, 5]
+        assert json.loads((tmp_path / "O" / "deepunlearn.json").read_text())["oracle"]["choice"] == "given"
+    assert main(["oracle", "--model", str(model_a), "--kb", str(kb_file), "--target", str(TARGET), "--set", "1,Nobody",
+                 "-o", str(tmp_path / "O2")]) == 1
+    assert capsys.readouterr().err.count("\n") == 1 and not (tmp_path / "O2").exists()
+
+
+def test_default_negatives_are_a_holdout_of_at_least_200_facts(kb, monkeypatch):
+    import deepunlearn.kg.holdout as holdout
+    from deepunlearn.kg.kb import KBError
+    from deepunlearn.unlearn.oracle_verdict import default_negatives
+
+    rules = deepunlearn.load_rules("family")
+    neg, what = default_negatives(kb, rules)
+    assert len(neg.facts) >= 200 and what.startswith("holdout of ") and not set(neg.entities) & set(kb.entities)
+
+    def no_holdout(*a, **k):
+        raise KBError("no holdout for this KB")
+
+    monkeypatch.setattr(holdout, "make_holdout", no_holdout)
+    neg, what = default_negatives(kb, rules)
+    assert what == "never-true facts of the KB (seed 0)" and not set(neg.facts) & set(kb.facts)
