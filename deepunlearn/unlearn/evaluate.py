@@ -100,12 +100,17 @@ class Verdict(BaseModel):
     model_derived: dict[str, Any] | None = None
     deep_model: bool | None = None
     #: with a calibration (``evaluate --calibration``), for a verdict that is not deep: the chance
-    #: that a model answering the target's facts only by chance is judged the same
+    #: that a model that learned none of the verdict's set, answering it by chance, is judged the same
     #: (:mod:`.chance_verdict`), its standard error, "exact" or "monte-carlo", and the rates used
     p_chance: float | None = None
     p_chance_se: float | None = None
     p_chance_method: str | None = None
     chance: dict[str, Any] | None = None
+    #: with an oracle (``evaluate --oracle DIR``): the verdict relative to exact unlearning
+    #: (:mod:`.oracle_verdict`) and its details (oracle folder, excluded ids, margins, negatives,
+    #: the excluded facts B still holds beyond the oracle)
+    deep_oracle: bool | None = None
+    oracle: dict[str, Any] | None = None
 
     def text(self) -> str:
         """Readable lines: the counts, the metrics and, for a superficial forgetting, the
@@ -134,8 +139,9 @@ class Verdict(BaseModel):
                          f"{'yes' if md['direct'] else 'no'}; compose questions answered "
                          f"{md['compose_answered']}/{md['compose_questions']})")
         from .evaluate_checks import check_lines
+        from .oracle_verdict import oracle_lines
 
-        return "\n".join(lines + check_lines(self))
+        return "\n".join(lines + oracle_lines(self) + check_lines(self))
 
 
 def _kb(kb) -> tuple[Any, str]:
@@ -169,7 +175,8 @@ class Judge:
                  dtype=None, prompt=None, answer_format: str | None = None, trust_remote_code: bool = False,
                  chance_calibration=None,
                  cache_dir: str | os.PathLike | None = None, batch_size: int = 64, progress: bool = True,
-                 grounding_budget: int | None = None, model_derived: bool = False):
+                 grounding_budget: int | None = None, model_derived: bool = False,
+                 oracle: str | os.PathLike | None = None, negatives=None):
         from ..probe.protocol import get_protocol
         from ..rules.budget import DEFAULT_MAX_GROUNDINGS
         from ..rules.load import load_rules
@@ -191,6 +198,7 @@ class Judge:
         self.device, self.dtype, self.batch_size, self.progress = device, dtype, batch_size, progress
         self.trust_remote_code = trust_remote_code
         self.model_derived = model_derived  # also ask B the target's compose questions (deep_model)
+        self.oracle, self.negatives = oracle, negatives  # deep_oracle relative to an oracle (.oracle_verdict)
         self.original = str(original)
         self.bundle = load_original(self.original, self.kb, device=device, dtype=dtype, prompt=prompt,
                                     answer_format=answer_format or proto.answer_format,
@@ -296,6 +304,10 @@ class Judge:
                                graph=self.evaluator.graph, batch_size=self.batch_size)
             v.deep_model = md.pop("deep_model")
             v.model_derived = md
+        if self.oracle is not None:
+            from .oracle_verdict import judge_oracle
+
+            v.deep_oracle, v.oracle = judge_oracle(self, bundle, known_b, target)
         if checks is None:
             return v
         return Verdict(**{**v.model_dump(), **checks.run(self, bundle, target, v)})
@@ -338,7 +350,8 @@ def evaluate(original: str | os.PathLike, unlearned: str | os.PathLike | Sequenc
     ``target`` (a fact id or ``"S|r|O"``) on ``kb`` (a KnowledgeBase or a KB file). Keywords:
     ``protocol``, ``device``, ``dtype``, ``prompt``, ``answer_format``, ``trust_remote_code``,
     ``cache_dir`` (the probe cache of A), ``batch_size``, ``progress``, ``grounding_budget``,
-    ``chance_calibration`` (a calibration file: p_chance of a verdict that is not deep).
+    ``chance_calibration`` (a calibration file: p_chance of a verdict that is not deep),
+    ``oracle`` (an oracle folder: ``deep_oracle``, :mod:`.oracle_verdict`) with ``negatives``.
     The checks (:mod:`.evaluate_checks`): ``adversarial`` (with ``adversarial_modes``,
     ``adversarial_calibration``), the attacks ``relearn`` (a grid of step counts, e.g. ``[1, 2, 4]``),
     ``relearn_size``, ``relearn_lr``, ``quantize`` (``"int8"``, ``"int4"``, ``"nf4"``), ``seed``,

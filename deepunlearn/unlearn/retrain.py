@@ -18,7 +18,11 @@ KB fingerprint, sorted removed ids, recipe, seed): a second call returns the fol
 training. The folder is written through :func:`deepunlearn.errors.atomic_dir` (complete or
 absent). Its ``deepunlearn.json`` holds ``retrain`` (``{"of", "key", "removed", "seed", "base"}``)
 and, from finetuning, ``trained`` (the facts trained on, ``excluded_known``: removed facts the
-retain model still answers, knowledge it *infers* from what it kept).
+retain model still answers, knowledge it *infers* from what it kept). A model finetuned on several
+forms per fact (``finetune --forms``) is retrained on the same forms.
+
+:func:`plan_retrain` works out the key and folder without training (``.cached`` says whether the
+cache holds the model); :func:`train_planned` trains it. Oracles (:mod:`.oracle`) build on both.
 """
 
 from __future__ import annotations
@@ -95,23 +99,26 @@ def cache_key(identity: dict, kb_fp: str, removed: list[int], recipe: dict) -> s
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def retrain(model_dir_or_bundle: str | Path | ModelBundle, kb: KnowledgeBase, removed: Iterable[Any], *,
-            cache_dir: str | Path, seed: int | None = None, progress: bool = True,
-            device: str | None = None) -> Path:
-    """The retain model of ``model_dir_or_bundle`` without the facts ``removed`` (fact ids or
-    references :meth:`KnowledgeBase.resolve` takes): a folder under ``cache_dir``, trained from the
-    same base with the same recipe and seed (``seed`` overrides it: the data order and, for a tiny
-    base, the initial weights) on ``kb`` minus ``removed``, or found there from an earlier call.
-    ``kb`` must be the KB the model was finetuned on (checked by fingerprint). ``device``: where
-    to train (default: CUDA when present).
+class RetrainPlan:
+    """What a retain model depends on, worked out before any training: the model's metadata,
+    recipe and base identity, the removed fact ids, the cache key and folder."""
 
-    Errors (:class:`~deepunlearn.unlearn.methods.base.UnlearnError`): a model without a base and
-    training recipe in its metadata, a KB other than the model's, a removed fact not in the KB.
-    """
-    from ..errors import atomic_dir
+    def __init__(self, meta: dict, name: str, recipe, identity: dict, ids: list[int], key: str, folder: Path):
+        self.meta, self.name, self.recipe, self.identity = meta, name, recipe, identity
+        self.ids, self.key, self.folder = ids, key, folder
+
+    @property
+    def cached(self) -> bool:
+        """The retain model is already in the cache (complete: written atomically)."""
+        if not (self.folder / META_FILE).is_file():
+            return False
+        return (read_meta(self.folder).get("retrain") or {}).get("key") == self.key
+
+
+def plan_retrain(model_dir_or_bundle: str | Path | ModelBundle, kb: KnowledgeBase, removed: Iterable[Any], *,
+                 cache_dir: str | Path, seed: int | None = None) -> RetrainPlan:
+    """The :class:`RetrainPlan` of :func:`retrain` (same arguments and errors), without training."""
     from ..kg.fingerprint import kb_fingerprint
-    from ..probe.models import load_model
-    from .finetune import finetune
 
     meta, name, _ = _source(model_dir_or_bundle)
     recipe = _recipe(meta, name, seed)
@@ -128,9 +135,39 @@ def retrain(model_dir_or_bundle: str | Path | ModelBundle, kb: KnowledgeBase, re
     if len(ids) == len(kb.facts):
         raise _error(f"retain model of {name}: every fact of {kb.name!r} is removed, nothing is left to train on",
                      field="removed")
-    key = cache_key(identity, fp, ids, recipe.model_dump())
-    folder = Path(cache_dir) / key
-    if (folder / META_FILE).is_file() and (read_meta(folder).get("retrain") or {}).get("key") == key:
+    doc = recipe.model_dump()
+    if meta.get("forms"):  # a model trained on several forms per fact is retrained on the same forms
+        doc["forms"] = meta["forms"]
+    key = cache_key(identity, fp, ids, doc)
+    return RetrainPlan(meta, name, recipe, identity, ids, key, Path(cache_dir) / key)
+
+
+def retrain(model_dir_or_bundle: str | Path | ModelBundle, kb: KnowledgeBase, removed: Iterable[Any], *,
+            cache_dir: str | Path, seed: int | None = None, progress: bool = True,
+            device: str | None = None) -> Path:
+    """The retain model of ``model_dir_or_bundle`` without the facts ``removed`` (fact ids or
+    references :meth:`KnowledgeBase.resolve` takes): a folder under ``cache_dir``, trained from the
+    same base with the same recipe and seed (``seed`` overrides it: the data order and, for a tiny
+    base, the initial weights) on ``kb`` minus ``removed``, or found there from an earlier call.
+    ``kb`` must be the KB the model was finetuned on (checked by fingerprint). ``device``: where
+    to train (default: CUDA when present).
+
+    Errors (:class:`~deepunlearn.unlearn.methods.base.UnlearnError`): a model without a base and
+    training recipe in its metadata, a KB other than the model's, a removed fact not in the KB.
+    """
+    return train_planned(plan_retrain(model_dir_or_bundle, kb, removed, cache_dir=cache_dir, seed=seed), kb,
+                         progress=progress, device=device)
+
+
+def train_planned(plan: RetrainPlan, kb: KnowledgeBase, *, progress: bool = True, device: str | None = None) -> Path:
+    """The folder of ``plan``: from the cache, else trained into it (atomically)."""
+    from ..errors import atomic_dir
+    from ..probe.models import load_model
+    from .finetune import finetune
+
+    meta, name, identity, recipe, ids, key, folder = (plan.meta, plan.name, plan.identity, plan.recipe, plan.ids,
+                                                      plan.key, plan.folder)
+    if plan.cached:
         return folder
     with atomic_dir(folder) as tmp:
         if "tiny" in identity:
@@ -148,5 +185,5 @@ def retrain(model_dir_or_bundle: str | Path | ModelBundle, kb: KnowledgeBase, re
             bundle = load_model(identity["base"], device=device, prompt=meta.get("prompt"))
         bundle.meta = {**bundle.meta, "retrain": {"of": name, "key": key, "removed": ids, "seed": recipe.seed,
                                                   "base": identity}}
-        finetune(bundle, kb, recipe, out_dir=tmp, progress=progress, exclude=ids)
+        finetune(bundle, kb, recipe, out_dir=tmp, progress=progress, exclude=ids, forms=meta.get("forms"))
     return folder

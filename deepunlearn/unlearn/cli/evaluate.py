@@ -19,9 +19,13 @@ int8|int4|nf4``, and ``--scores`` (``--retain R``: a retain model for the refere
 measures). B is loaded once for its probe and its checks; the attacks put its weights back.
 
 ``--calibration CAL`` (a calibration written by ``deepunlearn probe --calibrate -o CAL``) adds
-to each verdict that is not deep its ``p_chance``: the probability that a model answering the
-target's facts only by chance, at the raw false-positive rate of each fact's relation, is judged
-the same (:mod:`.chance_verdict`); one with ``p_chance >= 0.05`` prints as not established.
+to each verdict that is not deep its ``p_chance``: the probability that a model that learned none
+of the verdict's set, answering its facts by chance at the raw false-positive rate of each fact's
+relation, answers as many and is judged the same (:mod:`.chance_verdict`); one with
+``p_chance >= 0.05`` prints as not established.
+``--oracle DIR`` (an oracle folder from ``deepunlearn oracle``; ``--negatives HOLD.json``
+calibrates its margin) adds ``deep_oracle``, the verdict relative to exact unlearning
+(:mod:`..oracle_verdict`).
 """
 
 from __future__ import annotations
@@ -63,6 +67,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also ask each unlearned model the target's compose questions (multi-hop questions "
                         "composing the rule bodies that derive it from K) and report model-derived deep unlearning "
                         "(deep_model: the model answers the target neither directly nor through any of them)")
+    p.add_argument("--oracle", default=None, metavar="DIR",
+                   help="also judge relative to exact unlearning (deep_oracle): an oracle folder from deepunlearn "
+                        "oracle; an excluded fact counts as still held only where B's evidence beats the oracle's by "
+                        "a margin calibrated on never-seen facts")
+    p.add_argument("--negatives", default=None, metavar="HOLD.json",
+                   help="with --oracle: the never-seen facts the margin is calibrated on (a holdout KB from "
+                        "deepunlearn data holdout, or never-true facts; default: a holdout drawn with seed 0, of at least "
+                        "200 facts)")
     add_format_args(p)
     p.add_argument("--batch-size", type=positive_int, default=64, metavar="N", help="questions per forward pass")
     p.add_argument("--device", default=None, help="cuda, cuda:1, cpu, mps (default: cuda when present)")
@@ -103,7 +115,28 @@ def _judge(args):
                  protocol=protocol.name, device=args.device, dtype=args.dtype, prompt=fmt["prompt"],
                  answer_format=fmt["answer_format"], trust_remote_code=fmt["trust_remote_code"],
                  cache_dir=args.cache_dir, batch_size=args.batch_size, progress=not args.json,
-                 model_derived=args.model_derived)
+                 model_derived=args.model_derived, oracle=args.oracle, negatives=_negatives(args))
+
+
+def _negatives(args):
+    """``--oracle`` and ``--negatives`` checked before any model loads; the negatives KB or None."""
+    from ...cli import CLIError
+
+    if args.negatives is not None and args.oracle is None:
+        raise CLIError("--negatives: calibrates the margin of --oracle; give --oracle DIR too", field="--negatives")
+    if args.oracle is None:
+        return None
+    from ..oracle_verdict import oracle_folder
+
+    oracle_folder(args.oracle)
+    if args.negatives is None:
+        return None
+    from ...kg.io import load_kb
+
+    neg = load_kb(args.negatives, flag="--negatives")
+    if not neg.facts:
+        raise CLIError(f"--negatives {args.negatives}: the KB has no facts", file=args.negatives, field="--negatives")
+    return neg
 
 
 def _chance_judge(args):
