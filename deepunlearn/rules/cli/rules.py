@@ -222,9 +222,11 @@ def _closure(args) -> int:
     from ..closure import closure
 
     if args.output:
-        from ...outputs import check_output, json_file
+        from ...output_kinds import CLOSURE_DOC
+        from ...outputs import check_output
 
-        check_output(args.output, force=args.force, ours=json_file, what="a JSON file")
+        check_output(args.output, force=args.force, ours=CLOSURE_DOC, what="a closure of 'rules closure'",
+                     inputs={"--kb": args.kb, "--rules": args.rules, "--known": args.known})
     kb, rules, known, warnings = _load(args)
     t0 = time.perf_counter()
     c = closure(kb, rules, engine=args.engine, known=known, progress=len(kb.facts) > 200_000,
