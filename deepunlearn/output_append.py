@@ -72,7 +72,7 @@ class AppendFile:
 
     def __enter__(self) -> "AppendFile":
         p, flag = self.path, self.flag
-        flags = (os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        flags = (os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
                  | getattr(os, "O_CLOEXEC", 0))
         with write_faults(p, flag):
             p.parent.mkdir(parents=True, exist_ok=True)

@@ -294,3 +294,19 @@ def test_weight_files_get_the_umask_mode_like_every_other_output(tmp_path):
         (d / "config.json").write_text("{}")
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "m").iterdir()}
     assert modes == {"model.safetensors": file_mode(), "config.json": file_mode()}
+
+
+def test_an_appended_line_completes_a_torn_last_line_first(tmp_path):
+    from deepunlearn.output_append import AppendFile
+    from deepunlearn.output_kinds import verdict_lines
+
+    out = tmp_path / "v.jsonl"
+    out.write_text(VERDICT + '{"row": {"checkpoint": "u')  # killed mid-line
+    with AppendFile(out, ours=verdict_lines, what="verdicts") as f:
+        f.append('{"row": {"checkpoint": "x"}}\n')
+    assert out.read_text().splitlines()[-1] == '{"row": {"checkpoint": "x"}}'
+    torn = tmp_path / "t.jsonl"
+    torn.write_text('{"row": {"checkpoint": "u')  # the only line, torn: still the command's own
+    assert verdict_lines(torn) and not verdict_lines(tmp_path / "missing")
+    (tmp_path / "n.jsonl").write_text('{"row": 1}\n')
+    assert not verdict_lines(tmp_path / "n.jsonl")
