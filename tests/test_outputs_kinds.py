@@ -310,3 +310,12 @@ def test_an_appended_line_completes_a_torn_last_line_first(tmp_path):
     assert verdict_lines(torn) and not verdict_lines(tmp_path / "missing")
     (tmp_path / "n.jsonl").write_text('{"row": 1}\n')
     assert not verdict_lines(tmp_path / "n.jsonl")
+
+
+@pytest.mark.parametrize("out", ["", "dangling"])
+def test_bench_checks_its_output_as_given_not_as_resolved(w, capsys, out):
+    (w / "sweep.toml").write_text(SWEEP.format(output="res", cache=""))
+    os.symlink(w / "nowhere", w / "dangling")
+    code, _, err = run(capsys, "bench", "--config", "sweep.toml", "--quiet", "-o", out)
+    assert code == 1 and one_line(err).startswith("deepunlearn bench: error: -o"), err
+    assert not (w / "nowhere").exists() and not (w / ".lock").exists() and not (w / "results.sqlite").exists()

@@ -221,7 +221,7 @@ def _closure(args) -> int:
     from ...cli import emit
     from ..closure import closure
 
-    if args.output:
+    if args.output is not None:  # -o "" is one line, not "no output"
         from ...output_kinds import CLOSURE_DOC
         from ...outputs import check_output
 
@@ -233,7 +233,7 @@ def _closure(args) -> int:
                 max_groundings=args.grounding_budget, time_budget=args.time_budget)
     out = {**c.to_dict(), "rules": rules.name, "kb_facts": len(kb.facts),
            "warnings": warnings, "seconds": round(time.perf_counter() - t0, 4)}
-    if args.output:
+    if args.output is not None:
         from ...errors import atomic_write_text
 
         out["output"] = str(atomic_write_text(args.output, json.dumps([list(f) for f in c.facts], ensure_ascii=False) + "\n"))

@@ -131,7 +131,7 @@ def _evaluate(args: argparse.Namespace) -> int:
             return run_manifest(args, rows, _judge(args), checks, sink)
     if args.target is None:
         raise CLIError("--target is required (a fact index or 'subject|relation|object')", field="--target")
-    if args.output:
+    if args.output is not None:  # -o "" is one line, not "no output"
         from ...output_kinds import VERDICT_DOC
         from ...outputs import check_output
 
