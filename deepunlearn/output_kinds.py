@@ -47,10 +47,34 @@ def graphml_file(p: Path) -> bool:
 FIGURE_MAGIC = (b"\x89PNG", b"%PDF", b"<?xml", b"<svg", b"%!PS", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*", b"RIFF")
 
 
+#: the formats whose files carry matplotlib's name (PNG and PDF metadata, an SVG comment, a PS
+#: creator line); JPEG, TIFF and WebP carry none, so their magic number alone is what can be told
+SIGNED_MAGIC = (b"\x89PNG", b"%PDF", b"<?xml", b"<svg", b"%!PS")
+
+
+def _tail(p: Path, n: int = 4096) -> bytes:
+    try:
+        with open(p, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - n))
+            return f.read(n)
+    except OSError:
+        return b""
+
+
 def figure_file(p: Path) -> bool:
-    """An empty file or an image of a format matplotlib writes (PNG, PDF, SVG, PS/EPS, JPEG, TIFF, WebP)."""
-    head = _head(p, 64).lstrip()
-    return not head or head.startswith(FIGURE_MAGIC)
+    """An empty file or an image matplotlib wrote: PNG, PDF, SVG or PS/EPS naming matplotlib in
+    its metadata (the first or, PDF, the last 4 KiB), or a JPEG, TIFF or WebP (told by its magic
+    number alone: those carry no writer's name)."""
+    if _regular_size(p) is None:
+        return False
+    head = _head(p).lstrip()
+    if not head:
+        return True
+    if not head.startswith(FIGURE_MAGIC):
+        return False
+    if not head.startswith(SIGNED_MAGIC):
+        return True
+    return b"matplotlib" in (head + _tail(p)).lower()
 
 
 #: the file that marks a model folder this tool wrote (``deepunlearn.probe.models.META_FILE``; every

@@ -319,3 +319,13 @@ def test_bench_checks_its_output_as_given_not_as_resolved(w, capsys, out):
     code, _, err = run(capsys, "bench", "--config", "sweep.toml", "--quiet", "-o", out)
     assert code == 1 and one_line(err).startswith("deepunlearn bench: error: -o"), err
     assert not (w / "nowhere").exists() and not (w / ".lock").exists() and not (w / "results.sqlite").exists()
+
+
+def test_a_figure_writer_replaces_its_own_figure_not_a_users_image(w, capsys):
+    (w / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"my holiday" * 50)
+    before = digest(w / "photo.png")
+    code, _, err = run(capsys, "data", "draw", "kb.json", "-o", "photo.png")
+    assert code == 1 and "is not a figure this tool drew" in one_line(err) and digest(w / "photo.png") == before
+    for _ in range(2):
+        code, _, err = run(capsys, "data", "draw", "kb.json", "-o", "fig.png")
+        assert code == 0, err

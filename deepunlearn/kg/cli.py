@@ -339,7 +339,7 @@ def _draw(args) -> int:
     from ..outputs import check_output, figure_file
 
     # before loading anything: a folder, fig.txt or another file is refused at once
-    check_output(figure_path(args.output, flag="-o")[0], force=args.force, ours=figure_file, what="an image")
+    check_output(figure_path(args.output, flag="-o")[0], force=args.force, ours=figure_file, what="a figure this tool drew")
     kb = load_kb(args.kb)
     if "family" in kb.groups:
         out = draw_family(kb, args.output, person=args.person, radius=2 if args.radius is None else args.radius)

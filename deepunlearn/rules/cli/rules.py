@@ -361,7 +361,7 @@ def _explain(args) -> int:
     if args.output:  # a folder, FIG.txt or another file is refused before any work
         from ...outputs import check_output, figure_file
 
-        check_output(figure_path(args.output, flag="-o")[0], force=args.force, ours=figure_file, what="an image")
+        check_output(figure_path(args.output, flag="-o")[0], force=args.force, ours=figure_file, what="a figure this tool drew")
     kb, rules, known, warnings = _load(args)
     if args.target == "all":
         raise CLIError("rules explain: --target must be one fact")
