@@ -133,10 +133,11 @@ SWEEP_NAMES = ("results.sqlite", "config.yaml", "manifest.json", "report", "cach
 MODEL_FILES = ("config.json", "deepunlearn.json", "adapter_config.json", "model.safetensors", "pytorch_model.bin")
 
 #: a results folder's fixed children and what each must be: never a link (nothing is written
-#: through one), never the other kind (a file named ``report`` is refused before anything is written)
+#: through one), never the other kind (a file named ``report`` is refused before anything is written).
+#: The probe cache (``cache/``) is not among them: linking it to another disk is the user's choice.
 FIXED_CHILDREN = {"results.sqlite": "file", "results.sqlite-wal": "file", "results.sqlite-shm": "file",
                   "results.sqlite-journal": "file", "config.yaml": "file", "manifest.json": "file",
-                  "report": "folder", "cache": "folder"}
+                  "report": "folder"}
 
 
 def results_folder(names: tuple[str, ...] = SWEEP_NAMES, markers: tuple[str, ...] = ("results.sqlite",), *,
