@@ -25,7 +25,7 @@ import shutil
 import stat
 import uuid
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Mapping
 
 from .user_error import UserError
 
@@ -110,19 +110,66 @@ def _check_parent(p: Path, where: str, flag: str | None) -> None:
         raise OutputError(f"{where}: {anc} is a file, not a folder", file=p, field=flag)
 
 
+def _real(p: Path) -> Path:
+    try:
+        return Path(os.path.realpath(p))
+    except (OSError, ValueError):
+        return p.absolute()
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)  # a hardlink or a link to the input is the input
+    except (OSError, ValueError):
+        return False
+
+
+def input_clash(path: str | os.PathLike, inputs: Mapping[str, object] | None) -> str | None:
+    """How the output ``path`` overlaps one of the command's ``inputs`` (flag -> path; a value
+    that is no existing path, a model name such as ``tiny``, is skipped): ``"is --kb kb.json"``
+    (the same file, by link or hardlink too), ``"is inside --model ck"``, ``"holds --model ck"``;
+    None when it overlaps none."""
+    out = Path(os.fspath(path)).expanduser()
+    real_out = _real(out)
+    for flag, value in (inputs or {}).items():
+        for v in (value if isinstance(value, (list, tuple)) else [value]):
+            if v is None or not str(v).strip():
+                continue
+            q = Path(os.fspath(v)).expanduser()  # type: ignore[arg-type]
+            if not os.path.exists(q):
+                continue
+            real_in = _real(q)
+            if _same_file(out, q) or real_out == real_in:
+                return f"is {flag} {v}"
+            if real_in.is_dir() and real_in in real_out.parents:
+                return f"is inside {flag} {v}"
+            if real_out in real_in.parents:
+                return f"holds {flag} {v}"
+    return None
+
+
 def check_output(path: str | os.PathLike, *, flag: str | None = "-o", force: bool = False, folder: bool = False,
-                 ours: Callable[[Path], bool] | None = None, what: str = "an output of this command") -> Path:
+                 ours: Callable[[Path], bool] | None = None, what: str = "an output of this command",
+                 inputs: Mapping[str, object] | None = None) -> Path:
     """Check an output path before any work (see the module docstring); returns it as a Path.
 
     ``folder``: the output is a folder (else a file). ``ours(path)``: whether an existing path is
     one this command writes (its format or marker files); None accepts any of the right type.
-    ``what`` names what ``ours`` looks for in the refusal."""
+    ``what`` names what ``ours`` looks for in the refusal. ``inputs`` (flag -> path or paths):
+    the command's inputs; an output that is one of them, lies inside one or holds one is
+    refused without ``force`` (:func:`input_clash`)."""
     text = os.fspath(path)
     if not str(text).strip():
         raise OutputError(f"{flag or 'output'}: empty path", field=flag)
     p = Path(text).expanduser()
     where = _where(p, flag)
+    if not folder and str(text).endswith(("/", os.sep)):
+        raise OutputError(f"{where}: ends with '/' (names a folder); expected a file name", file=p, field=flag)
     _check_parent(p, where, flag)
+    clash = None if force else input_clash(p, inputs)
+    if clash is not None:
+        raise OutputError(f"{where}: {clash}, an input of this command; refusing to write over it (pass --force to "
+                          "replace it)", file=p, field=flag)
     try:
         st = os.lstat(p)
     except FileNotFoundError:
@@ -148,54 +195,33 @@ def check_output(path: str | os.PathLike, *, flag: str | None = "-o", force: boo
     return p
 
 
-def _head(p: Path, n: int = 4096) -> bytes:
-    try:
-        with open(p, "rb") as f:
-            return f.read(n)
-    except OSError:
-        return b""
-
-
-def json_file(p: Path) -> bool:
-    """An empty file or a JSON document (object or array): what a ``-o FILE.json`` writes."""
-    head = _head(p).lstrip()
-    return not head or head[:1] in (b"{", b"[")
-
-
-def kb_file(p: Path) -> bool:
-    """An empty file or a KB file (``"format": "deepunlearn-kb"`` at its top)."""
-    head = _head(p).lstrip()
-    return not head or (head[:1] == b"{" and b'"deepunlearn-kb"' in head)
-
-
-def graphml_file(p: Path) -> bool:
-    head = _head(p).lstrip()
-    return not head or head.startswith((b"<?xml", b"<graphml"))
-
-
-FIGURE_MAGIC = (b"\x89PNG", b"%PDF", b"<?xml", b"<svg", b"%!PS", b"\xff\xd8\xff", b"II*\x00", b"MM\x00*", b"RIFF")
-
-
-def figure_file(p: Path) -> bool:
-    """An empty file or an image of a format matplotlib writes (PNG, PDF, SVG, PS/EPS, JPEG, TIFF, WebP)."""
-    head = _head(p, 64).lstrip()
-    return not head or head.startswith(FIGURE_MAGIC)
-
-
-#: files that mark a checkpoint folder (a model this tool or transformers wrote)
-MODEL_MARKERS = ("config.json", "deepunlearn.json", "adapter_config.json")
-
-
-def model_dir(p: Path) -> bool:
-    """An empty folder or a checkpoint folder (:data:`MODEL_MARKERS`)."""
-    return not any(p.iterdir()) or any((p / m).is_file() for m in MODEL_MARKERS)
+# the recognisers of what a command writes (its "ours" tests) live in output_kinds: re-exported here
+from .output_kinds import (FIGURE_MAGIC, MODEL_MARKERS, figure_file, graphml_file, json_file, kb_file,  # noqa: E402,F401
+                           model_dir)
 
 
 # --------------------------------------------------------------------------------------------- writers
 
 
+#: bytes a file name may have (NAME_MAX of the common file systems)
+NAME_MAX = 255
+
+
+def _stem(name: str) -> str:
+    """The part of a temporary sibling's name that stands for ``name``: ``name`` itself, or (a
+    name too long to take ``.``, ``.tmp-PID-XXXXXXXX`` beside it) its first bytes and a hash, so
+    a legal long name still gets a legal temporary name."""
+    if len(name.encode("utf-8", "surrogateescape")) <= NAME_MAX - 40:
+        return name
+    import hashlib
+
+    digest = hashlib.sha256(name.encode("utf-8", "surrogateescape")).hexdigest()[:12]
+    head = name.encode("utf-8", "surrogateescape")[:NAME_MAX - 60].decode("utf-8", "ignore")
+    return f"{head}~{digest}"
+
+
 def tmp_sibling(path: Path, kind: str) -> Path:
-    return path.with_name(f".{path.name}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    return path.with_name(f".{_stem(path.name)}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
 
 
 def _alive(pid: int) -> bool:
@@ -210,9 +236,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def clean_stale(path: str | os.PathLike) -> list[Path]:
+def clean_stale(path: str | os.PathLike, *, restore: bool = False) -> list[Path]:
     """Remove the temporary siblings of ``path`` (``.NAME.tmp-PID-*``, ``.NAME.old-PID-*``) whose
-    process no longer runs; returns what was removed. Never follows a link."""
+    process no longer runs; returns what was removed. Never follows a link. ``restore`` (folder
+    outputs, :func:`atomic_dir`): a ``.NAME.old-PID-*`` folder left while ``path`` itself is
+    missing (a writer killed between its two renames) is the only whole copy: it is renamed back
+    to ``path``, not removed."""
     p = Path(path)
     removed = []
     try:
@@ -220,12 +249,16 @@ def clean_stale(path: str | os.PathLike) -> list[Path]:
     except OSError:
         return removed
     for kind in ("tmp", "old"):
-        prefix = f".{p.name}.{kind}-"
+        prefix = f".{_stem(p.name)}.{kind}-"
         for e in entries:
             if not e.name.startswith(prefix):
                 continue
             pid = e.name[len(prefix):].split("-", 1)[0]
             if not pid.isdigit() or _alive(int(pid)):
+                continue
+            if restore and kind == "old" and not os.path.lexists(p) and e.is_dir(follow_symlinks=False):
+                with contextlib.suppress(OSError):
+                    os.replace(e.path, p)  # the previous output, whole: restored (kept if that fails)
                 continue
             with contextlib.suppress(OSError):
                 if e.is_dir(follow_symlinks=False):
@@ -301,6 +334,17 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
+def _umask_weights(folder: Path) -> None:
+    """Give the weight files in ``folder`` the umask's mode: safetensors writes them 0600, unlike
+    every other file of a model folder."""
+    mode = file_mode()
+    for f in folder.rglob("*.safetensors"):
+        with contextlib.suppress(OSError):
+            st = os.lstat(f)
+            if stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) != mode:
+                os.chmod(f, mode)
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a fresh temporary sibling folder of ``path``; when the block completes, it replaces
@@ -322,12 +366,13 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
         _make_parent(p)
         if _refuse_special(p, folder=True) and not p.is_dir() and not p.is_symlink():
             raise OutputError(f"{p}: exists and is not a folder", file=p)
-        clean_stale(p)
+        clean_stale(p, restore=True)
         tmp = tmp_sibling(p, "tmp")
         tmp.mkdir(mode=0o777)  # mkdir applies the umask
     try:
         with write_faults(p):
             yield tmp
+            _umask_weights(tmp)
             old = None
             if os.path.lexists(p):
                 old = tmp_sibling(p, "old")

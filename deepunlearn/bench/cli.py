@@ -173,14 +173,19 @@ def _bench(args: argparse.Namespace) -> int:
     from .config import load_config
     from .runner import run_sweep
 
+    from ..outputs import check_output
+    from .guard import check_children, results_folder
+
+    # before any work: a file, a device, a link or a folder of other files is refused; -o as given
+    # (the configuration resolves it, which would follow a link)
+    check = dict(force=args.force, folder=True, ours=results_folder(), what="a results folder (no results.sqlite)")
+    if args.output is not None:
+        check_children(check_output(args.output, flag="-o", **check), f"-o {args.output}")
     cfg = load_config(args.config, output=args.output, executor=args.executor, ray_address=args.ray_address,
                       threads=args.threads)
-    from ..outputs import check_output
-    from .guard import results_folder
-
-    # before any work: a file, a device, a link or a folder of other files is refused
-    check_output(cfg.output_dir, flag="-o" if args.output else f"--config {args.config}: output", force=args.force,
-                 folder=True, ours=results_folder(), what="a results folder (no results.sqlite)")
+    where = "-o" if args.output is not None else f"--config {args.config}: output"
+    out = check_output(cfg.output_dir, flag=where, **check)
+    check_children(out, f"{where} {out}")
     outcome = run_sweep(cfg, overwrite=args.overwrite, progress=not args.quiet)
     return _finish(args, outcome, list(cfg.methods), cfg)
 

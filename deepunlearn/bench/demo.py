@@ -31,7 +31,7 @@ from .config import ModelSpec, SweepConfig, TargetSpec
 from ..unlearn.methods import catalog
 from .grids import family_default
 from .jobs import safe_name, torch_threads
-from .guard import SWEEP_NAMES, SweepLock, results_folder
+from .guard import SWEEP_NAMES, SweepLock, check_children, results_folder
 from .store import STORE_NAME, StoreError
 from .runner import SweepOutcome, run_sweep, select_targets
 
@@ -188,6 +188,7 @@ def run_demo(output: str | Path, *, kb_path: str | None = None, domain: str = "f
         load_domain(domain)
     out = check_output(output, force=force, folder=True, what="a demo folder (no demo.json or results.sqlite)",
                        ours=results_folder(SWEEP_NAMES + ("kb.json", "model", DEMO_FILE), (DEMO_FILE, STORE_NAME)))
+    check_children(out, f"-o {out}")
     with SweepLock(out):  # a second demo on the folder stops here, before touching the model
         return _run_demo(out, kb_path, domain, people, seed, per_relation, methods, executor, ray_address, threads,
                          overwrite, progress)

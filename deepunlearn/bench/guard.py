@@ -129,13 +129,63 @@ def _describe_holder(text: str) -> str:
 SWEEP_NAMES = ("results.sqlite", "config.yaml", "manifest.json", "report", "cache")
 
 
-def results_folder(names: tuple[str, ...] = SWEEP_NAMES, markers: tuple[str, ...] = ("results.sqlite",)):
+#: files that mark a model folder (a checkpoint, an adapter): a results folder is never one
+MODEL_FILES = ("config.json", "deepunlearn.json", "adapter_config.json", "model.safetensors", "pytorch_model.bin")
+
+#: a results folder's fixed children and what each must be: never a link (nothing is written
+#: through one), never the other kind (a file named ``report`` is refused before anything is written).
+#: The probe cache (``cache/``) is not among them: linking it to another disk is the user's choice.
+FIXED_CHILDREN = {"results.sqlite": "file", "results.sqlite-wal": "file", "results.sqlite-shm": "file",
+                  "results.sqlite-journal": "file", "config.yaml": "file", "manifest.json": "file",
+                  "report": "folder"}
+
+
+def results_folder(names: tuple[str, ...] = SWEEP_NAMES, markers: tuple[str, ...] = ("results.sqlite",), *,
+                   strict: bool = False):
     """The ``ours`` test of :func:`deepunlearn.outputs.check_output` for a results folder: it holds
-    a marker (a sweep's store), or none of the names a sweep writes (nothing of another's would be
-    replaced)."""
+    a marker (a sweep's store), or (unless ``strict``: then only an empty folder) none of the names
+    a sweep writes and no model's files (nothing of another's would be replaced)."""
     def ours(p: Path) -> bool:
-        return any((p / m).exists() for m in markers) or not any(os.path.lexists(p / n) for n in names)
+        if any(os.path.isfile(p / m) and not os.path.islink(p / m) for m in markers):
+            return True
+        if strict:
+            return not any(p.iterdir())
+        return not any(os.path.lexists(p / n) for n in names + MODEL_FILES)
     return ours
+
+
+def check_children(out: Path, where: str) -> None:
+    """Refuse (:class:`~deepunlearn.outputs.OutputError`, one line) a results folder whose fixed
+    children (:data:`FIXED_CHILDREN`) are links or of the wrong kind, before anything is written."""
+    from ..outputs import OutputError
+
+    flag = where.split(" ")[0]
+    for name, kind in FIXED_CHILDREN.items():
+        child = out / name
+        try:
+            st = os.lstat(child)
+        except OSError:
+            continue  # missing (or out itself missing or unreadable: the writer says so)
+        if stat.S_ISLNK(st.st_mode):
+            raise OutputError(f"{where}: {child} is a symbolic link; refusing to write through it (remove it)",
+                              file=child, field=flag)
+        if (kind == "folder") != stat.S_ISDIR(st.st_mode) or (kind == "file" and not stat.S_ISREG(st.st_mode)):
+            raise OutputError(f"{where}: {child} exists and is not a {kind}; refusing to replace it (remove it)",
+                              file=child, field=flag)
+
+
+def overlaps_model(folder: Path, models: dict[str, str]) -> str | None:
+    """The name of the model whose local folder holds ``folder`` (or is it): a sweep writing
+    there would change the model it resumes over, so every rerun would find it changed."""
+    real = Path(os.path.realpath(folder))
+    for name, path in models.items():
+        m = Path(path).expanduser()
+        if not m.is_dir():
+            continue
+        rm = Path(os.path.realpath(m))
+        if real == rm or rm in real.parents:
+            return name
+    return None
 
 
 # --------------------------------------------------------------------------------------------- model identity

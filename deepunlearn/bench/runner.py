@@ -39,7 +39,7 @@ from .config_run import model_paths, per_seed, run_seeds, seeds_manifest
 from .config_accuracy import accuracy_options, check_accuracy
 from .config_probe import check_attacks, check_forms, runner_probe_options
 from .executors import Executor, make_executor
-from .guard import SweepLock, check_models, model_identity, record_models
+from .guard import SweepLock, check_children, check_models, model_identity, overlaps_model, record_models
 from .jobs import Job, WorkSpec
 from .oracle import ORACLE, check_oracle, oracle_cache
 from .scheduling import grids_with_baselines, plan_jobs  # noqa: F401  (plan_jobs: re-exported)
@@ -227,6 +227,12 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
     kb_fp = kb_fingerprint(kb)
     fp = cfg.fingerprint(_sweep_kb_key(kb, kb_fp))
     models = model_paths(cfg)  # a per-seed model: one checkpoint per run seed, each checked as a model
+    for key, folder in (("output", out), ("cache_dir", cfg.cache_path)):
+        inside = overlaps_model(folder, models)
+        if inside is not None:  # written there, the model would change under every resume
+            raise cfg.error(key, f"{folder} lies inside the folder of model {inside!r} ({models[inside]}); "
+                                 "writing there changes the model, so no rerun could resume: choose a folder outside it")
+    check_children(out, f"output {out}")
 
     check_output(out, flag="output", force=True, folder=True)  # a file or device there is one line, not a crash
     with SweepLock(out), ResultsStore(out, discard_damaged=overwrite) as store:

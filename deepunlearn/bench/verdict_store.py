@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError, read_text
+from ..errors import UserError, atomic_write_text, read_text
 
 
 class VerdictFileError(UserError, ValueError):
@@ -114,12 +114,12 @@ def store_verdicts(path: str | Path, output: str | Path, *, kb_file: str | None 
            "methods": {m: sorted(set(ps)) for m, ps in methods.items()},
            "models": [{"name": m} for m in dict.fromkeys(v["original"] for v in verdicts)],
            "source": str(path)}
-    (out / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False), encoding="utf-8")
+    atomic_write_text(out / "config.yaml", yaml.safe_dump(cfg, sort_keys=False))  # a link there is replaced, never followed
     return {"points": len(points), "added": added, "output": str(out)}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json
+    from ..cli import add_force, add_json
 
     p = sub.add_parser("evaluate-report", help="store the verdicts of 'evaluate --manifest' and write their report",
                        description="Write the verdict lines of 'deepunlearn evaluate --manifest ... -o VERDICTS.jsonl' "
@@ -128,14 +128,22 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("verdicts", metavar="VERDICTS.jsonl", help="the output of 'deepunlearn evaluate --manifest'")
     p.add_argument("-o", "--output", required=True, metavar="DIR", help="results folder (store and report)")
     p.add_argument("--kb", default=None, help="KB file for the report (default: the one the verdicts name)")
+    add_force(p, "-o (an existing folder that holds no results.sqlite)")
     add_json(p)
     p.set_defaults(handler=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
     from ..cli import emit
+    from ..outputs import check_output
+    from .guard import check_children, results_folder
     from .report import write_report
 
+    # before anything is written: a file, a link, a folder of other files (a checkpoint, a user's
+    # config.yaml), an input, or a results folder whose report/ or store is a link or a file
+    out = check_output(args.output, force=args.force, folder=True, ours=results_folder(strict=True),
+                       what="a results folder (no results.sqlite)", inputs={"VERDICTS": args.verdicts, "--kb": args.kb})
+    check_children(out, f"-o {out}")
     res = store_verdicts(args.verdicts, args.output, kb_file=args.kb)
     res["report"] = str(write_report(args.output))
     emit(args, res, lambda: f"{res['points']} verdicts, {res['added']} new points in {res['output']}; "

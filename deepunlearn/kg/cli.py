@@ -194,7 +194,7 @@ def _holdout(args) -> int:
 
     if args.people is not None:  # checked before the KB is read: 10^8 people would fill memory
         check_at_most(args.people, MAX_HOLDOUT_PEOPLE, where=f"--people {args.people}", unit="people", field="--people")
-    check_output(args.output, force=args.force, ours=kb_file, what="a KB file")
+    check_output(args.output, force=args.force, ours=kb_file, what="a KB file", inputs={"--kb": args.kb})
     kb = load_kb(args.kb, flag="--kb")
     hold = make_holdout(kb, args.seed, people=args.people)
     check_disjoint(kb, hold, args.output, flag="-o")  # by construction; checked before anything is written
@@ -251,7 +251,8 @@ def _forms(args) -> int:
     if args.output is not None:
         from ..outputs import check_output, kb_file
 
-        check_output(args.output, force=args.force, ours=kb_file, what="a KB file")
+        # -o may be --kb itself (the KB updated in place), never a forms file it reads
+        check_output(args.output, force=args.force, ours=kb_file, what="a KB file", inputs={"--add": list(args.add)})
     kb = load_kb(args.kb, flag="--kb")
     split = None if args.split in (None, "none") else args.split
     added = skipped = 0
@@ -307,11 +308,13 @@ def _export(args) -> int:
     for flag, (dest, of) in args.export_format_flags.items():  # their options, given without their format
         if getattr(args, dest, None) not in (None, False):
             args._usage_error(f"argument {flag}: only with --format {of}")
-    from ..outputs import check_output, graphml_file, json_file
+    from ..output_kinds import PROBES_JSONL
+    from ..outputs import check_output, graphml_file
 
     jsonl = fmt == "probes-jsonl" or (fmt is None and Path(args.output).suffix == ".jsonl")
-    out = check_output(args.output, force=args.force, ours=json_file if jsonl else graphml_file,
-                       what="a JSON-lines file" if jsonl else "a GraphML file")
+    out = check_output(args.output, force=args.force, ours=PROBES_JSONL if jsonl else graphml_file,
+                       what="a probes file of 'data export'" if jsonl else "a GraphML file",
+                       inputs={"KB": kb_file})
     kb = load_kb(kb_file, flag="--kb" if args.kb_flag is not None else None)
     if jsonl:
         atomic_write_text(out, "".join(
@@ -336,7 +339,7 @@ def _draw(args) -> int:
     from ..outputs import check_output, figure_file
 
     # before loading anything: a folder, fig.txt or another file is refused at once
-    check_output(figure_path(args.output, flag="-o")[0], force=args.force, ours=figure_file, what="an image")
+    check_output(figure_path(args.output, flag="-o")[0], force=args.force, ours=figure_file, what="a figure this tool drew")
     kb = load_kb(args.kb)
     if "family" in kb.groups:
         out = draw_family(kb, args.output, person=args.person, radius=2 if args.radius is None else args.radius)

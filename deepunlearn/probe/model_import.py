@@ -39,7 +39,8 @@ def import_gguf(file: str | Path, out_dir: str | Path, *, dtype: str = "fp32", f
     if out.is_dir() and not out.is_symlink() and gguf.resolve().is_relative_to(out.resolve()):
         raise CLIError(f"-o {out}: holds the GGUF file being imported; choose another folder", file=out,
                        field="-o")
-    check_output(out, force=force, folder=True, ours=model_dir, what="a model folder (no config.json)")
+    check_output(out, force=force, folder=True, ours=model_dir, what="a model folder of this tool (no deepunlearn.json)",
+                 inputs={"GGUF": src})
     t0 = time.perf_counter()
     sha = file_sha256(gguf)
     with atomic_dir(out) as tmp:

@@ -124,13 +124,22 @@ def done_rows(out: Path) -> set[str]:
     return done
 
 
-def _append(out: Path, obj: dict) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    torn = out.is_file() and out.stat().st_size > 0 and not out.read_bytes().endswith(b"\n")
-    with open(out, "a", encoding="utf-8") as f:
-        f.write(("\n" if torn else "") + dumps(obj, ensure_ascii=False) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+def _append(sink, obj: dict) -> None:
+    sink.append(dumps(obj, ensure_ascii=False) + "\n")
+
+
+def open_output(args):
+    """``-o`` of ``--manifest``, checked and locked before any model loads
+    (:class:`deepunlearn.output_append.AppendFile`): only a verdicts file this command wrote is
+    appended to; another file, a link, a FIFO, an input of the command or an output another
+    run is appending to is one line."""
+    from ..output_append import AppendFile
+    from ..output_kinds import verdict_lines
+
+    inputs = {"--kb": args.kb, "--manifest": args.manifest, "--original": args.original,
+              "--retain": getattr(args, "retain", None), "--rules": getattr(args, "rules", None)}
+    return AppendFile(args.output, ours=verdict_lines, what="a verdicts file of 'deepunlearn evaluate --manifest'",
+                      inputs=inputs)
 
 
 def where(manifest, i: int, row: dict) -> str:
@@ -138,17 +147,18 @@ def where(manifest, i: int, row: dict) -> str:
     return f"--manifest {manifest}: row {i + 1}" + (f" (line {row['line']})" if row.get("line") else "")
 
 
-def run_manifest(args, rows: list[dict], judge, checks=None) -> int:
+def run_manifest(args, rows: list[dict], judge, checks=None, sink=None) -> int:
     """Judge every row not already in ``args.output`` (with ``checks``, the
     :class:`~.evaluate_checks.EvalChecks` of the flags, on every row); exit status 1 when a row
-    failed."""
+    failed. ``sink``: the output opened by :func:`open_output` (opened here when None)."""
+    if sink is None:
+        with open_output(args) as sink:
+            return run_manifest(args, rows, judge, checks, sink)
     from tqdm import tqdm
 
     from ..cli import emit
 
     out = Path(args.output)
-    if out.is_dir():
-        raise ManifestError(f"-o {out}: is a folder, expected a file", file=out, field="-o")
     done = done_rows(out)
     todo = [r for r in rows if row_key(r) not in done]
     judged, failed, summary = 0, [], []
@@ -176,7 +186,7 @@ def run_manifest(args, rows: list[dict], judge, checks=None) -> int:
             obj = {"row": row, **describe(e), "error": msg}
             failed.append(i + 1)
             tqdm.write(f"deepunlearn evaluate: error: {msg}", file=sys.stderr)  # on its own line, not the bar's
-        _append(out, obj)
+        _append(sink, obj)
     result = {"rows": len(rows), "skipped": len(rows) - len(todo), "judged": judged, "failed": failed,
               "output": str(out), "verdicts": summary}
     emit(args, result, lambda: "\n".join(

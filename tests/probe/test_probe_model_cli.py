@@ -84,7 +84,7 @@ def test_import_refuses_a_folder_of_other_files_and_its_own_folder(tmp_path, cap
     (other / "keep.txt").write_text("mine")
     code, _, err = run(capsys, "model", "import", str(f), "-o", str(other))
     assert code == 1 and err == (f"deepunlearn model: error: -o {other}: a non-empty folder that is not a model "
-                                 "folder (no config.json); refusing to replace it (pass --force to replace it)\n")
+                                 "folder of this tool (no deepunlearn.json); refusing to replace it (pass --force to replace it)\n")
     assert [p.name for p in other.iterdir()] == ["keep.txt"]
     code, _, err = run(capsys, "model", "import", str(f), "-o", str(tmp_path))
     assert code == 1 and "holds the GGUF file being imported" in err and f.exists()

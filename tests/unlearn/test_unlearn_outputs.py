@@ -48,8 +48,8 @@ def test_finetune_refuses_a_folder_of_other_files(kb_file, notes, capsys):
     err = capsys.readouterr().err
     assert rc == 1 and (notes / "thesis.txt").read_text() == "thesis" and sorted(notes.iterdir()) == [
         notes / "thesis.txt"]
-    assert err == (f"deepunlearn finetune: error: -o {notes}: a non-empty folder that is not a model folder (no "
-                   "config.json); refusing to replace it (pass --force to replace it)\n")
+    assert err == (f"deepunlearn finetune: error: -o {notes}: a non-empty folder that is not a model folder of "
+                   "this tool (no deepunlearn.json); refusing to replace it (pass --force to replace it)\n")
 
 
 def test_finetune_with_force_replaces_the_folder_as_a_whole(kb_file, notes, capsys, known_at_once):
@@ -77,6 +77,7 @@ def test_a_full_disk_while_saving_the_weights_is_one_line_and_keeps_the_old_chec
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     (ckpt / "config.json").write_text('{"model_type": "llama"}')
+    (ckpt / "deepunlearn.json").write_text('{"format": "deepunlearn-model"}')  # a model this tool wrote
 
     def full(self, *a, **k):
         raise SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No '
@@ -87,7 +88,7 @@ def test_a_full_disk_while_saving_the_weights_is_one_line_and_keeps_the_old_chec
     err = capsys.readouterr().err
     assert rc == 1 and err.startswith(f"deepunlearn finetune: error: {ckpt}: cannot write: Error while serializing")
     assert err.count("\n") == 1 and "StorageFull" in err
-    assert sorted(p.name for p in ckpt.iterdir()) == ["config.json"] and leftovers(ckpt) == []
+    assert sorted(p.name for p in ckpt.iterdir()) == ["config.json", "deepunlearn.json"] and leftovers(ckpt) == []
 
 
 def test_unlearn_save_model_refuses_a_folder_of_other_files(kb_file, notes, capsys):
@@ -96,4 +97,4 @@ def test_unlearn_save_model_refuses_a_folder_of_other_files(kb_file, notes, caps
     err = capsys.readouterr().err
     assert rc == 1 and (notes / "thesis.txt").read_text() == "thesis"
     assert err == (f"deepunlearn unlearn: error: --save-model {notes}: a non-empty folder that is not a model folder "
-                   "(no config.json); refusing to replace it (pass --force to replace it)\n")
+                   "of this tool (no deepunlearn.json); refusing to replace it (pass --force to replace it)\n")

@@ -72,9 +72,12 @@ def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods
     Everything is written into a temporary sibling folder first and each file then moved into
     ``out_dir`` (``os.replace``, report.md last): a report that fails half-way leaves the previous
     one whole, and no reader ever sees a half-written file."""
-    from ...outputs import clean_stale, dir_mode, tmp_sibling
+    from ...outputs import OutputError, clean_stale, dir_mode, tmp_sibling
 
     out = Path(out_dir)
+    if os.path.islink(out) or (os.path.lexists(out) and not out.is_dir()):  # never written through a link
+        raise OutputError(f"{out}: is {'a symbolic link' if os.path.islink(out) else 'not a folder'}; refusing to "
+                          "write the report there (remove it)", file=out)
     out.parent.mkdir(parents=True, exist_ok=True)
     clean_stale(out)  # the temporary folders of reports that were killed half-way
     tmp = tmp_sibling(out, "tmp")

@@ -14,7 +14,7 @@ import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ...cli import add_json
+    from ...cli import add_force, add_json
     from ...kg.cli import data_subcommands
 
     dsub = data_subcommands(sub)
@@ -45,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--kb", required=True, help="the KB the tasks were exported from")
     q.add_argument("-o", "--output", required=True, metavar="KNOWN.json",
                    help="known-facts file to write (as 'probe -o'; missing folders are created)")
+    add_force(q)
     add_json(q)
     q.set_defaults(handler=_import)
 
@@ -75,7 +76,11 @@ def _import(args: argparse.Namespace) -> int:
     from ...errors import atomic_write_text
     from ...kg.io import load_kb
     from ..lmeval import known_from_samples
+    from ...output_kinds import KNOWN_DOC
+    from ...outputs import check_output
 
+    check_output(args.output, force=args.force, ours=KNOWN_DOC, what="a known-facts file of 'deepunlearn probe'",
+                 inputs={"--kb": args.kb, "FILE": list(args.samples)})
     kb = load_kb(args.kb, flag="--kb")
     doc = known_from_samples(kb, list(args.samples), kb_file=args.kb)
     out = atomic_write_text(args.output, json.dumps(doc, ensure_ascii=False, indent=1) + "\n")

@@ -190,9 +190,13 @@ def _probe(args: argparse.Namespace) -> int:
 
         check_cache_dir(args.cache_dir, where="--cache-dir")
     if args.output is not None:  # before anything loads: an output that is not ours is refused at once
-        from ...outputs import check_output, json_file
+        from ...output_kinds import KNOWN_DOC
+        from ...outputs import check_output
 
-        check_output(args.output, force=args.force, ours=json_file, what="a JSON file")
+        check_output(args.output, force=args.force, ours=KNOWN_DOC, what="an output of 'deepunlearn probe'",
+                     inputs={"--kb": args.kb, "--model": args.model, "--calibration": getattr(args, "calibration", None),
+                             "--holdout": getattr(args, "holdout", None), "--calibrate": getattr(args, "calibrate", None),
+                             "--exclude": getattr(args, "exclude", None), "--retain": getattr(args, "retain", None)})
     protocol = resolve_protocol(args)
     fmt = resolve_format(args, protocol)  # checks --device before anything loads
     mode = args.mode or protocol.probe_mode

@@ -33,9 +33,11 @@ def _compose(args: argparse.Namespace, load) -> int:
     from ..compose import compose_set
 
     if args.output is not None:
-        from ...outputs import check_output, json_file
+        from ...output_kinds import COMPOSE_DOC
+        from ...outputs import check_output
 
-        check_output(args.output, force=args.force, ours=json_file, what="a JSON file")
+        check_output(args.output, force=args.force, ours=COMPOSE_DOC, what="a question set of 'rules compose'",
+                     inputs={"--kb": args.kb, "--rules": args.rules, "--known": getattr(args, "known", None)})
     kb, rules, known, _ = load(args)
     try:
         cs = compose_set(kb, rules, known=known, max_groundings=args.grounding_budget)

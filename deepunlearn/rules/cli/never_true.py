@@ -30,7 +30,7 @@ def _never_true(args) -> int:
     from ...kg.io import load_kb, save_kb
     from ...outputs import check_output, kb_file
 
-    check_output(args.output, force=args.force, ours=kb_file, what="a KB file")
+    check_output(args.output, force=args.force, ours=kb_file, what="a KB file", inputs={"--kb": args.kb})
     kb = load_kb(args.kb, flag="--kb")
     neg = make_never_true(kb, args.seed)
     out = save_kb(neg, args.output)

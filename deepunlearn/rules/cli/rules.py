@@ -221,17 +221,19 @@ def _closure(args) -> int:
     from ...cli import emit
     from ..closure import closure
 
-    if args.output:
-        from ...outputs import check_output, json_file
+    if args.output is not None:  # -o "" is one line, not "no output"
+        from ...output_kinds import CLOSURE_DOC
+        from ...outputs import check_output
 
-        check_output(args.output, force=args.force, ours=json_file, what="a JSON file")
+        check_output(args.output, force=args.force, ours=CLOSURE_DOC, what="a closure of 'rules closure'",
+                     inputs={"--kb": args.kb, "--rules": args.rules, "--known": args.known})
     kb, rules, known, warnings = _load(args)
     t0 = time.perf_counter()
     c = closure(kb, rules, engine=args.engine, known=known, progress=len(kb.facts) > 200_000,
                 max_groundings=args.grounding_budget, time_budget=args.time_budget)
     out = {**c.to_dict(), "rules": rules.name, "kb_facts": len(kb.facts),
            "warnings": warnings, "seconds": round(time.perf_counter() - t0, 4)}
-    if args.output:
+    if args.output is not None:
         from ...errors import atomic_write_text
 
         out["output"] = str(atomic_write_text(args.output, json.dumps([list(f) for f in c.facts], ensure_ascii=False) + "\n"))
@@ -359,7 +361,7 @@ def _explain(args) -> int:
     if args.output:  # a folder, FIG.txt or another file is refused before any work
         from ...outputs import check_output, figure_file
 
-        check_output(figure_path(args.output, flag="-o")[0], force=args.force, ours=figure_file, what="an image")
+        check_output(figure_path(args.output, flag="-o")[0], force=args.force, ours=figure_file, what="a figure this tool drew")
     kb, rules, known, warnings = _load(args)
     if args.target == "all":
         raise CLIError("rules explain: --target must be one fact")

@@ -69,7 +69,7 @@ def _import(args: argparse.Namespace) -> int:
     from ...outputs import check_output, kb_file
     from ..generate import domain_rules, is_builtin, symmetric_relations
 
-    check_output(args.output, force=args.force, ours=kb_file, what="a KB file")
+    check_output(args.output, force=args.force, ours=kb_file, what="a KB file", inputs={"FILE": args.file})
     dom = load_domain(args.domain)
     symmetric = symmetric_relations(domain_rules(dom))
     fmt = triples_format(args.file, args.format)
@@ -139,7 +139,7 @@ def _export(args: argparse.Namespace, kb_file: str) -> int:
             args._usage_error(f"argument {flag}: only with --format {of}")
     if args.biography:
         args._usage_error("argument --biography: only with --format graphml (the TSV holds every fact)")
-    out = check_output(args.output, force=args.force, ours=_tsv_file, what="a TSV file")
+    out = check_output(args.output, force=args.force, ours=_tsv_file, what="a TSV file", inputs={"KB": kb_file})
     kb = load_kb(kb_file, flag="--kb" if args.kb_flag is not None else None)
     atomic_write_text(out, tsv_text(kb))
     emit(args, {"output": str(out), "format": "tsv", "facts": len(kb.facts), "targets": len(kb.targets)},

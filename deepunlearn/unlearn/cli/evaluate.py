@@ -36,7 +36,7 @@ from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ...cli import add_json, add_threads, positive_int
+    from ...cli import add_force, add_json, add_threads, positive_int
     from ...probe.cli.probe import add_format_args
     from ...probe.modes import FACT_MODES as MODES
 
@@ -100,6 +100,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "as not established")
     p.add_argument("-o", "--output", default=None, metavar="OUT",
                    help="write the verdicts (JSON; with --manifest: JSON lines, appended, resumable)")
+    add_force(p, "-o (not with --manifest: only a verdicts file it wrote is appended to)")
     add_threads(p)
     add_json(p)
     p.set_defaults(handler=_evaluate)
@@ -180,16 +181,22 @@ def _evaluate(args: argparse.Namespace) -> int:
     if args.manifest is not None:
         if not args.output:
             raise CLIError("--manifest writes one JSON line per row: give -o OUT.jsonl", field="-o")
-        from ..evaluate_manifest import read_manifest, run_manifest
+        from ..evaluate_manifest import open_output, read_manifest, run_manifest
 
         rows = read_manifest(args.manifest)  # a bad manifest is one line before any model loads
         checks = _checks(args)
         apply_threads(args)
-        return run_manifest(args, rows, _chance_judge(args), checks)
+        with open_output(args) as sink:  # checked and locked before any model loads
+            return run_manifest(args, rows, _chance_judge(args), checks, sink)
     if args.target is None:
         raise CLIError("--target is required (a fact index or 'subject|relation|object')", field="--target")
-    if args.output and Path(args.output).is_dir():
-        raise CLIError(f"-o {args.output}: is a folder, expected a file", file=args.output, field="-o")
+    if args.output is not None:  # -o "" is one line, not "no output"
+        from ...output_kinds import VERDICT_DOC
+        from ...outputs import check_output
+
+        check_output(args.output, force=args.force, ours=VERDICT_DOC, what="a verdict of 'deepunlearn evaluate'",
+                     inputs={"--kb": args.kb, "--original": args.original, "--unlearned": args.unlearned,
+                             "--retain": args.retain, "--rules": args.rules})
     checks = _checks(args)
     apply_threads(args)
     judge = _chance_judge(args)

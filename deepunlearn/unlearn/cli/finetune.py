@@ -221,7 +221,9 @@ def _finetune(args: argparse.Namespace) -> int:
     from ...outputs import check_output, model_dir
 
     out_dir = check_output(args.output, force=args.force, folder=True, ours=model_dir,
-                           what="a model folder (no config.json)")
+                           what="a model folder of this tool (no deepunlearn.json)",
+                           inputs={"--model": args.model, "--kb": args.kb, "--config": args.config,
+                                   "--exclude": args.exclude})
     if args.model == "tiny" and args.tiny_hidden % args.tiny_heads:
         raise CLIError(f"--tiny-hidden {args.tiny_hidden} is not a multiple of --tiny-heads {args.tiny_heads}",
                        field="--tiny-hidden")

@@ -186,13 +186,16 @@ def _check_outputs(args, grid, method, single: bool) -> float | None:
     """Check -o, --point and --save-model before anything is loaded; the wanted point or None."""
     from ...cli import CLIError
 
-    from ...outputs import check_output, json_file, model_dir
+    from ...output_kinds import UNLEARN_DOC
+    from ...outputs import check_output, model_dir
 
+    inputs = {"--kb": args.kb, "--model": args.model, "--rules": args.rules}
     if args.output is not None:
-        check_output(args.output, force=args.force, ours=json_file, what="a JSON file")
+        check_output(args.output, force=args.force, ours=UNLEARN_DOC, what="an output of 'deepunlearn unlearn'",
+                     inputs=inputs)
     if args.save_model is not None:
         check_output(args.save_model, flag="--save-model", force=args.force, folder=True, ours=model_dir,
-                     what="a model folder (no config.json)")
+                     what="a model folder of this tool (no deepunlearn.json)", inputs=inputs)
     values = method.check_grid(method.params.grid)
     if args.point is None:
         return None
