@@ -118,7 +118,15 @@ def data_subcommands(sub: argparse._SubParsersAction) -> argparse._SubParsersAct
 def summary(kb) -> dict:
     from .forms import forms_table
 
+    from .domains.family.questions import describe_data, question_format
+
     forms = {"forms": forms_table(kb, explicit_only=True), "form_splits": dict(sorted(kb.form_splits.items()))}
+    data = {}
+    if describe_data(kb) is not None:  # a family KB: how it names people and asks its questions
+        params = kb.metadata.get("params")
+        data = {"questions": question_format(kb)}
+        if isinstance(params, dict):
+            data = {"names": params.get("names", "inherited"), **data}
     return {
         "name": kb.name,
         "people": len(kb.entities),  # every entity (people for a family KB; an org KB counts its offices too)
@@ -128,6 +136,7 @@ def summary(kb) -> dict:
         "targets": [list(kb.facts[t]) for t in kb.targets],
         "target_ids": list(kb.targets),  # what --target takes; targets[i] is fact target_ids[i]
         **(forms if kb.forms or kb.form_splits else {}),  # only for a KB with forms: older output unchanged
+        **data,
     }
 
 
@@ -139,8 +148,12 @@ def summary_text(kb, path: str) -> str:
         f"  entities {s['people']}",
         f"  facts   {s['facts']} (" + ", ".join(f"{n} {g}" for g, n in s["groups"].items()) + ")",
         f"  relations: {rel}",
-        f"  targets {len(s['targets'])}:",
     ]
+    from .domains.family.questions import describe_data
+
+    if describe_data(kb) is not None:
+        lines.append(f"  data    {describe_data(kb)}")
+    lines.append(f"  targets {len(s['targets'])}:")
     lines += [f"    [{t}] {kb.facts[t][2]} is {kb.facts[t][0]}'s {kb.facts[t][1]}" for t in kb.targets[:10]]
     if len(kb.targets) > 10:
         lines.append(f"    ... and {len(kb.targets) - 10} more")
