@@ -1,5 +1,5 @@
 """The unlearn layer's commands: ``finetune``, ``unlearn``, ``evaluate``, ``evaluate-report``,
-``plan``, ``attack`` (one module each; :mod:`.checks` and :mod:`.requests` hold the flags that
+``plan``, ``attack``, ``data shortcuts`` (one module each; :mod:`.checks` and :mod:`.requests` hold the flags that
 ``unlearn`` and ``evaluate`` share). Each module imports only argparse-level things at import
 time; torch and transformers load inside the handlers."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import argparse
 
-from . import attack, evaluate, finetune, plan, unlearn
+from . import attack, evaluate, finetune, plan, shortcuts, unlearn
 
 #: In the order their commands appear in ``--help``.
-MODULES = (finetune, unlearn, evaluate, plan, attack)
+MODULES = (finetune, unlearn, evaluate, plan, attack, shortcuts)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
