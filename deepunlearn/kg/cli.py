@@ -51,6 +51,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = dsub.add_parser("show", help="summarise a KB file")
     p.add_argument("kb", help="KB file")
+    p.add_argument("--shortcuts", default=None, metavar="FLOOR.json",
+                   help="also print the KB's shortcut floor, as 'data shortcuts' measured it")
     add_json(p)
     p.set_defaults(handler=_show)
 
@@ -244,7 +246,13 @@ def _show(args) -> int:
     from .io import load_kb
 
     kb = load_kb(args.kb)
-    emit(args, summary(kb), lambda: summary_text(kb, args.kb))
+    if args.shortcuts is None:
+        emit(args, summary(kb), lambda: summary_text(kb, args.kb))
+        return 0
+    from .shortcut_floor import floor_text, read_floor
+
+    floor = read_floor(args.shortcuts, kb)
+    emit(args, {**summary(kb), "shortcuts": floor}, lambda: summary_text(kb, args.kb) + "\n" + floor_text(floor))
     return 0
 
 

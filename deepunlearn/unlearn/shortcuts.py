@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..kg.kb import KnowledgeBase
+from ..kg.shortcut_floor import floor_text  # noqa: F401  (the floor's table, shared with data show)
 
 #: The probe modes the floor is measured under by default.
 FLOOR_MODES = ("exact", "rank")
@@ -153,20 +154,3 @@ def shortcut_floor(kb: KnowledgeBase, *, base: str | None = "tiny", recipe_from:
                         "epochs": learned["epochs"]},
             "base": identity, "recipe": learned["recipe"], "baseline": str(folder), "cached": bool(cached),
             "relations": relations, "groups": groups, "overall": overall}
-
-
-def floor_text(floor: dict) -> str:
-    """The floor as a table: relation, n, and the share known under each mode."""
-    modes = floor["modes"]
-    rows = [(r, v["n"], *(v[m] for m in modes)) for r, v in floor["relations"].items()]
-    rows += [(f"[{g}]", v["n"], *(v[m] for m in modes)) for g, v in floor["groups"].items()]
-    rows.append(("[all]", floor["overall"]["n"], *(floor["overall"][m] for m in modes)))
-    w = max(8, *(len(str(r[0])) for r in rows))
-    h = floor["holdout"]
-    lines = [f"shortcut floor of {floor['kb']} (names {floor['names'] or '-'}, questions {floor['questions']}): "
-             f"share of its facts a model trained only on a disjoint holdout ({h['people']} people, {h['facts']} facts, "
-             f"{h['baseline_known']}/{h['baseline_total']} learned) answers",
-             f"  {'relation':<{w}} {'n':>5}  " + "  ".join(f"{m:>6}" for m in modes)]
-    for r in rows:
-        lines.append(f"  {r[0]:<{w}} {r[1]:>5}  " + "  ".join("     -" if x is None else f"{x:>6.2f}" for x in r[2:]))
-    return "\n".join(lines)

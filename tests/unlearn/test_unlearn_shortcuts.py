@@ -1,0 +1,78 @@
+"""``deepunlearn data shortcuts``: a baseline trained on a disjoint KB of the same generator,
+probed on the KB's facts; per relation the share it answers, with n; cached; one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from deepunlearn.cli import main
+from deepunlearn.kg import KnowledgeBase, save_kb
+from deepunlearn.kg.domains.family.generate import FamilyParams, generate_family
+
+FAST = ["--tiny-hidden", "32", "--tiny-heads", "4", "--tiny-layers", "1", "--epochs", "2"]
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    try:
+        code = main(list(argv))
+    except SystemExit as e:
+        code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def kb_file(tmp_path):
+    kb = generate_family(10, seed=21, params=FamilyParams(names="independent"), questions="entity")
+    return save_kb(kb, tmp_path / "kb.json"), kb
+
+
+def test_floor_per_relation_with_n_and_a_cached_rerun(kb_file, tmp_path, capsys):
+    path, kb = kb_file
+    out, cache = tmp_path / "floor.json", tmp_path / "cache"
+    code, text, err = run(capsys, "data", "shortcuts", "--kb", str(path), *FAST, "--cache-dir", str(cache),
+                          "-o", str(out), "--json")
+    assert code == 0, err
+    floor = json.loads(out.read_text())
+    assert json.loads(text)["relations"] == floor["relations"]
+    assert floor["modes"] == ["exact", "rank"] and (floor["names"], floor["questions"]) == ("independent", "entity")
+    counts = kb.relation_counts()
+    assert {r: v["n"] for r, v in floor["relations"].items()} == counts
+    for r, v in floor["relations"].items():
+        for m in ("exact", "rank"):
+            assert 0.0 <= v[m] <= 1.0 and v[f"{m}_known"] == round(v[m] * v["n"])
+    assert floor["overall"]["n"] == len(kb.facts) == sum(counts.values())
+    assert floor["holdout"]["people"] == 10 and floor["holdout"]["facts"] > 0 and not floor["cached"]
+    # a second run finds the baseline and its probes: same floor, nothing trained
+    code, text, err = run(capsys, "data", "shortcuts", "--kb", str(path), *FAST, "--cache-dir", str(cache),
+                          "-o", str(out), "--force", "--json")
+    again = json.loads(text)
+    assert code == 0 and again["cached"] and again["relations"] == floor["relations"]
+
+
+def test_a_kb_without_a_holdout_generator_is_one_line(tmp_path, capsys):
+    kb = KnowledgeBase.build({"A": {}, "B": {}}, [("A", "likes", "B")])
+    path = save_kb(kb, tmp_path / "kb.json")
+    code, out, err = run(capsys, "data", "shortcuts", "--kb", str(path), "-o", str(tmp_path / "f.json"))
+    lines = err.strip().splitlines()
+    assert code == 1 and len(lines) == 1 and "no shortcut floor" in lines[0] and "family generator" in lines[0]
+    assert not (tmp_path / "f.json").exists()
+
+
+@pytest.mark.parametrize("argv,code,message", [
+    (["--recipe-from", "CKPT", "--lr", "0.1"], 2, "argument --recipe-from: not with --lr"),
+    (["--modes", "exact,guess"], 2, "argument --modes: 'guess' is not a probe mode"),
+    (["--recipe-from", "NOWHERE"], 1, "not a checkpoint folder"),
+    (["--tiny-hidden", "30", "--tiny-heads", "4"], 1, "--tiny-hidden 30 is not a multiple of --tiny-heads 4"),
+])
+def test_bad_input_is_one_line(kb_file, tmp_path, capsys, argv, code, message):
+    path, _ = kb_file
+    argv = [str(tmp_path / a) if a in ("CKPT", "NOWHERE") else a for a in argv]
+    if "--recipe-from" in argv and argv[1].endswith("CKPT"):
+        (tmp_path / "CKPT").mkdir()
+    got, out, err = run(capsys, "data", "shortcuts", "--kb", str(path), "-o", str(tmp_path / "f.json"),
+                        "--cache-dir", str(tmp_path / "cache"), *argv)
+    assert got == code and message in err.strip().splitlines()[-1], err
+    assert not (tmp_path / "f.json").exists()
