@@ -76,3 +76,28 @@ def test_bad_input_is_one_line(kb_file, tmp_path, capsys, argv, code, message):
                         "--cache-dir", str(tmp_path / "cache"), *argv)
     assert got == code and message in err.strip().splitlines()[-1], err
     assert not (tmp_path / "f.json").exists()
+
+
+def test_finetune_trains_and_every_probe_mode_asks_the_entity_questions(tmp_path):
+    """A tiny model finetuned on a KB with entity questions answers father, mother, husband and
+    wife with the person's name under exact, rank (among every person) and generate."""
+    import torch
+
+    from deepunlearn.kg.candidates import answer_candidates
+    from deepunlearn.probe.models import load_model
+    from deepunlearn.probe.probing import probe
+    from deepunlearn.probe.tiny import build_tiny_model
+    from deepunlearn.unlearn.finetune import FinetuneConfig, finetune
+
+    torch.set_num_threads(1)
+    kb = generate_family(6, seed=2, params=FamilyParams(names="independent"), questions="entity")
+    ids = [i for i, f in enumerate(kb.facts) if f[1] in ("father", "mother", "husband", "wife")]
+    assert len(ids) >= 8 and all(answer_candidates(kb, i) == sorted(kb.entities) for i in ids)
+    bundle = load_model(build_tiny_model(kb, tmp_path / "m", hidden=64, layers=1, heads=4), device="cpu")
+    assert probe(bundle, kb, ids, mode="exact", progress=False).known_ids() == set()  # untrained: knows none
+    res = finetune(bundle, kb, FinetuneConfig.tiny(epochs=60, batch_size=8, target_known=1.0), progress=False)
+    assert res.known == res.total == len(kb.facts)
+    for mode in ("exact", "rank", "generate"):
+        assert probe(bundle, kb, ids, mode=mode, progress=False).known_ids() == set(ids), mode
+    gen = probe(bundle, kb, ids[:1], mode="generate", progress=False)
+    assert kb.facts[ids[0]][2] in gen.outputs[0]  # the answer is the person's name
