@@ -44,6 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = dsub.add_parser("import-edu-relat", help="convert the paper's public EDU-RELAT release (shipped with deepunlearn)")
     p.add_argument("folder", nargs="?", default=None,
                    help="a folder with the release's .pt files (default: the copy shipped with deepunlearn)")
+    p.add_argument("--questions", choices=("relation", "entity"), default="relation",
+                   help="relation (default, the release's \"Who is {o2} to {o1}?\" -> \"father\") or entity "
+                        "(father, mother, husband, wife asked \"Who is {o1}'s father?\" -> the person); recorded "
+                        "in the KB")
     p.add_argument("-o", "--output", required=True, help="KB file to write (missing folders are created)")
     add_force(p)
     add_json(p)
@@ -231,6 +235,10 @@ def _import(args) -> int:
 
     check_output(args.output, force=args.force, ours=kb_file, what="a KB file")
     kb = import_edu_relat(args.folder)
+    if args.questions != "relation":
+        from .domains.family.questions import use_question_format
+
+        use_question_format(kb, args.questions)
     out = save_kb(kb, args.output)
     notes = release_notes(kb)
     for n in notes:  # said once, here; the rules commands on this KB do not repeat it

@@ -128,3 +128,15 @@ def test_show_prints_a_floor_of_this_kb_and_refuses_another(tmp_path, capsys):
     (tmp_path / "bad.json").write_text("[1, 2]")
     code, _, err = cli(capsys, "data", "show", str(path), "--shortcuts", str(tmp_path / "bad.json"))
     assert code == 1 and "not a shortcut floor written by 'deepunlearn data shortcuts'" in err
+
+
+def test_the_release_can_be_imported_with_entity_questions(tmp_path, capsys):
+    out = tmp_path / "edu.json"
+    code, _, err = cli(capsys, "data", "import-edu-relat", "--questions", "entity", "-o", str(out))
+    assert code == 0, err
+    kb = load_kb(out)
+    i = next(i for i, f in enumerate(kb.facts) if f[1] == "wife")
+    assert kb.probe(i).question == f"Who is {kb.facts[i][0]}'s wife?" and kb.probe(i).answer == kb.facts[i][2]
+    assert kb.metadata["questions"] == "entity"
+    code, text, _ = cli(capsys, "data", "show", str(out))
+    assert any(line.startswith("  data    questions entity") for line in text.splitlines())  # no generator: no names
