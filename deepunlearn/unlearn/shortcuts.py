@@ -58,7 +58,7 @@ def shortcut_floor(kb: KnowledgeBase, *, base: str | None = "tiny", recipe_from:
                    config=None, holdout_seed: int = 0, modes: Sequence[str] = FLOOR_MODES,
                    tiny: dict | None = None, prompt=None, answer_format: str = "recorded",
                    cache_dir: str | Path | None = None, device: str | None = None, dtype: str | None = None,
-                   progress: bool = True, make_config=None) -> dict:
+                   progress: bool = True, make_config=None, recipe_key: dict | None = None) -> dict:
     """The shortcut floor of ``kb`` (module docstring) as a JSON-ready dict: ``relations`` (per
     relation: ``group``, ``n`` and, per mode, the share known and ``<mode>_known``), ``groups``,
     ``overall``, ``holdout`` (seed, people, facts, and how much of it the baseline learned), the
@@ -68,7 +68,8 @@ def shortcut_floor(kb: KnowledgeBase, *, base: str | None = "tiny", recipe_from:
     model folder or hub name to finetune; ``recipe_from``: a checkpoint ``deepunlearn finetune``
     made, whose base and recipe are reused (instead of ``base`` and ``config``). ``config``: a
     :class:`~deepunlearn.unlearn.finetune.FinetuneConfig`; ``make_config(bundle)`` builds one from
-    the loaded base where ``config`` is None. Errors: a KB whose domain has no holdout generator
+    the loaded base where ``config`` is None (``recipe_key``: what that recipe is made from, for the
+    cache key). Errors: a KB whose domain has no holdout generator
     (:class:`~deepunlearn.kg.kb.KBError`), a checkpoint without a recipe
     (:class:`~deepunlearn.unlearn.methods.base.UnlearnError`).
     """
@@ -96,7 +97,8 @@ def shortcut_floor(kb: KnowledgeBase, *, base: str | None = "tiny", recipe_from:
     else:
         identity = {"base": str(base), "prompt": getattr(prompt, "describe", lambda: prompt)()}
     fp = kb_fingerprint(kb)
-    recipe_doc = config.model_dump() if config is not None else {"from_base": True}
+    # a recipe made from the loaded base (make_config) is keyed by what it is made from
+    recipe_doc = config.model_dump() if config is not None else {"from_base": recipe_key or {}}
     key = _key(identity, recipe_doc, fp, holdout_seed)
     folder = (Path(cache_dir) if cache_dir is not None else default_cache_dir().parent / "shortcuts") / key
     steps = ["train", *(f"probe {m}" for m in modes)]

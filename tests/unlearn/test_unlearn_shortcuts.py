@@ -101,3 +101,18 @@ def test_finetune_trains_and_every_probe_mode_asks_the_entity_questions(tmp_path
         assert probe(bundle, kb, ids, mode=mode, progress=False).known_ids() == set(ids), mode
     gen = probe(bundle, kb, ids[:1], mode="generate", progress=False)
     assert kb.facts[ids[0]][2] in gen.outputs[0]  # the answer is the person's name
+
+
+def test_recipe_from_a_finetuned_checkpoint_reuses_its_base_and_recipe(kb_file, tmp_path, capsys):
+    path, kb = kb_file
+    ckpt = tmp_path / "ckpt"
+    code, _, err = run(capsys, "finetune", "--kb", str(path), "--model", "tiny", *FAST, "--lr", "0.002",
+                       "-o", str(ckpt), "--json")
+    assert code == 0, err
+    code, text, err = run(capsys, "data", "shortcuts", "--kb", str(path), "--recipe-from", str(ckpt),
+                          "--modes", "exact", "--cache-dir", str(tmp_path / "cache"), "-o", str(tmp_path / "f.json"),
+                          "--json")
+    assert code == 0, err
+    floor = json.loads(text)
+    assert floor["recipe"]["lr"] == 0.002 and floor["recipe"]["epochs"] == 2 and floor["modes"] == ["exact"]
+    assert floor["base"]["tiny"]["hidden"] == 32 and set(floor["relations"]) == set(kb.relation_counts())

@@ -89,11 +89,11 @@ def _shortcuts(args: argparse.Namespace) -> int:
         args._usage_error(f"argument --modes: {bad[0] if bad else args.modes!r} is not a probe mode "
                           f"(choose from {', '.join(FACT_MODES)})")
     if args.recipe_from is not None:
-        given = [f"--{n.replace('_', '-')}" for n in _RECIPE_FLAGS if getattr(args, n) is not None]
-        if args.model != "tiny" or given:
-            args._usage_error(f"argument --recipe-from: not with {(['--model'] if args.model != 'tiny' else []) + given}"
-                              .replace("[", "").replace("]", "").replace("'", "") + " (the checkpoint gives the base "
-                              "and the recipe)")
+        given = (["--model"] if args.model != "tiny" else []) + [
+            f"--{n.replace('_', '-')}" for n in _RECIPE_FLAGS if getattr(args, n) is not None]
+        if given:
+            args._usage_error(f"argument --recipe-from: not with {', '.join(given)} (the checkpoint gives the base and "
+                              "the recipe)")
     if args.arch is not None and args.model != "tiny":
         args._usage_error("argument --arch: only with --model tiny")
     if args.model == "tiny" and args.tiny_hidden % args.tiny_heads:
@@ -124,12 +124,12 @@ def _shortcuts(args: argparse.Namespace) -> int:
             prompt = PromptFormat.parse(args.answer_format)
         except ValueError as e:
             raise CLIError(f"--answer-format: {e}") from None
-    config = make_config = None
+    config = make_config = recipe_key = None
     if args.recipe_from is None:
         overrides = collect_overrides(args)
         config = build_config(args, None, overrides)  # every value checked before anything is built
         if args.model != "tiny":
-            config = None
+            config, recipe_key = None, {"preset": args.preset, "protocol": args.protocol, **overrides[0]}
 
             def make_config(bundle):
                 return build_config(args, bundle, overrides)
@@ -138,6 +138,7 @@ def _shortcuts(args: argparse.Namespace) -> int:
 
     floor = shortcut_floor(
         kb, base=args.model, recipe_from=args.recipe_from, config=config, make_config=make_config,
+        recipe_key=recipe_key,
         holdout_seed=args.holdout_seed, modes=modes, prompt=prompt,
         tiny={"arch": args.arch or "llama", "hidden": args.tiny_hidden, "layers": args.tiny_layers,
               "heads": args.tiny_heads, "seed": args.seed or 0},
