@@ -35,14 +35,29 @@ def _key(identity: dict, recipe: dict, kb_fp: str, holdout_seed: int) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def _wilson(k: int, n: int, z: float = 1.959964) -> list[float] | None:
+    """Wilson's 95 % interval of a share k/n (``None`` for n = 0).
+
+    >>> _wilson(0, 20), _wilson(17, 20)
+    ([0.0, 0.161125], [0.639581, 0.947631])
+    """
+    if n == 0:
+        return None
+    p, d = k / n, 1 + z * z / n
+    mid, half = (p + z * z / (2 * n)) / d, z * ((p * (1 - p) + z * z / (4 * n)) / n) ** 0.5 / d
+    return [round(max(0.0, mid - half), 6), round(min(1.0, mid + half), 6)]
+
+
 def _table(kb: KnowledgeBase, known: dict[str, Sequence[bool]]) -> tuple[dict, dict, dict]:
-    """Per relation, per group and overall: ``n`` and, per mode, the share known and the count."""
+    """Per relation, per group and overall: ``n`` and, per mode, the share known, the count and
+    Wilson's 95 % interval of the share."""
     def row(ids: list[int]) -> dict:
         out: dict[str, Any] = {"n": len(ids)}
         for mode, k in known.items():
             hits = int(sum(bool(k[i]) for i in ids))
             out[mode] = round(hits / len(ids), 6) if ids else None
             out[f"{mode}_known"] = hits
+            out[f"{mode}_ci95"] = _wilson(hits, len(ids))
         return out
 
     by_rel: dict[str, list[int]] = {}

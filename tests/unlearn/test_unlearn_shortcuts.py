@@ -43,6 +43,8 @@ def test_floor_per_relation_with_n_and_a_cached_rerun(kb_file, tmp_path, capsys)
     for r, v in floor["relations"].items():
         for m in ("exact", "rank"):
             assert 0.0 <= v[m] <= 1.0 and v[f"{m}_known"] == round(v[m] * v["n"])
+            lo, hi = v[f"{m}_ci95"]
+            assert 0.0 <= lo <= v[m] <= hi <= 1.0 and hi - lo > 0.1  # a handful of facts: a wide interval
     assert floor["overall"]["n"] == len(kb.facts) == sum(counts.values())
     assert floor["holdout"]["people"] == 10 and floor["holdout"]["facts"] > 0 and not floor["cached"]
     # a second run finds the baseline and its probes: same floor, nothing trained
