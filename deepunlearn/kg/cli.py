@@ -44,6 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = dsub.add_parser("import-edu-relat", help="convert the paper's public EDU-RELAT release (shipped with deepunlearn)")
     p.add_argument("folder", nargs="?", default=None,
                    help="a folder with the release's .pt files (default: the copy shipped with deepunlearn)")
+    p.add_argument("--questions", choices=("relation", "entity"), default="relation",
+                   help="relation (default, the release's \"Who is {o2} to {o1}?\" -> \"father\") or entity "
+                        "(father, mother, husband, wife asked \"Who is {o1}'s father?\" -> the person); recorded "
+                        "in the KB")
     p.add_argument("-o", "--output", required=True, help="KB file to write (missing folders are created)")
     add_force(p)
     add_json(p)
@@ -51,6 +55,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = dsub.add_parser("show", help="summarise a KB file")
     p.add_argument("kb", help="KB file")
+    p.add_argument("--shortcuts", default=None, metavar="FLOOR.json",
+                   help="also print the KB's shortcut floor, as 'data shortcuts' measured it")
     add_json(p)
     p.set_defaults(handler=_show)
 
@@ -118,7 +124,15 @@ def data_subcommands(sub: argparse._SubParsersAction) -> argparse._SubParsersAct
 def summary(kb) -> dict:
     from .forms import forms_table
 
+    from .domains.family.questions import describe_data, question_format
+
     forms = {"forms": forms_table(kb, explicit_only=True), "form_splits": dict(sorted(kb.form_splits.items()))}
+    data = {}
+    if describe_data(kb) is not None:  # a family KB: how it names people and asks its questions
+        params = kb.metadata.get("params")
+        data = {"questions": question_format(kb)}
+        if isinstance(params, dict):
+            data = {"names": params.get("names", "inherited"), **data}
     return {
         "name": kb.name,
         "people": len(kb.entities),  # every entity (people for a family KB; an org KB counts its offices too)
@@ -128,6 +142,7 @@ def summary(kb) -> dict:
         "targets": [list(kb.facts[t]) for t in kb.targets],
         "target_ids": list(kb.targets),  # what --target takes; targets[i] is fact target_ids[i]
         **(forms if kb.forms or kb.form_splits else {}),  # only for a KB with forms: older output unchanged
+        **data,
     }
 
 
@@ -139,8 +154,12 @@ def summary_text(kb, path: str) -> str:
         f"  entities {s['people']}",
         f"  facts   {s['facts']} (" + ", ".join(f"{n} {g}" for g, n in s["groups"].items()) + ")",
         f"  relations: {rel}",
-        f"  targets {len(s['targets'])}:",
     ]
+    from .domains.family.questions import describe_data
+
+    if describe_data(kb) is not None:
+        lines.append(f"  data    {describe_data(kb)}")
+    lines.append(f"  targets {len(s['targets'])}:")
     lines += [f"    [{t}] {kb.facts[t][2]} is {kb.facts[t][0]}'s {kb.facts[t][1]}" for t in kb.targets[:10]]
     if len(kb.targets) > 10:
         lines.append(f"    ... and {len(kb.targets) - 10} more")
@@ -216,6 +235,10 @@ def _import(args) -> int:
 
     check_output(args.output, force=args.force, ours=kb_file, what="a KB file")
     kb = import_edu_relat(args.folder)
+    if args.questions != "relation":
+        from .domains.family.questions import use_question_format
+
+        use_question_format(kb, args.questions)
     out = save_kb(kb, args.output)
     notes = release_notes(kb)
     for n in notes:  # said once, here; the rules commands on this KB do not repeat it
@@ -231,7 +254,13 @@ def _show(args) -> int:
     from .io import load_kb
 
     kb = load_kb(args.kb)
-    emit(args, summary(kb), lambda: summary_text(kb, args.kb))
+    if args.shortcuts is None:
+        emit(args, summary(kb), lambda: summary_text(kb, args.kb))
+        return 0
+    from .shortcut_floor import floor_text, read_floor
+
+    floor = read_floor(args.shortcuts, kb)
+    emit(args, {**summary(kb), "shortcuts": floor}, lambda: summary_text(kb, args.kb) + "\n" + floor_text(floor))
     return 0
 
 

@@ -209,14 +209,18 @@ def templates_for(kb: KnowledgeBase, relation: str) -> list[Template]:
     """The template forms of a relation: its own paraphrases (``qa1``...) and statements
     (``st1``...) where it declares any (KB version 2, from a domain's ``domain.toml``), else the
     built-in ones of a family relation or biography attribute; plus the built-in yes/no template of
-    a built-in relation. None for a relation that is not built in and declares none, or whose
-    answer template is not the built-in one (``{r}`` for family, ``{o2}`` for an attribute)."""
+    a built-in relation (a family relation asked for the person, answer ``{o2}``, gets the yes/no
+    pair alone: its ``no`` form names another person). None for a relation that is not built in
+    and declares none, or whose answer template is neither the built-in one (``{r}`` for family,
+    ``{o2}`` for an attribute) nor ``{o2}``."""
     from .kb import FAMILY_RELATIONS
 
     rel = kb.relations[relation]
     builtin: list[Template] = []
     if rel.kind == "entity" and relation in FAMILY_RELATIONS and rel.answer == "{r}":
         builtin = FAMILY_TEMPLATES
+    elif rel.kind == "entity" and relation in FAMILY_RELATIONS and rel.answer == "{o2}":
+        builtin = [t for t in FAMILY_TEMPLATES if t.kind == "yesno"]  # asked for the person: "Is {o2} ...?"
     elif rel.kind == "value" and relation in BIOGRAPHY_TEMPLATES and rel.answer == "{o2}":
         builtin = BIOGRAPHY_TEMPLATES[relation]
     if not rel.paraphrases and not rel.statements:

@@ -42,6 +42,12 @@ def setup_lines(config: Mapping[str, Any], manifest: Mapping[str, Any] | None, k
                                        if proto and len(models) == 1 else ""),
            "- **models**: " + ", ".join(f"`{m['name']}`" + (f" (lr {m['lr']:g})" if m.get("lr") else "")
                                         for m in config.get("models", []))]
+    if kb is not None:  # a family KB: how its people are named and its questions asked (shortcuts)
+        from ...kg.domains.family.questions import describe_data
+
+        data = describe_data(kb)
+        if data:
+            md.insert(4, f"- **data**: {data}")
     grids = {name: m.get("grids") for name, m in models.items() if m.get("grids")}
     if grids and len({repr(g) for g in grids.values()}) == 1:
         md.append("- **methods and grids**: " + grids_text(next(iter(grids.values()))))

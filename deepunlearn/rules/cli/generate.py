@@ -52,6 +52,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat", type=positive_int, default=None, metavar="R",
                    help="with --canaries: how many times finetuning shows each canary per epoch (default 1; the "
                         "issue compares 1 and 10)")
+    p.add_argument("--names", choices=("inherited", "independent"), default=None,
+                   help="family only: inherited (default, the paper's: a child takes the father's surname) or "
+                        "independent (every surname drawn on its own: names carry no kinship); recorded in the KB")
+    p.add_argument("--questions", choices=("relation", "entity"), default=None,
+                   help="family only: relation (default, the paper's \"Who is {o2} to {o1}?\" -> \"father\") or "
+                        "entity (father, mother, husband, wife asked \"Who is {o1}'s father?\" -> the person); "
+                        "recorded in the KB, so finetune and probe ask it")
     p.add_argument("-o", "--output", required=True, help="KB file to write (missing folders are created)")
     add_force(p)
     add_json(p)
@@ -71,14 +78,15 @@ def _family(args):
     params = FamilyParams()
     if args.stored_share is not None:
         params = params.model_copy(update={"stored_share": args.stored_share})
-    params = params.model_copy(update={"targets_per_relation": args.targets_per_relation})
+    params = params.model_copy(update={"targets_per_relation": args.targets_per_relation,
+                                       "names": args.names or "inherited"})
     if args.repeat is not None and args.canaries is None:
         args._usage_error("argument --repeat: only with --canaries")  # exits 2
     people = 100 if args.people is None else args.people
     if args.canaries is not None and args.canaries > people:
         args._usage_error(f"argument --canaries: {args.canaries} canaries need as many people "
                           f"(--people is {people})")
-    kb = generate_family(people, seed=args.seed, params=params)
+    kb = generate_family(people, seed=args.seed, params=params, questions=args.questions or "relation")
     if args.canaries is not None:
         from ...kg.canaries import add_canaries
 
@@ -115,7 +123,8 @@ def _generate(args) -> int:
                       field="--countries")
         args.people = args.countries
     for flag, value, only in (("--stored-share", args.stored_share, True), ("--canaries", args.canaries, True),
-                              ("--repeat", args.repeat, True), ("--stored-derived", args.stored_derived, False)):
+                              ("--repeat", args.repeat, True), ("--names", args.names, True),
+                              ("--questions", args.questions, True), ("--stored-derived", args.stored_derived, False)):
         if value is not None and family != only:
             args._usage_error(f"argument {flag}: only with --domain family" if only
                               else f"argument {flag}: not with --domain family (its generator stores by "

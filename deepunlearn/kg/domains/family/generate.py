@@ -158,6 +158,7 @@ def generate_family(
     params: FamilyParams | None = None,
     *,
     return_truth: bool = False,
+    questions: str = "relation",
 ) -> KnowledgeBase | tuple[KnowledgeBase, list[Fact]]:
     """A synthetic EDU-RELAT-like family KB with exactly ``people`` people.
 
@@ -167,7 +168,10 @@ def generate_family(
     targets per family relation. ``metadata`` records the generator, seed, parameters,
     the rule set that completes the KB (``"family"``) and ``stats`` (true and stored
     family facts, family trees). With ``return_truth`` also return every true family
-    relation (stored or not) as a list of facts.
+    relation (stored or not) as a list of facts. ``params.names`` says how people get their
+    surnames (``inherited``, the paper's, or ``independent``); ``questions`` how the functional
+    relations are asked (``relation``, the paper's "Who is {o2} to {o1}?" -> "father", or ``entity``:
+    "Who is {o1}'s father?" -> the person; :mod:`.questions`, recorded in ``metadata["questions"]``).
 
     >>> kb, truth = generate_family(40, seed=1, return_truth=True)
     >>> len(kb.entities), sum(1 for _, r, _ in kb.facts if r == "job")
@@ -215,6 +219,10 @@ def generate_family(
         name=f"family-{people}-seed{seed}",
         metadata=metadata,
     )
+    if questions != "relation":
+        from .questions import use_question_format
+
+        use_question_format(kb, questions)
     kb.validate()
     if return_truth:
         return kb, [(names[a], r, names[b]) for a, r, b in truth_ids]

@@ -231,17 +231,21 @@ def name_people(net: FamilyNetwork, params: FamilyParams, rng: np.random.Generat
     """Fill ``net.name`` (unique full names) and ``net.job``.
 
     A surname is the birth surname (the father's), except that a wife goes by her husband's
-    with probability ``p_wife_takes_surname``. First names are drawn by gender, different
+    with probability ``p_wife_takes_surname``; with ``params.names == "independent"`` every person
+    draws a surname from the list on their own instead (a name then says nothing of kinship). First names are drawn by gender, different
     from the siblings'; where "First Last" is taken a middle initial is added
     ("Mary J. Smith"); names are unique in the KB.
     """
     d = Draw(rng, params, name_resources())
     res = d.res
-    shown = list(net.surname)
-    for x in range(len(net)):
-        s = net.spouse[x]
-        if net.gender[x] == FEMALE and s >= 0 and d.chance(params.p_wife_takes_surname):
-            shown[x] = net.surname[s]
+    if params.names == "independent":  # names carry no kinship: every surname drawn on its own
+        shown = [d.pick(res.surnames) for _ in range(len(net))]
+    else:
+        shown = list(net.surname)
+        for x in range(len(net)):
+            s = net.spouse[x]
+            if net.gender[x] == FEMALE and s >= 0 and d.chance(params.p_wife_takes_surname):
+                shown[x] = net.surname[s]
     used: set[str] = set()
     first: list[str] = []
     net.name = []

@@ -10,7 +10,9 @@ from functools import lru_cache
 from importlib import resources
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_serializer, model_validator
 
 #: Relations that are always stored: every other true relation is derivable from them.
 BACKBONE_RELATIONS = ("father", "mother", "husband", "wife")
@@ -18,6 +20,10 @@ BACKBONE_RELATIONS = ("father", "mother", "husband", "wife")
 OPTIONAL_RELATIONS = ("child", "brother", "sister", "uncle", "aunt", "nephew", "niece")
 
 MALE, FEMALE = "male", "female"
+#: How surnames are given (``FamilyParams.names``): ``inherited`` (the paper's: a child takes the
+#: father's surname, a wife sometimes her husband's) or ``independent`` (each person draws a surname
+#: from the list on their own, so a name says nothing of kinship).
+NAME_MODES = ("inherited", "independent")
 
 
 # ---------------------------------------------------------------------------------- parameters
@@ -74,6 +80,9 @@ class FamilyParams(BaseModel):
                                             description="a spouse married in was born where their partner was")
     p_wife_takes_surname: float = Field(0.2, ge=0, le=1,
                                         description="small chance a wife goes by her husband's surname")
+    names: Literal["inherited", "independent"] = Field(
+        "inherited", description="inherited: a child takes the father's surname (the paper's, EDU-RELAT's); "
+        "independent: every surname is drawn on its own, so names carry no kinship (p_wife_takes_surname unused)")
     # --- what the KB stores
     stored_share: float = Field(0.71, gt=0, le=1, description=(
         "share of true family relations stored (never less than the father/mother/husband/wife backbone)"))
@@ -82,6 +91,15 @@ class FamilyParams(BaseModel):
                                  "uncle": 0.24, "aunt": 0.24, "nephew": 0.24, "niece": 0.24},
         description="relative chance of keeping a relation of each optional kind (the release's rates)")
     targets_per_relation: int = Field(5, ge=0, description="targets per family relation")
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler):
+        # ``names`` is written only when it is not the paper's: a KB generated with the default
+        # names keeps the exact bytes it always had
+        out = handler(self)
+        if isinstance(out, dict) and out.get("names") == "inherited":
+            out.pop("names")
+        return out
 
     @model_validator(mode="after")
     def _consistent(self) -> "FamilyParams":
