@@ -52,7 +52,7 @@ def emit(args: argparse.Namespace, obj: dict[str, Any], text: str | Callable[[],
 def add_threads(p: argparse.ArgumentParser, default: int | None = 1) -> None:
     """``--threads N``: torch intra-op threads (default one: on a 2-core box one thread was 3-9x
     faster than two for the models this tool trains)."""
-    p.add_argument("--threads", type=positive_int, default=default, metavar="N",
+    p.add_argument("--threads", type=threads_int, default=default, metavar="N",
                    help=f"torch CPU threads (default: {default if default else 'torch' + chr(39) + 's choice'}; "
                         "one is fastest for small models on small machines)")
 
@@ -108,6 +108,53 @@ def number_in(lo: float, hi: float = math.inf, *, lo_open: bool = False, hi_open
 #: The common ones.
 positive_int = int_at_least(1)
 nonneg_int = int_at_least(0)
+
+
+def seed_int(text: str) -> int:
+    """An argparse type: a random seed, an integer from 0 to ``limits.MAX_SEED`` (2**63 - 1)."""
+    from .limits import MAX_SEED
+
+    try:
+        v = int(text)
+    except ValueError:
+        v = None
+    if v is None or not 0 <= v <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected an integer seed from 0 to {MAX_SEED}, got {text!r}")
+    return v
+
+
+def int_bounded(bound: int, unit: str) -> Callable[[str], int]:
+    """An argparse type: an integer from 1 to ``bound`` (a :mod:`.limits` bound, lifted by
+    ``DEEPUNLEARN_ALLOW_LARGE=1``)."""
+    from .limits import bound_text, too_large
+
+    def parse(text: str) -> int:
+        v = positive_int(text)
+        if too_large(v, bound):
+            raise argparse.ArgumentTypeError(bound_text(v, bound, unit))
+        return v
+
+    parse.__name__ = f"integer from 1 to {bound}"
+    return parse
+
+
+def threads_int(text: str) -> int:
+    """An argparse type: a thread count from 1 to ``limits.MAX_THREADS``."""
+    from .limits import MAX_THREADS
+
+    return int_bounded(MAX_THREADS, "threads")(text)
+
+
+def mdus_seeds_int(text: str) -> int:
+    """An argparse type: a count of MDUS seeds from 1 to ``limits.MAX_MDUS_SEEDS``."""
+    from .limits import MAX_MDUS_SEEDS
+
+    return int_bounded(MAX_MDUS_SEEDS, "seeds")(text)
+
+
+seed_int.__name__ = "seed"
+threads_int.__name__ = "thread count"
+mdus_seeds_int.__name__ = "seed count"
 positive_float = number_in(0, lo_open=True)
 fraction = number_in(0, 1)
 

@@ -126,13 +126,14 @@ def read_text(path: str | os.PathLike, *, flag: str | None = None, error: type[U
               limit: int | None = None, env: str | None = None) -> str:
     """Read a UTF-8 text file the user named (by ``flag``) with :func:`read_bytes` (``limit``:
     its size cap, ``env`` the variable that set it), or raise ``error`` saying what is wrong:
-    missing, a folder, not a regular file, too big, unreadable, or not UTF-8 (with the byte offset)."""
+    missing, a folder, not a regular file, too big, unreadable, or not UTF-8 (with the byte offset).
+    A leading UTF-8 byte-order mark (spreadsheet exports) is dropped: it is no part of the text."""
     return _utf8(read_bytes(path, flag=flag, error=error, limit=limit, env=env), path, flag, error)
 
 
 def _utf8(data: bytes, path: str | os.PathLike, flag: str | None, error: type[UserError]) -> str:
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as e:
         raise error(f"{_where(path, flag)}: not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r})",
                     file=Path(path), field=flag) from None

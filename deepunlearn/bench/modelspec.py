@@ -20,7 +20,8 @@ def protocol_name(v: str) -> str:
 
 
 class StrictModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # NaN and inf are refused as what they are (``lr = nan`` is not "a number > 0")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ModelSpec(StrictModel):
