@@ -159,7 +159,7 @@ def mdus(graph: DerivationGraph, target: int, seeds: int = 100,
         u = _dus(cone, draws)
         m = _prune(cone, u, draws.shuffled(u))
         found.add(frozenset(int(nodes[f]) for f in m))
-        if end is not None and time.monotonic() > end:
+        if end is not None and time.monotonic() >= end:
             break
     return sort_sets(found)
 
