@@ -168,3 +168,26 @@ def test_a_rules_dl_folder_is_named_a_folder(tmp_path):
     (d / "rules.dl").mkdir()
     with pytest.raises(DomainError, match="rules.dl: is a folder, expected a file"):
         read_domain(d)
+
+
+@pytest.mark.parametrize("text,says", [
+    ('[methods]\nga = [1]\nGA = [2]\n', "method 'GA' is also given as 'ga'"),
+    ('[methods]\nga = ["1"]\n', "grid ['1'] holds text"),
+])
+def test_sweep_grids_are_never_coerced_or_merged(tmp_path, text, says):
+    from deepunlearn.bench.config import ConfigError, load_config
+
+    f = tmp_path / "s.toml"
+    f.write_text('kb = "kb.json"\n[[models]]\nname = "m"\npath = "ck"\n' + text)
+    with pytest.raises(ConfigError, match=says.replace("[", r"\[").replace("]", r"\]")):
+        load_config(f)
+
+
+def test_a_nan_learning_rate_is_named_not_finite(tmp_path):
+    from deepunlearn.bench.config import ConfigError, load_config
+
+    f = tmp_path / "s.toml"
+    f.write_text('kb = "kb.json"\n[[models]]\nname = "m"\npath = "ck"\nlr = nan\n[methods]\nga = [1]\n')
+    with pytest.raises(ConfigError) as e:
+        load_config(f)
+    assert "field models.0.lr: Input should be a finite number" in str(e.value), str(e.value)

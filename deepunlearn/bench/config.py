@@ -125,7 +125,7 @@ class SweepConfig(StrictModel):
                          "over K with every answer candidate per point) and an 'original' baseline row per target")
     holdout: str | None = Field(default=None, description="holdout KB (deepunlearn data holdout) for the membership "
                                 "measures (Min-K% AUC, PrivLeak); needs scores")
-    min_k: float = Field(default=20.0, gt=0, le=100, description="Min-K% Prob's k, in percent of the tokens")
+    min_k: float = Field(default=20.0, gt=0, le=100, allow_inf_nan=False, description="Min-K% Prob's k, in percent of the tokens")
     reference: Literal["none", "retrain"] = Field(
         default="none", description="'retrain': per target a retain model trained without the target's reference set "
         "(cached), a 'retrain' baseline row and the reference-based measures (forget quality, PrivLeak, generalised "

@@ -20,8 +20,7 @@ def protocol_name(v: str) -> str:
 
 
 class StrictModel(BaseModel):
-    # NaN and inf are refused as what they are (``lr = nan`` is not "a number > 0")
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid")
 
 
 class ModelSpec(StrictModel):
@@ -32,7 +31,8 @@ class ModelSpec(StrictModel):
     prompt: str | dict[str, str] | None = Field(
         default=None, description="prompt format: a model family ('gpt2', 'phi', 'llama'), a template with "
         "{question}, or {template = ..., answer_prefix = ...}; None: the checkpoint's own or its family's")
-    lr: float | None = Field(default=None, gt=0, description="unlearning learning rate; None: the method's default")
+    # allow_inf_nan=False: ``lr = nan`` is refused as not finite, not as "not greater than 0"
+    lr: float | None = Field(default=None, gt=0, allow_inf_nan=False, description="unlearning learning rate; None: the method's default")
     dtype: str | None = None
     device: str | None = None
     protocol: str | None = Field(default=None, description="this model's protocol preset; None: the sweep's")

@@ -36,7 +36,7 @@ class TargetSpec(BaseModel):
     batch: list[int] | None = Field(default=None, description="forget N targets together per run; a list of "
                                     "sizes runs each (batch = [1, 5, 55]: rows METHOD@b1, @b5, @b55)")
     sequential: bool = Field(default=False, description="serve the targets one after another, weights kept")
-    min_accuracy: float | None = Field(default=None, ge=0, le=1, description="sequential: undo a request that "
+    min_accuracy: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False, description="sequential: undo a request that "
                                        "would take accuracy below this (the accuracy guard)")
     on_guard: Literal["skip", "stop"] = Field(default="skip", description="sequential, with min_accuracy: skip the "
                                               "guarded request and go on, or stop the sequence there")
