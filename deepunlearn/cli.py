@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import re
 import sys
 import traceback
 from typing import Any, Callable
@@ -179,7 +180,10 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[override]
         if _Parser.json_errors:
-            sys.stdout.write(dumps({"error": f"{self.prog}: {message}", "file": None, "field": None}) + "\n")
+            # the flag the message names ("argument --seed: ...", "--grid 0: ...") is the field
+            m = re.match(r"(?:argument )?(-{1,2}[A-Za-z][\w-]*)", message)
+            field = m.group(1) if m else None
+            sys.stdout.write(dumps({"error": f"{self.prog}: {message}", "file": None, "field": field}) + "\n")
             sys.stdout.flush()
         super().error(message)
 

@@ -124,7 +124,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_threads(p)
     add_force(p, "-o and --save-model")
     add_json(p)
-    p.set_defaults(handler=_unlearn)
+    p.set_defaults(handler=_unlearn, _usage_error=p.error)
+
+
+def _usage(args, fn, *a):
+    """``fn(*a)``, with a bad ``--grid`` value reported as bad usage (exit code 2, as every flag
+    value argparse checks), not as bad input."""
+    from ...cli import CLIError
+
+    try:
+        return fn(*a)
+    except CLIError as e:
+        if e.field == "--grid" and getattr(args, "_usage_error", None) is not None:
+            args._usage_error(str(e))
+        raise
 
 
 def parse_grid(text: str | None) -> list[float] | None:
@@ -235,7 +248,7 @@ def _unlearn(args) -> int:
         check_cache_dir(args.cache_dir, where="--cache-dir")
     apply_threads(args)
     kb = load_kb(args.kb)
-    grid = parse_grid(args.grid)
+    grid = _usage(args, parse_grid, args.grid)
     from .requests import build_method, check_request_flags, parse_targets, requests_table, run_requests
 
     many = "," in args.target
@@ -252,7 +265,7 @@ def _unlearn(args) -> int:
         method_cls = get_method(args.method)
     except UnlearnError as e:
         raise CLIError(f"--method: {e}", field="--method") from None
-    method = build_method(method_cls, grid, args)  # check the grid and options before loading
+    method = _usage(args, build_method, method_cls, grid, args)  # check the grid and options before loading
     if many and args.save_model is not None:
         raise CLIError("--save-model saves one target's unlearned model, not a batch", field="--save-model")
     _check_save_model(args, method, single)
