@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -50,6 +51,10 @@ def _row(raw: dict, where: str, path: Path) -> dict:
                 v = float(v)
             except ValueError:
                 pass  # a named point ("final") stays a string
+        if k == "param" and isinstance(v, float) and not math.isfinite(v):
+            # NaN never equals itself: its verdict would never be found again on resume
+            raise ManifestError(f"--manifest {path}: {where}: field 'param' is {v}, expected a finite number "
+                                "or a name", file=path, field="param")
         row[k] = v
     return row
 
