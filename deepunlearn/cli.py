@@ -240,12 +240,34 @@ def _report(args: argparse.Namespace | None, command: str, e: BaseException, *, 
         sys.stdout.flush()
 
 
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A library's warning as one line on stderr (``deepunlearn: warning: Category: text``): the
+    default shows the source line too, and a multi-line message as many lines."""
+    text = " ".join(str(message).split())
+    try:
+        print(f"deepunlearn: warning: {category.__name__}: {text}", file=file or sys.stderr)
+    except OSError:  # stderr closed: a warning is not worth a failure
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command. ``--debug`` (anywhere on the line) lets tracebacks through."""
+    import warnings
+
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
     _Parser.json_errors = "--json" in argv
+    shown = warnings.showwarning
+    if not debug:
+        warnings.showwarning = _one_line_warning
+    try:
+        return _main(argv, debug)
+    finally:
+        warnings.showwarning = shown
+
+
+def _main(argv: list[str], debug: bool) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

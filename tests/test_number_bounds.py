@@ -191,3 +191,20 @@ def test_a_nan_learning_rate_is_named_not_finite(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_config(f)
     assert "field models.0.lr: Input should be a finite number" in str(e.value), str(e.value)
+
+
+def test_a_library_warning_is_one_line_on_stderr(monkeypatch, capsys):
+    import warnings
+
+    import deepunlearn.kg.cli as kcli
+
+    def warn(args):
+        warnings.warn("first line\n  second line\n\nthird", UserWarning, stacklevel=1)
+        return 0
+
+    monkeypatch.setattr(kcli, "_show", warn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        assert main(["data", "show", "kb.json"]) == 0
+    err = capsys.readouterr().err
+    assert err == "deepunlearn: warning: UserWarning: first line second line third\n"
