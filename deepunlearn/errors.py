@@ -32,11 +32,19 @@ from .outputs import (OutputError, atomic_dir, atomic_write_bytes, atomic_write_
 MAX_JSON_DEPTH = 64
 
 
+#: a message that opens with a file (``rules.dl: ...``, ``--rules r.dl:3: ...``, ``out/x.json: ...``)
+_LEADING_FILE = re.compile(r"^(?:--[\w-]+ )?((?:[^\s:'\"]*/)?[^\s:/'\"]+\.[A-Za-z][\w]{0,9})(?::\d+)*: ")
+
+
 def describe(e: BaseException) -> dict[str, Any]:
-    """The ``--json`` error object of an exception: ``{"error", "file", "field"}``."""
+    """The ``--json`` error object of an exception: ``{"error", "file", "field"}``. An error
+    raised without its file whose message opens with one (``r.dl:3: ...``) gets that file."""
     file = getattr(e, "file", None) if isinstance(e, UserError) else getattr(e, "filename", None)
-    return {"error": str(e) or type(e).__name__, "file": None if file is None else str(file),
-            "field": getattr(e, "field", None)}
+    message = str(e) or type(e).__name__
+    if file is None and isinstance(e, UserError):
+        m = _LEADING_FILE.match(message)
+        file = m.group(1) if m else None
+    return {"error": message, "file": None if file is None else str(file), "field": getattr(e, "field", None)}
 
 
 def _where(path: str | os.PathLike, flag: str | None) -> str:

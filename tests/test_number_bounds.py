@@ -208,3 +208,17 @@ def test_a_library_warning_is_one_line_on_stderr(monkeypatch, capsys):
         assert main(["data", "show", "kb.json"]) == 0
     err = capsys.readouterr().err
     assert err == "deepunlearn: warning: UserWarning: first line second line third\n"
+
+
+def test_a_json_error_names_the_file_its_message_names(tmp_path, capsys):
+    kb = _kb(tmp_path)
+    assert main(["rules", "closure", "--kb", kb, "--rules", str(tmp_path / "missing.dl"), "--json"]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["file"] == str(tmp_path / "missing.dl") and "rule file not found" in out["error"]
+
+
+def test_describe_takes_the_file_from_a_message_that_opens_with_one():
+    from deepunlearn.errors import UserError, describe
+
+    assert describe(UserError("--rules r.dl:3: bad"))["file"] == "r.dl"
+    assert describe(UserError("unknown domain 'x'"))["file"] is None
