@@ -108,3 +108,24 @@ def test_a_head_constant_of_a_new_value_relation_stays_allowed():
     kb = KnowledgeBase.build({"a": {"kind": "x"}}, [("a", "born", "Ohio")])
     c = closure(kb, parse_datalog('ohioan(X, "yes") :- born(X, "Ohio").'))
     assert set(c.derived) == {("a", "ohioan", "yes")}
+
+
+def test_a_kb_file_with_a_line_separator_in_a_name_is_refused(tmp_path):
+    from deepunlearn import generate_family
+    from deepunlearn.kg.kb import KBError
+    from deepunlearn.kg.io import load_kb, save_kb
+
+    f = save_kb(generate_family(4, seed=1), tmp_path / "kb.json")
+    doc = json.loads(f.read_text())
+    name = next(iter(doc["entities"]))
+    f.write_text(f.read_text().replace(json.dumps(name), json.dumps(name[:2] + "\u2028" + name[2:])))
+    with pytest.raises(KBError, match="line or paragraph separator"):
+        load_kb(f)
+
+
+def test_a_bom_before_a_manifest_header_is_read_as_the_header(tmp_path):
+    from deepunlearn.unlearn.evaluate_manifest import read_manifest
+
+    m = tmp_path / "m.csv"
+    m.write_text(BOM + "checkpoint,target\nck,4\n", encoding="utf-8")
+    assert [(r["checkpoint"], r["target"]) for r in read_manifest(m)] == [("ck", "4")]
