@@ -81,6 +81,7 @@ SWEEP = 'kb = "kb.json"\n{extra}\n[[models]]\nname = "m"\npath = "ck"\n[methods]
     ("mdus_seeds = 1000000000", "mdus_seeds", "bound of 100,000 seeds"),
     ("seeds = 1000000000", "seeds", "bound of 100,000 seeds"),
     ("[run]\nseeds = [0, 18446744073709551616]", "run.seeds", "integer seed"),
+    ("[targets]\nstratified = 1\nseed = 1e23", "targets.seed", "integer seed"),
 ])
 def test_a_sweep_number_past_its_bound_names_the_field(tmp_path, extra, field, says):
     from deepunlearn.bench.config import ConfigError, load_config

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .config_run import Seed
+
 
 class TargetSpec(BaseModel):
     """Which facts to unlearn, one at a time.
@@ -32,7 +34,7 @@ class TargetSpec(BaseModel):
     all: bool = False
     stratified: int | None = Field(default=None, ge=1)
     refs: list[int | str] | None = None
-    seed: int = 0
+    seed: Seed = 0
     batch: list[int] | None = Field(default=None, description="forget N targets together per run; a list of "
                                     "sizes runs each (batch = [1, 5, 55]: rows METHOD@b1, @b5, @b55)")
     sequential: bool = Field(default=False, description="serve the targets one after another, weights kept")
