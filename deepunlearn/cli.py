@@ -140,10 +140,10 @@ def int_bounded(bound: int, unit: str) -> Callable[[str], int]:
 
 
 def threads_int(text: str) -> int:
-    """An argparse type: a thread count from 1 to ``limits.MAX_THREADS``."""
-    from .limits import MAX_THREADS
+    """An argparse type: a thread count from 1 to ``limits.max_threads()`` (4 x the CPUs, at least 64)."""
+    from .limits import max_threads
 
-    return int_bounded(MAX_THREADS, "threads")(text)
+    return int_bounded(max_threads(), "threads")(text)
 
 
 def mdus_seeds_int(text: str) -> int:

@@ -31,12 +31,18 @@ MAX_DOMAIN_COUNT = MAX_GENERATE_PEOPLE
 #: DUS+RP seeds of the approximate minimal sets (``rules sets --seeds``, ``unlearn --seeds``, a
 #: sweep's ``mdus_seeds``; the paper uses 100).
 MAX_MDUS_SEEDS = 100_000
-#: torch CPU threads (``--threads``, a sweep's ``threads``): far past any machine's cores; more
-#: makes the OpenMP runtime abort or exhaust memory.
-MAX_THREADS = 1024
+#: torch CPU threads (``--threads``, a sweep's ``threads``) on any machine: :func:`max_threads` is
+#: this machine's bound (four per CPU, at least 64); more threads than cores never run faster, and
+#: thousands make the OpenMP runtime abort or exhaust memory.
+MIN_THREAD_BOUND = 64
 #: Random seeds (every ``--seed``, a config's ``seed``, ``[run] seeds``): torch and numpy take a
 #: seed as a 64-bit integer. A type bound, not lifted by ``DEEPUNLEARN_ALLOW_LARGE``.
 MAX_SEED = 2**63 - 1
+
+
+def max_threads() -> int:
+    """The most torch threads a command may ask for on this machine: 4 x its CPUs, at least 64."""
+    return max(MIN_THREAD_BOUND, 4 * (os.cpu_count() or 1))
 
 
 def allow_large() -> bool:
@@ -66,8 +72,8 @@ def count_problem(value: object, bound: int, unit: str) -> str | None:
     """Why ``value`` is not a count from 1 to ``bound`` (an integer; a bool or a float is refused,
     never coerced), or None.
 
-    >>> count_problem(4, 1024, "threads"), count_problem(1e9, 1024, "threads")
-    (None, 'expected an integer from 1 to 1,024 threads, got 1000000000.0')
+    >>> count_problem(4, 64, "threads"), count_problem(1e9, 64, "threads")
+    (None, 'expected an integer from 1 to 64 threads, got 1000000000.0')
     """
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         return f"expected an integer from 1 to {bound:,} {unit}, got {value!r}"

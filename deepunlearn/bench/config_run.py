@@ -27,7 +27,7 @@ from typing import Annotated, Any
 
 from pydantic import BeforeValidator, Field, field_validator
 
-from ..limits import MAX_MDUS_SEEDS, MAX_THREADS, count_problem, seed_problem
+from ..limits import MAX_MDUS_SEEDS, count_problem, max_threads, seed_problem
 from .modelspec import StrictModel
 
 
@@ -38,9 +38,10 @@ def _seed(v: Any) -> Any:
     return v
 
 
-def _bounded(bound: int, unit: str):
+def _bounded(bound, unit: str):
+    """A check of a count from 1 to ``bound`` (a number, or a function giving it)."""
     def check(v: Any) -> Any:
-        problem = None if v is None else count_problem(v, bound, unit)
+        problem = None if v is None else count_problem(v, bound() if callable(bound) else bound, unit)
         if problem:
             raise ValueError(problem)
         return v
@@ -51,8 +52,8 @@ def _bounded(bound: int, unit: str):
 Seed = Annotated[int, BeforeValidator(_seed)]
 #: ``mdus_seeds``: an integer from 1 to limits.MAX_MDUS_SEEDS
 MdusSeeds = Annotated[int, BeforeValidator(_bounded(MAX_MDUS_SEEDS, "seeds"))]
-#: ``threads``: an integer from 1 to limits.MAX_THREADS
-Threads = Annotated[int, BeforeValidator(_bounded(MAX_THREADS, "threads"))]
+#: ``threads``: an integer from 1 to limits.max_threads() (4 x the CPUs, at least 64)
+Threads = Annotated[int, BeforeValidator(_bounded(max_threads, "threads"))]
 
 #: the placeholder of a per-seed path (model checkpoint, calibration file)
 SEED_FIELD = "{seed}"
