@@ -241,11 +241,12 @@ def _report(args: argparse.Namespace | None, command: str, e: BaseException, *, 
 
 
 def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    """A library's warning as one line on stderr (``deepunlearn: warning: Category: text``): the
-    default shows the source line too, and a multi-line message as many lines."""
+    """A library's warning as one line on stderr (``warning: Category: text``; only the error line
+    opens with ``deepunlearn``): the default shows the source line too, and a multi-line message
+    as many lines."""
     text = " ".join(str(message).split())
     try:
-        print(f"deepunlearn: warning: {category.__name__}: {text}", file=file or sys.stderr)
+        print(f"warning: {category.__name__}: {text}", file=file or sys.stderr)
     except OSError:  # stderr closed: a warning is not worth a failure
         pass
 

@@ -211,7 +211,7 @@ def test_a_library_warning_is_one_line_on_stderr(monkeypatch, capsys):
         warnings.simplefilter("always")
         assert main(["data", "show", "kb.json"]) == 0
     err = capsys.readouterr().err
-    assert err == "deepunlearn: warning: UserWarning: first line second line third\n"
+    assert err == "warning: UserWarning: first line second line third\n"
 
 
 def test_a_json_error_names_the_file_its_message_names(tmp_path, capsys):
