@@ -127,19 +127,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_unlearn, _usage_error=p.error)
 
 
-def _usage(args, fn, *a):
-    """``fn(*a)``, with a bad ``--grid`` value reported as bad usage (exit code 2, as every flag
-    value argparse checks), not as bad input."""
-    from ...cli import CLIError
-
-    try:
-        return fn(*a)
-    except CLIError as e:
-        if e.field == "--grid" and getattr(args, "_usage_error", None) is not None:
-            args._usage_error(str(e))
-        raise
-
-
 def parse_grid(text: str | None) -> list[float] | None:
     """``"1,2,4"`` -> ``[1.0, 2.0, 4.0]``; ``None`` stays ``None`` (the method's default grid).
     Anything but comma-separated finite numbers is a :class:`~deepunlearn.cli.CLIError` (field
@@ -248,9 +235,9 @@ def _unlearn(args) -> int:
         check_cache_dir(args.cache_dir, where="--cache-dir")
     apply_threads(args)
     kb = load_kb(args.kb)
-    grid = _usage(args, parse_grid, args.grid)
-    from .requests import build_method, check_request_flags, parse_targets, requests_table, run_requests
+    from .requests import build_method, check_request_flags, grid_usage, parse_targets, requests_table, run_requests
 
+    grid = grid_usage(args, parse_grid, args.grid)
     many = "," in args.target
     single = args.target.strip().lower() != "all" and not many
     targets = parse_targets(kb, args.target, args.kb) if many else resolve_target(kb, args.target, kb_file=args.kb)
@@ -265,7 +252,7 @@ def _unlearn(args) -> int:
         method_cls = get_method(args.method)
     except UnlearnError as e:
         raise CLIError(f"--method: {e}", field="--method") from None
-    method = _usage(args, build_method, method_cls, grid, args)  # check the grid and options before loading
+    method = grid_usage(args, build_method, method_cls, grid, args)  # check the grid and options before loading
     if many and args.save_model is not None:
         raise CLIError("--save-model saves one target's unlearned model, not a batch", field="--save-model")
     _check_save_model(args, method, single)
