@@ -139,6 +139,17 @@ def read_text(path: str | os.PathLike, *, flag: str | None = None, error: type[U
     return _utf8(read_bytes(path, flag=flag, error=error, limit=limit, env=env), path, flag, error)
 
 
+def text_lines(text: str) -> list[str]:
+    r"""``text``'s lines, split at ``\n``, ``\r\n`` and ``\r`` only: ``str.splitlines`` also splits
+    at U+2028, U+0085, form feeds and more, which a JSON string or a name may hold.
+
+    >>> text_lines('{"a": "x\u2028y"}\r\nb\n'), "x\u2028y".splitlines()
+    (['{"a": "x\u2028y"}', 'b'], ['x', 'y'])
+    """
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
+
+
 def _utf8(data: bytes, path: str | os.PathLike, flag: str | None, error: type[UserError]) -> str:
     try:
         return data.decode("utf-8").removeprefix("\ufeff")

@@ -20,7 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError, read_text
+from ..errors import UserError, read_text, text_lines
 
 
 class VerdictFileError(UserError, ValueError):
@@ -30,7 +30,7 @@ class VerdictFileError(UserError, ValueError):
 def read_verdicts(path: str | Path) -> list[dict[str, Any]]:
     """The verdict lines of a JSON-lines file (error lines and torn lines skipped)."""
     out = []
-    for n, line in enumerate(read_text(path, flag="VERDICTS", error=VerdictFileError).splitlines(), start=1):
+    for n, line in enumerate(text_lines(read_text(path, flag="VERDICTS", error=VerdictFileError)), start=1):
         if not line.strip():
             continue
         try:

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import read_text
+from ..errors import read_text, text_lines
 from .domain import VALUE, Domain
 from .kb import Fact, KBError, KnowledgeBase
 from .names import name_problem, shown
@@ -146,7 +146,7 @@ def _jsonl_rows(text: str) -> tuple[list[Row], list[Problem]]:
 
     rows: list[Row] = []
     problems: list[Problem] = []
-    for line, raw in enumerate(text.splitlines(), 1):
+    for line, raw in enumerate(text_lines(text), 1):
         if not raw.strip() or raw.lstrip().startswith("#"):
             continue
         try:
@@ -182,7 +182,7 @@ def read_triples(path: str | os.PathLike, fmt: str | None = None, *,
         return _jsonl_rows(text)
     records: list[tuple[int, list[str]]] = []
     if fmt == "tsv":
-        for line, raw in enumerate(text.splitlines(), 1):
+        for line, raw in enumerate(text_lines(text), 1):
             if raw.strip() and not raw.lstrip().startswith("#"):
                 records.append((line, raw.split("\t")))
     else:

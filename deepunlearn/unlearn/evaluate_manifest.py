@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError, describe, dumps, read_text
+from ..errors import UserError, describe, dumps, read_text, text_lines
 
 COLUMNS = ("checkpoint", "target", "method", "param")
 
@@ -119,7 +119,7 @@ def done_rows(out: Path) -> set[str]:
     if not out.is_file():
         return set()
     done = set()
-    for line in out.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in text_lines(out.read_text(encoding="utf-8", errors="replace")):
         try:
             obj = json.loads(line)
         except ValueError:

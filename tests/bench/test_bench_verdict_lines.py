@@ -74,3 +74,13 @@ def test_good_verdicts_are_stored(tmp_path, kb_file, capsys):
     rc, err, obj = _report(tmp_path, kb_file, [_verdict(), _verdict(target_id=5, forgotten=[5], param=2)], capsys)
     assert rc == 0, err
     assert obj["points"] == 2 and obj["added"] == 2
+
+
+def test_a_verdict_holding_a_line_separator_is_one_line(tmp_path, kb_file, capsys):
+    from deepunlearn.cli import main
+
+    f = tmp_path / "v.jsonl"
+    lines = [_verdict(kb=str(kb_file)), _verdict(kb=str(kb_file), param=2, unlearned="ul\u2028two")]
+    f.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
+    assert main(["evaluate-report", str(f), "-o", str(tmp_path / "rep"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["points"] == 2
