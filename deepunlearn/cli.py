@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import math
+import re
 import sys
 import traceback
 from typing import Any, Callable
@@ -52,7 +53,7 @@ def emit(args: argparse.Namespace, obj: dict[str, Any], text: str | Callable[[],
 def add_threads(p: argparse.ArgumentParser, default: int | None = 1) -> None:
     """``--threads N``: torch intra-op threads (default one: on a 2-core box one thread was 3-9x
     faster than two for the models this tool trains)."""
-    p.add_argument("--threads", type=positive_int, default=default, metavar="N",
+    p.add_argument("--threads", type=threads_int, default=default, metavar="N",
                    help=f"torch CPU threads (default: {default if default else 'torch' + chr(39) + 's choice'}; "
                         "one is fastest for small models on small machines)")
 
@@ -108,6 +109,53 @@ def number_in(lo: float, hi: float = math.inf, *, lo_open: bool = False, hi_open
 #: The common ones.
 positive_int = int_at_least(1)
 nonneg_int = int_at_least(0)
+
+
+def seed_int(text: str) -> int:
+    """An argparse type: a random seed, an integer from 0 to ``limits.MAX_SEED`` (2**63 - 1)."""
+    from .limits import MAX_SEED
+
+    try:
+        v = int(text)
+    except ValueError:
+        v = None
+    if v is None or not 0 <= v <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"expected an integer seed from 0 to {MAX_SEED}, got {text!r}")
+    return v
+
+
+def int_bounded(bound: int, unit: str) -> Callable[[str], int]:
+    """An argparse type: an integer from 1 to ``bound`` (a :mod:`.limits` bound, lifted by
+    ``DEEPUNLEARN_ALLOW_LARGE=1``)."""
+    from .limits import bound_text, too_large
+
+    def parse(text: str) -> int:
+        v = positive_int(text)
+        if too_large(v, bound):
+            raise argparse.ArgumentTypeError(bound_text(v, bound, unit))
+        return v
+
+    parse.__name__ = f"integer from 1 to {bound}"
+    return parse
+
+
+def threads_int(text: str) -> int:
+    """An argparse type: a thread count from 1 to ``limits.max_threads()`` (4 x the CPUs, at least 64)."""
+    from .limits import max_threads
+
+    return int_bounded(max_threads(), "threads")(text)
+
+
+def mdus_seeds_int(text: str) -> int:
+    """An argparse type: a count of MDUS seeds from 1 to ``limits.MAX_MDUS_SEEDS``."""
+    from .limits import MAX_MDUS_SEEDS
+
+    return int_bounded(MAX_MDUS_SEEDS, "seeds")(text)
+
+
+seed_int.__name__ = "seed"
+threads_int.__name__ = "thread count"
+mdus_seeds_int.__name__ = "seed count"
 positive_float = number_in(0, lo_open=True)
 fraction = number_in(0, 1)
 
@@ -132,7 +180,10 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[override]
         if _Parser.json_errors:
-            sys.stdout.write(dumps({"error": f"{self.prog}: {message}", "file": None, "field": None}) + "\n")
+            # the flag the message names ("argument --seed: ...", "--grid 0: ...") is the field
+            m = re.match(r"(?:argument )?(-{1,2}[A-Za-z][\w-]*)", message)
+            field = m.group(1) if m else None
+            sys.stdout.write(dumps({"error": f"{self.prog}: {message}", "file": None, "field": field}) + "\n")
             sys.stdout.flush()
         super().error(message)
 
@@ -189,12 +240,35 @@ def _report(args: argparse.Namespace | None, command: str, e: BaseException, *, 
         sys.stdout.flush()
 
 
+def _one_line_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A library's warning as one line on stderr (``warning: Category: text``; only the error line
+    opens with ``deepunlearn``): the default shows the source line too, and a multi-line message
+    as many lines."""
+    text = " ".join(str(message).split())
+    try:
+        print(f"warning: {category.__name__}: {text}", file=file or sys.stderr)
+    except OSError:  # stderr closed: a warning is not worth a failure
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run one command. ``--debug`` (anywhere on the line) lets tracebacks through."""
+    import warnings
+
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     argv = [a for a in argv if a != "--debug"]
     _Parser.json_errors = "--json" in argv
+    shown = warnings.showwarning
+    if not debug:
+        warnings.showwarning = _one_line_warning
+    try:
+        return _main(argv, debug)
+    finally:
+        warnings.showwarning = shown
+
+
+def _main(argv: list[str], debug: bool) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

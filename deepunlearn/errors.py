@@ -32,11 +32,19 @@ from .outputs import (OutputError, atomic_dir, atomic_write_bytes, atomic_write_
 MAX_JSON_DEPTH = 64
 
 
+#: a message that opens with a file (``rules.dl: ...``, ``--rules r.dl:3: ...``, ``out/x.json: ...``)
+_LEADING_FILE = re.compile(r"^(?:--[\w-]+ )?((?:[^\s:'\"]*/)?[^\s:/'\"]+\.[A-Za-z][\w]{0,9})(?::\d+)*: ")
+
+
 def describe(e: BaseException) -> dict[str, Any]:
-    """The ``--json`` error object of an exception: ``{"error", "file", "field"}``."""
+    """The ``--json`` error object of an exception: ``{"error", "file", "field"}``. An error
+    raised without its file whose message opens with one (``r.dl:3: ...``) gets that file."""
     file = getattr(e, "file", None) if isinstance(e, UserError) else getattr(e, "filename", None)
-    return {"error": str(e) or type(e).__name__, "file": None if file is None else str(file),
-            "field": getattr(e, "field", None)}
+    message = str(e) or type(e).__name__
+    if file is None and isinstance(e, UserError):
+        m = _LEADING_FILE.match(message)
+        file = m.group(1) if m else None
+    return {"error": message, "file": None if file is None else str(file), "field": getattr(e, "field", None)}
 
 
 def _where(path: str | os.PathLike, flag: str | None) -> str:
@@ -126,13 +134,25 @@ def read_text(path: str | os.PathLike, *, flag: str | None = None, error: type[U
               limit: int | None = None, env: str | None = None) -> str:
     """Read a UTF-8 text file the user named (by ``flag``) with :func:`read_bytes` (``limit``:
     its size cap, ``env`` the variable that set it), or raise ``error`` saying what is wrong:
-    missing, a folder, not a regular file, too big, unreadable, or not UTF-8 (with the byte offset)."""
+    missing, a folder, not a regular file, too big, unreadable, or not UTF-8 (with the byte offset).
+    A leading UTF-8 byte-order mark (spreadsheet exports) is dropped: it is no part of the text."""
     return _utf8(read_bytes(path, flag=flag, error=error, limit=limit, env=env), path, flag, error)
+
+
+def text_lines(text: str) -> list[str]:
+    r"""``text``'s lines, split at ``\n``, ``\r\n`` and ``\r`` only: ``str.splitlines`` also splits
+    at U+2028, U+0085, form feeds and more, which a JSON string or a name may hold.
+
+    >>> text_lines('{"a": "x\u2028y"}\r\nb\n'), "x\u2028y".splitlines()
+    (['{"a": "x\u2028y"}', 'b'], ['x', 'y'])
+    """
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return lines[:-1] if lines and lines[-1] == "" else lines
 
 
 def _utf8(data: bytes, path: str | os.PathLike, flag: str | None, error: type[UserError]) -> str:
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as e:
         raise error(f"{_where(path, flag)}: not UTF-8 text (byte {e.start}: {data[e.start:e.start + 1]!r})",
                     file=Path(path), field=flag) from None

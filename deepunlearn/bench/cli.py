@@ -15,7 +15,7 @@ from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_json, nonneg_int, positive_int
+    from ..cli import add_json, positive_int, seed_int
 
     p = sub.add_parser(
         "bench", help="run (or resume) a sweep from a TOML/YAML config and write its report",
@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="output folder (default ./deepunlearn-demo); running again resumes")
     p.add_argument("--people", type=positive_int, default=None,
                    help="people in the generated KB (default 50; the domain's first entity type)")
-    p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the KB, the model and the target draw (default 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of the KB, the model and the target draw (default 0)")
     p.add_argument("--per-relation", type=positive_int, default=1, help="targets per relation (default 1)")
     from ..unlearn.methods import catalog
 
@@ -77,7 +77,7 @@ reuses the model and the stored points.
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    from ..cli import positive_int
+    from ..cli import positive_int, threads_int
 
     p.add_argument("--executor", choices=("local", "ray"), default=None, help="where jobs run (default local)")
     p.add_argument("--ray-address", default=None,
@@ -87,7 +87,7 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="write into an output folder that is not a results folder although it holds files the run "
                         "writes (config.yaml, report/, ...), replacing them, or that is a symbolic link (the run "
                         "writes into the folder it points to)")
-    p.add_argument("--threads", type=positive_int, default=None, metavar="N",
+    p.add_argument("--threads", type=threads_int, default=None, metavar="N",
                    help="torch threads per worker (bench default: the config's, else torch's choice; demo default: 1, "
                         "the fastest for the tiny model on a small machine)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -57,7 +57,7 @@ from pydantic import Field, PrivateAttr, ValidationError, field_serializer, fiel
 from ..errors import UserError
 from ..probe.protocol import PROTOCOL_NAMES, Protocol, get_protocol
 from ..probe.modes import DESCRIPTIONS as MODE_DESCRIPTIONS, AnyMode
-from .config_run import MDUS_HELP, RUN_HELP, RunOptions, check_seed, split_seeds
+from .config_run import MDUS_HELP, RUN_HELP, MdusSeeds, RunOptions, Seed, Threads, check_seed, split_seeds
 from .config_accuracy import ACCURACY_HELP, SAMPLE_HELP, accuracy_options
 from .config_files import describe_validation as _describe
 from .config_files import read_config_data
@@ -116,12 +116,12 @@ class SweepConfig(StrictModel):
     tie: Literal["accuracy", "first"] | None = Field(default=None, description="override; None: the protocol's")
     accuracy: Literal["auto", "full", "sampled"] = Field(default="auto", description=ACCURACY_HELP)
     accuracy_sample: int = Field(default=300, ge=1, strict=True, description=SAMPLE_HELP)
-    seed: int = Field(default=0, description="seed of the sweep: every job gets its own, derived from it")
-    mdus_seeds: int = Field(default=100, ge=1, strict=True, description=MDUS_HELP)
+    seed: Seed = Field(default=0, description="seed of the sweep: every job gets its own, derived from it")
+    mdus_seeds: MdusSeeds = Field(default=100, description=MDUS_HELP)
     run: RunOptions | None = Field(default=None, description=RUN_HELP)
     batch_size: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
         default="auto", description="probe batch size; 'auto': sized to free GPU memory on CUDA, 64 on CPU")
-    threads: int | None = Field(default=None, ge=1, description="torch intra-op threads per worker; None: torch's "
+    threads: Threads | None = Field(default=None, description="torch intra-op threads per worker; None: torch's "
                                 "default in-process, Ray's CPUs per worker under Ray")
     lora: bool = False
     scores: bool = Field(default=False, description="store how much remains with every point: answer probability, "
@@ -129,7 +129,7 @@ class SweepConfig(StrictModel):
                          "over K with every answer candidate per point) and an 'original' baseline row per target")
     holdout: str | None = Field(default=None, description="holdout KB (deepunlearn data holdout) for the membership "
                                 "measures (Min-K% AUC, PrivLeak); needs scores")
-    min_k: float = Field(default=20.0, gt=0, le=100, description="Min-K% Prob's k, in percent of the tokens")
+    min_k: float = Field(default=20.0, gt=0, le=100, allow_inf_nan=False, description="Min-K% Prob's k, in percent of the tokens")
     reference: Literal["none", "retrain"] = Field(
         default="none", description="'retrain': per target a retain model trained without the target's reference set "
         "(cached), a 'retrain' baseline row and the reference-based measures (forget quality, PrivLeak, generalised "

@@ -4,7 +4,8 @@ Whatever the bytes, the outcome is the decoded document or one :class:`UserError
 error class) naming the file: not UTF-8, a syntax error, nesting deeper than
 ``MAX_JSON_DEPTH`` levels (checked before the recursive parsers and pydantic see it: a
 ``[[[[...]]]]`` of a few thousand levels overflowed their stacks), or a document too large once
-YAML aliases are expanded (a "billion laughs" file would keep validation busy for ever).
+YAML aliases are expanded (a "billion laughs" file would keep validation busy for ever), or a
+YAML key given twice (:mod:`deepunlearn.safe_yaml`).
 """
 
 from __future__ import annotations
@@ -17,46 +18,9 @@ if TYPE_CHECKING:
     from pydantic import ValidationError
 
 from ..errors import MAX_JSON_DEPTH, UserError, parse_json, read_text
-
-#: values in a decoded config (aliases counted each time they are used); a real sweep has ~100
-MAX_CONFIG_NODES = 100_000
+from ..safe_yaml import MAX_CONFIG_NODES, check_shape, load_yaml  # noqa: F401 - MAX_CONFIG_NODES re-exported
 
 FORMATS = {".toml": "TOML", ".yaml": "YAML", ".yml": "YAML", ".json": "JSON"}
-
-
-def _yaml_depth_ok(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Whether no YAML collection nests deeper than ``limit`` (the event parser is not recursive;
-    the composer that builds the objects is). Syntax errors surface here as ``yaml.YAMLError``."""
-    import yaml
-
-    depth = 0
-    for ev in yaml.parse(text, Loader=yaml.SafeLoader):
-        if isinstance(ev, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-            depth += 1
-            if depth > limit:
-                return False
-        elif isinstance(ev, (yaml.SequenceEndEvent, yaml.MappingEndEvent)):
-            depth -= 1
-    return True
-
-
-def check_shape(data: Any, source: str | os.PathLike, error: type[UserError]) -> None:
-    """Refuse a decoded document nested deeper than ``MAX_JSON_DEPTH`` or with more than
-    ``MAX_CONFIG_NODES`` values (iteratively: no recursion on hostile input)."""
-    stack, nodes = [(data, 1)], 0
-    while stack:
-        obj, depth = stack.pop()
-        nodes += 1
-        if nodes > MAX_CONFIG_NODES:
-            raise error(f"{source}: configuration too large (more than {MAX_CONFIG_NODES} values, "
-                        "YAML aliases counted each time they are used)", file=source)
-        if depth > MAX_JSON_DEPTH:
-            raise error(f"{source}: configuration nested deeper than {MAX_JSON_DEPTH} levels", file=source)
-        if isinstance(obj, dict):
-            stack.extend((v, depth + 1) for v in obj.values())
-            stack.extend((k, depth + 1) for k in obj if not isinstance(k, (str, int, float, bool)))
-        elif isinstance(obj, (list, tuple)):
-            stack.extend((v, depth + 1) for v in obj)
 
 
 def read_config_data(path: str | os.PathLike, error: type[UserError]) -> Any:
@@ -80,16 +44,7 @@ def read_config_data(path: str | os.PathLike, error: type[UserError]) -> Any:
         except RecursionError:
             raise error(f"{p}: configuration nested deeper than {MAX_JSON_DEPTH} levels", file=p) from None
     else:
-        import yaml
-
-        try:
-            if not _yaml_depth_ok(text):
-                raise error(f"{p}: configuration nested deeper than {MAX_JSON_DEPTH} levels", file=p)
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise error(f"{p}: cannot parse YAML: {' '.join(str(e).split())}", file=p) from None
-        except (RecursionError, ValueError, OverflowError) as e:  # e.g. a timestamp out of range
-            raise error(f"{p}: cannot parse YAML: {e}", file=p) from None
+        data = load_yaml(text, p, error)
     check_shape(data, p, error)
     return data
 

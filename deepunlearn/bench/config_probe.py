@@ -60,7 +60,8 @@ class AttackOptions(StrictModel):
                                "which the model is re-probed (sorted, distinct, each >= 1); [] = no relearning")
     relearn_size: int = Field(default=16, ge=1, description="facts sampled from the relearning pool (K minus the "
                               "target and its chosen minimal set)")
-    relearn_lr: float | None = Field(default=None, description="relearning lr; None: the run's unlearning lr")
+    relearn_lr: float | None = Field(default=None, gt=0, allow_inf_nan=False,
+                                     description="relearning lr; None: the run's unlearning lr")
     relearn_on: RelearnOn = Field(default="other", description="what relearning trains on: " + relearn_on_help())
     quantize: QuantKind | None = Field(
         default=None, description="int8: torch dynamic quantisation of the Linear layers (CPU); int4 / nf4: 4-bit "

@@ -23,11 +23,37 @@ the file and the field, never guessed.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, field_validator
+from pydantic import BeforeValidator, Field, field_validator
 
+from ..limits import MAX_MDUS_SEEDS, count_problem, max_threads, seed_problem
 from .modelspec import StrictModel
+
+
+def _seed(v: Any) -> Any:
+    problem = seed_problem(v)
+    if problem:
+        raise ValueError(problem)
+    return v
+
+
+def _bounded(bound, unit: str):
+    """A check of a count from 1 to ``bound`` (a number, or a function giving it)."""
+    def check(v: Any) -> Any:
+        problem = None if v is None else count_problem(v, bound() if callable(bound) else bound, unit)
+        if problem:
+            raise ValueError(problem)
+        return v
+    return check
+
+
+#: a sweep's ``seed``: an integer from 0 to 2**63 - 1 (limits.MAX_SEED), never a float or a bool
+Seed = Annotated[int, BeforeValidator(_seed)]
+#: ``mdus_seeds``: an integer from 1 to limits.MAX_MDUS_SEEDS
+MdusSeeds = Annotated[int, BeforeValidator(_bounded(MAX_MDUS_SEEDS, "seeds"))]
+#: ``threads``: an integer from 1 to limits.max_threads() (4 x the CPUs, at least 64)
+Threads = Annotated[int, BeforeValidator(_bounded(max_threads, "threads"))]
 
 #: the placeholder of a per-seed path (model checkpoint, calibration file)
 SEED_FIELD = "{seed}"
@@ -50,9 +76,9 @@ class RunOptions(StrictModel):
         if not isinstance(v, (list, tuple)):
             raise ValueError(f"expected a list of integer seeds such as [0, 1, 2], got {v!r}; the number of MDUS "
                              "seeds is the top-level mdus_seeds")
-        bad = [x for x in v if isinstance(x, bool) or not isinstance(x, int) or x < 0]
+        bad = [x for x in v if seed_problem(x)]
         if bad:
-            raise ValueError(f"seeds must be non-negative integers, got {bad[0]!r}")
+            raise ValueError(f"seeds: {seed_problem(bad[0])}")
         dup = sorted({x for x in v if list(v).count(x) > 1})
         if dup:
             raise ValueError(f"seed {dup[0]} is listed twice")
@@ -70,8 +96,9 @@ def split_seeds(data: Any) -> Any:
                          "a top-level seeds is the number of MDUS seeds (mdus_seeds)")
     if "mdus_seeds" in data:
         raise ValueError("field seeds: both seeds and mdus_seeds give the number of MDUS seeds; keep mdus_seeds")
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ValueError(f"field seeds: the number of MDUS seeds must be an integer >= 1, got {v!r}")
+    problem = count_problem(v, MAX_MDUS_SEEDS, "seeds")
+    if problem:
+        raise ValueError(f"field seeds: the number of MDUS seeds: {problem}")
     out = {k: x for k, x in data.items() if k != "seeds"}
     out["mdus_seeds"] = v
     return out

@@ -161,11 +161,21 @@ the model reinforced on the target), as the ``unlearn`` command checks them; a N
 
 
 def refuse_bools(grids: object) -> None:
-    """Raise ValueError for a ``true``/``false`` grid value (pydantic would read it as 1/0)."""
+    """Raise ValueError for a ``true``/``false`` or text grid value (pydantic would read them as
+    1/0 and as numbers) and for one method named twice in different cases (``ga`` and ``GA``
+    would be merged, one grid lost)."""
     if isinstance(grids, dict):
+        seen: dict[str, str] = {}
         for name, grid in grids.items():
+            key = str(name).lower()
+            if key in seen:
+                raise ValueError(f"method {name!r} is also given as {seen[key]!r} (method names ignore case): "
+                                 "keep one")
+            seen[key] = str(name)
             if isinstance(grid, (list, tuple)) and any(isinstance(x, bool) for x in grid):
                 raise ValueError(f"method {name!r}: grid {list(grid)} holds a true/false value, expected numbers")
+            if isinstance(grid, (list, tuple)) and any(isinstance(x, str) for x in grid):
+                raise ValueError(f"method {name!r}: grid {list(grid)} holds text, expected numbers")
 
 
 def num(x: float) -> float | int:

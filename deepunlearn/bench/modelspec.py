@@ -31,7 +31,8 @@ class ModelSpec(StrictModel):
     prompt: str | dict[str, str] | None = Field(
         default=None, description="prompt format: a model family ('gpt2', 'phi', 'llama'), a template with "
         "{question}, or {template = ..., answer_prefix = ...}; None: the checkpoint's own or its family's")
-    lr: float | None = Field(default=None, gt=0, description="unlearning learning rate; None: the method's default")
+    # allow_inf_nan=False: ``lr = nan`` is refused as not finite, not as "not greater than 0"
+    lr: float | None = Field(default=None, gt=0, allow_inf_nan=False, description="unlearning learning rate; None: the method's default")
     dtype: str | None = None
     device: str | None = None
     protocol: str | None = Field(default=None, description="this model's protocol preset; None: the sweep's")

@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .config_run import Seed
+
 
 class TargetSpec(BaseModel):
     """Which facts to unlearn, one at a time.
@@ -32,11 +34,11 @@ class TargetSpec(BaseModel):
     all: bool = False
     stratified: int | None = Field(default=None, ge=1)
     refs: list[int | str] | None = None
-    seed: int = 0
+    seed: Seed = 0
     batch: list[int] | None = Field(default=None, description="forget N targets together per run; a list of "
                                     "sizes runs each (batch = [1, 5, 55]: rows METHOD@b1, @b5, @b55)")
     sequential: bool = Field(default=False, description="serve the targets one after another, weights kept")
-    min_accuracy: float | None = Field(default=None, ge=0, le=1, description="sequential: undo a request that "
+    min_accuracy: float | None = Field(default=None, ge=0, le=1, allow_inf_nan=False, description="sequential: undo a request that "
                                        "would take accuracy below this (the accuracy guard)")
     on_guard: Literal["skip", "stop"] = Field(default="skip", description="sequential, with min_accuracy: skip the "
                                               "guarded request and go on, or stop the sequence there")

@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError, atomic_write_text, read_text
+from ..errors import UserError, atomic_write_text, read_text, text_lines
 
 
 class VerdictFileError(UserError, ValueError):
@@ -31,7 +31,7 @@ class VerdictFileError(UserError, ValueError):
 def read_verdicts(path: str | Path) -> list[dict[str, Any]]:
     """The verdict lines of a JSON-lines file (error lines and torn lines skipped)."""
     out = []
-    for n, line in enumerate(read_text(path, flag="VERDICTS", error=VerdictFileError).splitlines(), start=1):
+    for n, line in enumerate(text_lines(read_text(path, flag="VERDICTS", error=VerdictFileError)), start=1):
         if not line.strip():
             continue
         try:
@@ -43,11 +43,30 @@ def read_verdicts(path: str | Path) -> list[dict[str, Any]]:
         if not {"original", "target_id", "recall", "accuracy", "forgotten"} <= set(obj):
             raise VerdictFileError(f"{path}:{n}: not a verdict of 'deepunlearn evaluate' (fields original, target_id, "
                                    "recall, accuracy, forgotten expected)", file=path, field=f"line {n}")
+        check_verdict(obj, path, n)
         obj["_line"] = n
         out.append(obj)
     if not out:
         raise VerdictFileError(f"{path}: no verdicts in it", file=path)
     return out
+
+
+def check_verdict(obj: dict[str, Any], path: str | Path, n: int, n_facts: int | None = None) -> None:
+    """Refuse a verdict line the store cannot hold (:mod:`.verdict_model`), naming file, line and field."""
+    from .verdict_model import verdict_problem
+
+    bad = verdict_problem(obj, n_facts)
+    if bad is not None:
+        raise VerdictFileError(f"{path}:{n}: field {bad[0]}: {bad[1]}", file=path, field=bad[0])
+
+
+def _kb_facts(kb: str | None) -> int | None:
+    """The fact count of the KB the report will read (None when there is none to read)."""
+    if not kb or not Path(kb).is_file():
+        return None
+    from ..kg.io import load_kb
+
+    return len(load_kb(kb, flag="--kb").facts)
 
 
 #: the attack result's keys a sweep's point records under the same name
@@ -78,6 +97,10 @@ def store_verdicts(path: str | Path, output: str | Path, *, kb_file: str | None 
     from .store import Point, ResultsStore
 
     verdicts = read_verdicts(path)
+    kb = kb_file or next((v.get("kb") for v in verdicts if v.get("kb")), None)
+    n_facts = _kb_facts(kb)
+    for v in verdicts:  # fact ids past the KB's end (the report names every target by its fact)
+        check_verdict(v, path, v["_line"], n_facts)
     out = Path(output)
     points, methods = [], {}
     for v in verdicts:
@@ -109,7 +132,6 @@ def store_verdicts(path: str | Path, output: str | Path, *, kb_file: str | None 
                 added += 1
         for p in points:
             store.finish_job(p.model, p.target, p.method)
-    kb = kb_file or next((v.get("kb") for v in verdicts if v.get("kb")), None)
     cfg = {"kb": str(Path(kb).resolve()) if kb and Path(kb).exists() else kb,
            "methods": {m: sorted(set(ps)) for m, ps in methods.items()},
            "models": [{"name": m} for m in dict.fromkeys(v["original"] for v in verdicts)],

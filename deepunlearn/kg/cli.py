@@ -14,7 +14,7 @@ import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ..cli import add_force, add_json, nonneg_int, positive_int
+    from ..cli import add_force, add_json, nonneg_int, positive_int, seed_int
 
     data = sub.add_parser("data", help="knowledge bases: generate, import, show, export, draw")
     dsub = data.add_subparsers(dest="data_command", metavar="ACTION")
@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                     "templates, named and valued with the KB's own words (first names, surnames, "
                                     "attribute values), for 'probe --mia --holdout'.")
     p.add_argument("--kb", required=True, help="KB file the holdout must be disjoint from")
-    p.add_argument("--seed", type=nonneg_int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="random seed (default 0)")
     p.add_argument("--people", type=positive_int, default=None, metavar="N",
                    help="holdout people (default: as many as the KB has)")
     p.add_argument("-o", "--output", required=True, metavar="HOLD.json",

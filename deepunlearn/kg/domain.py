@@ -31,6 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import MAX_SMALL_FILE_BYTES, read_text
+from ..limits import MAX_DOMAIN_COUNT, bound_text, too_large
 from .kb import KBError, Relation, template_problem
 from .names import MAX_NAME_LENGTH, RELATION_NAME, name_problem, shown
 
@@ -56,7 +57,7 @@ class EntityType(_Strict):
     """``[entities.TYPE]``: ``count`` entities named by ``names`` (a built-in generator or a
     list), or the fixed ``values``."""
 
-    count: int | None = Field(default=None, ge=1)
+    count: int | None = Field(default=None, ge=1, strict=True)  # strict: ``count = true`` is not 1
     values: list[str] | None = Field(default=None, min_length=1)
     names: Any = None
 
@@ -96,7 +97,7 @@ class RelationSpec(_Strict):
     object: str
     group: str = Field(min_length=1)
     shape: Literal["one", "tree", "pairs", "some"] | None = None
-    branching: int | None = Field(default=None, ge=1)
+    branching: int | None = Field(default=None, ge=1, strict=True)
     questions: list[str] = Field(min_length=1)
     statements: list[str] = Field(default_factory=list)
     answer: Literal["{o2}", "{r}"] = "{o2}"
@@ -196,6 +197,8 @@ def _check(d: DomainFile) -> tuple[str, str] | None:
                     return f"entities.{t}.{key}[{k}]", f"entity name {shown(n)} {problem}"
         if (e.count is None) == (e.values is None):
             return f"entities.{t}", "give either count (with names) or values"
+        if e.count is not None and too_large(e.count, MAX_DOMAIN_COUNT):  # the bound --people has
+            return f"entities.{t}.count", bound_text(e.count, MAX_DOMAIN_COUNT, "entities")
         if e.values is not None and e.names is not None:
             return f"entities.{t}.names", "names goes with count; values already names the entities"
     for a, spec in d.attributes.items():
@@ -272,7 +275,8 @@ def read_domain(folder: str | os.PathLike) -> Domain:
     dom = Domain(d.name, d.description.strip(), folder, dict(d.entities), dict(d.attributes), dict(d.relations),
                  d.stored_derived)
     if not dom.rules_path.is_file():
-        raise DomainError(f"{dom.rules_path}: no such file (a domain folder holds its rules in rules.dl)",
+        what = "is a folder, expected a file" if dom.rules_path.is_dir() else "no such file"
+        raise DomainError(f"{dom.rules_path}: {what} (a domain folder holds its rules in rules.dl)",
                           file=dom.rules_path)
     return dom
 

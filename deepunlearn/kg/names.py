@@ -3,8 +3,10 @@
 
 A name is printed on one line, written into targets as ``S|r|O`` and, for a relation, named in
 ``rules.dl``. So a name holds no control character (NUL, newline, ...), no ``|``, no Unicode bidi
-override or isolate (U+202A-U+202E, U+2066-U+2069: they make a name display as another), no lone
-surrogate (no UTF-8 writer can encode it), and at most :data:`MAX_NAME_LENGTH` characters. A
+override, isolate or mark (U+202A-U+202E, U+2066-U+2069, U+200E, U+200F, U+061C: they make a name
+display as another), no invisible zero-width space or byte-order mark (U+200B, U+FEFF), no line or
+paragraph separator (U+2028, U+2029: JSON-lines readers split at them), no lone surrogate (no
+UTF-8 writer can encode it), and at most :data:`MAX_NAME_LENGTH` characters. A
 relation name is also a word ``rules.dl`` can write: a lower-case letter, then letters, digits
 and ``_`` (so never a Python dunder such as ``__class__``).
 """
@@ -17,7 +19,12 @@ import re
 #: Longest entity, value or relation name, in characters (the release's longest is 23).
 MAX_NAME_LENGTH = 200
 
-_BAD = re.compile("[\x00-\x1f\x7f-\x9f|\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_BAD = re.compile("[\x00-\x1f\x7f-\x9f|\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+                  "\u200e\u200f\u061c\u200b\ufeff\u2028\u2029]")
+#: bidi marks (left-to-right, right-to-left, Arabic letter mark): invisible, they reorder the text
+_BIDI_MARKS = "\u200e\u200f\u061c"
+#: invisible characters that are no part of any name (zero-width space, byte-order mark)
+_INVISIBLE = "\u200b\ufeff"
 #: A relation name as ``rules.dl`` writes it (the parser's name token).
 RELATION_NAME = re.compile(r"^[a-z][A-Za-z0-9_]*$")
 
@@ -51,8 +58,12 @@ def name_problem(name: object, *, relation: bool = False) -> str | None:
             return f"holds {_WHAT[ch]}"
         if "\ud800" <= ch <= "\udfff":
             return f"holds a lone surrogate (U+{ord(ch):04X}), not a Unicode character"
-        if "\u202a" <= ch <= "\u2069":
+        if ("\u202a" <= ch <= "\u202e") or ("\u2066" <= ch <= "\u2069") or ch in _BIDI_MARKS:
             return f"holds a Unicode bidi control (U+{ord(ch):04X}), which makes a name display as another"
+        if ch in _INVISIBLE:
+            return f"holds an invisible character (U+{ord(ch):04X}), which makes a name look like another"
+        if ch in "\u2028\u2029":
+            return f"holds a line or paragraph separator (U+{ord(ch):04X}), which splits a line"
         return f"holds a control character (U+{ord(ch):04X})"
     if relation and not RELATION_NAME.match(name):
         return "is not a name rules.dl can write (a lower-case letter, then letters, digits and '_')"

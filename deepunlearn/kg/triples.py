@@ -12,8 +12,8 @@ background attribute.
 
 The domain (:class:`~.domain.Domain`) gives the relations, their templates and entity types;
 every entity gets the type most of its rows imply. :func:`check_triples` lists every problem
-with its line: a row that cannot be read, an unknown relation, a bad name or split, an entity
-used as the wrong type, a duplicate fact, a fact of a symmetric relation (the rules say
+with its line: a row that cannot be read (an unclosed quote included), an unknown relation, a
+bad name or split, a fact relating an entity to itself, an entity used as the wrong type, a duplicate fact, a fact of a symmetric relation (the rules say
 ``r(Y, X) :- r(X, Y).``: the caller passes them, kg does not read rules) stored one way only, an
 alias that names another entity. Duplicates and one-way facts are *repairable*: with
 ``repair`` the duplicate is dropped and the reverse fact added after its line, and the repairs
@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import read_text
+from ..errors import read_text, text_lines
 from .domain import VALUE, Domain
 from .kb import Fact, KBError, KnowledgeBase
 from .names import name_problem, shown
@@ -146,7 +146,7 @@ def _jsonl_rows(text: str) -> tuple[list[Row], list[Problem]]:
 
     rows: list[Row] = []
     problems: list[Problem] = []
-    for line, raw in enumerate(text.splitlines(), 1):
+    for line, raw in enumerate(text_lines(text), 1):
         if not raw.strip() or raw.lstrip().startswith("#"):
             continue
         try:
@@ -182,19 +182,23 @@ def read_triples(path: str | os.PathLike, fmt: str | None = None, *,
         return _jsonl_rows(text)
     records: list[tuple[int, list[str]]] = []
     if fmt == "tsv":
-        for line, raw in enumerate(text.splitlines(), 1):
+        for line, raw in enumerate(text_lines(text), 1):
             if raw.strip() and not raw.lstrip().startswith("#"):
                 records.append((line, raw.split("\t")))
     else:
         reader = csv.reader(io.StringIO(text, newline=""))
-        start = 1
+        start = last = 1
         try:
             for cells in reader:
                 if cells and any(c.strip() for c in cells) and not cells[0].lstrip().startswith("#"):
                     records.append((start, cells))
-                start = reader.line_num + 1
+                last, start = start, reader.line_num + 1
         except csv.Error as e:
             return [], [Problem(start, f"not valid CSV ({e})")]
+        # csv reads an unclosed quote to the end of the file as one value ("found 1 column")
+        if records and "".join(text.splitlines(keepends=True)[last - 1:]).count('"') % 2:
+            return [], [Problem(last, 'not valid CSV (a quote " opened on this line is never closed: the rest '
+                                      "of the file would read as one value)")]
     return _cells_rows(records)
 
 
@@ -215,6 +219,10 @@ def check_triples(rows: list[Row], domain: Domain, symmetric: set[str] | frozens
         if bad is None and row.relation not in domain.relations and row.relation not in domain.attributes:
             known = ", ".join([*domain.relations, *domain.attributes])
             bad = f"unknown relation {shown(row.relation)} (the {domain.name} domain declares {known})"
+        spec = domain.relations.get(row.relation)
+        if bad is None and spec is not None and spec.object != VALUE and row.subject == row.object:
+            bad = (f"{shown(row.subject)} {row.relation} itself: a {row.relation} fact relates two entities "
+                   "(a fact relating an entity to itself is never true in a domain)")
         if bad is None and row.split is not None and row.split not in SPLITS:
             bad = f"split {shown(row.split)}: expected one of {', '.join(SPLITS)}"
         if bad is None and row.relation in domain.attributes:

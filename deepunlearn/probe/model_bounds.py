@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import struct
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,32 @@ def check_config_plan(folder: Path, config: dict) -> None:
             file=cfg, field=layers[0])
 
 
+_LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|h|blocks|layer)\.(\d+)\.")
+
+
+def check_layers_held(folder: Path, config: dict) -> None:
+    """Refuse a ``config.json`` that builds fewer layers than the folder's safetensors hold:
+    transformers would load it and silently drop the weights of the layers past the count."""
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    layers = next(((k, v) for k in LAYER_KEYS if (v := _count(text.get(k))) is not None), None)
+    if layers is None:
+        return
+    top = -1
+    try:
+        for f in sorted(folder.glob("*.safetensors")):
+            for name in read_safetensors_header(f):
+                m = _LAYER_INDEX.search(name)
+                if m:
+                    top = max(top, int(m.group(1)))
+    except ModelLoadError:  # a damaged file: the load names it (diagnose_weights)
+        return
+    if top >= layers[1]:
+        cfg = folder / "config.json"
+        raise ModelLoadError(f"{cfg}: {layers[0]} = {layers[1]} but the safetensors hold layers up to {top}; refused "
+                             f"(the weights of {top + 1 - layers[1]} layer(s) would be dropped)", file=cfg,
+                             field=layers[0])
+
+
 #: Layers a config may ask for before it is refused unbuilt (the largest public LLMs have < 200).
 MAX_LAYERS = 4096
 
@@ -210,6 +237,10 @@ def check_fits(path: Path, config: dict) -> int:
         if isinstance(v, int) and not isinstance(v, bool) and v > MAX_LAYERS:
             raise ModelLoadError(f"{path / 'config.json'}: {key} = {v:,} layers; refused (more than {MAX_LAYERS})",
                                  file=path / "config.json", field=key)
+        if key in config and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ModelLoadError(f"{path / 'config.json'}: {key} = {v!r}; expected a whole number of layers >= 1",
+                                 file=path / "config.json", field=key)
+    check_layers_held(path, config)
     check_config_plan(path, config)  # from the headers alone, before the skeleton below is built
     import torch
     from transformers import AutoModelForCausalLM

@@ -167,6 +167,26 @@ def _intern(kb, rules: RuleSet, relations: list[str]) -> tuple[dict[str, int], n
     return term_id, node_s, node_r, node_o
 
 
+def check_head_constants(kb, rules: RuleSet) -> None:
+    """Refuse a rule whose head names, where an entity goes, a constant that is no entity of
+    ``kb``: every fact it derived would name an entity the KB lacks (and reach ``rules closure
+    -o``). Entities go in a head's subject, and in its object when the KB holds the relation as
+    one between entities; a value relation's object, or a relation the KB does not hold, may name
+    a new value (``ohioan(X, "yes")``)."""
+    def entity_slots(rule):
+        rel = kb.relations.get(rule.head.relation)
+        entity_object = rel is not None and getattr(rel, "kind", None) != "value"
+        return [t for k, t in enumerate(rule.head.args) if isinstance(t, Const) and (k == 0 or entity_object)]
+
+    consts = [(r, t.value) for r in rules.rules for t in entity_slots(r)]
+    for rule, value in consts:
+        if value not in kb.entities:
+            where = f"{rules.source or rules.name}:{rule.line}: " if rule.line else f"{rules.name}: "
+            raise RulesError(f"{where}the head {rule.head} names {value!r}, which is no entity of the KB "
+                             f"{kb.name!r}: the facts it derives would name an entity the KB lacks",
+                             file=rules.source)
+
+
 def forward_chain(kb, rules: RuleSet, known: Iterable[int] | None = None, progress: bool = False,
                   max_groundings: int | None = DEFAULT_MAX_GROUNDINGS, time_budget: float | None = None) -> Grounded:
     """Compute ``Ω(K, R)`` and every rule grounding inside it.
@@ -188,6 +208,7 @@ def forward_chain(kb, rules: RuleSet, known: Iterable[int] | None = None, progre
         base = np.zeros(n_kb, dtype=bool)
         base[ids] = True
 
+    check_head_constants(kb, rules)
     relations = sorted(rules.relations)
     term_id, node_s, node_r, node_o = _intern(kb, rules, relations)
     T = max(len(term_id), 1)

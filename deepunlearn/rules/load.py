@@ -104,7 +104,7 @@ def load_rules(name_or_path: str | Path | RuleSet) -> RuleSet:
     path = Path(name_or_path)
     if not path.exists():
         if path.suffix or "/" in str(name_or_path):
-            raise RulesError(f"{path}: rule file not found")
+            raise RulesError(f"{path}: rule file not found", file=path)
         raise RulesError(f"unknown rule set {str(name_or_path)!r}: expected one of {', '.join(builtin_names())} or a path to a rule file")
     # a regular file of at most 16 MiB: a FIFO or /dev/zero is refused before it is opened
     text = read_text(path, error=RulesError, limit=MAX_SMALL_FILE_BYTES)
@@ -117,5 +117,5 @@ def load_rules(name_or_path: str | Path | RuleSet) -> RuleSet:
     else:
         rs = parse_datalog(text, name=_name_of(path), source=str(path))
     if not rs.rules:
-        raise RulesError(f"{path}: no rules in the file")
+        raise RulesError(f"{path}: no rules in the file", file=path)
     return RuleSet(rs.name, rs.rules, rs.source, description, rs.warnings)

@@ -45,7 +45,8 @@ def minimal_sets(graph: DerivationGraph, target: int, *, seeds: int | None = Non
 
     ``exact=True`` (the default) enumerates all of them with clingo within ``time_budget``
     seconds; if that does not finish, MDUS with ``seeds`` runs (default 100) fills in and the
-    answer says ``exact=False``. ``exact=False`` runs MDUS only. ``rng`` seeds MDUS
+    answer says ``exact=False``. ``exact=False`` runs MDUS only. MDUS stops after ``time_budget``
+    seconds of its own too (after its first run), whatever ``seeds`` asks. ``rng`` seeds MDUS
     (default: ``numpy.random.default_rng(0)``).
 
     >>> from deepunlearn.kg.kb import KnowledgeBase
@@ -71,6 +72,6 @@ def minimal_sets(graph: DerivationGraph, target: int, *, seeds: int | None = Non
         if complete:
             return MinimalSets(target, sort_sets(sets), True, "exact", time.perf_counter() - start)
         partial = sets
-    found = mdus(graph, target, seeds=seeds or DEFAULT_SEEDS, rng=rng)
+    found = mdus(graph, target, seeds=seeds or DEFAULT_SEEDS, rng=rng, time_budget=time_budget)
     method = "exact-partial+mdus" if exact else "mdus"
     return MinimalSets(target, sort_sets([*partial, *found]), False, method, time.perf_counter() - start)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 from ..errors import env_limit
 from .errors import RulesError, RuleSyntaxError
+from ..kg.names import name_problem, shown
 from .language import Atom, Const, Neq, Rule, RuleSet, Term, Var, cartesian_warnings
 
 _TOKEN = re.compile(
@@ -139,10 +140,12 @@ class _Parser:
                 self.anon += 1
                 return Var(f"_{self.anon}")
             return Var(tok.text)
-        if tok.kind == "name" or tok.kind == "number":
-            return Const(tok.text)
-        if tok.kind == "string":
-            return Const(_unquote(tok.text))
+        if tok.kind in ("name", "number", "string"):
+            value = _unquote(tok.text) if tok.kind == "string" else tok.text
+            problem = name_problem(value)  # a constant names an entity or a value: the same rules
+            if problem:
+                raise self.error(tok, f"constant {shown(value)} {problem}")
+            return Const(value)
         self.i -= 1
         found = "end of file" if tok.kind == "eof" else repr(tok.text)
         raise self.error(tok, f"expected a variable or a constant, found {found}")

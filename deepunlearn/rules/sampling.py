@@ -6,6 +6,7 @@ All three run over a target's cone (:class:`~.graph.Cone`) with a seeded numpy g
 from __future__ import annotations
 
 import random
+import time
 
 import numpy as np
 
@@ -136,9 +137,10 @@ def prune(graph: DerivationGraph, target: int, removed, rng: np.random.Generator
 
 
 def mdus(graph: DerivationGraph, target: int, seeds: int = 100,
-         rng: np.random.Generator | None = None) -> list[frozenset[int]]:
+         rng: np.random.Generator | None = None, time_budget: float | None = None) -> list[frozenset[int]]:
     """Algorithm 3: DUS + RP with ``seeds`` random runs; the distinct minimal sets found,
-    sorted by size then ids.
+    sorted by size then ids. ``time_budget``: stop after that many seconds (at least one run is
+    made), so a huge ``seeds`` cannot run for ever.
 
     >>> from deepunlearn.kg.kb import KnowledgeBase
     >>> from deepunlearn.rules.graph import derivation_graph
@@ -152,10 +154,13 @@ def mdus(graph: DerivationGraph, target: int, seeds: int = 100,
     draws = _Draws(rng if rng is not None else np.random.default_rng(0))
     found: set[frozenset[int]] = set()
     nodes = cone.nodes
+    end = None if time_budget is None else time.monotonic() + time_budget
     for _ in range(seeds):
         u = _dus(cone, draws)
         m = _prune(cone, u, draws.shuffled(u))
         found.add(frozenset(int(nodes[f]) for f in m))
+        if end is not None and time.monotonic() >= end:
+            break
     return sort_sets(found)
 
 

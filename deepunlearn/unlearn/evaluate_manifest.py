@@ -14,12 +14,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import UserError, describe, dumps, read_text
+from ..errors import UserError, describe, dumps, read_text, text_lines
 
 COLUMNS = ("checkpoint", "target", "method", "param")
 
@@ -50,6 +51,10 @@ def _row(raw: dict, where: str, path: Path) -> dict:
                 v = float(v)
             except ValueError:
                 pass  # a named point ("final") stays a string
+        if k == "param" and isinstance(v, float) and not math.isfinite(v):
+            # NaN never equals itself: its verdict would never be found again on resume
+            raise ManifestError(f"--manifest {path}: {where}: field 'param' is {v}, expected a finite number "
+                                "or a name", file=path, field="param")
         row[k] = v
     return row
 
@@ -114,7 +119,7 @@ def done_rows(out: Path) -> set[str]:
     if not out.is_file():
         return set()
     done = set()
-    for line in out.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in text_lines(out.read_text(encoding="utf-8", errors="replace")):
         try:
             obj = json.loads(line)
         except ValueError:

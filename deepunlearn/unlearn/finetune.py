@@ -37,6 +37,7 @@ from typing import Any, Iterable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..limits import MAX_SEED
 from ..kg.kb import KnowledgeBase
 from ..probe.models import ModelBundle, save_bundle
 from .data import IGNORE, collate, encode_qa, to_device
@@ -59,7 +60,7 @@ class FinetuneConfig(BaseModel):
     target_known: float | None = Field(0.95, gt=0, le=1, description="stop once this share of facts is known")
     probe_every: int = Field(1, ge=1, description="check the known share every this many epochs")
     probe_mode: Literal["exact", "generate"] = "exact"
-    seed: int = Field(0, ge=0)
+    seed: int = Field(0, ge=0, le=MAX_SEED, strict=True)
     mixed_precision: bool = Field(
         True, description="train half-precision models with float32 master weights (bf16 autocast on CUDA)")
 

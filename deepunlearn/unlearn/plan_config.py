@@ -133,6 +133,9 @@ def config_from_dict(data: dict, *, source: str) -> Any:
         if isinstance(v, int) and not isinstance(v, bool) and v > MAX_LAYERS:
             raise PlanError(f"{source}: field {key}: {v:,} layers; refused (more than {MAX_LAYERS})", file=source,
                             field=key)
+        if key in data and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise PlanError(f"{source}: field {key}: {v!r}; expected a whole number of layers >= 1", file=source,
+                            field=key)
     try:
         return CONFIG_MAPPING[mt].from_dict({k: v for k, v in data.items() if k != "model_type"})
     except Exception as e:  # noqa: BLE001 - a value the config class refuses

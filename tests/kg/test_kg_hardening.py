@@ -168,7 +168,7 @@ def test_generate_writes_into_a_missing_folder(tmp_path, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["generate", "--people", "0"], "argument --people: expected an integer >= 2, got '0'"),
     (["generate", "--people", "1"], "argument --people: expected an integer >= 2, got '1'"),
-    (["generate", "--seed", "-1"], "argument --seed: expected an integer >= 0, got '-1'"),
+    (["generate", "--seed", "-1"], "argument --seed: expected an integer seed from 0 to 9223372036854775807, got '-1'"),
     (["generate", "--targets-per-relation", "-2"], "argument --targets-per-relation: expected an integer >= 0"),
     (["generate", "--stored-share", "nan"], "argument --stored-share: expected a number in (0, 1], got 'nan'"),
     (["draw", "KB", "--radius", "-1"], "argument --radius: expected an integer >= 0, got '-1'"),

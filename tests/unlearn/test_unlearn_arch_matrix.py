@@ -150,7 +150,7 @@ def test_arch_with_a_model_that_is_not_tiny_is_a_usage_error(kb_file, tmp_path, 
     line = ("deepunlearn finetune: error: argument --arch: only with --model tiny (it picks the architecture of "
             "the tiny model built for the KB; 'some/model' has its own)")
     assert cap.err.strip().splitlines()[-1] == line
-    assert json.loads(cap.out) == {"error": line.replace(": error:", ":", 1), "file": None, "field": None}
+    assert json.loads(cap.out) == {"error": line.replace(": error:", ":", 1), "file": None, "field": "--arch"}
     assert not out_dir.exists()
 
 

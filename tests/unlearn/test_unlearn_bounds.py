@@ -1,6 +1,6 @@
 """Numbers that would run for days on the unlearn side, and cache folders that are files:
-``unlearn --grid 1000000000000``, ``attack --relearn 1000000000`` and ``--cache-dir FILE`` are
-one line naming the flag, exit 1, before any model loads; ``DEEPUNLEARN_ALLOW_LARGE=1`` lifts
+``unlearn --grid 1000000000000`` (exit 2, a flag's value), ``attack --relearn 1000000000`` and
+``--cache-dir FILE`` (exit 1) are one line naming the flag before any model loads; ``DEEPUNLEARN_ALLOW_LARGE=1`` lifts
 the step bound."""
 
 from __future__ import annotations
@@ -47,11 +47,12 @@ def _line(capsys) -> str:
 
 @pytest.mark.parametrize("method", ["ga", "npo"])
 def test_unlearn_grid_past_the_step_bound_is_refused(kb_file, no_model_load, capsys, method):
-    rc = main(["unlearn", "--model", "nowhere", "--kb", str(kb_file), "--target", "0", "--method", method,
-               "--grid", "1,1000000000000"])
-    assert rc == 1
-    assert _line(capsys) == (f"deepunlearn unlearn: error: --grid 1,1000000000000: {method}: grid value: "
-                             f"1,000,000,000,000 steps {BOUND}")
+    with pytest.raises(SystemExit) as e:  # a flag's value: bad usage, exit code 2
+        main(["unlearn", "--model", "nowhere", "--kb", str(kb_file), "--target", "0", "--method", method,
+              "--grid", "1,1000000000000"])
+    assert e.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        f"deepunlearn unlearn: error: --grid 1,1000000000000: {method}: grid value: 1,000,000,000,000 steps {BOUND}")
 
 
 def test_attack_relearn_past_the_step_bound_is_refused(kb_file, no_model_load, capsys):

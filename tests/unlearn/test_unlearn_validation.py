@@ -77,16 +77,6 @@ def no_model_load(monkeypatch):
 
 
 @pytest.mark.parametrize("extra,line", [
-    (["--method", "tv", "--grid=-1,1"],
-     "deepunlearn unlearn: error: --grid -1,1: tv: alpha values must be >= 0 (a negative alpha reinforces the "
-     "target instead of unlearning it), got [-1]"),
-    (["--method", "whp", "--grid", "-5"],
-     "deepunlearn unlearn: error: --grid -5: whp: alpha values must be >= 0 (a negative alpha reinforces the "
-     "target instead of unlearning it), got [-5]"),
-    (["--method", "ga", "--grid", "inf"], "deepunlearn unlearn: error: --grid: 'inf' is not a finite number"),
-    (["--method", "tv", "--grid", "nan"], "deepunlearn unlearn: error: --grid: 'nan' is not a finite number"),
-    (["--method", "ga", "--grid", "1,2.5"],
-     "deepunlearn unlearn: error: --grid 1,2.5: ga: grid values are step counts (positive integers), got [2.5]"),
     (["--method", "sgd_magic"], "deepunlearn unlearn: error: --method: unknown unlearning method 'sgd_magic'; "
                                 f"expected one of {', '.join(sorted(METHODS))}"),
     (["--method", "ga", "--point", "3", "-o", "x.json", "--grid", "1,2"],
@@ -101,7 +91,32 @@ def test_unlearn_refuses_bad_values_before_loading(kb_file, no_model_load, capsy
     assert rc == 1
     assert cap.err.strip() == line
     err = json.loads(cap.out)
-    assert set(err) == {"error", "file", "field"} and err["field"] in ("--grid", "--method", "--point", "--save-model")
+    assert set(err) == {"error", "file", "field"} and err["field"] in ("--method", "--point", "--save-model")
+
+
+@pytest.mark.parametrize("extra,line", [
+    (["--method", "ga", "--grid", "0"],
+     "deepunlearn unlearn: error: --grid 0: ga: grid values are step counts (positive integers), got [0]"),
+    (["--method", "tv", "--grid=-1,1"],
+     "deepunlearn unlearn: error: --grid -1,1: tv: alpha values must be >= 0 (a negative alpha reinforces the "
+     "target instead of unlearning it), got [-1]"),
+    (["--method", "whp", "--grid", "-5"],
+     "deepunlearn unlearn: error: --grid -5: whp: alpha values must be >= 0 (a negative alpha reinforces the "
+     "target instead of unlearning it), got [-5]"),
+    (["--method", "ga", "--grid", "inf"], "deepunlearn unlearn: error: --grid: 'inf' is not a finite number"),
+    (["--method", "tv", "--grid", "nan"], "deepunlearn unlearn: error: --grid: 'nan' is not a finite number"),
+    (["--method", "ga", "--grid", "1,2.5"],
+     "deepunlearn unlearn: error: --grid 1,2.5: ga: grid values are step counts (positive integers), got [2.5]"),
+])
+def test_a_bad_grid_is_a_usage_error_before_loading(kb_file, no_model_load, capsys, extra, line):
+    """A flag's value argparse cannot check alone (docs/safety.md: exit code 2, as --epochs 0)."""
+    with pytest.raises(SystemExit) as e:
+        main(["unlearn", "--model", "nowhere", "--kb", str(kb_file), "--target", "0", *extra, "--json"])
+    cap = capsys.readouterr()
+    assert e.value.code == 2
+    assert cap.err.strip().splitlines()[-1] == line
+    err = json.loads(cap.out)
+    assert set(err) == {"error", "file", "field"} and err["field"] == "--grid"
 
 
 @pytest.mark.parametrize("flag,value", [("--lr", "nan"), ("--lr", "inf"), ("--lr", "0"), ("--lr", "-1"),

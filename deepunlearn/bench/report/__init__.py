@@ -214,15 +214,19 @@ def _write_points_csv(points: Sequence[Any], path: Path, kb=None, groups: Sequen
 def write_report(output: str | Path, *, report_dir: str | Path | None = None, threshold: float = 0.8) -> Path:
     """Build the report of the sweep stored in ``output`` (its results store, resolved config
     and KB) into ``report_dir`` (default ``OUTPUT/report``)."""
-    import yaml
-
     from ...kg.io import load_kb
     from ..store import ResultsStore
 
     out = Path(output)
     cfg = {}
-    if (out / "config.yaml").exists():
-        cfg = yaml.safe_load((out / "config.yaml").read_text(encoding="utf-8")) or {}
+    if (out / "config.yaml").exists():  # read as every YAML config is (aliases bounded, keys once)
+        from ...errors import UserError, read_text
+        from ...safe_yaml import load_yaml
+
+        cfg = load_yaml(read_text(out / "config.yaml", error=UserError), out / "config.yaml", UserError) or {}
+        if not isinstance(cfg, dict):
+            raise UserError(f"{out / 'config.yaml'}: expected a mapping (the resolved sweep config)",
+                            file=out / "config.yaml")
     kb = load_kb(cfg["kb"]) if cfg.get("kb") and Path(cfg["kb"]).exists() else None
     with ResultsStore(out) as store:  # read-write: closing the last connection folds the WAL back
         points = store.points()

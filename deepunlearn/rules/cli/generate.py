@@ -13,7 +13,7 @@ import argparse
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ...cli import add_force, add_json, int_at_least, nonneg_int, number_in, positive_int
+    from ...cli import add_force, add_json, int_at_least, nonneg_int, number_in, positive_int, seed_int
     from ...kg.cli import data_subcommands
 
     dsub = data_subcommands(sub)
@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--countries", type=positive_int, default=None, metavar="N",
                    help="a domain whose first entity type is country (geo): the N most populous countries "
                         "(--people under its own name; geo default 40)")
-    p.add_argument("--seed", type=nonneg_int, default=0,
+    p.add_argument("--seed", type=seed_int, default=0,
                    help="random seed (default 0); the same seed and options give the same file, byte for byte")
     p.add_argument("--stored-derived", type=_share_or_release, default=None, metavar="F|release",
                    help="not family: share in [0, 1] of the derived facts the KB stores, or 'release': as many as "

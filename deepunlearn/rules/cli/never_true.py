@@ -8,7 +8,7 @@ from ..never_true import make_never_true
 
 def register(sub) -> None:
     """``deepunlearn data never-true --kb KB -o NEG.json [--seed S]`` (joins the ``data`` group)."""
-    from ...cli import add_force, add_json, nonneg_int
+    from ...cli import add_force, add_json, seed_int
     from ...kg.cli import data_subcommands
 
     dsub = data_subcommands(sub)
@@ -18,7 +18,7 @@ def register(sub) -> None:
                                     "r that the KB's rules do not make true: never-true facts for 'probe --calibrate' "
                                     "where 'data holdout' cannot draw new entities (a real-world domain such as geo).")
     p.add_argument("--kb", required=True, help="KB file")
-    p.add_argument("--seed", type=nonneg_int, default=0, help="random seed (default 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="random seed (default 0)")
     p.add_argument("-o", "--output", required=True, metavar="NEG.json", help="KB file to write")
     add_force(p)
     add_json(p)

@@ -49,7 +49,7 @@ def _quiet(p: argparse.ArgumentParser) -> None:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ...cli import add_force, add_json, nonneg_int, positive_int
+    from ...cli import add_force, add_json, mdus_seeds_int, nonneg_int, positive_int
     from ..budget import DEFAULT_CLOSURE_SECONDS, DEFAULT_MAX_GROUNDINGS
 
     rules = sub.add_parser("rules", help="rules: closure, minimal deep-unlearning sets, recall/accuracy, explanations")
@@ -73,14 +73,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     def sets_options(p: argparse.ArgumentParser) -> None:
         g = p.add_mutually_exclusive_group()
-        g.add_argument("--seeds", type=positive_int, default=None, metavar="N",
+        g.add_argument("--seeds", type=mdus_seeds_int, default=None, metavar="N",
                        help="approximate the minimal sets with MDUS over N random seeds (paper Algorithm 3)")
         g.add_argument("--exact", action="store_true",
                        help="enumerate all minimal sets with clingo (the default; falls back to MDUS "
                             "with 100 seeds past --time-budget and then says exact: false)")
         p.add_argument("--time-budget", type=_budget, default=10.0, metavar="S",
                        help="seconds (> 0) for the exact enumeration of one target (default 10); past it, "
-                            "the sets found so far plus MDUS, and the output says exact: false")
+                            "the sets found so far plus MDUS, and the output says exact: false; MDUS too stops "
+                            "after S seconds per target, whatever --seeds asks")
         p.add_argument("--sets", default=None, metavar="exact|mdus|release|DIR",
                        help="where the minimal sets come from: exact (clingo, the default), mdus (MDUS over "
                             "--seeds, default 100), release (the release's stored unlearn_minimal_set/, found "

@@ -19,7 +19,7 @@ def add_attack_args(p: argparse.ArgumentParser, *, quantize_choices: bool = True
     """``--relearn``, ``--relearn-size``, ``--relearn-lr``, ``--relearn-on``, ``--quantize`` and ``--seed``.
     ``quantize_choices=False`` checks ``--quantize`` in :func:`attack_params` (one line, exit 1)
     instead of argparse (a usage error, exit 2)."""
-    from ...cli import nonneg_int, positive_float, positive_int
+    from ...cli import positive_float, positive_int, seed_int
 
     p.add_argument("--relearn", default=None, metavar="N,N,...",
                    help="relearning grid: re-probe after these many finetuning steps (sorted, distinct, >= 1), "
@@ -34,7 +34,7 @@ def add_attack_args(p: argparse.ArgumentParser, *, quantize_choices: bool = True
                    metavar=None if quantize_choices else "|".join(QUANT_KINDS),
                    help="int8: torch dynamic quantisation of every Linear (CPU); int4 / nf4: 4-bit round-to-nearest "
                         "of every Linear, group-wise absmax (any device)")
-    p.add_argument("--seed", type=nonneg_int, default=0, help="seed of the relearning sample and steps (default 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of the relearning sample and steps (default 0)")
 
 
 def add_relearn_on(p: argparse.ArgumentParser) -> None:

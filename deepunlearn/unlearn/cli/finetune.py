@@ -44,7 +44,7 @@ def nonneg_float(text: str) -> float:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ...cli import add_force, add_json, add_threads, nonneg_int, positive_float, positive_int
+    from ...cli import add_force, add_json, add_threads, positive_float, positive_int, seed_int
 
     p = sub.add_parser("finetune", help="finetune a causal LM on a KB's question/answer pairs",
                        description="Train a model on every fact of a KB (answer-only loss) until it knows "
@@ -94,7 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "protocol trains every epoch)")
     p.add_argument("--probe-mode", choices=("exact", "generate"), default=None,
                    help="how --target-known is checked: exact answer (default) or the answer among 10 generated tokens")
-    p.add_argument("--seed", type=nonneg_int, default=None,
+    p.add_argument("--seed", type=seed_int, default=None,
                    help="seed of the data order (and of the tiny model's initial weights); default 0")
     p.add_argument("--device", default=None, help="cuda, cpu, ... (default: cuda when present)")
     p.add_argument("--dtype", default=None, help="bf16, fp16, fp32 (default: bf16 on CUDA, fp32 on CPU)")
@@ -121,17 +121,14 @@ def _read_config_file(path: str) -> dict:
     from ...cli import CLIError
     from ...errors import parse_json, read_text
 
+    from ...safe_yaml import check_shape, load_yaml
+
     text = read_text(path, flag="--config", error=CLIError)
     if Path(path).suffix.lower() == ".json":
         data = parse_json(text, source=path, flag="--config", error=CLIError)
-    else:
-        import yaml
-
-        try:
-            data = yaml.safe_load(text)
-        except (yaml.YAMLError, RecursionError) as e:
-            raise CLIError(f"--config {path}: not valid YAML ({' '.join(str(e).split())})",
-                           file=path, field="--config") from None
+    else:  # aliases expanded past a bound, a key given twice, deep nesting: one line (safe_yaml)
+        data = load_yaml(text, path, CLIError, prefix=f"--config {path}", field="--config")
+    check_shape(data, path, CLIError)
     if not isinstance(data, dict):
         raise CLIError(f"--config {path}: expected a mapping of FinetuneConfig fields", file=path, field="--config")
     return data

@@ -77,6 +77,19 @@ def parse_params(method_cls, items: list[str] | None, taken: dict[str, Any]) -> 
     return out
 
 
+def grid_usage(args, fn, *a):
+    """``fn(*a)``, with a bad ``--grid`` value reported as bad usage (exit code 2, as every flag
+    value argparse checks), not as bad input."""
+    from ...cli import CLIError
+
+    try:
+        return fn(*a)
+    except CLIError as e:
+        if e.field == "--grid" and getattr(args, "_usage_error", None) is not None:
+            args._usage_error(str(e))
+        raise
+
+
 def build_method(method_cls, grid, args):
     """The method with ``--grid`` and the overrides, or one CLI error naming the flag."""
     from ...cli import CLIError

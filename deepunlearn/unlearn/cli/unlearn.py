@@ -25,7 +25,7 @@ from ..summary import point_json  # noqa: F401  (the JSON of one point; it lived
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ...cli import add_force, add_json, add_threads, nonneg_int, positive_float, positive_int
+    from ...cli import add_force, add_json, add_threads, mdus_seeds_int, positive_float, positive_int, seed_int
 
     kinds = {k: ", ".join(s.name for s in catalog.BUILTIN if s.kind == k) for k in catalog.KINDS}
     p = sub.add_parser(
@@ -83,7 +83,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     sets.add_argument("--sets", default=None,
                       help="minimal sets: exact, mdus, release (the release's stored sets) or a folder of that "
                            "layout (default: the protocol's)")
-    sets.add_argument("--seeds", type=positive_int, default=None,
+    sets.add_argument("--seeds", type=mdus_seeds_int, default=None,
                       help="approximate the sets with MDUS over N seeds instead")
     p.add_argument("--tie", choices=("accuracy", "first"), default=None,
                    help="among sets of equal recall take the best accuracy or the first (default: the protocol's)")
@@ -98,7 +98,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default=None, help="bf16, fp16, fp32 (default: bf16 on GPU, fp32 on CPU)")
     p.add_argument("--batch-size", type=positive_int, default=64, help="probing batch size (default 64)")
     p.add_argument("--cache-dir", default=None, help="where the baseline probe is cached")
-    p.add_argument("--seed", type=nonneg_int, default=0, help="seed of every run (dropout, LoRA initialisation)")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of every run (dropout, LoRA initialisation)")
     p.add_argument("-o", "--output", default=None, metavar="POINTS.json",
                    help="also write the result to this JSON file (folders created); with one target its top-level "
                         "'forgotten' (the facts lost at --point) and 'fact_ids' (K) make it a --forgotten file for "
@@ -124,7 +124,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_threads(p)
     add_force(p, "-o and --save-model")
     add_json(p)
-    p.set_defaults(handler=_unlearn)
+    p.set_defaults(handler=_unlearn, _usage_error=p.error)
 
 
 def parse_grid(text: str | None) -> list[float] | None:
@@ -240,9 +240,9 @@ def _unlearn(args) -> int:
         check_cache_dir(args.cache_dir, where="--cache-dir")
     apply_threads(args)
     kb = load_kb(args.kb)
-    grid = parse_grid(args.grid)
-    from .requests import build_method, check_request_flags, parse_targets, requests_table, run_requests
+    from .requests import build_method, check_request_flags, grid_usage, parse_targets, requests_table, run_requests
 
+    grid = grid_usage(args, parse_grid, args.grid)
     many = "," in args.target
     single = args.target.strip().lower() != "all" and not many
     targets = parse_targets(kb, args.target, args.kb) if many else resolve_target(kb, args.target, kb_file=args.kb)
@@ -257,7 +257,7 @@ def _unlearn(args) -> int:
         method_cls = get_method(args.method)
     except UnlearnError as e:
         raise CLIError(f"--method: {e}", field="--method") from None
-    method = build_method(method_cls, grid, args)  # check the grid and options before loading
+    method = grid_usage(args, build_method, method_cls, grid, args)  # check the grid and options before loading
     if many and args.save_model is not None:
         raise CLIError("--save-model saves one target's unlearned model, not a batch", field="--save-model")
     _check_save_model(args, method, single)
