@@ -130,17 +130,21 @@ def enrich_oracle(judge, kb, negatives, rows) -> None:
 
     refs: dict[str, OracleReference] = {}
     for row in rows:
-        if "deep_oracle" in row:
+        if "deep_oracle" in row and "deep_oracle_fact" in row:
             continue
         ref = refs.get(row["reference"])
         if ref is None:
             ref = refs[row["reference"]] = OracleReference(judge, row["reference"], negatives)
         bundle = judge.load(row["oracle"])
         known_b = set(judge.probe_unlearned(bundle))
+        ref.correction = "fact"
+        row["deep_oracle_fact"] = ref.judge_b(bundle, known_b, row["target"])[0]
+        ref.correction = "family"
         deep, info = ref.judge_b(bundle, known_b, row["target"])
         row["deep_oracle"] = deep
         row["oracle_check"] = {k: info[k] for k in ("answered_excluded", "oracle_answered_excluded", "held_excluded",
-                                                    "margins", "n_negatives", "informative")}
+                                                    "margins", "n_negatives", "informative", "compared",
+                                                    "fpr_per_fact")}
         del bundle
 
 
@@ -171,7 +175,8 @@ def summary(out: Path) -> dict:
         "p_chance": sorted(round(r["p_chance"], 3) for r in notdeep)}
     ro = [r for r in rows if "deep_oracle" in r]
     rel = {} if not ro else {"deep_oracle": sum(r["deep_oracle"] for r in ro), "deep_oracle_of": len(ro),
-                             "deep_oracle_rate": sum(r["deep_oracle"] for r in ro) / len(ro)}
+                             "deep_oracle_rate": sum(r["deep_oracle"] for r in ro) / len(ro),
+                             "deep_oracle_fact": sum(r.get("deep_oracle_fact", r["deep_oracle"]) for r in ro)}
     return {"targets": n, "raw_deep": deep, "raw_deep_rate": deep / n if n else None, **chance, **rel,
             "target_still_answered": known_t,
             "set_facts_still_answered": sum(len(r["still_known_of_set"]) for r in rows),

@@ -13,6 +13,8 @@ score), so the cost is the sum of the four modes' costs over all facts.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import math
 from typing import Callable, Sequence
 
@@ -34,58 +36,72 @@ def mode_evidence(bundle, kb: KnowledgeBase, ids: Sequence[int] | None = None, m
     """``{mode: evidence per fact of ids}`` (module docstring); ``ids`` default: every fact."""
     import torch
 
-    from ..kg.forms import FORM_KINDS, select_forms
-    from .batching import resolve_batch_size
-    from .forms_probe import ANY_MODES, _Runner, check_any_modes, rankable
-    from .passes import model_device
-    from .result import MAX_NEW_TOKENS
+    from .forms_probe import ANY_MODES, check_any_modes, rankable
 
     modes = check_any_modes(list(modes) if modes is not None else list(ANY_MODES))
     ids = [int(i) for i in (range(len(kb.facts)) if ids is None else ids)]
     uniq = list(dict.fromkeys(ids))
     pos = {i: j for j, i in enumerate(uniq)}
-    sel = select_forms(kb, forms, uniq, kinds=FORM_KINDS)
-    text = [f for i in uniq for f in sel.forms[i] if f.kind != "yesno"]
-    yn = [f for i in uniq for f in sel.forms[i] if f.kind == "yesno"]
     ev = {m: np.full(len(uniq), NEG) for m in modes}
-    model = bundle.model
-    was_training = model.training
-    model.eval()
-    device = model_device(bundle)
-    longest = max((len(bundle.prompt.text(f.text, f.answer)) for f in text + yn), default=1) + MAX_NEW_TOKENS
-    batch_size = resolve_batch_size(batch_size, model, device, positions=longest, seq=longest,
-                                    mode="generate" if "generate" in modes else "exact", model_fn=model_fn is not None)
-    run = _Runner(bundle, kb, model_fn, device, batch_size, None)
 
     def best(m: str, fs, scores, hits) -> None:
         for f, s, h in zip(fs, scores, hits):
             if h and s > ev[m][pos[f.fact_id]]:
                 ev[m][pos[f.fact_id]] = float(s)
 
+    with evidence_passes(bundle, kb, uniq, modes, forms=forms, batch_size=batch_size, model_fn=model_fn) as (
+            text, yn, run):
+        if text and ("exact" in modes or "generate" in modes):
+            lp, hit = run.teacher_forced(text)
+            n_tok = np.array([max(1, len(a)) for _, a in run.encoded("tf", text, None)], dtype=float)
+            per_tok = lp / n_tok
+            if "exact" in modes:
+                best("exact", text, per_tok, hit)
+            if "generate" in modes:
+                best("generate", text, per_tok, run.generate(text)[1])
+        if "rank" in modes:
+            fs = [f for f in text if rankable(kb, f)]
+            if fs:
+                best("rank", fs, *_rank_margins(run, fs))
+        if "yesno" in modes and yn:
+            margins = _yesno_margins(run, yn)
+            low = np.full(len(uniq), math.inf)
+            for f, v in zip(yn, margins):
+                low[pos[f.fact_id]] = min(low[pos[f.fact_id]], v)
+            ev["yesno"] = np.where(np.isfinite(low) & (low > 0), low, NEG)  # no yes/no form: not known
+    return {m: v[[pos[i] for i in ids]] for m, v in ev.items()}
+
+
+@contextmanager
+def evidence_passes(bundle, kb: KnowledgeBase, uniq: Sequence[int], modes: Sequence[str], *, forms: str,
+                    batch_size=None, model_fn: Callable | None = None):
+    """``(text forms, yes/no forms, runner)`` of the facts ``uniq`` under ``forms``, the model in eval
+    mode and torch in inference mode for the block (its training mode is put back after)."""
+    import torch
+
+    from ..kg.forms import FORM_KINDS, select_forms
+    from .batching import resolve_batch_size
+    from .forms_probe import _Runner
+    from .passes import model_device
+    from .result import MAX_NEW_TOKENS
+
+    sel = select_forms(kb, forms, uniq, kinds=FORM_KINDS)
+    text = [f for i in uniq for f in sel.forms[i] if f.kind != "yesno"]
+    yn = [f for i in uniq for f in sel.forms[i] if f.kind == "yesno"]
+    model = bundle.model
+    was_training = model.training
+    model.eval()
     try:
+        device = model_device(bundle)
+        longest = max((len(bundle.prompt.text(f.text, f.answer)) for f in text + yn), default=1) + MAX_NEW_TOKENS
+        batch_size = resolve_batch_size(batch_size, model, device, positions=longest, seq=longest,
+                                        mode="generate" if "generate" in modes else "exact",
+                                        model_fn=model_fn is not None)
         with torch.inference_mode():
-            if text and ("exact" in modes or "generate" in modes):
-                lp, hit = run.teacher_forced(text)
-                n_tok = np.array([max(1, len(a)) for _, a in run.encoded("tf", text, None)], dtype=float)
-                per_tok = lp / n_tok
-                if "exact" in modes:
-                    best("exact", text, per_tok, hit)
-                if "generate" in modes:
-                    best("generate", text, per_tok, run.generate(text)[1])
-            if "rank" in modes:
-                fs = [f for f in text if rankable(kb, f)]
-                if fs:
-                    best("rank", fs, *_rank_margins(run, fs))
-            if "yesno" in modes and yn:
-                margins = _yesno_margins(run, yn)
-                low = np.full(len(uniq), math.inf)
-                for f, v in zip(yn, margins):
-                    low[pos[f.fact_id]] = min(low[pos[f.fact_id]], v)
-                ev["yesno"] = np.where(np.isfinite(low) & (low > 0), low, NEG)  # no yes/no form: not known
+            yield text, yn, _Runner(bundle, kb, model_fn, device, batch_size, None)
     finally:
         if was_training:
             model.train()
-    return {m: v[[pos[i] for i in ids]] for m, v in ev.items()}
 
 
 def _rank_margins(run, forms) -> tuple[np.ndarray, np.ndarray]:

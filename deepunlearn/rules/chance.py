@@ -98,17 +98,22 @@ def _hits_all(states: np.ndarray, masks: np.ndarray) -> np.ndarray:
     return ok
 
 
-def _exact(masks: np.ndarray, probs: np.ndarray) -> float:
+def _exact(masks: np.ndarray, probs: np.ndarray, at_least: int = 0) -> float:
+    """P(the draw meets every set and holds at least ``at_least`` facts), by enumeration."""
     n = len(probs)
     states = np.arange(1 << n, dtype=np.uint64)[:, None]
     weight = np.ones(1 << n)
+    count = np.zeros(1 << n, dtype=np.int64)
     for j, pj in enumerate(probs):
         bit = (states[:, 0] >> np.uint64(j)) & np.uint64(1)
         weight *= np.where(bit == 1, pj, 1.0 - pj)
-    return float(weight[_hits_all(states, masks)].sum())
+        count += bit.astype(np.int64)
+    return float(weight[_hits_all(states, masks) & (count >= at_least)].sum())
 
 
-def _monte_carlo(masks: np.ndarray, probs: np.ndarray, samples: int, seed: int) -> tuple[float, float]:
+def _monte_carlo(masks: np.ndarray, probs: np.ndarray, samples: int, seed: int,
+                 at_least: int = 0) -> tuple[float, float]:
+    """The same as :func:`_exact`, estimated from ``samples`` seeded draws, with its standard error."""
     rng = np.random.default_rng(seed)
     n, words = len(probs), masks.shape[1]
     hits = 0
@@ -119,7 +124,7 @@ def _monte_carlo(masks: np.ndarray, probs: np.ndarray, samples: int, seed: int) 
         states = np.zeros((m, words), dtype=np.uint64)
         for j in range(n):
             states[:, j // 64] |= draw[:, j].astype(np.uint64) << np.uint64(j % 64)
-        hits += int(_hits_all(states, masks).sum())
+        hits += int((_hits_all(states, masks) & (draw.sum(axis=1) >= at_least)).sum())
         done += m
     q = hits / samples
     return q, math.sqrt(q * (1 - q) / samples)
@@ -161,14 +166,6 @@ def p_chance(sets: Iterable[Iterable[int]], p: Mapping[int, float] | Sequence[fl
         return done(1.0 - miss_common * (1.0 - q), n=len(free))
     q, se = _monte_carlo(masks, pv, samples, seed)
     return done(1.0 - miss_common * (1.0 - q), miss_common * se, "monte-carlo", len(free), samples)
-
-
-def _counted(states: np.ndarray, n: int) -> np.ndarray:
-    """Per state (one word, ``n`` bits used): its number of set bits."""
-    c = np.zeros(len(states), dtype=np.int64)
-    for j in range(n):
-        c += ((states[:, 0] >> np.uint64(j)) & np.uint64(1)).astype(np.int64)
-    return c
 
 
 def p_chance_of(sets: Iterable[Iterable[int]], p: Mapping[int, float] | Sequence[float], chosen: Iterable[int],
@@ -213,23 +210,6 @@ def p_chance_of(sets: Iterable[Iterable[int]], p: Mapping[int, float] | Sequence
     masks = _masks(rest, index) if rest else np.zeros((0, max(1, -(-n // 64))), dtype=np.uint64)
     pv = np.array([probs[f] for f in chosen])
     if n <= exact_limit:
-        states = np.arange(1 << n, dtype=np.uint64)[:, None]
-        weight = np.ones(1 << n)
-        for j, pj in enumerate(pv):
-            bit = (states[:, 0] >> np.uint64(j)) & np.uint64(1)
-            weight *= np.where(bit == 1, pj, 1.0 - pj)
-        ok = _hits_all(states, masks) & (_counted(states, n) >= k)
-        return ChanceResult(min(1.0, float(weight[ok].sum())), 0.0, "exact", len(cone), n)
-    rng = np.random.default_rng(seed)
-    words = max(1, -(-n // 64))
-    hits = done = 0
-    while done < samples:
-        m = min(_CHUNK, samples - done)
-        draw = rng.random((m, n)) < pv
-        states = np.zeros((m, words), dtype=np.uint64)
-        for j in range(n):
-            states[:, j // 64] |= draw[:, j].astype(np.uint64) << np.uint64(j % 64)
-        hits += int((_hits_all(states, masks) & (draw.sum(axis=1) >= k)).sum())
-        done += m
-    q = hits / samples
-    return ChanceResult(q, math.sqrt(q * (1 - q) / samples), "monte-carlo", len(cone), n, samples)
+        return ChanceResult(min(1.0, _exact(masks, pv, k)), 0.0, "exact", len(cone), n)
+    q, se = _monte_carlo(masks, pv, samples, seed, k)
+    return ChanceResult(q, se, "monte-carlo", len(cone), n, samples)

@@ -22,14 +22,8 @@ import numpy as np
 def fact_scores(bundle, kb, ids: Sequence[int], modes: Sequence[str], *, forms: str, batch_size=None,
                 model_fn: Callable | None = None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(score per mode, raw rule holds per mode) over ``ids`` (module docstring)."""
-    import torch
-
-    from ..kg.forms import FORM_KINDS, select_forms
-    from ..probe.batching import resolve_batch_size
-    from ..probe.evidence import _rank_margins, _yesno_margins
-    from ..probe.forms_probe import _Runner, rankable
-    from ..probe.passes import model_device
-    from ..probe.result import MAX_NEW_TOKENS
+    from ..probe.evidence import _rank_margins, _yesno_margins, evidence_passes
+    from ..probe.forms_probe import rankable
 
     ids = [int(i) for i in ids]
     uniq = list(dict.fromkeys(ids))
@@ -38,17 +32,6 @@ def fact_scores(bundle, kb, ids: Sequence[int], modes: Sequence[str], *, forms: 
     hit = {m: np.zeros(len(uniq), dtype=bool) for m in modes}
     if not uniq:
         return sc, hit
-    sel = select_forms(kb, forms, uniq, kinds=FORM_KINDS)
-    text = [f for i in uniq for f in sel.forms[i] if f.kind != "yesno"]
-    yn = [f for i in uniq for f in sel.forms[i] if f.kind == "yesno"]
-    model = bundle.model
-    was_training = model.training
-    model.eval()
-    device = model_device(bundle)
-    longest = max((len(bundle.prompt.text(f.text, f.answer)) for f in text + yn), default=1) + MAX_NEW_TOKENS
-    batch_size = resolve_batch_size(batch_size, model, device, positions=longest, seq=longest,
-                                    mode="generate" if "generate" in modes else "exact", model_fn=model_fn is not None)
-    run = _Runner(bundle, kb, model_fn, device, batch_size, None)
 
     def best(m: str, fs, scores, hits) -> None:
         for f, s, h in zip(fs, scores, hits):
@@ -56,27 +39,24 @@ def fact_scores(bundle, kb, ids: Sequence[int], modes: Sequence[str], *, forms: 
             sc[m][j] = max(sc[m][j], float(s))
             hit[m][j] |= bool(h)
 
-    try:
-        with torch.inference_mode():
-            if text and ("exact" in modes or "generate" in modes):
-                lp, tf_hit = run.teacher_forced(text)
-                n_tok = np.array([max(1, len(a)) for _, a in run.encoded("tf", text, None)], dtype=float)
-                if "exact" in modes:
-                    best("exact", text, lp / n_tok, tf_hit)
-                if "generate" in modes:
-                    best("generate", text, lp / n_tok, run.generate(text)[1])
-            if "rank" in modes:
-                fs = [f for f in text if rankable(kb, f)]
-                if fs:
-                    best("rank", fs, *_rank_margins(run, fs))
-            if "yesno" in modes and yn:
-                low = np.full(len(uniq), math.inf)
-                for f, v in zip(yn, _yesno_margins(run, yn)):
-                    low[pos[f.fact_id]] = min(low[pos[f.fact_id]], v)
-                sc["yesno"] = np.where(np.isfinite(low), low, -math.inf)
-                hit["yesno"] = np.isfinite(low) & (low > 0)
-    finally:
-        if was_training:
-            model.train()
+    with evidence_passes(bundle, kb, uniq, modes, forms=forms, batch_size=batch_size, model_fn=model_fn) as (
+            text, yn, run):
+        if text and ("exact" in modes or "generate" in modes):
+            lp, tf_hit = run.teacher_forced(text)
+            n_tok = np.array([max(1, len(a)) for _, a in run.encoded("tf", text, None)], dtype=float)
+            if "exact" in modes:
+                best("exact", text, lp / n_tok, tf_hit)
+            if "generate" in modes:
+                best("generate", text, lp / n_tok, run.generate(text)[1])
+        if "rank" in modes:
+            fs = [f for f in text if rankable(kb, f)]
+            if fs:
+                best("rank", fs, *_rank_margins(run, fs))
+        if "yesno" in modes and yn:
+            low = np.full(len(uniq), math.inf)
+            for f, v in zip(yn, _yesno_margins(run, yn)):
+                low[pos[f.fact_id]] = min(low[pos[f.fact_id]], v)
+            sc["yesno"] = np.where(np.isfinite(low), low, -math.inf)
+            hit["yesno"] = np.isfinite(low) & (low > 0)
     idx = [pos[i] for i in ids]
     return {m: v[idx] for m, v in sc.items()}, {m: v[idx] for m, v in hit.items()}

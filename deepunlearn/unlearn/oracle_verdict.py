@@ -21,7 +21,15 @@ The margin is calibrated on facts **both** models never saw (negatives: a holdou
 drawn on the fly): the threshold
 (:func:`~deepunlearn.probe.calibration.threshold`) passing at most ``fpr`` (default 5 %) of the
 negatives' differences (``-inf`` where B does not answer the negative), per mode; mode ``any``
-tries each of its modes at ``fpr / m`` (Bonferroni, as the calibrated ``any``). A margin of
+tries each of its modes at ``fpr / m`` (Bonferroni, as the calibrated ``any``).
+
+``fpr`` bounds the chance that the verdict is wrong, not each fact's: with ``correction =
+"family"`` (the default) the margin of a target is set at ``fpr / k``, ``k`` the excluded facts
+of the target's cone (the union of its minimal sets) that B answers, so that all ``k`` exceed it by
+seed noise alone with probability at most ``fpr`` (Bonferroni). ``correction = "fact"`` sets it at
+``fpr`` for every fact: with a dozen excluded facts B answers, one of them passes by chance about
+half the time, and a second oracle of another seed is then judged not deep against the first. A
+margin of
 ``+inf`` (only possible where the oracle has no score) lets no excluded fact count as held in that
 mode: the comparison is uninformative there, and the verdict says so.
 """
@@ -38,6 +46,8 @@ import numpy as np
 from .evaluate_models import EvaluateError
 
 DEFAULT_FPR = 0.05
+#: how the margin's false-positive rate is shared among the facts compared (module docstring)
+CORRECTIONS = ("family", "fact")
 
 
 def differences(b: np.ndarray, o: np.ndarray) -> np.ndarray:
@@ -111,12 +121,16 @@ class OracleReference:
     excluded facts and on the negatives (computed once), against which each B is judged."""
 
     def __init__(self, judge, folder: str | os.PathLike, negatives=None, *, fpr: float = DEFAULT_FPR,
-                 bundle=None, model_fn=None):
+                 bundle=None, model_fn=None, correction: str = "family"):
         from ..kg.fingerprint import kb_fingerprint
         from ..probe.calibration import check_rate
         from .oracle import read_record
 
         self.judge, self.folder, self.fpr = judge, str(folder), check_rate(fpr, "oracle fpr")
+        if correction not in CORRECTIONS:
+            raise EvaluateError(f"oracle margin correction must be one of {', '.join(CORRECTIONS)}, got "
+                                f"{correction!r}", field="--oracle-correction")
+        self.correction = correction
         self.record = read_record(folder)
         kb = judge.kb
         fp = (self.record.get("kb") or {}).get("fingerprint")
@@ -174,13 +188,21 @@ class OracleReference:
                                 f"rules derive it from what it was trained on ({how}); train one with deepunlearn "
                                 "oracle --target", file=self.folder, field="--oracle")
 
+    def relevant(self, target: int, known_b) -> list[int]:
+        """The excluded facts that can matter to ``target``: those of its cone (over K_A) B answers."""
+        ms = self.judge.evaluator.minimal_sets(int(target))
+        cone = {f for s in ms.sets for f in s}
+        return sorted(f for f in self.excluded if f in cone and f in known_b)
+
     def judge_b(self, bundle, known_b: set[int], target: int, model_fn=None) -> tuple[bool, dict[str, Any]]:
         """(deep_oracle, the verdict's ``oracle`` entry) of B (``bundle``, whose raw K is ``known_b``)."""
         self.check_target(target)
         kb = self.judge.kb
         ev_b, _ = self.evidence(bundle, kb, self.excluded, model_fn)
         neg_b, neg_answered = self.evidence(bundle, self.neg_kb, range(len(self.neg_kb.facts)), model_fn)
-        margin = margins(neg_b, self.neg_o, self.fpr, answered=neg_answered)
+        relevant = self.relevant(target, known_b)
+        per_fact = self.fpr / max(1, len(relevant)) if self.correction == "family" else self.fpr
+        margin = margins(neg_b, self.neg_o, per_fact, answered=neg_answered)
         held, beyond = held_facts(set(known_b), self.excluded, ev_b, self.ev_o, margin, self.answers_o)
         deep, rest = deep_relative(kb, self.judge.rules, held, target, self.judge.budget)
         for b in beyond:
@@ -193,7 +215,8 @@ class OracleReference:
             "negatives_answered": int(neg_answered.sum()),
             "held_excluded": beyond, "held": len(held), "target_held": target in held,
             "surviving_ids": rest, "negatives": self.neg_name, "n_negatives": len(self.neg_kb.facts),
-            "fpr": self.fpr, "margins": {m: _num(v) for m, v in margin.items()},
+            "fpr": self.fpr, "correction": self.correction, "compared": relevant, "fpr_per_fact": per_fact,
+            "margins": {m: _num(v) for m, v in margin.items()},
             "informative": any(math.isfinite(v) for v in margin.values())}
 
 
@@ -225,7 +248,8 @@ def judge_oracle(judge, bundle, known_b: set[int], target: int) -> tuple[bool, d
     with ``oracle=DIR`` (the reference is loaded once per judge)."""
     ref = judge.__dict__.get("_oracle_ref")
     if ref is None:
-        ref = judge._oracle_ref = OracleReference(judge, judge.oracle, judge.negatives)
+        ref = judge._oracle_ref = OracleReference(judge, judge.oracle, judge.negatives,
+                                                  correction=getattr(judge, "oracle_correction", "family"))
     return ref.judge_b(bundle, known_b, target)
 
 

@@ -247,6 +247,23 @@ def test_set_mates_the_oracle_answers_as_well_are_not_held(judge, tmp_path):
     assert w.deep_oracle is False and sorted(h["id"] for h in w.oracle["held_excluded"]) == [1, 3]
 
 
+def test_the_margin_bounds_the_verdict_not_each_fact(judge, tmp_path):
+    """correction family: the 5 % false-positive rate is shared among the excluded facts of the
+    target's cone B answers (Bonferroni), so the margin is at least the per-fact one."""
+    b = {i: 6.0 for i in judge.known if i != TARGET}
+    v = judged(judge, b, {i: 6.0 for i in judge.known if i != TARGET}, tmp_path / "O")
+    cone = set().union(*judge.evaluator.minimal_sets(TARGET).sets)
+    compared = v.oracle["compared"]
+    assert compared == sorted(f for f in (1, 3, 5) if f in cone and f in b) and len(compared) >= 2
+    assert v.oracle["correction"] == "family" and v.oracle["fpr_per_fact"] == pytest.approx(0.05 / len(compared))
+    ref = judge._oracle_ref
+    ref.correction = "fact"
+    w = judge.judge_bundle(scripted(judge, b), "B", TARGET)
+    assert w.oracle["fpr_per_fact"] == 0.05
+    for m, bar in v.oracle["margins"].items():
+        assert bar is None or w.oracle["margins"][m] is None or bar >= w.oracle["margins"][m]
+
+
 def test_b_answering_the_target_is_not_deep(judge, tmp_path):
     all_a = {i: 6.0 for i in judge.known}
     v = judged(judge, all_a, {i: 6.0 for i in judge.known if i not in (1, 3, 5)}, tmp_path / "O")

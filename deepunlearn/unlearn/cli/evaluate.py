@@ -71,6 +71,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also judge relative to exact unlearning (deep_oracle): an oracle folder from deepunlearn "
                         "oracle; an excluded fact counts as still held only where B's evidence beats the oracle's by "
                         "a margin calibrated on never-seen facts")
+    p.add_argument("--oracle-correction", choices=("family", "fact"), default="family",
+                   help="with --oracle: the margin's 5 %% false-positive rate bounds the whole verdict (family: "
+                        "shared among the excluded facts of the target's cone B answers, default) or each fact (fact)")
     p.add_argument("--negatives", default=None, metavar="HOLD.json",
                    help="with --oracle: the never-seen facts the margin is calibrated on (a holdout KB from "
                         "deepunlearn data holdout, or never-true facts; default: a holdout drawn with seed 0, of at least "
@@ -116,7 +119,8 @@ def _judge(args):
                  protocol=protocol.name, device=args.device, dtype=args.dtype, prompt=fmt["prompt"],
                  answer_format=fmt["answer_format"], trust_remote_code=fmt["trust_remote_code"],
                  cache_dir=args.cache_dir, batch_size=args.batch_size, progress=not args.json,
-                 model_derived=args.model_derived, oracle=args.oracle, negatives=_negatives(args))
+                 model_derived=args.model_derived, oracle=args.oracle, negatives=_negatives(args),
+                 oracle_correction=args.oracle_correction)
 
 
 def _negatives(args):
