@@ -41,8 +41,13 @@ class _Checks(BaseModel):
                 raise ValueError(f"{name}.{k} is {x}, expected a finite number or null")
             # recall_adv, accuracy_relearn, ...: the report averages them
             measure = str(k).startswith(("recall", "accuracy")) or k in ("relearn_lr", "superficial")
-            if measure and x is not None and (isinstance(x, (str, list, dict)) or
-                                              (k != "superficial" and isinstance(x, bool))):
+            if measure and isinstance(x, dict):  # per relearning step count: recall_relearn {"1": 0.3, ...}
+                for step, y in x.items():
+                    if y is not None and (isinstance(y, (bool, str, list, dict)) or
+                                          (isinstance(y, float) and not math.isfinite(y))):
+                        raise ValueError(f"{name}.{k}.{step} is {y!r:.40}, expected a finite number or null")
+            elif measure and x is not None and (isinstance(x, (str, list)) or
+                                                (k != "superficial" and isinstance(x, bool))):
                 raise ValueError(f"{name}.{k} is {x!r:.40}, expected a number or null")
         return v
 

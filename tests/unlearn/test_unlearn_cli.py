@@ -82,7 +82,7 @@ def test_unlearn_errors_exit_1_with_a_message(tiny_model_dir, kb_file, small_kb,
     assert "unknown unlearning method 'sgd_magic'" in res.stderr and "ga, graddiff, idk, npo, npo_gdr, rmu, simnpo, tv, whp" in res.stderr
     res = run_cli("unlearn", "--model", str(tiny_model_dir), "--kb", str(kb_file), "--method", "ga",
                   "--target", "0", "--grid", "1,x", "--json")
-    assert res.returncode == 1 and "--grid: 'x' is not a number" in res.stderr
+    assert res.returncode == 2 and "--grid: 'x' is not a number" in res.stderr  # a flag's value: usage
     res = run_cli("unlearn", "--model", str(tmp_path / "nowhere"), "--kb", str(kb_file), "--method", "ga",
                   "--target", "0", "--json")
     assert res.returncode == 1 and "does not exist" in res.stderr

@@ -139,6 +139,7 @@ def test_cli_exclude(five_people_kb, tmp_path, capsys):
     ckpt = tmp_path / "ckpt"
     ckpt.mkdir()
     (ckpt / "config.json").write_text('{"model_type": "llama"}')
+    (ckpt / "deepunlearn.json").write_text("{}")  # a model folder of the tool's: -o may replace it
     before = tree_hash(ckpt)
     bad = tmp_path / "ex.json"
     bad.write_text(json.dumps([0, ["Nobody", "child", "Zoey Jenkins"]]))
