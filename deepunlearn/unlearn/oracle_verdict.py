@@ -253,6 +253,14 @@ def judge_oracle(judge, bundle, known_b: set[int], target: int) -> tuple[bool, d
     return ref.judge_b(bundle, known_b, target)
 
 
+def _rate(o: dict) -> str:
+    """The margin's false-positive rate as the text says it: per verdict (family) or per fact."""
+    if o.get("correction", "fact") == "family":
+        k = max(1, len(o.get("compared") or []))
+        return f"{o['fpr']:.0%} FPR for the verdict ({o['fpr'] / k:.2%} per fact, {k} compared)"
+    return f"{o['fpr']:.0%} FPR per fact"
+
+
 def oracle_lines(v) -> list[str]:
     """The verdict's lines relative to exact unlearning (none without an oracle)."""
     if v.deep_oracle is None or v.oracle is None:
@@ -262,7 +270,7 @@ def oracle_lines(v) -> list[str]:
                      for m, x in o["margins"].items())
     lines = [f"  deep (relative to exact unlearning): {'yes' if v.deep_oracle else 'no'} (oracle {o['folder']}, "
              f"{len(o['excluded'])} excluded facts; B answers {len(o['answered_excluded'])} of them, the oracle "
-             f"{len(o['oracle_answered_excluded'])}; margin at {o['fpr']:.0%} FPR over {o['n_negatives']} negatives, "
+             f"{len(o['oracle_answered_excluded'])}; margin at {_rate(o)} over {o['n_negatives']} negatives, "
              f"{o['negatives']}, B answers {o['negatives_answered']}: {marg})"]
     for h in o["held_excluded"]:
         s, r, ob = h["fact"]
