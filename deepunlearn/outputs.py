@@ -209,7 +209,7 @@ NAME_MAX = 255
 
 def _stem(name: str) -> str:
     """The part of a temporary sibling's name that stands for ``name``: ``name`` itself, or (a
-    name too long to take ``.``, ``.tmp-PID-XXXXXXXX`` beside it) its first bytes and a hash, so
+    name too long to take ``.``, ``.tmp-<pid>-<8 random characters>`` beside it) its first bytes and a hash, so
     a legal long name still gets a legal temporary name."""
     if len(name.encode("utf-8", "surrogateescape")) <= NAME_MAX - 40:
         return name
