@@ -96,11 +96,7 @@ def chance_fields(evaluator, kb, target: int, rates: ChanceRates, *, verdict=Non
     prior = p_chance(ms.sets, probs, seed=seed)
     res = prior
     if verdict is not None:
-        chosen = [int(f) for f in verdict.best_set] or [int(target)]
-        for f in chosen:
-            if f not in probs:
-                used[f] = rates.rate(kb, f)
-                probs[f] = used[f]["fp"] / used[f]["n_neg"]
+        chosen = [int(f) for f in verdict.best_set] or [int(target)]  # one of the minimal sets: inside the cone
         gone = set(verdict.forgotten)
         res = p_chance_of(ms.sets, probs, chosen, [f for f in cone if f not in gone], seed=seed)
     by_rel: dict[str, dict[str, Any]] = {}
