@@ -94,6 +94,17 @@ def form_rows(kb: KnowledgeBase) -> list[dict[str, Any]]:
     return rows
 
 
+def need(module: str):
+    """Import ``module`` (datasets, pyarrow.parquet) or say in one line how to install it."""
+    import importlib
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise HFDatasetError(f"the Hugging Face dataset format needs the {module.split('.')[0]!r} package: "
+                             "pip install 'deepunlearn[hf]' (datasets and pyarrow)") from None
+
+
 def _features(columns: tuple[str, ...], extra: dict[str, str] | None = None):
     import datasets
 
@@ -151,8 +162,7 @@ def write_hf(kb: KnowledgeBase, out: str | os.PathLike, sets: dict[int, dict], *
     from ..errors import atomic_dir
     from .hf_card import card_text
 
-    import datasets
-
+    datasets = need("datasets")
     datasets.disable_progress_bars()  # one bar per parquet file otherwise
     tables = config_tables(kb, sets, holdout)
     counts = {name: len(rows) for name, (rows, _) in tables.items()}
@@ -177,8 +187,7 @@ def dataset_folder(p: Path) -> bool:
 
 
 def _table(folder: Path, name: str, columns: tuple[str, ...]) -> list[dict]:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    pa, pq = need("pyarrow"), need("pyarrow.parquet")
 
     path = folder / DATA / f"{name}.parquet"
     if not path.is_file():

@@ -150,3 +150,13 @@ def test_refusals_are_one_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["data", "export", str(src), "--format", "tsv", "--license", "mit", "-o", str(tmp_path / "x.tsv")])
     assert e.value.code == 2 and "--license: only with --format hf" in capsys.readouterr().err
+
+
+def test_without_datasets_installed_the_export_says_how_to_install_it(tmp_path, capsys, monkeypatch):
+    import sys
+
+    src = save_kb(generate_family(6, seed=3), tmp_path / "kb.json")
+    monkeypatch.setitem(sys.modules, "datasets", None)  # import datasets raises ImportError
+    assert main(["data", "export", str(src), "--format", "hf", "-o", str(tmp_path / "ds")]) == 1
+    err = capsys.readouterr().err
+    assert "pip install 'deepunlearn[hf]'" in err and err.count("\n") == 1 and not (tmp_path / "ds").exists()
