@@ -107,8 +107,8 @@ def several_warnings(dom: Domain, objects: dict[str, int] | None = None) -> list
         if most > 1 and not _ONE_OF.search(q.replace("{o1}", "").replace("{o2}", "")):
             out.append(DomainWarning(
                 _toml(dom), f"relations.{r}.questions",
-                f"relation {r!r} asks {q!r} for one {spec.object}, but a {spec.subject} has up to {most} {r} "
-                f"{plural(spec.object, most)}: a model naming another true one is marked wrong",
+                f"relation {r!r} asks {q!r} for one {spec.object}, but one {spec.subject} has up to {most} of "
+                "them: a model naming another true one is marked wrong",
                 f"ask for the relation (answer = \"{{r}}\", a question naming {{o1}} and {{o2}}, shared with "
                 f"related relations), or for one of them (\"Name one of {{o1}}'s ...\"), or make it one {spec.object} "
                 "per subject (shape = \"one\")"))

@@ -106,8 +106,9 @@ def _rename(gen: KnowledgeBase, kb: KnowledgeBase, rng: np.random.Generator,
                 break
         if chosen is None:  # every pair of the KB's words is taken: the generator's own name
             if name in used:
-                raise KBError(f"cannot name {len(gen.entities)} holdout people apart from KB {kb.name!r}'s "
-                              "people; ask for fewer --people")
+                raise KBError(f"cannot name {len(gen.entities)} holdout entities apart from KB {kb.name!r}'s; ask "
+                              "for fewer --people, or use 'deepunlearn data never-true --kb KB' for calibration "
+                              "negatives instead of a holdout")
             chosen = name
         used.add(chosen)
         out[name] = chosen
@@ -178,6 +179,20 @@ def make_holdout(kb: KnowledgeBase, seed: int, people: int | None = None) -> Kno
     return hold
 
 
+def _reads_real_data(dom) -> bool:
+    """Whether a built-in domain draws its facts with a sampler of its own (geo reads GeoNames)."""
+    import importlib
+
+    from .domain import builtin_folder
+
+    if dom.folder.resolve() != (builtin_folder() / dom.name).resolve():
+        return False
+    try:
+        return hasattr(importlib.import_module(f"deepunlearn.kg.domains.{dom.name}"), "sample")
+    except ModuleNotFoundError:
+        return False
+
+
 def _domain_holdout(kb: KnowledgeBase, seed: int, people: int | None) -> KnowledgeBase:
     """The holdout of a KB the declarative generator made: ``people`` new entities of the
     domain's first type (default: as many as the KB has), sampled by the domain's own shapes
@@ -198,6 +213,10 @@ def _domain_holdout(kb: KnowledgeBase, seed: int, people: int | None) -> Knowled
     from .domain_check import plural
 
     ptype = dom.people_type
+    if _reads_real_data(dom):
+        raise KBError(f"KB {kb.name!r}: the {dom.name} domain reads its {plural(ptype)} from real data, so there are "
+                      f"no new {plural(ptype)} to draw for a holdout; use 'deepunlearn data never-true --kb KB' (each "
+                      "fact with a wrong object) for calibration negatives", field="--kb")
     kinds = {r for r, spec in dom.relations.items() if spec.shape and spec.subject == ptype and r in kb.relations}
     kb_people = {s for s, r, _ in kb.facts if r in dom.relations and dom.relations[r].subject == ptype}
     n = people if people is not None else len(kb_people)

@@ -84,7 +84,7 @@ MISTAKES = {
     "entity question, several objects": (
         ('questions = ["Which is one of the packages {o1} maintains?"]',
          'questions = ["Which package does {o1} maintain?"]'),
-        [], "relations.maintained.questions", ["'maintained'", "up to", "packages", "Name one of"]),
+        [], "relations.maintained.questions", ["'maintained'", "one maintainer has up to", "Name one of"]),
     "pool too small for the count": (
         ("count = 20", "count = 20"), ["--people", "90"], "entities.package.count",
         ["90 packages asked for", "'word' list has 80 names", "at least 90 names"]),
@@ -158,3 +158,12 @@ def test_holdout_draws_fresh_single_word_names_and_names_never_true_when_it_cann
     err = capsys.readouterr().err
     assert "cannot name 50 new packages" in err and "data never-true" in err and err.count("\n") == 1
     assert not (tmp_path / "h50.json").exists()
+
+
+def test_holdout_on_a_real_world_domain_names_never_true(tmp_path, capsys):
+    kb = tmp_path / "geo.json"
+    assert main(["data", "generate", "--domain", "geo", "--countries", "6", "-o", str(kb)]) == 0
+    capsys.readouterr()
+    assert main(["data", "holdout", "--kb", str(kb), "-o", str(tmp_path / "h.json"), "--json"]) == 1
+    err = json.loads(capsys.readouterr().out)["error"]
+    assert "no new countries to draw" in err and "data never-true" in err
