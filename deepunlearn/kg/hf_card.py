@@ -104,7 +104,8 @@ forget = load_dataset("DIR", "{example}")["train"]
   question rather than the relation's template).
 - `forms`: every probe form of every fact: the primary question, paraphrases (`qa1`...),
   statements to complete (`st1`...; `prompt` is the text before the answer), yes/no questions
-  (`yes1`, and `no1` with a wrong answer), and the KB's own forms (`explicit`), with their `split`.
+  (`yes1`, and `no1` with a wrong answer), and the KB's own forms (`explicit`; `explicit_index`: their
+  order in the KB), with their `split`.
 - `paraphrased` (where the KB has them): the question forms other than the primary one.
 - `forget_<t>` / `retain_<t>`, one pair per target fact id `t` (TOFU's forget/retain pairs, one per
   target): the facts of the minimal deep-unlearning set chosen for `t` (`is_target` marks `t`
@@ -112,7 +113,7 @@ forget = load_dataset("DIR", "{example}")["train"]
   fact ids) and every other stored fact, on which a method is judged for collateral damage.
 - `holdout` (where exported with `--holdout`): facts of the same domain about entities the KB does
   not hold, for membership-inference calibration.
-- `entities`, `relations`: the entities with their attributes; the relations with their kind,
+- `entities`, `relations`: each `entity` with a column per attribute; each relation's `name`, kind,
   group, question and statement templates and answer.
 
 ## How the KB and the sets were made

@@ -47,7 +47,7 @@ DATA = "data"
 FACT_COLUMNS = ("fact_id", "subject", "relation", "object", "group", "kind", "question", "answer", "split",
                 "target", "own_wording")
 FORM_COLUMNS = ("fact_id", "subject", "relation", "object", "group", "form", "kind", "text", "prompt", "answer",
-                "split", "explicit")
+                "split", "explicit", "explicit_index")
 
 
 class HFDatasetError(UserError, ValueError):
@@ -83,14 +83,14 @@ def form_rows(kb: KnowledgeBase) -> list[dict[str, Any]]:
     """One row per probe form of every fact, columns :data:`FORM_COLUMNS`."""
     from .forms import forms_of
 
-    explicit = {id(f) for f in kb.forms}
+    explicit = {id(f): k for k, f in enumerate(kb.forms)}  # a form's place among the KB's own forms
     rows = []
     for i, (s, r, o) in enumerate(kb.facts):
         group = kb.relations[r].group
         for f in forms_of(kb, i):
             rows.append({"fact_id": i, "subject": s, "relation": r, "object": o, "group": group, "form": f.name,
                          "kind": f.kind, "text": f.text, "prompt": f.prompt, "answer": f.answer, "split": f.split,
-                         "explicit": id(f) in explicit})
+                         "explicit": id(f) in explicit, "explicit_index": explicit.get(id(f))})
     return rows
 
 
@@ -109,7 +109,7 @@ def _features(columns: tuple[str, ...], extra: dict[str, str] | None = None):
     import datasets
 
     types = {"fact_id": "int64", "target_id": "int64", "set_id": "int64", "target": "bool", "own_wording": "bool",
-             "explicit": "bool", "is_target": "bool"}
+             "explicit": "bool", "is_target": "bool", "explicit_index": "int64"}
     return datasets.Features({c: datasets.Value(types.get(c, "string")) for c in (*columns, *(extra or {}))})
 
 
@@ -134,8 +134,11 @@ def config_tables(kb: KnowledgeBase, sets: dict[int, dict], holdout: KnowledgeBa
     if holdout is not None:
         out["holdout"] = (fact_rows(holdout), FACT_COLUMNS)
     attrs = tuple(dict.fromkeys(k for a in kb.entities.values() for k in a))
-    out["entities"] = ([{"name": e, **{k: a.get(k) for k in attrs}} for e, a in kb.entities.items()],
-                       ("name", *attrs))
+    if "entity" in attrs:
+        raise HFDatasetError(f"KB {kb.name!r}: an entity attribute is called 'entity', the column that names the "
+                             "entity in the entities configuration; rename the attribute", field="entities")
+    out["entities"] = ([{"entity": e, **{k: a.get(k) for k in attrs}} for e, a in kb.entities.items()],
+                       ("entity", *attrs))
     out["relations"] = ([{"name": n, "kind": r.kind, "group": r.group, "questions": list(r.questions),
                           "statements": list(r.statements), "answer": r.answer} for n, r in kb.relations.items()],
                         ("name", "kind", "group", "questions", "statements", "answer"))
@@ -229,14 +232,14 @@ def read_hf(folder: str | os.PathLike, *, flag: str | None = None) -> KnowledgeB
                              f"{header.get('version')!r}", file=root / MARKER, field="version")
     facts = _table(root, "facts", FACT_COLUMNS)
     rels = _table(root, "relations", ("name", "kind", "group", "questions", "statements", "answer"))
-    ents = _table(root, "entities", ("name",))
-    forms = [r for r in _table(root, "forms", FORM_COLUMNS) if r["explicit"]]
+    ents = _table(root, "entities", ("entity",))
+    forms = sorted((r for r in _table(root, "forms", FORM_COLUMNS) if r["explicit"]), key=lambda r: r["explicit_index"])
     for j, r in enumerate(facts):
         if r["fact_id"] != j:
             raise HFDatasetError(f"{root / DATA / 'facts.parquet'}: row {j}: fact_id {r['fact_id']!r}, expected {j} "
                                  "(rows in fact order)", file=root / DATA / "facts.parquet", field="fact_id")
     doc = {"format": "deepunlearn-kb", "version": 2, "name": kbh.get("name"), "background": kbh.get("background"),
-           "entities": {e.pop("name"): {k: v for k, v in e.items() if v is not None} for e in ents},
+           "entities": {e.pop("entity"): {k: v for k, v in e.items() if v is not None} for e in ents},
            "relations": {r["name"]: {"kind": r["kind"], "group": r["group"], "questions": r["questions"],
                                      "statements": r["statements"], "answer": r["answer"]} for r in rels},
            "facts": [[r["subject"], r["relation"], r["object"]] for r in facts],

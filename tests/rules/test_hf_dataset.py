@@ -73,7 +73,12 @@ def test_a_family_kb_loads_config_by_config_and_reads_back_to_the_same_bytes(tmp
     kb.probe_overrides[3] = ("A question of the KB's own?", kb.probe(3).answer)
     kb.form_splits["qa1"] = "test"
     src = save_kb(kb, tmp_path / "kb.json")
+    forms = tmp_path / "more.jsonl"  # forms of a late fact, then of an early one: the KB keeps this order
+    forms.write_text("".join(json.dumps({"fact": list(kb.facts[i]), "question": f"Asked again, {i}?",
+                                         "answer": kb.probe(i).answer}) + "\n" for i in (9, 2)))
+    assert main(["data", "forms", "--kb", str(src), "--add", str(forms), "--split", "test", "-o", str(src)]) == 0
     kb = load_kb(src)
+    assert [f.fact_id for f in kb.forms] == [9, 2]
     hold = tmp_path / "hold.json"
     assert main(["data", "holdout", "--kb", str(src), "--seed", "3", "-o", str(hold), "--json"]) == 0
     capsys.readouterr()
@@ -160,3 +165,19 @@ def test_without_datasets_installed_the_export_says_how_to_install_it(tmp_path, 
     assert main(["data", "export", str(src), "--format", "hf", "-o", str(tmp_path / "ds")]) == 1
     err = capsys.readouterr().err
     assert "pip install 'deepunlearn[hf]'" in err and err.count("\n") == 1 and not (tmp_path / "ds").exists()
+
+
+def test_an_imported_kb_keeps_its_splits_in_the_facts_config(tmp_path, capsys):
+    tsv = tmp_path / "t.tsv"
+    tsv.write_text("subject\trelation\tobject\tsplit\nAnn\thusband\tBob\tunlearn\nBob\twife\tAnn\ttest\n"
+                   "Cy\tfather\tBob\ttrain\nAnn\tgender\tfemale\nBob\tgender\tmale\nCy\tgender\tmale\n")
+    assert main(["data", "import-triples", str(tsv), "--domain", "family", "-o", str(tmp_path / "kb.json")]) == 0
+    capsys.readouterr()
+    _export(tmp_path / "kb.json", tmp_path / "ds", capsys)
+    facts = pq.read_table(tmp_path / "ds" / "data" / "facts.parquet").to_pylist()
+    assert [(r["subject"], r["split"], r["target"]) for r in facts] == [("Ann", "unlearn", True), ("Bob", "test", False),
+                                                                         ("Cy", "train", False)]
+    forget = pq.read_table(tmp_path / "ds" / "data" / "forget_0.parquet").to_pylist()
+    assert [r["fact_id"] for r in forget] == [0, 1]  # husband and wife derive each other: both go
+    assert main(["data", "import-hf", str(tmp_path / "ds"), "-o", str(tmp_path / "back.json")]) == 0
+    assert _sha(tmp_path / "back.json") == _sha(tmp_path / "kb.json")
