@@ -167,3 +167,9 @@ def test_holdout_on_a_real_world_domain_names_never_true(tmp_path, capsys):
     assert main(["data", "holdout", "--kb", str(kb), "-o", str(tmp_path / "h.json"), "--json"]) == 1
     err = json.loads(capsys.readouterr().out)["error"]
     assert "no new countries to draw" in err and "data never-true" in err
+
+
+def test_a_huge_people_count_is_refused_before_any_sampling(capsys):
+    assert main(["data", "check-domain", "org", "--people", "1000000000000"]) == 1
+    err = capsys.readouterr().err
+    assert "--people 1000000000000" in err and err.count("\n") == 1

@@ -41,6 +41,11 @@ def _check(args) -> int:
     from ..domain_check import domain_warnings
     from ..generate import domain_rules
 
+    from ...limits import MAX_GENERATE_PEOPLE, check_at_most
+
+    if args.people is not None:  # it samples a KB of that size: a billion would fill memory
+        check_at_most(args.people, MAX_GENERATE_PEOPLE, where=f"--people {args.people}", unit="entities",
+                      field="--people")
     dom = load_domain(args.domain)
     domain_rules(dom)  # rules.dl read and checked against domain.toml: an error there is one line, exit 1
     warnings = domain_warnings(dom, people=args.people)
