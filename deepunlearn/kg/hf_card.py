@@ -71,7 +71,16 @@ def card_text(kb: KnowledgeBase, header: dict[str, Any], *, license: str, kb_fil
         made.append(f"- Made again by: `{cmd}`")
     if kb_file:
         made.append(f"- Exported by: `deepunlearn data export {kb_file} --format hf -o DIR`")
-    rows = "\n".join(f"| `{name}` | {n} |" for name, n in configs.items())
+    def about(name: str) -> str:
+        if not name.startswith(("forget_", "retain_")):
+            return ""
+        t = name.split("_", 1)[1]
+        s, r, o = kb.facts[int(t)]
+        info = sets[t]
+        return (f"{o} is {s}'s {r}; set {info['set_id']} of {info['n_sets']}" if name.startswith("forget_")
+                else f"the KB without forget_{t}")
+
+    rows = "\n".join(f"| `{name}` | {n} | {about(name)} |" for name, n in configs.items())
     groups = ", ".join(f"{g} {int(mask.sum())}" for g, mask in kb.group_masks.items())
     first = next(iter(sets), None)
     example = f"forget_{first}" if first is not None else "facts"
@@ -94,8 +103,8 @@ facts = load_dataset("DIR", "facts")["train"]          # DIR: this folder, or th
 forget = load_dataset("DIR", "{example}")["train"]
 ```
 
-| configuration | rows |
-| --- | --- |
+| configuration | rows | target |
+| --- | --- | --- |
 {rows}
 
 - `facts`: one row per stored fact: `fact_id` (its index in the KB), `subject`, `relation`,
