@@ -34,7 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--kb", required=True, help="KB file the holdout must be disjoint from")
     p.add_argument("--seed", type=seed_int, default=0, help="random seed (default 0)")
     p.add_argument("--people", type=positive_int, default=None, metavar="N",
-                   help="holdout people (default: as many as the KB has)")
+                   help="new entities of the domain's first type (people for family; default: as many as the KB "
+                        "has)")
     p.add_argument("-o", "--output", required=True, metavar="HOLD.json",
                    help="holdout KB file to write (missing folders are created)")
     add_force(p)
@@ -209,6 +210,7 @@ def _holdout(args) -> int:
     from ..outputs import check_output, kb_file
     from .holdout import check_disjoint, make_holdout
     from ..limits import MAX_HOLDOUT_PEOPLE, check_at_most
+    from .domain_check import plural
     from .io import load_kb, save_kb
 
     if args.people is not None:  # checked before the KB is read: 10^8 people would fill memory
@@ -220,11 +222,23 @@ def _holdout(args) -> int:
     out = save_kb(hold, args.output)
     s = summary(hold)
     s["people"] = hold.metadata["holdout"]["people"]  # new people (an org holdout also names the KB's offices)
+    noun = _first_type(kb)
     emit(args, {"output": str(out), "of": str(args.kb), "seed": args.seed,
                 **{k: s[k] for k in ("people", "facts", "relations")}},
-         lambda: f"wrote {out}: {s['people']} people and {s['facts']} facts disjoint from {args.kb} "
-                 f"(seed {args.seed})")
+         lambda: f"wrote {out}: {s['people']} {plural(noun, s['people'])} and {s['facts']} facts disjoint from "
+                 f"{args.kb} (seed {args.seed})")
     return 0
+
+
+def _first_type(kb) -> str:
+    """The entity type a KB's holdout draws anew: its domain's first type (``person`` for family)."""
+    from .domain import DomainError, load_domain
+
+    where = kb.metadata.get("domain_folder") or kb.metadata.get("domain")
+    try:
+        return load_domain(where).people_type if isinstance(where, str) else "person"
+    except DomainError:
+        return "person"
 
 
 def _import(args) -> int:

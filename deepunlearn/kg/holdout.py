@@ -81,7 +81,9 @@ def _rename(gen: KnowledgeBase, kb: KnowledgeBase, rng: np.random.Generator,
     if not firsts:  # the KB's names are not "First Last": keep the generator's where they are new
         for name in gen.entities:
             if name in used:
-                raise KBError(f"holdout person {name!r} is also a person of KB {kb.name!r}")
+                raise KBError(f"holdout entity {name!r} is also an entity of KB {kb.name!r}, whose names cannot be "
+                              "recombined into new ones; use 'deepunlearn data never-true --kb KB' for calibration "
+                              "negatives instead of a holdout")
             out[name] = name
         return out
     surname_order = [lasts[int(i)] for i in rng.permutation(len(lasts))]
@@ -104,8 +106,9 @@ def _rename(gen: KnowledgeBase, kb: KnowledgeBase, rng: np.random.Generator,
                 break
         if chosen is None:  # every pair of the KB's words is taken: the generator's own name
             if name in used:
-                raise KBError(f"cannot name {len(gen.entities)} holdout people apart from KB {kb.name!r}'s "
-                              "people; ask for fewer --people")
+                raise KBError(f"cannot name {len(gen.entities)} holdout entities apart from KB {kb.name!r}'s; ask "
+                              "for fewer --people, or use 'deepunlearn data never-true --kb KB' for calibration "
+                              "negatives instead of a holdout")
             chosen = name
         used.add(chosen)
         out[name] = chosen
@@ -142,7 +145,8 @@ def make_holdout(kb: KnowledgeBase, seed: int, people: int | None = None) -> Kno
     shared = [r for r in gen.relations if r in relations and any(f[1] == r for f in kb.facts)]
     if not shared:
         raise KBError(f"KB {kb.name!r} has no relation the family generator makes "
-                      f"({', '.join(gen.relations)}): no holdout facts of its domain can be drawn")
+                      f"({', '.join(gen.relations)}): no holdout facts of its domain can be drawn; 'deepunlearn "
+                      "data never-true --kb KB' makes calibration negatives of any KB")
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), _HOLDOUT_STREAM, 1]))
     names = _rename(gen, kb, rng)
     values: dict[str, list[str]] = {}
@@ -175,6 +179,20 @@ def make_holdout(kb: KnowledgeBase, seed: int, people: int | None = None) -> Kno
     return hold
 
 
+def _reads_real_data(dom) -> bool:
+    """Whether a built-in domain draws its facts with a sampler of its own (geo reads GeoNames)."""
+    import importlib
+
+    from .domain import builtin_folder
+
+    if dom.folder.resolve() != (builtin_folder() / dom.name).resolve():
+        return False
+    try:
+        return hasattr(importlib.import_module(f"deepunlearn.kg.domains.{dom.name}"), "sample")
+    except ModuleNotFoundError:
+        return False
+
+
 def _domain_holdout(kb: KnowledgeBase, seed: int, people: int | None) -> KnowledgeBase:
     """The holdout of a KB the declarative generator made: ``people`` new entities of the
     domain's first type (default: as many as the KB has), sampled by the domain's own shapes
@@ -192,17 +210,31 @@ def _domain_holdout(kb: KnowledgeBase, seed: int, people: int | None) -> Knowled
     except DomainError as e:
         raise KBError(f"KB {kb.name!r}: its domain ({where}) cannot be read for a holdout: {e}",
                       field="metadata.domain") from None
+    from .domain_check import plural
+
     ptype = dom.people_type
+    if _reads_real_data(dom):
+        raise KBError(f"KB {kb.name!r}: the {dom.name} domain reads its {plural(ptype)} from real data, so there are "
+                      f"no new {plural(ptype)} to draw for a holdout; use 'deepunlearn data never-true --kb KB' (each "
+                      "fact with a wrong object) for calibration negatives", field="--kb")
     kinds = {r for r, spec in dom.relations.items() if spec.shape and spec.subject == ptype and r in kb.relations}
     kb_people = {s for s, r, _ in kb.facts if r in dom.relations and dom.relations[r].subject == ptype}
     n = people if people is not None else len(kb_people)
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise KBError(f"holdout people must be a positive integer (got {n!r})")
+        raise KBError(f"holdout {plural(ptype)} (--people) must be a positive integer (got {n!r})")
     stored = set(kb.facts)
     symmetric = {r for r in kinds if dom.relations[r].shape == "pairs"
                  and any((o, r, s) in stored for s, rr, o in kb.facts if rr == r)}
     rng = np.random.default_rng(np.random.SeedSequence([seed, _HOLDOUT_STREAM]))
-    sampled = sample_domain(dom, int(n), rng, symmetric)
+    # names that are not "First Last" cannot be recombined from the KB's words: draw fresh ones
+    avoid = frozenset() if _name_pools(kb, kb_people)[1] else frozenset(kb.entities)
+    try:
+        sampled = sample_domain(dom, int(n), rng, symmetric, avoid)
+    except DomainError as e:
+        raise KBError(f"KB {kb.name!r}: domain {dom.name!r} cannot name {n} new {plural(ptype, int(n))} apart from "
+                      f"the KB's {len(kb_people)} ({e}); ask for fewer with --people, give the domain more names, or "
+                      "use 'deepunlearn data never-true --kb KB' (each fact with a wrong object) for calibration "
+                      "negatives instead of a holdout", field="--people") from None
     persons = sampled.of_type(ptype)
     names = _rename(KnowledgeBase(entities={p: sampled.entities[p] for p in persons}, relations={}, facts=[]),
                     kb, rng, kb_people)

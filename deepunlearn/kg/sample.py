@@ -88,30 +88,37 @@ def _person_names(n: int, rng: np.random.Generator, used: set[str]) -> list[str]
     return out
 
 
-def _names(domain: Domain, t: str, count: int, rng: np.random.Generator, used: set[str]) -> list[str]:
+def _names(domain: Domain, t: str, count: int, rng: np.random.Generator, used: set[str],
+           avoid: frozenset[str] = frozenset()) -> list[str]:
+    """``count`` names of type ``t``, none in ``used`` (names taken by earlier types) or ``avoid``
+    (names a holdout must not reuse)."""
     spec = domain.entities[t]
+    free = " not already used" if avoid else ""
     if spec.values is not None:
         names = list(spec.values)
         key = f"entities.{t}.values"
     elif isinstance(spec.names, list):
         key = f"entities.{t}.count"
-        if count > len(spec.names):
-            raise _error(domain, key, f"{count} {t} entities asked for, entities.{t}.names lists {len(spec.names)}")
-        names = list(spec.names[:count])
+        listed = [x for x in spec.names if x not in avoid]
+        if count > len(listed):
+            raise _error(domain, key, f"{count} {t} entities asked for, entities.{t}.names lists {len(listed)}{free}")
+        names = listed[:count]
         key = f"entities.{t}.names"
     elif spec.names == "person":
         try:
-            return _person_names(count, rng, used)
+            names = _person_names(count, rng, used | avoid) if avoid else _person_names(count, rng, used)
         except KBError as e:
             raise _error(domain, f"entities.{t}.count", f"{count} is too many: {e}") from None
+        used.update(names)
+        return names
     else:
         pool = name_lists()[spec.names or "word"]
         order = rng.permutation(len(pool))
-        names = [pool[int(i)] for i in order if pool[int(i)] not in used][:count]
+        names = [pool[int(i)] for i in order if pool[int(i)] not in used and pool[int(i)] not in avoid][:count]
         if len(names) < count:
             raise _error(domain, f"entities.{t}.count",
                          f"{count} {t} entities asked for, the built-in {spec.names or 'word'!r} list has "
-                         f"{len(names)} free names (give names = [...] instead)")
+                         f"{len(names)} free names{free} (give names = [...] instead)")
         used.update(names)
         return names
     taken = sorted(set(names) & used)
@@ -147,11 +154,12 @@ def _tree(n: int, branching: int, rng: np.random.Generator) -> list[int]:
 
 
 def sample_domain(domain: Domain, people: int | None, rng: np.random.Generator,
-                  symmetric: set[str] | frozenset[str] = frozenset()) -> Sampled:
+                  symmetric: set[str] | frozenset[str] = frozenset(), avoid: frozenset[str] = frozenset()) -> Sampled:
     """Entities, background attributes and shaped relations of ``domain``.
 
     ``people`` replaces the first entity type's ``count`` (``None``: keep it); ``symmetric`` names
     the ``pairs`` relations stored both ways (the rules layer knows which: ``r(Y, X) :- r(X, Y).``).
+    ``avoid``: names the first type may not take (a holdout's new entities, apart from a KB's).
     Relations without a shape are not sampled. A request the domain cannot meet (more entities
     than a name list holds, more ``some`` objects than the object type has) is a
     :class:`~.domain.DomainError` naming ``domain.toml`` and the key.
@@ -169,9 +177,9 @@ def sample_domain(domain: Domain, people: int | None, rng: np.random.Generator,
             if spec.values is not None:
                 raise _error(domain, f"entities.{t}", f"--people cannot change a type given by its values ({count})")
             if people < 1:
-                raise _error(domain, f"entities.{t}.count", f"people must be at least 1, got {people}")
+                raise _error(domain, f"entities.{t}.count", f"--people must be at least 1, got {people}")
             count = people
-        by_type[t] = _names(domain, t, count, rng, used)
+        by_type[t] = _names(domain, t, count, rng, used, avoid if k == 0 else frozenset())
     entities: dict[str, dict[str, str]] = {e: {} for names in by_type.values() for e in names}
     types = {e: t for t, names in by_type.items() for e in names}
     for a, spec in domain.attributes.items():

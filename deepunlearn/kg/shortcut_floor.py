@@ -37,7 +37,7 @@ def floor_text(floor: dict) -> str:
     h = floor["holdout"]
     lines = [f"shortcut floor of {floor.get('kb')} (names {floor.get('names') or '-'}, questions "
              f"{floor.get('questions')}): share of its facts answered by a baseline trained only on a disjoint KB "
-             f"of the same generator ({h.get('people')} people, {h.get('facts')} facts, {h.get('baseline_known')}/"
+             f"of the same generator ({h.get('people')} entities, {h.get('facts')} facts, {h.get('baseline_known')}/"
              f"{h.get('baseline_total')} of them learned)",
              f"  {'relation':<{w}} {'n':>5}  " + "  ".join(f"{m:>6}" for m in modes)]
     for r in rows:

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import argparse
 
-from . import generate, never_true, rules, triples
+from . import check_domain, generate, hf, never_true, rules, triples
 
 #: In the order their commands appear in ``--help``.
-MODULES = (generate, triples, never_true, rules)
+MODULES = (generate, check_domain, triples, hf, never_true, rules)
 
 
 def register(sub: argparse._SubParsersAction) -> None:

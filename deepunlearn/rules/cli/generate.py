@@ -139,13 +139,20 @@ def _generate(args) -> int:
              lambda: f"wrote {out}\n" + summary_text(kb, str(out)))
         return 0
 
+    from ...kg.domain import load_domain
+    from ...kg.domain_check import plural
     from ..depths import deepest_chain, derivation_depths
+    from ..domain_check import name_pool_warnings, relation_warnings
+    from .check_domain import print_warnings
     from ..generate import generate_domain
     from ..graph import derivation_graph
 
-    kb = generate_domain(args.domain, args.people, args.seed, stored_derived=args.stored_derived,
+    dom = load_domain(args.domain)
+    warned = print_warnings(name_pool_warnings(dom, args.people))  # before sampling, which a too small pool stops
+    kb = generate_domain(dom, args.people, args.seed, stored_derived=args.stored_derived,
                          targets_per_relation=args.targets_per_relation)
     graph = derivation_graph(kb, kb.metadata["rules"])  # the KB as stored: what the rules commands see
+    warned += print_warnings(relation_warnings(dom, graph))
     depths = derivation_depths(graph)
     chain = deepest_chain(graph, depths)
     out = save_kb(kb, args.output)
@@ -155,11 +162,11 @@ def _generate(args) -> int:
            "relations": kb.relation_counts(), "sampled": st["sampled"], "derived": st["derived"],
            "stored_derived": st["stored_derived"], "closure": st["closure"], "passthrough": st["passthrough"],
            "targets": len(kb.targets), "deepest": int(depths.max(initial=0)), "deepest_chain": chain,
-           "deepest_from_sampled": st["depth"]}
+           "deepest_from_sampled": st["depth"], **({"warnings": warned} if warned else {})}
 
     def text() -> str:
-        first = "people" if obj["domain"] != "geo" else "countries"
-        lines = [f"wrote {out}: {obj['domain']} domain, {obj['people']} {first} ({obj['entities']} entities), "
+        first = plural(dom.people_type, obj["people"])
+        lines = [f"wrote {out}: {obj['domain']} domain, {obj['people']} {first} ({obj['entities']} entities in all), "
                  f"{obj['facts']} facts, {obj['targets']} targets",
                  f"  sampled {obj['sampled']} facts ({obj['passthrough']} no rule uses); the rules derive "
                  f"{obj['derived']} more, {obj['stored_derived']} of them stored; closure {obj['closure']} "
