@@ -303,6 +303,9 @@ class Unlearner(ABC):
     paper_lr_large: ClassVar[float] = 1e-5
     #: the paper's unlearning lr / its finetuning lr (scaled to the checkpoint's recorded training lr)
     paper_lr_ratio: ClassVar[float] = 1.0
+    #: times the base rate, explicit or by the rule (:mod:`deepunlearn.unlearn.lr`); the rule-aware
+    #: methods set it per instance from their base and ``lr_scale``
+    lr_multiplier: float = 1.0
 
     def __init__(self, params: MethodParams | None = None, **overrides):
         base = params if params is not None else self.Params()
