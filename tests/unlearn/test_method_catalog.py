@@ -39,6 +39,20 @@ def test_catalog_equals_the_method_registry():
         assert catalog.check_spec(spec, spec.name) is spec
 
 
+@pytest.mark.parametrize("grid", [[], (), None])
+def test_a_spec_without_a_grid_is_refused_naming_it(grid):
+    spec = catalog.MethodSpec("ga_clip", "steps", grid, catalog.GRADIENT, "deepunlearn.unlearn.methods.ga:GradientAscent")
+    with pytest.raises(catalog.CatalogError, match=r"^method ga_clip: the MethodSpec lacks grid$") as e:
+        catalog.check_spec(spec, "method ga_clip")
+    assert e.value.field == "grid"
+
+
+def test_find_tells_a_method_from_another_name():
+    assert catalog.find("NPO") is catalog.get_spec("npo") and catalog.find("ga@b5") is None
+    with pytest.raises(catalog.CatalogError, match="unknown unlearning method 'ga@b5'"):
+        catalog.get_spec("ga@b5")
+
+
 def test_every_method_is_planned_and_guarded(five_people_model_dir):
     from deepunlearn.bench.guard import check_fit
     from deepunlearn.unlearn.plan import plan_memory
@@ -187,6 +201,10 @@ def test_every_method_is_named_and_drawn_where_the_methods_are_listed():
     from deepunlearn.unlearn.plan import plan_methods
 
     names = catalog.names()
+    # the unlearn package's docstring names every built-in method
+    import deepunlearn.unlearn as unlearn_pkg
+
+    assert [s.name for s in catalog.BUILTIN if not _named(s.name, unlearn_pkg.__doc__)] == []
     # the demo's help and docstring name the demo's methods
     for where, text in (("demo help", DEMO_DESCRIPTION), ("demo docstring", demo.__doc__)):
         assert [m for m in catalog.demo_methods() if not _named(m, text)] == [], where

@@ -75,12 +75,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "10x the full-finetuning one (deepunlearn.unlearn.lr.LORA_LR_FACTOR); --lr replaces it")
     p.add_argument("--k-mode", choices=("probed", "dataset"), default=None,
                    help="K = facts the model answers before unlearning or the whole KB (default: the protocol's)")
-    from ...probe.modes import FACT_MODES as MODES
+    from ...probe.modes import FACT_MODES as MODES, modes_help
 
     p.add_argument("--probe-mode", choices=MODES, default=None,
-                   help="known = greedy answer is exact, or the answer appears in 10 generated tokens, or yes/no "
-                        "forms answered right, or the answer ranks first among its type, or any of them "
-                        "(default: the protocol's)")
+                   help=f"what counts as known: {modes_help(MODES)} (default: the protocol's)")
     sets = p.add_mutually_exclusive_group()
     sets.add_argument("--sets", default=None,
                       help="minimal sets: exact, mdus, release (the release's stored sets) or a folder of that "

@@ -135,13 +135,18 @@ _BUILTIN = {s.name: s for s in BUILTIN}
 _REQUIRED = ("name", "kind", "grid", "memory", "cls")
 
 
+def _empty(value: Any) -> bool:
+    """A required field left out: None, or an empty name, class path or grid (of any sequence type)."""
+    return value is None or (isinstance(value, (str, tuple, list)) and len(value) == 0)
+
+
 def check_spec(spec: Any, where: str) -> MethodSpec:
     """``spec`` if it is a complete :class:`MethodSpec`, else :class:`CatalogError` naming
     ``where`` and the missing or bad field. The class path is checked without importing the
     class (its module must be findable)."""
     if not isinstance(spec, MethodSpec):
         raise CatalogError(f"{where}: expected a deepunlearn MethodSpec, got {type(spec).__name__}")
-    missing = [f for f in _REQUIRED if getattr(spec, f) in (None, "", ())]
+    missing = [f for f in _REQUIRED if _empty(getattr(spec, f))]
     if missing:
         raise CatalogError(f"{where}: the MethodSpec lacks {', '.join(missing)}", field=missing[0])
     if spec.kind not in KINDS:
@@ -198,26 +203,23 @@ def names() -> list[str]:
     return list(_BUILTIN) + sorted(n for n in _entry_points() if n not in _BUILTIN)
 
 
-def get_spec(name: str) -> MethodSpec:
-    """The spec of a method (case-insensitive); :class:`CatalogError` for an unknown name."""
+def find(name: str) -> MethodSpec | None:
+    """The spec of a method (case-insensitive), or None for a name that is not one (a batch label
+    ``ga@b5``); a plug-in's spec that is incomplete is still a :class:`CatalogError`."""
     key = str(name).lower()
     if key in _BUILTIN:
         return _BUILTIN[key]
     eps = _entry_points()
-    if key in eps:
-        return _plugin(key, eps[key])
-    raise CatalogError(f"unknown unlearning method {name!r}; expected one of {', '.join(sorted(names()))}",
-                       field="method")
+    return _plugin(key, eps[key]) if key in eps else None
 
 
-def find(name: str) -> MethodSpec | None:
-    """The spec of a method, or None for a name that is not one (a batch label ``ga@b5``)."""
-    try:
-        return get_spec(name)
-    except CatalogError as e:
-        if str(e).startswith("unknown unlearning method"):
-            return None
-        raise
+def get_spec(name: str) -> MethodSpec:
+    """The spec of a method (case-insensitive); :class:`CatalogError` for an unknown name."""
+    spec = find(name)
+    if spec is None:
+        raise CatalogError(f"unknown unlearning method {name!r}; expected one of {', '.join(sorted(names()))}",
+                           field="method")
+    return spec
 
 
 def specs() -> dict[str, MethodSpec]:
