@@ -8,12 +8,13 @@ from pydantic import Field
 
 from ..losses import npo_loss, sequence_logprob
 from .base import GradientUnlearner, MethodParams, Session, register_method
+from .params import spec_grid
 
 
 class NPOParams(MethodParams):
     """The paper's grid: T in {1, 2, 4, 8, 16} optimiser steps; beta = 0.1."""
 
-    grid: list[float] = Field(default_factory=lambda: [1, 2, 4, 8, 16])
+    grid: list[float] = spec_grid("npo")
     beta: float = Field(0.1, gt=0)
 
 
@@ -26,9 +27,6 @@ class NPO(GradientUnlearner):
 
     name = "npo"
     Params = NPOParams
-    paper_lr = 4e-5  # appendix D: NPO uses twice GA's learning rate
-    paper_lr_large = 2e-5
-    paper_lr_ratio = 2.0
 
     #: the original model's log-likelihood of the forget rows, and of each row by its key (set by prepare)
     ref_logp: torch.Tensor | None = None

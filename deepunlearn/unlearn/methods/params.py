@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -40,6 +40,19 @@ class MethodParams(BaseModel):
     retain_size: int = Field(8, ge=1, description="retain facts drawn per optimiser step")
     sam_rho: float = Field(0.0, ge=0, description="sharpness-aware minimisation's radius for a gradient method's "
                            "steps (the gradient taken at w + rho * g / ||g||); 0: off")
+
+
+def spec_grid(method: str) -> Any:
+    """The ``grid`` field of a method's ``Params``: its default is the grid of the method's
+    catalogue spec (:class:`~deepunlearn.unlearn.methods.catalog.MethodSpec`), read when a
+    ``Params`` is made, so the spec is the one place a default grid is written."""
+    def default() -> list[float]:
+        from .catalog import get_spec
+
+        spec = get_spec(method)  # a strength is a float, a step count a whole number
+        return [float(g) if spec.kind == "strength" else int(g) for g in spec.grid]
+
+    return Field(default_factory=default)
 
 
 def show_values(values: Sequence) -> str:
