@@ -89,11 +89,46 @@ def training_lr(meta: Mapping[str, Any] | None) -> float | None:
 
 def choose_lr(method, *, meta: Mapping[str, Any] | None, n_params: int, lr: float | None = None,
               lora: bool = False) -> LearningRate:
-    """The learning rate for ``method`` (an :class:`~deepunlearn.unlearn.methods.Unlearner` class
-    or instance) by the rule in this module's docstring: the base rate (``lr`` if given; else the
-    method's paper ratio times the checkpoint's recorded training rate, times 1/10 for models
-    trained from scratch; else the paper's rate; the last two times :data:`LORA_LR_FACTOR` = 10
-    with ``lora=True``), times the method's ``lr_multiplier``."""
+    """The learning rate for ``method`` by the rule in this module's docstring.
+
+    Parameters
+    ----------
+    method : Unlearner or type of Unlearner
+        The method (a class or an instance): its paper rates (``paper_lr``, ``paper_lr_large``,
+        ``paper_lr_ratio``) and its ``lr_multiplier``.
+    meta : mapping, optional
+        The checkpoint's ``deepunlearn.json`` content (its recorded training rate and ``origin``).
+    n_params : int
+        The model's parameter count (5B or more: the paper's 7-8B rates).
+    lr : float, optional
+        An explicit base rate; else the rule's: the paper ratio times the recorded training rate
+        (times 1/10 for a model trained from scratch), else the paper's rate.
+    lora : bool, default False
+        LoRA mode: the rule's base rate times :data:`LORA_LR_FACTOR` (an explicit one stays).
+
+    Returns
+    -------
+    LearningRate
+        The base rate times the method's ``lr_multiplier``, and where the base came from
+        (``given``, ``checkpoint`` or ``paper``).
+
+    Raises
+    ------
+    ValueError
+        ``lr`` is not positive.
+
+    Examples
+    --------
+    >>> from deepunlearn.unlearn.methods import get_method
+    >>> choose_lr(get_method("npo"), meta={"origin": "tiny", "training": {"lr": 1e-3}}, n_params=10)
+    LearningRate(value=0.0002, source='checkpoint')
+    >>> choose_lr(get_method("du_loop")(), meta=None, n_params=10, lr=1e-4, lora=True)
+    LearningRate(value=5e-05, source='given')
+    >>> choose_lr(get_method("ga"), meta=None, n_params=10, lr=-1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: learning rate must be positive, got -1.0
+    """
     multiplier = getattr(method, "lr_multiplier", 1.0)
     if lr is not None:
         if lr <= 0:
