@@ -69,3 +69,22 @@ def test_a_run_scales_the_methods_own_rate_and_the_runs_alike():
 def test_a_bad_explicit_rate_is_refused():
     with pytest.raises(ValueError, match="positive"):
         _rate(get_method("ga"), lr=0.0)
+
+
+def test_every_description_of_an_explicit_rate_says_the_multiplier_applies():
+    """The flag, the per-method field, the runner option and du_loop's lr_scale say the same rule."""
+    import deepunlearn.unlearn.lr as lr_module
+    from deepunlearn.cli import build_parser
+    from deepunlearn.unlearn.methods import DULoopParams, MethodParams
+    from deepunlearn.unlearn.runner_options import TrainOptions
+
+    sub = next(a for a in build_parser()._actions if a.choices and "unlearn" in a.choices).choices["unlearn"]
+    texts = {
+        "--lr": next(a.help for a in sub._actions if "--lr" in a.option_strings),
+        "Params.lr": MethodParams.model_fields["lr"].description,
+        "TrainOptions": TrainOptions.__doc__,
+        "lr_scale": DULoopParams.model_fields["lr_scale"].description,
+        "lr module": lr_module.__doc__,
+    }
+    assert [k for k, t in texts.items() if "multiplier" not in t and "explicit" not in t] == []
+    assert "lr_scale" in texts["--lr"] and "lr_scale" in texts["lr module"]
