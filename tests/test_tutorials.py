@@ -75,3 +75,19 @@ def test_the_tutorials_run_as_written(tmp_path):
             assert r.returncode == 0, f"{page.name}: block\n{body}\nexit {r.returncode}\n{r.stdout[-2000:]}\n{r.stderr[-3000:]}"
             ran += 1
     assert ran >= 12
+
+
+#: ``load_kb("kb.json").probe(N)  # "QUESTION"``: a question a tutorial shows in a comment
+SHOWN_QUESTION = re.compile(r'load_kb\("kb\.json"\)\.probe\((\d+)\)\s*#\s*"([^"]+)"')
+
+
+def test_the_questions_the_tutorials_show_are_the_kbs():
+    """A question a tutorial names in a comment is the one the quick start's KB asks
+    (``deepunlearn data generate --people 20 --seed 7``)."""
+    import deepunlearn
+
+    kb = deepunlearn.generate_family(20, seed=7)
+    shown = [(page.name, int(m[1]), m[2]) for page in sorted(TUTORIALS.glob("*.md"))
+             for m in SHOWN_QUESTION.finditer(page.read_text())]
+    assert shown, "no tutorial shows a question any more: drop this test"
+    assert [(page, i, q) for page, i, q in shown if kb.probe(i).question != q] == []

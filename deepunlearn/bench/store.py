@@ -48,7 +48,7 @@ import os
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Iterable, Sequence
 
 from ..errors import UserError, dumps
 from .store_guard import discard, guard, is_corrupt
@@ -356,21 +356,7 @@ class ResultsStore:
                      None if measures is None else json.loads(measures),
                      None if pairs is None else {str(g): a for g, a in pairs}, low, high, int(seed))
 
-    def iter_trajectories(self, model: str | None = None) -> Iterator[tuple[tuple[str, int, str], list[Point]]]:
-        """Points grouped by (model, target, method), params ascending."""
-        cur_key, cur = None, []
-        for p in sorted(self.points(model), key=lambda p: (p.model, p.target, p.method, p.param)):
-            key = (p.model, p.target, p.method)
-            if key != cur_key and cur:
-                yield cur_key, cur
-                cur = []
-            cur_key = key
-            cur.append(p)
-        if cur:
-            yield cur_key, cur
 
-
-# every sqlite3 error of these (a damaged file, a full disk, a read-only folder) is one StoreError naming the file
-guard(ResultsStore, StoreError, ("__init__", "_tx", "meta", "bind", "set_meta", "drop_points", "job_status", "jobs",
-                                 "all_jobs",
-                                 "done_params", "count_points", "points", "evaluations"))
+# every sqlite3 error of its public methods (a damaged file, a full disk, a read-only folder) is one StoreError
+# naming the file
+guard(ResultsStore, StoreError, private=("_tx",))

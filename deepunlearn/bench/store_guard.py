@@ -48,9 +48,18 @@ def discard(path: Path) -> None:
             pass
 
 
-def guard(cls: type, error: type[Exception], names: tuple[str, ...]) -> type:
-    """Wrap the methods ``names`` of ``cls`` (instances have ``path``) so that a sqlite3 error
-    other than IntegrityError becomes ``error(store_message(...), file=path)``."""
+def guarded_names(cls: type, private: tuple[str, ...] = ()) -> list[str]:
+    """The methods :func:`guard` wraps: ``__init__``, every public method ``cls`` defines itself,
+    and the private ones named in ``private`` (those that run SQL for the others)."""
+    public = [n for n, v in vars(cls).items() if not n.startswith("_") and callable(v)
+              and not isinstance(v, (staticmethod, classmethod, type))]
+    return ["__init__", *public, *private]
+
+
+def guard(cls: type, error: type[Exception], private: tuple[str, ...] = ()) -> type:
+    """Wrap the methods of :func:`guarded_names` of ``cls`` (instances have ``path``) so that a
+    sqlite3 error other than IntegrityError becomes ``error(store_message(...), file=path)`` (an
+    error a wrapped method gets from another wrapped one is already that error and passes on)."""
     def wrap(fn: Callable) -> Callable:
         @functools.wraps(fn)
         def method(self, *args, **kwargs):
@@ -62,6 +71,6 @@ def guard(cls: type, error: type[Exception], names: tuple[str, ...]) -> type:
                 raise error(store_message(self.path, e), file=self.path) from None
         return method
 
-    for name in names:
+    for name in guarded_names(cls, private):
         setattr(cls, name, wrap(getattr(cls, name)))
     return cls

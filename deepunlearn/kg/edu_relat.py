@@ -342,12 +342,3 @@ def load_release_rules(folder: str | Path) -> list[tuple[list[tuple[int, str, in
             raise ReleaseError(f"{folder}/family_rule.pt: rule {k} is not a Rule(left_tuples, right_tuple)") from None
         out.append((body, (int(i), str(r), int(j))))
     return out
-
-
-def load_population_distribution(path: str | Path) -> dict[str, int]:
-    """The release's ``us_population_distribution``: {state: population}."""
-    d = safe_load(path)
-    try:
-        return {str(k): int(v) for k, v in d.items()}
-    except (AttributeError, TypeError, ValueError):
-        raise ReleaseError(f"{path}: expected a dict of state -> population, found {_kind(d)}", file=path) from None

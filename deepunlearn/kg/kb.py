@@ -273,16 +273,8 @@ class KnowledgeBase:
         return list(self.entities)
 
     @cached_property
-    def entity_ids(self) -> dict[str, int]:
-        return {n: i for i, n in enumerate(self.entity_names)}
-
-    @cached_property
     def relation_names(self) -> list[str]:
         return list(self.relations)
-
-    @cached_property
-    def relation_ids(self) -> dict[str, int]:
-        return {n: i for i, n in enumerate(self.relation_names)}
 
     @cached_property
     def entity_mask(self) -> np.ndarray:

@@ -168,31 +168,50 @@ def load_model(
 ) -> ModelBundle:
     """Load a causal LM and its tokenizer from a hub name or a local folder.
 
-    On CUDA the model loads in bf16 (fp16 where bf16 is unsupported), on CPU in fp32, unless
-    ``dtype`` says otherwise. The tokenizer always gets a pad token (the EOS token when it has
-    none) and pads on the left, as batched generation with decoder-only models needs. The answer
-    format is ``prompt`` when given (a :class:`PromptFormat` or what :meth:`PromptFormat.parse`
-    takes); else, with ``answer_format="recorded"``, the folder's ``deepunlearn.json`` and, when
-    it records none, the model family's reference format (:meth:`PromptFormat.for_model` of
-    ``config.model_type``); with ``answer_format="family"`` always the family's.
+    Parameters
+    ----------
+    name_or_dir : str or Path
+        A checkpoint folder, a hub name, or a ``.gguf`` file (or a folder holding exactly one and
+        no ``config.json``): that loads with ``from_pretrained(folder, gguf_file=name)``,
+        dequantised to ``dtype`` (~15-30 s for SmolLM2-135M on one CPU thread, so ``deepunlearn
+        model import`` it once), and loses its ``quantization_config`` so that
+        :func:`save_bundle` works on it.
+    device : str, optional
+        Where the model goes (default: CUDA when there is one, else the CPU). On CUDA the model
+        asks for SDPA attention (a class without it keeps its default).
+    dtype : torch.dtype or str, optional
+        Default: bf16 on CUDA (fp16 where bf16 is unsupported), fp32 on the CPU.
+    prompt : PromptFormat, str or dict, optional
+        The answer format (a :class:`PromptFormat` or what :meth:`PromptFormat.parse` takes;
+        ``"chat"`` resolves here from the tokenizer's chat template,
+        :func:`~deepunlearn.probe.chat.chat_format`).
+    answer_format : {"recorded", "family", "chat"}, default "recorded"
+        Without ``prompt``: ``recorded`` takes the folder's ``deepunlearn.json`` and, when it
+        records none, the model family's reference format (:meth:`PromptFormat.for_model` of
+        ``config.model_type``); ``family`` always the family's.
+    trust_remote_code : bool, default False
+        Run code from the model's folder or repository; without it a config with ``auto_map`` is
+        refused (nothing prompts).
 
-    A ``.gguf`` file, or a folder holding exactly one and no ``config.json``, loads with
-    ``from_pretrained(folder, gguf_file=name)`` (tokenizer and model, dequantised to ``dtype``;
-    ~15-30 s for SmolLM2-135M on one CPU thread, so ``deepunlearn model import`` it once), and
-    then loses its ``quantization_config`` so that :func:`save_bundle` works on it. On CUDA the
-    model asks for SDPA attention (a class without it keeps its default); CPU keeps the default.
-    A tokenizer with neither a pad nor an EOS token is refused (it once got a new pad token and
-    resized embeddings); ``answer_format`` ``chat`` (``prompt="chat"``) resolves here, from the
-    tokenizer's chat template (:func:`~deepunlearn.probe.chat.chat_format`).
+    Returns
+    -------
+    ModelBundle
+        The model (in eval mode), its tokenizer (always with a pad token, the EOS token when it
+        has none, padding on the left as batched generation needs) and its answer format.
 
-    Never runs code from the model's folder or repository unless ``trust_remote_code=True``
-    (a config with ``auto_map`` is refused with a ModelLoadError; nothing prompts). Every
-    failure is a :class:`ModelLoadError` naming the folder, file or hub name: a path that does
-    not exist ("no such folder", before any hub lookup), a bad ``device``, a malformed JSON file
-    or weights file, weights that do not fit the config (never silently replaced by random
-    ones), a hub name when the hub cannot be reached and the model is not in the local
-    Hugging Face cache (at once, no retries; see :mod:`deepunlearn.probe.sources`).
+    Raises
+    ------
+    ModelLoadError
+        Naming the folder, file or hub name: a path that does not exist ("no such folder", before
+        any hub lookup), a bad ``device``, a malformed JSON or weights file, weights that do not
+        fit the config (never silently replaced by random ones), a tokenizer with neither a pad
+        nor an EOS token, a hub name when the hub cannot be reached and the model is not in the
+        local Hugging Face cache (at once, no retries; :mod:`deepunlearn.probe.sources`).
+    ValueError
+        An unknown ``answer_format``.
 
+    Examples
+    --------
     >>> import tempfile
     >>> from deepunlearn.kg.domains.family.generate import generate_family
     >>> from deepunlearn.probe.tiny import build_tiny_model

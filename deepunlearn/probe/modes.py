@@ -53,9 +53,13 @@ def check_mode(mode: str) -> str:
     return mode
 
 
-def modes_help() -> str:
-    """``exact: ...; generate: ...`` for help texts."""
-    return "; ".join(f"{m}: {d}" for m, d in DESCRIPTIONS.items())
+def modes_help(modes: tuple[str, ...] = MODES) -> str:
+    """``exact: ...; generate: ...`` for help texts: what "known" means under each of ``modes``.
+
+    >>> modes_help(("exact", "rank"))
+    'exact: the greedy (teacher-forced) answer is the gold answer; rank: the answer ranks first among the answers of its type'
+    """
+    return "; ".join(f"{m}: {DESCRIPTIONS[m]}" for m in modes)
 
 
 def check_tables(descriptions: dict[str, str] | None = None, default_selection: dict[str, str] | None = None,

@@ -61,33 +61,59 @@ def probe(
 ) -> ProbeResult:
     """Probe the model on the facts ``fact_ids`` of ``kb`` (all facts by default).
 
-    ``mode``: one of :data:`MODES`. ``forms``: a form selection (``--forms``,
-    :func:`deepunlearn.kg.forms.select_forms`; a bad token is a ``FormError`` naming
-    ``--forms``). With ``forms`` ``None`` or ``"default"`` and mode ``exact`` or ``generate``
-    the probe is today's (the primary question); any other selection or mode probes over forms
-    (:mod:`deepunlearn.probe.forms_probe`: the modes ``yesno``, ``rank`` and ``any``, what a
-    fact known over several forms means, the cost per fact). ``any_modes`` restricts the modes
-    ``any`` combines (default all four).
+    Parameters
+    ----------
+    bundle : ModelBundle
+        The model, its tokenizer and answer format (:func:`~deepunlearn.probe.models.load_model`).
+        Runs in inference mode and eval mode and restores train mode.
+    kb : KnowledgeBase
+        The facts and their question forms.
+    fact_ids : iterable of int, optional
+        The facts to probe (default: all); the result keeps their order.
+    mode : str, default "exact"
+        One of :data:`MODES` (what "known" means under each: :mod:`deepunlearn.probe.modes`).
+    forms : str, optional
+        A form selection (``--forms``, :func:`deepunlearn.kg.forms.select_forms`). With ``None``
+        or ``"default"`` and mode ``exact`` or ``generate`` the primary question is asked; any
+        other selection or mode probes over forms (:mod:`deepunlearn.probe.forms_probe`: the
+        modes ``yesno``, ``rank`` and ``any``, what a fact known over several forms means, the
+        cost per fact).
+    any_modes : sequence of str, optional
+        The modes ``any`` combines (default all four).
+    batch_size : int or "auto", optional
+        Facts per forward pass; ``None`` or ``"auto"`` sizes batches to the free memory on CUDA
+        (:func:`~deepunlearn.probe.batching.resolve_batch_size`) and takes 64 on CPU.
+    model_fn : callable, optional
+        ``model_fn(input_ids, attention_mask) -> logits [B, T, V]`` replaces ``bundle.model``
+        (the unlearning layer passes one that mixes two models' next-token distributions); in
+        ``generate`` mode it is then decoded greedily by a plain loop without KV cache. It
+        receives RIGHT-padded batches, so every row has the plain positions 0..n-1 and
+        ``lambda ids, m: model(input_ids=ids, attention_mask=m).logits`` is exact for any model
+        (models used only inside the callable must be put in eval mode by the caller). Its
+        output only needs to be logits up to a constant per position: log-softmax gives the
+        answer's log-probability, argmax the greedy token. Without it, batches are left-padded
+        (behind each row's first token) with explicit position ids and decoded with Hugging
+        Face ``generate`` and its KV cache.
+    progress : bool, default True
+        Show a progress bar.
+    compose : sequence, optional
+        The compose questions of mode ``compose`` (required there, refused elsewhere;
+        :mod:`deepunlearn.probe.compose_probe`): ``fact_ids`` are then the derived facts reported.
 
-    ``model_fn(input_ids, attention_mask) -> logits [B, T, V]`` replaces ``bundle.model`` (the
-    unlearning layer passes one that mixes two models' next-token distributions); in
-    ``generate`` mode it is then decoded greedily by a plain loop without KV cache. It receives
-    RIGHT-padded batches, so every row has the plain positions 0..n-1 and
-    ``lambda ids, m: model(input_ids=ids, attention_mask=m).logits`` is exact for any model
-    (models used only inside the callable must be put in eval mode by the caller). Its output
-    only needs to be logits up to a constant per position: log-softmax gives the answer's
-    log-probability, argmax the greedy token.
-    Without it, batches are left-padded (behind each row's first token) with explicit position
-    ids and decoded with Hugging Face ``generate`` and its KV cache. Runs in inference mode and
-    eval mode and restores train mode.
+    Returns
+    -------
+    ProbeResult
+        One result per fact, in the order of ``fact_ids``; ``known_ids()`` the facts known.
 
-    ``compose``: the compose questions of mode ``compose`` (required there, refused elsewhere;
-    :mod:`deepunlearn.probe.compose_probe`): ``fact_ids`` are then the derived facts reported.
+    Raises
+    ------
+    ValueError
+        An unknown ``mode``, or ``compose`` given without mode ``compose`` (or missing with it).
+    FormError
+        A bad token in ``forms``, naming ``--forms``.
 
-    ``batch_size``: facts per forward pass; ``None`` or ``"auto"`` (default) sizes batches to the
-    free memory on CUDA (:func:`~deepunlearn.probe.batching.resolve_batch_size`) and takes 64 on
-    CPU. The result keeps the order of ``fact_ids``.
-
+    Examples
+    --------
     >>> import tempfile
     >>> from deepunlearn.kg.domains.family.generate import generate_family
     >>> from deepunlearn.probe.models import load_model

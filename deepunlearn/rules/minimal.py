@@ -43,11 +43,37 @@ def minimal_sets(graph: DerivationGraph, target: int, *, seeds: int | None = Non
                  time_budget: float = 10.0, rng: np.random.Generator | None = None) -> MinimalSets:
     """Minimal deep-unlearning sets of ``target`` (a fact of K).
 
-    ``exact=True`` (the default) enumerates all of them with clingo within ``time_budget``
-    seconds; if that does not finish, MDUS with ``seeds`` runs (default 100) fills in and the
-    answer says ``exact=False``. ``exact=False`` runs MDUS only. MDUS stops after ``time_budget``
-    seconds of its own too (after its first run), whatever ``seeds`` asks. ``rng`` seeds MDUS
-    (default: ``numpy.random.default_rng(0)``).
+    Parameters
+    ----------
+    graph : DerivationGraph
+        The rules grounded over K (:func:`~deepunlearn.rules.graph.derivation_graph`).
+    target : int
+        A KB fact id that is in K.
+    seeds : int, optional
+        MDUS runs (default :data:`DEFAULT_SEEDS`, 100) when MDUS runs.
+    exact : bool, default True
+        Enumerate all minimal sets with clingo within ``time_budget`` seconds; if that does not
+        finish, MDUS fills in and the answer says ``exact=False``. ``False`` runs MDUS only.
+    time_budget : float, default 10.0
+        Seconds for the exact enumeration, and for MDUS after its first run, whatever ``seeds``
+        asks.
+    rng : numpy.random.Generator, optional
+        Seeds MDUS (default ``numpy.random.default_rng(0)``).
+
+    Returns
+    -------
+    MinimalSets
+        The sets (KB fact ids, each holding the target), whether they are all of them, and
+        how they were found.
+
+    Raises
+    ------
+    RulesError
+        ``target`` is not a fact of K, or ``seeds`` is below 1.
+
+    Examples
+    --------
+    Cy's mother (fact 3) follows from Ann being Cy's child's mother through either parent link:
 
     >>> from deepunlearn.kg.kb import KnowledgeBase
     >>> from deepunlearn.rules.graph import derivation_graph
@@ -57,6 +83,10 @@ def minimal_sets(graph: DerivationGraph, target: int, *, seeds: int | None = Non
     >>> ms = minimal_sets(derivation_graph(kb, "family"), 0)
     >>> ms.exact, [sorted(s) for s in ms.sets]
     (True, [[0, 1, 3], [0, 2, 3]])
+    >>> minimal_sets(derivation_graph(kb, "family"), 9)
+    Traceback (most recent call last):
+    ...
+    deepunlearn.rules.errors.RulesError: target 9 is not a fact of K (the KB has 4 facts)
     """
     target = int(target)
     if not graph.in_k(target):

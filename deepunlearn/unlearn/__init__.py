@@ -1,5 +1,6 @@
-"""unlearn layer: finetuning, the unlearning methods (GA, NPO, TV, WHP), in-memory weight
-snapshot/restore and LoRA mode, and the per-target loop.
+"""unlearn layer: finetuning, the unlearning methods of the catalogue (:mod:`.methods.catalog`:
+the paper's ga, npo, tv, whp; graddiff, npo_gdr, idk, simnpo, rmu; the rule-aware du_oracle and
+du_loop), in-memory weight snapshot/restore and LoRA mode, and the per-target loop.
 
 Public API (torch is imported on first use, not by ``import deepunlearn.unlearn``)::
 

@@ -79,25 +79,6 @@ def to_device(batch: dict[str, Any], device) -> dict[str, Any]:
     return {k: v.to(device) for k, v in batch.items()}
 
 
-def token_logprobs(model, batch: dict[str, Any]):
-    """Per-token log-probabilities of the labels ``[B, T-1]`` (0 where the label is -100), with
-    gradients (no ``inference_mode``): the building block of answer-only losses."""
-    import torch
-
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-    labels = batch["labels"][:, 1:]
-    logp = torch.log_softmax(logits[:, :-1].float(), dim=-1)
-    valid = labels != IGNORE
-    tok = logp.gather(-1, labels.clamp_min(0).unsqueeze(-1)).squeeze(-1)
-    return tok * valid
-
-
-def answer_logprob(model, batch: dict[str, Any]):
-    """Summed log-probability of each row's labelled (answer) tokens, ``Tensor[B]``: log p(a|q)
-    in NPO's loss. Keeps the autograd graph so it can be differentiated."""
-    return token_logprobs(model, batch).sum(-1)
-
-
 def on_device(bundle, examples: Sequence[dict[str, list[int]]]) -> dict[str, Any]:
     batch = collate(examples, bundle.pad_id)
     device = next(bundle.model.parameters()).device

@@ -6,17 +6,30 @@ that were finetuned at 1e-5. Those rates suit pretrained 1-8B models. They do no
 model trained from scratch at 1e-3 with a one-cycle schedule: there docs/models.md
 measured GA with AdamW for 16 steps at lr 1e-4 (a tenth of the training rate) forgetting the
 target after 2-4 steps and losing 3-7 % of the other known facts, while 3e-4 lost 12-24 % and
-1e-3 85-94 %. So the rate follows how the model was trained:
+1e-3 85-94 %. So the rate follows how the model was trained. The rule, in two parts:
 
-1. an explicit rate (``--lr``, ``TrainOptions(lr=...)`` of ``TargetRunner``, a method's ``Params.lr``) wins;
+**The base rate** is
+
+1. an explicit rate, if one is given: a method's own ``lr`` (``[params] lr`` of a sweep,
+   ``--param lr=...``, ``Params.lr``), else the run's (``--lr``, ``[[models]] lr`` of a sweep,
+   ``TrainOptions(lr=...)`` of ``TargetRunner``);
 2. else, if the checkpoint's ``deepunlearn.json`` records the (peak) training rate
    (``training.lr``, written by ``deepunlearn finetune``): the method's paper ratio times that
    rate (GA, TV, WHP: 1; NPO: 2), times :data:`FROM_SCRATCH_FACTOR` = 1/10 when the model was
    trained from scratch (``origin: "tiny"``, the small local model);
 3. else the paper's rate for the method, the 7-8B one for models of 5B parameters or more.
 
-In LoRA mode the rate of rules 2 and 3 is multiplied by :data:`LORA_LR_FACTOR` = 10 (adapters
-are usually trained at about ten times the full-finetuning rate).
+   In LoRA mode the rate of 2 and 3 is multiplied by :data:`LORA_LR_FACTOR` = 10 (adapters are
+   usually trained at about ten times the full-finetuning rate). The paper ratio, the from-scratch
+   factor and the LoRA factor say which rate to use when none is given: an explicit rate is taken
+   as it is, for the mode and the model it is given for.
+
+**The method's multiplier** then multiplies the base rate, explicit or not: a method that runs
+another method's loss at a rate relative to it says so in ``lr_multiplier``. The rule-aware
+methods (``du_oracle``, ``du_loop``) take their base's rate (NPO's rule for an NPO base) times
+:data:`~deepunlearn.unlearn.methods.du.BASE_LR_FACTOR` for their base (RMU: 16) times
+``lr_scale`` (``du_loop``: 0.5; ``du_oracle`` has none: 1). Every other built-in method's
+multiplier is 1. So ``--lr 1e-4`` runs GA and NPO at 1e-4, and ``du_loop`` at 5e-5.
 
 Examples
 --------
@@ -34,6 +47,9 @@ LearningRate(value=4e-05, source='paper')
 0.0001
 >>> choose_lr(get_method("ga"), meta=tiny, n_params=10, lr=3e-4)
 LearningRate(value=0.0003, source='given')
+>>> loop = get_method("du_loop")()
+>>> loop.lr_multiplier, choose_lr(loop, meta=tiny, n_params=10).value, choose_lr(loop, meta=tiny, n_params=10, lr=3e-4)
+(0.5, 0.0001, LearningRate(value=0.00015, source='given'))
 """
 
 from __future__ import annotations
@@ -73,23 +89,58 @@ def training_lr(meta: Mapping[str, Any] | None) -> float | None:
 
 def choose_lr(method, *, meta: Mapping[str, Any] | None, n_params: int, lr: float | None = None,
               lora: bool = False) -> LearningRate:
-    """The learning rate for ``method`` (an :class:`~deepunlearn.unlearn.methods.Unlearner` class
-    or instance) by the rule in this module's docstring: ``lr`` if given; else the method's paper
-    ratio times the checkpoint's recorded training rate (times 1/10 for models trained from
-    scratch); else the paper's rate. With ``lora=True`` the last two are multiplied by
-    :data:`LORA_LR_FACTOR` = 10 (a LoRA adapter trains at about ten times the full-finetuning
-    rate); an explicit ``lr`` is never scaled."""
+    """The learning rate for ``method`` by the rule in this module's docstring.
+
+    Parameters
+    ----------
+    method : Unlearner or type of Unlearner
+        The method (a class or an instance): its paper rates (``paper_lr``, ``paper_lr_large``,
+        ``paper_lr_ratio``) and its ``lr_multiplier``.
+    meta : mapping, optional
+        The checkpoint's ``deepunlearn.json`` content (its recorded training rate and ``origin``).
+    n_params : int
+        The model's parameter count (5B or more: the paper's 7-8B rates).
+    lr : float, optional
+        An explicit base rate; else the rule's: the paper ratio times the recorded training rate
+        (times 1/10 for a model trained from scratch), else the paper's rate.
+    lora : bool, default False
+        LoRA mode: the rule's base rate times :data:`LORA_LR_FACTOR` (an explicit one stays).
+
+    Returns
+    -------
+    LearningRate
+        The base rate times the method's ``lr_multiplier``, and where the base came from
+        (``given``, ``checkpoint`` or ``paper``).
+
+    Raises
+    ------
+    ValueError
+        ``lr`` is not positive.
+
+    Examples
+    --------
+    >>> from deepunlearn.unlearn.methods import get_method
+    >>> choose_lr(get_method("npo"), meta={"origin": "tiny", "training": {"lr": 1e-3}}, n_params=10)
+    LearningRate(value=0.0002, source='checkpoint')
+    >>> choose_lr(get_method("du_loop")(), meta=None, n_params=10, lr=1e-4, lora=True)
+    LearningRate(value=5e-05, source='given')
+    >>> choose_lr(get_method("ga"), meta=None, n_params=10, lr=-1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: learning rate must be positive, got -1.0
+    """
+    multiplier = getattr(method, "lr_multiplier", 1.0)
     if lr is not None:
         if lr <= 0:
             raise ValueError(f"learning rate must be positive, got {lr}")
-        return LearningRate(float(lr), "given")
+        return LearningRate(float(lr) if multiplier == 1.0 else _tidy(lr * multiplier), "given")
     factor = LORA_LR_FACTOR if lora else 1.0
     trained = training_lr(meta)
     if trained is not None:
         if meta.get("origin") in FROM_SCRATCH_ORIGINS:
             factor *= FROM_SCRATCH_FACTOR
-        return LearningRate(_tidy(method.paper_lr_ratio * trained * factor), "checkpoint")
-    base = method.paper_lr_large if n_params >= LARGE_MODEL_PARAMETERS else method.paper_lr
+        return LearningRate(_tidy(method.paper_lr_ratio * multiplier * trained * factor), "checkpoint")
+    base = (method.paper_lr_large if n_params >= LARGE_MODEL_PARAMETERS else method.paper_lr) * multiplier
     return LearningRate(_tidy(base * factor), "paper")
 
 
@@ -99,8 +150,8 @@ def _tidy(x: float) -> float:
 
 
 def runner_lr(runner, method) -> float:
-    """The rate a :class:`~deepunlearn.unlearn.loop.TargetRunner` run of ``method`` uses: the
-    method's own ``lr``, else the runner's, else :func:`choose_lr`'s rule for its model."""
+    """The rate a :class:`~deepunlearn.unlearn.loop.TargetRunner` run of ``method`` uses:
+    :func:`choose_lr` with the method's own ``lr``, else the runner's, as the explicit rate."""
     lr = method.params.lr if method.params.lr is not None else runner.lr
     n_params = sum(p.numel() for p in runner.bundle.model.parameters())
     return choose_lr(method, meta=getattr(runner.bundle, "meta", None), n_params=n_params, lr=lr,

@@ -80,10 +80,6 @@ class WeightSnapshot:
     def __getitem__(self, name: str) -> torch.Tensor:
         return self._saved[name]
 
-    @property
-    def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in self._saved.values())
-
     def _live(self, model: torch.nn.Module) -> dict[str, torch.Tensor]:
         live = model.state_dict(keep_vars=True)
         missing = [n for n in self._saved if n not in live]

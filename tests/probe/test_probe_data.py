@@ -7,7 +7,14 @@ import math
 import pytest
 import torch
 
-from deepunlearn.unlearn.data import IGNORE, answer_logprob, collate, encode_qa
+from deepunlearn.unlearn.data import IGNORE, collate, encode_qa
+from deepunlearn.unlearn.losses import sequence_logprob
+
+
+def answer_logprob(model, batch) -> torch.Tensor:
+    """log p(a|q) per row as NPO's loss takes it: :func:`sequence_logprob` of the model's logits."""
+    return sequence_logprob(model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits,
+                            batch["labels"])[0]
 
 
 def test_labels_mask_every_prompt_token_and_end_with_eos(tiny_bundle, small_kb):

@@ -39,6 +39,51 @@ def test_catalog_equals_the_method_registry():
         assert catalog.check_spec(spec, spec.name) is spec
 
 
+@pytest.mark.parametrize("grid", [[], (), None])
+def test_a_spec_without_a_grid_is_refused_naming_it(grid):
+    spec = catalog.MethodSpec("ga_clip", "steps", grid, catalog.GRADIENT, "deepunlearn.unlearn.methods.ga:GradientAscent")
+    with pytest.raises(catalog.CatalogError, match=r"^method ga_clip: the MethodSpec lacks grid$") as e:
+        catalog.check_spec(spec, "method ga_clip")
+    assert e.value.field == "grid"
+
+
+def test_find_tells_a_method_from_another_name():
+    assert catalog.find("NPO") is catalog.get_spec("npo") and catalog.find("ga@b5") is None
+    with pytest.raises(catalog.CatalogError, match="unknown unlearning method 'ga@b5'"):
+        catalog.get_spec("ga@b5")
+
+
+def test_the_spec_is_where_a_default_grid_and_the_rates_are_written(monkeypatch):
+    import dataclasses
+
+    from deepunlearn.unlearn.methods import NPO, GAParams, NPOGDRParams, TVParams, get_method
+
+    for spec in catalog.BUILTIN:
+        cls = get_method(spec.name)
+        if spec.rates is not None:
+            assert (cls.paper_lr, cls.paper_lr_large, cls.paper_lr_ratio) == dataclasses.astuple(spec.rates), spec.name
+    assert (NPO.paper_lr, NPO.paper_lr_ratio) == (4e-5, 2.0)
+    # the paper's preset is the paper's methods' own grids
+    assert catalog.paper_grids() == {s.name: tuple(s.grid) for s in catalog.BUILTIN if s.paper}
+    assert list(catalog.paper_grids()) == ["ga", "npo", "tv", "whp"]
+    # a grid changed in the spec is the Params' default: nothing else holds a copy
+    for name, grid in (("ga", (3, 5)), ("npo_gdr", (2, 7)), ("tv", (0.1, 2))):
+        monkeypatch.setitem(catalog._BUILTIN, name, dataclasses.replace(catalog.get_spec(name), grid=grid))
+    assert GAParams().grid == [3, 5] and NPOGDRParams().grid == [2, 7] and TVParams().grid == [0.1, 2.0]
+
+
+@pytest.mark.parametrize("change, field", [({"paper_grids": {"gpt2-xl": ()}}, "grid"),
+                                           ({"grid": (1, float("inf"))}, "grid"),
+                                           ({"rates": catalog.PaperRates(lr=0.0)}, "rates")])
+def test_a_bad_spec_is_refused_naming_it_and_the_field(change, field):
+    import dataclasses
+
+    spec = dataclasses.replace(catalog.get_spec("ga"), name="ga_clip", **change)
+    with pytest.raises(catalog.CatalogError, match="^method ga_clip: ") as e:
+        catalog.check_spec(spec, "method ga_clip")
+    assert e.value.field == field
+
+
 def test_every_method_is_planned_and_guarded(five_people_model_dir):
     from deepunlearn.bench.guard import check_fit
     from deepunlearn.unlearn.plan import plan_memory
@@ -187,6 +232,10 @@ def test_every_method_is_named_and_drawn_where_the_methods_are_listed():
     from deepunlearn.unlearn.plan import plan_methods
 
     names = catalog.names()
+    # the unlearn package's docstring names every built-in method
+    import deepunlearn.unlearn as unlearn_pkg
+
+    assert [s.name for s in catalog.BUILTIN if not _named(s.name, unlearn_pkg.__doc__)] == []
     # the demo's help and docstring name the demo's methods
     for where, text in (("demo help", DEMO_DESCRIPTION), ("demo docstring", demo.__doc__)):
         assert [m for m in catalog.demo_methods() if not _named(m, text)] == [], where

@@ -36,10 +36,12 @@ def pool_of(runner, target: int) -> list[int]:
 
 
 def answer_logprob(runner, ids) -> torch.Tensor:
-    from deepunlearn.unlearn.data import answer_logprob as lp
+    from deepunlearn.unlearn.losses import sequence_logprob
 
+    batch = runner.encode(list(ids))
     with torch.no_grad():
-        return lp(runner.bundle.model, runner.encode(list(ids)))
+        logits = runner.bundle.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        return sequence_logprob(logits, batch["labels"])[0]
 
 
 # ------------------------------------------------------------------------------------ AttackParams

@@ -55,11 +55,6 @@ from .measures import remains_section
 from .setup_section import protocol_lines, setup_lines
 
 
-def methods_json(summary: Mapping) -> dict[str, Any]:
-    """The CLI's ``{"methods": ...}`` part for one model: method -> metrics (strict JSON)."""
-    return json_safe({m: dict(s) for m, s in summary.items()})
-
-
 def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods: Sequence[str] | None = None,
                  models: Sequence[str] | None = None,
                  config: Mapping[str, Any] | None = None, skipped: Mapping | None = None,

@@ -38,7 +38,7 @@ from pathlib import Path
 def register(sub: argparse._SubParsersAction) -> None:
     from ...cli import add_force, add_json, add_threads, positive_int
     from ...probe.cli.probe import add_format_args
-    from ...probe.modes import FACT_MODES as MODES
+    from ...probe.modes import FACT_MODES as MODES, modes_help
 
     p = sub.add_parser(
         "evaluate", help="judge unlearned checkpoints against their original: forgotten facts, recall, "
@@ -60,8 +60,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fact index or 'subject|relation|object' (with --manifest: for rows that name none)")
     p.add_argument("--rules", default=None,
                    help="rule set name or rule file (default: the KB's metadata 'rules', else family)")
-    p.add_argument("--mode", choices=MODES, default=None, help="probe mode, as 'deepunlearn probe --mode' "
-                                                                 "(default: the protocol's)")
+    p.add_argument("--mode", choices=MODES, default=None,
+                   help=f"probe mode, as 'deepunlearn probe --mode': {modes_help(MODES)} (default: the protocol's)")
     p.add_argument("--forms", default=None, metavar="SEL", help="probe forms, as 'deepunlearn probe --forms'")
     p.add_argument("--model-derived", action="store_true",
                    help="also ask each unlearned model the target's compose questions (multi-hop questions "

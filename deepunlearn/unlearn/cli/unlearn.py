@@ -55,9 +55,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"for {kinds['strength']} (finite, >= 0; 0 is the unchanged model); default: the method's "
                         "(the paper's for ga, npo, tv, whp)")
     p.add_argument("--lr", type=positive_float, default=None,
-                   help="peak learning rate; default: the paper's ratio to the training lr the checkpoint records "
-                        "(GA/TV/WHP 1x, NPO 2x; a tenth of that for models trained from scratch), else the paper's "
-                        "(2e-5, NPO 4e-5; half for 7-8B models); with --lora the default is 10x that")
+                   help="peak base learning rate, times the method's own multiplier (du_loop: lr_scale 0.5; a "
+                        "rule-aware method on an RMU base: 16x); default: the paper's ratio to the training lr the "
+                        "checkpoint records (GA/TV/WHP 1x, NPO 2x; a tenth of that for models trained from "
+                        "scratch), else the paper's (2e-5, NPO 4e-5; half for 7-8B models); with --lora the "
+                        "default is 10x that (deepunlearn.unlearn.lr)")
     p.add_argument("--protocol", choices=PROTOCOLS, default="default",
                    help="protocol preset: default; reference (the paper's code: linear schedule with a zero-lr "
                         "warm-up step, generate probe, K = the KB, the release's sets, first-set ties); or pretrained "
@@ -70,15 +72,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="LoRA mode, every method (rank 8, alpha 16): ga/npo train the adapter instead of the full "
                         "weights; tv/whp reinforce the target into the adapter, then tv scales it by -alpha and whp "
                         "switches it off and on (no second copy of the weights); the default learning rate is then "
-                        "10x the full-finetuning one (deepunlearn.unlearn.lr.LORA_LR_FACTOR); --lr overrides it")
+                        "10x the full-finetuning one (deepunlearn.unlearn.lr.LORA_LR_FACTOR); --lr replaces it")
     p.add_argument("--k-mode", choices=("probed", "dataset"), default=None,
                    help="K = facts the model answers before unlearning or the whole KB (default: the protocol's)")
-    from ...probe.modes import FACT_MODES as MODES
+    from ...probe.modes import FACT_MODES as MODES, modes_help
 
     p.add_argument("--probe-mode", choices=MODES, default=None,
-                   help="known = greedy answer is exact, or the answer appears in 10 generated tokens, or yes/no "
-                        "forms answered right, or the answer ranks first among its type, or any of them "
-                        "(default: the protocol's)")
+                   help=f"what counts as known: {modes_help(MODES)} (default: the protocol's)")
     sets = p.add_mutually_exclusive_group()
     sets.add_argument("--sets", default=None,
                       help="minimal sets: exact, mdus, release (the release's stored sets) or a folder of that "

@@ -2,9 +2,10 @@
 
 Adding a method: subclass :class:`GradientUnlearner` (state the loss) or
 :class:`ReinforcedUnlearner` / :class:`Unlearner` (state the arithmetic), give it a pydantic
-``Params`` whose defaults are the paper's grid, decorate it with :func:`register_method`, and
-declare its :class:`~.catalog.MethodSpec` in :mod:`.catalog` (built in) or under the entry-point
-group ``deepunlearn.methods`` (another package).
+``Params`` (its ``grid`` defaults to the spec's: :func:`~.params.spec_grid`), decorate it with
+:func:`register_method`, and declare its :class:`~.catalog.MethodSpec` (grid, memory profile,
+learning rates) in :mod:`.catalog` (built in) or under the entry-point group
+``deepunlearn.methods`` (another package).
 
 Nothing here imports torch until a name below is used (``from deepunlearn.unlearn.methods.catalog
 import ...`` stays torch-free); the first use imports every built-in method, which registers it.
@@ -18,6 +19,7 @@ import importlib
 _EXPORTS = {
     "base": ("METHODS", "GradientUnlearner", "MethodParams", "Session", "Step", "Unlearner", "UnlearnError",
              "get_method", "register_method"),
+    "params": ("spec_grid",),
     "reinforced": ("ReinforcedParams", "ReinforcedUnlearner"),
     "retain": ("RETAIN_KINDS", "RetainPoolError", "RetainSampler", "retain_pool"),
     "ga": ("GAParams", "GradientAscent"),
@@ -42,7 +44,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "METHODS", "GradientUnlearner", "MethodParams", "ReinforcedParams", "ReinforcedUnlearner", "Session", "Step",
+    "METHODS", "GradientUnlearner", "MethodParams", "spec_grid", "ReinforcedParams", "ReinforcedUnlearner", "Session", "Step",
     "Unlearner", "UnlearnError", "get_method", "register_method",
     "RETAIN_KINDS", "RetainPoolError", "RetainSampler", "retain_pool",
     "GAParams", "GradientAscent", "NPO", "NPOParams", "TaskVector", "TVParams", "negate_task_vector",

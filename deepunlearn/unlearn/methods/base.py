@@ -39,9 +39,14 @@ METHODS: dict[str, type["Unlearner"]] = {}
 
 def register_method(cls: type["Unlearner"]) -> type["Unlearner"]:
     """Class decorator: register a method's class by its ``name``; its :class:`~.catalog.MethodSpec`
-    (grid, memory profile, class path) makes it known to the CLI, sweeps and plans."""
+    makes it known to the CLI, sweeps and plans, and gives its learning rates (``rates``)."""
+    from . import catalog
+
     if cls.name in METHODS and METHODS[cls.name] is not cls:
         raise ValueError(f"unlearning method {cls.name!r} is registered twice")
+    spec = catalog.find(cls.name)
+    if spec is not None and spec.rates is not None:
+        cls.paper_lr, cls.paper_lr_large, cls.paper_lr_ratio = spec.rates.lr, spec.rates.lr_large, spec.rates.ratio
     METHODS[cls.name] = cls
     return cls
 
@@ -289,8 +294,9 @@ class Session:
 
 
 class Unlearner(ABC):
-    """An unlearning method. Subclasses set ``name``, ``Params`` and the learning-rate policy,
-    and state their loss (:class:`GradientUnlearner`) or their arithmetic."""
+    """An unlearning method. Subclasses set ``name`` and ``Params`` and state their loss
+    (:class:`GradientUnlearner`) or their arithmetic; their learning rates are their catalogue
+    spec's ``rates`` (set when the class registers)."""
 
     name: ClassVar[str]
     Params: ClassVar[type[MethodParams]]
@@ -298,11 +304,12 @@ class Unlearner(ABC):
     grid_name: ClassVar[str] = "param"
     #: LoRA mode can replace full finetuning for this method
     supports_lora: ClassVar[bool] = False
-    #: learning rates of the paper (appendix D) for 1-3B models and for 7-8B models
+    #: the paper's rates (appendix D): the spec's ``rates`` (:class:`~.catalog.PaperRates`), else GA's
     paper_lr: ClassVar[float] = 2e-5
     paper_lr_large: ClassVar[float] = 1e-5
-    #: the paper's unlearning lr / its finetuning lr (scaled to the checkpoint's recorded training lr)
     paper_lr_ratio: ClassVar[float] = 1.0
+    #: times the base rate, given or by the rule (:mod:`deepunlearn.unlearn.lr`; du_*: per instance)
+    lr_multiplier: float = 1.0
 
     def __init__(self, params: MethodParams | None = None, **overrides):
         base = params if params is not None else self.Params()

@@ -30,6 +30,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import math
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -72,13 +73,36 @@ GRADIENT = MemoryProfile()
 
 
 @dataclass(frozen=True)
+class PaperRates:
+    """A method's learning rates by the paper (appendix D), read by the rule of
+    :mod:`deepunlearn.unlearn.lr`: ``lr`` for 1-3B models, ``lr_large`` for 7-8B models and
+    ``ratio``, the unlearning rate over the finetuning rate (scaled to the rate a checkpoint
+    records). The defaults are GA's."""
+
+    lr: float = 2e-5
+    lr_large: float = 1e-5
+    ratio: float = 1.0
+
+
+#: GA's rates; also TV's and WHP's reinforcing step, and the methods run at GA's rate
+GA_RATES = PaperRates()
+#: NPO runs at twice GA's rate (appendix D)
+NPO_RATES = PaperRates(4e-5, 2e-5, 2.0)
+
+
+@dataclass(frozen=True)
 class MethodSpec:
     """One unlearning method. Required: ``name``, ``kind`` (:data:`KINDS`), ``grid`` (the
     default grid), ``memory`` (:class:`MemoryProfile`) and ``cls`` (``"module:Class"``, the
     :class:`~deepunlearn.unlearn.methods.Unlearner` subclass, imported when a run needs it).
 
-    ``paper_grids``: grids per preset family (``"paper"``: the paper's appendix D, used by the
-    phi/llama presets; ``"gpt2-xl"``: the reference's GPT2-XL grids); ``needs_rules``: the
+    The spec owns the method's defaults: its ``Params`` class's grid defaults to ``grid``
+    (:func:`~deepunlearn.unlearn.methods.params.spec_grid`) and its class's learning rates are
+    ``rates`` (:class:`PaperRates`; None: the class's own, GA's unless it sets them).
+
+    ``paper_grids``: grids per preset family besides the paper's (``"gpt2-xl"``: the reference's
+    GPT2-XL grids); ``paper``: one of the paper's methods, whose ``grid`` is the paper's
+    (appendix D, the ``"paper"`` family, used by the phi/llama presets); ``needs_rules``: the
     method asks the rules layer while it unlearns; ``label``/``colour``: in reports and plots;
     ``base``: a rule-aware method may use it as its base forget loss; ``demo``: the demo runs it."""
 
@@ -94,6 +118,8 @@ class MethodSpec:
     base: bool = False
     demo: bool = False
     description: str = ""
+    rates: PaperRates | None = None
+    paper: bool = False
 
     @property
     def title(self) -> str:
@@ -106,42 +132,54 @@ _M = "deepunlearn.unlearn.methods."
 
 #: the built-in methods, in the order lists show them (the paper's four first)
 BUILTIN: tuple[MethodSpec, ...] = (
-    MethodSpec("ga", "steps", _STEPS, GRADIENT, _M + "ga:GradientAscent", {"paper": _STEPS,
-               "gpt2-xl": (1, 2, 4, 8, 16, 32)}, colour="#1f77b4", base=True, demo=True,
-               description="gradient ascent on the target"),
-    MethodSpec("npo", "steps", _STEPS, GRADIENT, _M + "npo:NPO", {"paper": _STEPS, "gpt2-xl": (1, 2, 4, 8, 16, 32)},
-               colour="#ff7f0e", base=True, demo=True, description="negative preference optimisation"),
+    MethodSpec("ga", "steps", _STEPS, GRADIENT, _M + "ga:GradientAscent", {"gpt2-xl": (1, 2, 4, 8, 16, 32)},
+               colour="#1f77b4", base=True, demo=True, description="gradient ascent on the target",
+               rates=GA_RATES, paper=True),
+    MethodSpec("npo", "steps", _STEPS, GRADIENT, _M + "npo:NPO", {"gpt2-xl": (1, 2, 4, 8, 16, 32)},
+               colour="#ff7f0e", base=True, demo=True, description="negative preference optimisation",
+               rates=NPO_RATES, paper=True),
     MethodSpec("tv", "strength", (0.2, 0.5, 1, 5, 10), MemoryProfile(False, "delta"), _M + "tv:TaskVector",
-               {"paper": (0.2, 0.5, 1, 5, 10), "gpt2-xl": (0.2, 1, 5, 10, 30, 60, 80)}, colour="#2ca02c",
-               demo=True, description="task vector: subtract alpha times the reinforced delta"),
+               {"gpt2-xl": (0.2, 1, 5, 10, 30, 60, 80)}, colour="#2ca02c", demo=True,
+               description="task vector: subtract alpha times the reinforced delta", rates=GA_RATES, paper=True),
     MethodSpec("whp", "strength", (10, 1e3, 1e5, 1e7, 1e8), MemoryProfile(False, "weights", True),
-               _M + "whp:WhoIsHarryPotter", {"paper": (10, 1e3, 1e5, 1e7, 1e8), "gpt2-xl": (10, 1e3, 1e5, 1e7, 1e8)},
-               colour="#d62728", demo=True, description="who-is-harry-potter: mix with the reinforced model"),
+               _M + "whp:WhoIsHarryPotter", {"gpt2-xl": (10, 1e3, 1e5, 1e7, 1e8)}, colour="#d62728", demo=True,
+               description="who-is-harry-potter: mix with the reinforced model", rates=GA_RATES, paper=True),
     MethodSpec("graddiff", "steps", _STEPS, GRADIENT, _M + "graddiff:GradDiff", demo=True,
-               description="gradient ascent plus a retain NLL term"),
-    MethodSpec("npo_gdr", "steps", _STEPS, GRADIENT, _M + "graddiff:NPOGDR", description="NPO plus a retain NLL term"),
-    MethodSpec("idk", "steps", _STEPS, GRADIENT, _M + "idk:IDK", description="train towards a refusal"),
+               description="gradient ascent plus a retain NLL term", rates=GA_RATES),
+    MethodSpec("npo_gdr", "steps", _STEPS, GRADIENT, _M + "graddiff:NPOGDR", description="NPO plus a retain NLL term",
+               rates=NPO_RATES),
+    # TOFU unlearns with IDK at its finetuning rate (1e-5 for its 7B models), as GA here
+    MethodSpec("idk", "steps", _STEPS, GRADIENT, _M + "idk:IDK", description="train towards a refusal",
+               rates=GA_RATES),
+    # Adam makes the step size nearly independent of the loss's scale, so SimNPO unlearns at GA's
+    # rate (the authors' TOFU runs use 1e-5 on 7B models, as the paper's finetuning rate)
     MethodSpec("simnpo", "steps", _STEPS, GRADIENT, _M + "simnpo:SimNPO", base=True,
-               description="reference-free NPO"),
+               description="reference-free NPO", rates=GA_RATES),
     MethodSpec("rmu", "steps", _STEPS, MemoryProfile(True, "weights"), _M + "rmu:RMU", base=True,
-               description="representation misdirection (a frozen copy of the original model in full mode)"),
+               description="representation misdirection (a frozen copy of the original model in full mode)",
+               rates=PaperRates(5e-5, 5e-5, 2.5)),
+    # the rule-aware methods run at their base's rates (methods/du.py)
     MethodSpec("du_oracle", "steps", _STEPS, GRADIENT, _M + "du:DUOracle", needs_rules=True,
                description="rule-aware: forget one minimal set chosen before training"),
     MethodSpec("du_loop", "steps", (4, 8, 16, 32, 64, 128), GRADIENT, _M + "du:DULoop", needs_rules=True, demo=True,
                description="rule-aware closed loop; the grid is its step budget"),
 )
 
-_BUILTIN = {s.name: s for s in BUILTIN}
 _REQUIRED = ("name", "kind", "grid", "memory", "cls")
 
 
-def check_spec(spec: Any, where: str) -> MethodSpec:
-    """``spec`` if it is a complete :class:`MethodSpec`, else :class:`CatalogError` naming
-    ``where`` and the missing or bad field. The class path is checked without importing the
-    class (its module must be findable)."""
+def _empty(value: Any) -> bool:
+    """A required field left out: None, or an empty name, class path or grid (of any sequence type)."""
+    return value is None or (isinstance(value, (str, tuple, list)) and len(value) == 0)
+
+
+def check_fields(spec: Any, where: str) -> MethodSpec:
+    """``spec`` if its fields are complete and valid (every one but the class path's module),
+    else :class:`CatalogError` naming ``where`` and the field: a spec without a grid, or with an
+    empty one, is refused."""
     if not isinstance(spec, MethodSpec):
         raise CatalogError(f"{where}: expected a deepunlearn MethodSpec, got {type(spec).__name__}")
-    missing = [f for f in _REQUIRED if getattr(spec, f) in (None, "", ())]
+    missing = [f for f in _REQUIRED if _empty(getattr(spec, f))]
     if missing:
         raise CatalogError(f"{where}: the MethodSpec lacks {', '.join(missing)}", field=missing[0])
     if spec.kind not in KINDS:
@@ -150,9 +188,24 @@ def check_spec(spec: Any, where: str) -> MethodSpec:
             or not isinstance(spec.memory.step_copies, int) or spec.memory.step_copies < 0:
         raise CatalogError(f"{where}: memory must be a MemoryProfile with model_copy one of {', '.join(MODEL_COPIES)} "
                            "and step_copies a whole number >= 0", field="memory")
-    bad = [g for g in spec.grid if isinstance(g, bool) or not isinstance(g, (int, float))]
-    if bad or (spec.kind == "steps" and any(g < 1 or float(g) != int(g) for g in spec.grid)):
-        raise CatalogError(f"{where}: grid {list(spec.grid)} is not a list of {spec.kind} values", field="grid")
+    for name, grid in (("grid", spec.grid), *((f"paper_grids[{k!r}]", g) for k, g in dict(spec.paper_grids).items())):
+        bad = isinstance(grid, str) or not hasattr(grid, "__len__") or len(grid) == 0 or any(
+            isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g) or g < 0 for g in grid)
+        if bad or (spec.kind == "steps" and any(g < 1 or float(g) != int(g) for g in grid)):
+            raise CatalogError(f"{where}: {name} {grid!r} is not a non-empty list of {spec.kind} values", field="grid")
+    rates = spec.rates
+    if rates is not None and not (isinstance(rates, PaperRates) and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < float("inf")
+            for x in (rates.lr, rates.lr_large, rates.ratio))):
+        raise CatalogError(f"{where}: rates must be a PaperRates of positive finite numbers", field="rates")
+    return spec
+
+
+def check_spec(spec: Any, where: str) -> MethodSpec:
+    """``spec`` if it is a complete :class:`MethodSpec`, else :class:`CatalogError` naming
+    ``where`` and the missing or bad field. The class path is checked without importing the
+    class (its module must be findable)."""
+    check_fields(spec, where)
     module, _, attr = spec.cls.partition(":")
     if not module or not attr:
         raise CatalogError(f"{where}: cls {spec.cls!r} is not 'module:Class'", field="cls")
@@ -163,6 +216,10 @@ def check_spec(spec: Any, where: str) -> MethodSpec:
     if found is None:
         raise CatalogError(f"{where}: cls {spec.cls!r}: module {module!r} cannot be found", field="cls")
     return spec
+
+
+#: the built-in specs by name, each checked when this module is imported
+_BUILTIN = {s.name: check_fields(s, f"built-in method {s.name!r}") for s in BUILTIN}
 
 
 def _entry_points() -> dict[str, Any]:
@@ -198,26 +255,23 @@ def names() -> list[str]:
     return list(_BUILTIN) + sorted(n for n in _entry_points() if n not in _BUILTIN)
 
 
-def get_spec(name: str) -> MethodSpec:
-    """The spec of a method (case-insensitive); :class:`CatalogError` for an unknown name."""
+def find(name: str) -> MethodSpec | None:
+    """The spec of a method (case-insensitive), or None for a name that is not one (a batch label
+    ``ga@b5``); a plug-in's spec that is incomplete is still a :class:`CatalogError`."""
     key = str(name).lower()
     if key in _BUILTIN:
         return _BUILTIN[key]
     eps = _entry_points()
-    if key in eps:
-        return _plugin(key, eps[key])
-    raise CatalogError(f"unknown unlearning method {name!r}; expected one of {', '.join(sorted(names()))}",
-                       field="method")
+    return _plugin(key, eps[key]) if key in eps else None
 
 
-def find(name: str) -> MethodSpec | None:
-    """The spec of a method, or None for a name that is not one (a batch label ``ga@b5``)."""
-    try:
-        return get_spec(name)
-    except CatalogError as e:
-        if str(e).startswith("unknown unlearning method"):
-            return None
-        raise
+def get_spec(name: str) -> MethodSpec:
+    """The spec of a method (case-insensitive); :class:`CatalogError` for an unknown name."""
+    spec = find(name)
+    if spec is None:
+        raise CatalogError(f"unknown unlearning method {name!r}; expected one of {', '.join(sorted(names()))}",
+                           field="method")
+    return spec
 
 
 def specs() -> dict[str, MethodSpec]:
@@ -266,8 +320,18 @@ def demo_methods() -> tuple[str, ...]:
 
 
 def paper_grids(preset: str = "paper") -> dict[str, tuple[float, ...]]:
-    """The built-in methods' grids of one preset family (``"paper"`` or ``"gpt2-xl"``)."""
-    return {s.name: tuple(s.paper_grids[preset]) for s in BUILTIN if preset in s.paper_grids}
+    """The built-in methods' grids of one preset family: ``"paper"`` (the paper's methods' own
+    grids) or one of their ``paper_grids`` (``"gpt2-xl"``).
+
+    >>> paper_grids()["tv"], paper_grids("gpt2-xl")["tv"]
+    ((0.2, 0.5, 1, 5, 10), (0.2, 1, 5, 10, 30, 60, 80))
+    """
+    grids = {}
+    for s in BUILTIN:
+        grid = s.grid if preset == "paper" and s.paper else s.paper_grids.get(preset)
+        if grid is not None:
+            grids[s.name] = tuple(grid)
+    return grids
 
 
 def load_class(spec: MethodSpec) -> type:
@@ -289,6 +353,6 @@ def help_names() -> str:
     return ", ".join(names())
 
 
-__all__ = ["BUILTIN", "CatalogError", "ENTRY_POINT_GROUP", "GRADIENT", "KINDS", "MODEL_COPIES", "MemoryProfile",
-           "MethodSpec", "bases", "check_spec", "colour", "default_grid", "demo_methods", "find", "get_spec",
+__all__ = ["BUILTIN", "CatalogError", "ENTRY_POINT_GROUP", "GA_RATES", "GRADIENT", "KINDS", "MODEL_COPIES",
+           "MemoryProfile", "MethodSpec", "NPO_RATES", "PaperRates", "bases", "check_fields", "check_spec", "colour", "default_grid", "demo_methods", "find", "get_spec",
            "help_names", "kind_of", "load_class", "names", "paper_grids", "specs", "title"]

@@ -42,10 +42,12 @@ from pydantic import Field
 from ..attack_kinds import SPLIT_ON
 from . import catalog, du_guard, du_heal, du_tamper
 from .base import GradientUnlearner, MethodParams, Session, Step, UnlearnError, get_method, register_method
+from .params import spec_grid
 
 #: base losses a rule-aware method can use (the catalogue's ``base`` methods)
 BASES = catalog.bases()
-#: a base's learning rate as a rule-aware base, relative to its own rule: RMU at its own rate (the
+#: a base's learning rate as a rule-aware base, relative to its own rate (given or by the rule; a factor of
+#: the method's ``lr_multiplier``, :mod:`deepunlearn.unlearn.lr`): RMU at its own rate (the
 #: rule's 2.5e-4 on a checkpoint finetuned at 1e-3) changed nothing in 16 steps on the release's first
 #: five targets; 16x (du_loop's half rate: 2e-3) forgot 3 of the 5 targets in 16 steps at accuracy 0.98
 #: (docs/results.md); 4e-3 collapsed the model
@@ -53,7 +55,7 @@ BASE_LR_FACTOR = {"rmu": 16.0}
 
 
 class DUParams(MethodParams):
-    grid: list[float] = Field(default_factory=lambda: [1, 2, 4, 8, 16])
+    grid: list[float] = spec_grid("du_oracle")
     base: Literal[BASES] = Field("npo", description="the base forget loss")  # type: ignore[valid-type]
     choice: Literal["fewest", "mincut"] = Field("fewest", description="which minimal set to forget")
     watch: Literal["primary", "adversarial"] = Field(
@@ -66,45 +68,25 @@ class DUParams(MethodParams):
 
 
 class DULoopParams(DUParams):
-    """Step budgets 4 to 128; a probe of the watched facts after every step; half the base's
-    learning rate; a constant learning rate (after the protocol's warm-up, if any). Measured on the
-    release's six targets where the first version (a probe every 4 steps, the base's rate)
-    collapsed the model before the target was out of Ω (best deep accuracy 0.10-0.88): every step
-    and half the rate reached 0.91-0.97 on four of them.
+    """Step budgets 4 to 128; a probe of the watched facts after every step (``round_steps``) at
+    half the base's rate (``lr_scale``); a constant rate after the protocol's warm-up
+    (``schedule``; ``--param schedule=linear`` gives the protocol's decay back). Once deep, a
+    margin of twice the steps so far (``overshoot``) whose steps look ahead against split-set
+    relearning on linked halves (``lookahead``, ``tamper_on``, ``tamper_halves``:
+    :mod:`.du_tamper`) and take GA's loss after an NPO base (``margin_base``), then up to 32
+    healing steps, 32 more while a sample of K has lost more than 8 % (``heal``, ``heal_more``,
+    ``heal_floor``: :mod:`.du_heal`). ``--param overshoot=1 --param lookahead=off`` gives the
+    plainer margin, ``overshoot=0 heal=0`` the plain loop.
 
-    The schedule departs from the protocol's linear decay (the schedule of the paper's GA and NPO):
-    a decay over the largest budget would make the model after k steps depend on budgets the loop
-    may never use, and a small budget would decay the rate before the target is out of Ω. With a
-    constant rate the point at budget B is the model after min(B, steps to deep) steps whatever the
-    other budgets are, and a target that is deep early takes no more steps under the larger
-    budgets (each grid point is still probed). ``--param schedule=linear`` gives the protocol's
-    decay back. Measured on an 80-person family KB (seed 4242, tiny GPT-2, 11 stratified
-    targets): linear over 4-32 steps left 3 targets derivable (Success-DU@0.9 0.73); constant
-    over 4-128 made all 11 deep, 10 at accuracy >= 0.9 (0.91).
+    Why these defaults, with the cases they were chosen and measured on: docs/unlearning.md
+    ("Rule-aware methods") and docs/results.md."""
 
-    Once deep, a margin of twice the steps so far (``overshoot`` 2) whose steps look ahead
-    against relearning (``lookahead = "margin"``: each takes its gradient where sign steps of a
-    split-set relearning attack on a linked half of the chosen set would take the weights,
-    ``tamper_on = "split-set"``, ``tamper_halves = "linked"``, :mod:`.du_tamper`), then up to 32
-    healing steps on facts outside every chosen set (``heal`` 32, batches of 8, a probe every 8;
-    up to 32 more while a sample of K knows less than 92 % of what it knew: ``heal_more``,
-    ``heal_floor``; :mod:`.du_heal`). The margin's steps take GA's loss after an NPO base
-    (``margin_base = "auto"``): NPO's loss is bounded, and past the deep point its gradient fades.
-    The healing was chosen on the release's first 20 listed targets and a retrained release
-    checkpoint; the margin, its loss and the lookahead on those and on a tuning Qwen3 family KB
-    (seed 61283): there 19 of 19 targets stayed deep after split-set relearning against 12 of 19
-    with a margin of as many steps and no lookahead. Measured on held-out cases (docs/results.md,
-    "Linked halves"): deep after split-set relearning 0.94 of the release's 33 held-out targets
-    (0.82 with that plainer margin), GPT-2 0.85 of 20 (0.75), Qwen3 0.83 of 18 (0.67), SmolLM2-135M
-    0.82 of 17 (0.71), at 1.6-2.6x GA's time per target (1.1-2.1x); an 11-request sequence ended at
-    accuracy 0.965, every target deep. ``--param overshoot=1 --param lookahead=off`` gives the
-    plainer margin back, ``overshoot=0 heal=0`` the plain loop."""
-
-    grid: list[float] = Field(default_factory=lambda: [4, 8, 16, 32, 64, 128])
+    grid: list[float] = spec_grid("du_loop")
     schedule: Literal["linear", "constant"] | None = Field(
         "constant", description="lr schedule; du_loop's default is constant (None: the protocol's)")
     round_steps: int = Field(1, ge=1, description="optimiser steps between two probes of the watched facts")
-    lr_scale: float = Field(0.5, gt=0, description="the learning rate is the base's times this")
+    lr_scale: float = Field(0.5, gt=0, description="the learning rate is the base's times this (an explicit "
+                            "lr too: deepunlearn.unlearn.lr)")
     overshoot: float = Field(
         2.0, ge=0, description="once every target is out of the closure after s steps, go on unlearning the "
         "targets and their last chosen sets for ceil(overshoot * s) more steps (within the budget) before "
@@ -181,10 +163,10 @@ class _RuleAware(GradientUnlearner):
             raise UnlearnError(f"{self.name}: unknown base {self.params.base!r}; expected one of {', '.join(BASES)}",
                                field="base")
         self.base = cls(None, grid=[1], retain="none", retain_size=self.params.retain_size)
-        # the base's learning rate policy (NPO runs at twice GA's rate, as in the paper), scaled
-        scale = getattr(self.params, "lr_scale", 1.0) * BASE_LR_FACTOR.get(cls.name, 1.0)
-        self.paper_lr, self.paper_lr_large = cls.paper_lr * scale, cls.paper_lr_large * scale
-        self.paper_lr_ratio = cls.paper_lr_ratio * scale
+        # the base's rate (NPO runs at twice GA's rate, as in the paper) times this method's multiplier,
+        # which applies to an explicit rate too (deepunlearn.unlearn.lr)
+        self.paper_lr, self.paper_lr_large, self.paper_lr_ratio = cls.paper_lr, cls.paper_lr_large, cls.paper_lr_ratio
+        self.lr_multiplier = getattr(self.params, "lr_scale", 1.0) * BASE_LR_FACTOR.get(cls.name, 1.0)
 
     @property
     def uses_retain(self) -> bool:

@@ -7,11 +7,14 @@ from __future__ import annotations
 from .base import register_method
 from .ga import GAParams, GradientAscent
 from .npo import NPO, NPOParams
+from .params import spec_grid
 
 
 class GradDiffParams(GAParams):
-    """GA's grid (1, 2, 4, 8, 16 steps); the retain term is the method's ``default_retain``, NLL
-    with weight 1 and 8 retain facts a step."""
+    """The catalogue's grid (GA's: 1, 2, 4, 8, 16 steps); the retain term is the method's
+    ``default_retain``, NLL with weight 1 and 8 retain facts a step."""
+
+    grid: list[float] = spec_grid("graddiff")
 
 
 @register_method
@@ -22,8 +25,10 @@ class GradDiff(GradientAscent):
 
 
 class NPOGDRParams(NPOParams):
-    """NPO's grid and beta = 0.1; the retain term is the method's ``default_retain``, NLL with
-    weight 1 (MUSE's NPO_GDR)."""
+    """The catalogue's grid (NPO's) and beta = 0.1; the retain term is the method's
+    ``default_retain``, NLL with weight 1 (MUSE's NPO_GDR)."""
+
+    grid: list[float] = spec_grid("npo_gdr")
 
 
 @register_method

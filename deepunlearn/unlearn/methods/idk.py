@@ -20,6 +20,7 @@ from pydantic import Field
 
 from ..losses import nll_loss
 from .base import GradientUnlearner, MethodParams, Session, UnlearnError, register_method
+from .params import spec_grid
 
 #: Refusals in the style of TOFU's ``idontknow.jsonl`` (written for this project).
 REFUSALS: tuple[str, ...] = (
@@ -53,7 +54,7 @@ class IDKParams(MethodParams):
     """GA's grid (1, 2, 4, 8, 16 steps), TOFU's retain NLL with weight 1, 8 retain facts a step;
     ``seed`` seeds the refusal draws."""
 
-    grid: list[float] = Field(default_factory=lambda: [1, 2, 4, 8, 16])
+    grid: list[float] = spec_grid("idk")
     seed: int = Field(0, description="seeds the refusal drawn per forget fact and step")
 
 
@@ -64,10 +65,6 @@ class IDK(GradientUnlearner):
     name = "idk"
     Params = IDKParams
     default_retain = "nll"
-    # TOFU unlearns with IDK at its finetuning rate (1e-5 for its 7B models), as GA here
-    paper_lr = 2e-5
-    paper_lr_large = 1e-5
-    paper_lr_ratio = 1.0
 
     def pairs(self, session: Session) -> list[tuple[str, str]]:
         """This step's (forget question, refusal) pairs, one per fact of the forget set."""

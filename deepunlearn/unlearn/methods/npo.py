@@ -8,12 +8,13 @@ from pydantic import Field
 
 from ..losses import npo_loss, sequence_logprob
 from .base import GradientUnlearner, MethodParams, Session, register_method
+from .params import spec_grid
 
 
 class NPOParams(MethodParams):
     """The paper's grid: T in {1, 2, 4, 8, 16} optimiser steps; beta = 0.1."""
 
-    grid: list[float] = Field(default_factory=lambda: [1, 2, 4, 8, 16])
+    grid: list[float] = spec_grid("npo")
     beta: float = Field(0.1, gt=0)
 
 
@@ -26,12 +27,10 @@ class NPO(GradientUnlearner):
 
     name = "npo"
     Params = NPOParams
-    paper_lr = 4e-5  # appendix D: NPO uses twice GA's learning rate
-    paper_lr_large = 2e-5
-    paper_lr_ratio = 2.0
 
+    #: the original model's log-likelihood of the forget rows, and of each row by its key (set by prepare)
     ref_logp: torch.Tensor | None = None
-    ref_by_id: dict = {}
+    ref_by_id: dict | None = None
 
     def prepare(self, session: Session) -> None:
         """The original model's log-likelihood of every forget row, kept per row key (fact, form)
@@ -41,9 +40,9 @@ class NPO(GradientUnlearner):
         self.ref_by_id = dict(zip(session.rows(), self.ref_logp))
 
     def reference(self, session: Session) -> torch.Tensor:
-        keys = session.rows()
-        if keys and len(keys) == session.batch["input_ids"].shape[0] and all(k in self.ref_by_id for k in keys):
-            return torch.stack([self.ref_by_id[k] for k in keys])
+        keys, by_id = session.rows(), self.ref_by_id or {}
+        if keys and len(keys) == session.batch["input_ids"].shape[0] and all(k in by_id for k in keys):
+            return torch.stack([by_id[k] for k in keys])
         return self.ref_logp
 
     def loss(self, session: Session):

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -16,8 +16,8 @@ class UnlearnError(UserError, ValueError):
 
 class MethodParams(BaseModel):
     """Hyper-parameters every method has. ``grid``: the values probed (step counts for GA/NPO,
-    ``alpha`` for TV/WHP). ``lr=None`` picks the learning rate by the rule of
-    :func:`deepunlearn.unlearn.lr.choose_lr`. The optimisation settings left at ``None`` come from
+    ``alpha`` for TV/WHP). ``lr``: the method's explicit base rate (None: the run's, else the
+    rule's); the method's ``lr_multiplier`` applies to it (:mod:`deepunlearn.unlearn.lr`). The optimisation settings left at ``None`` come from
     the run's protocol (:class:`~deepunlearn.probe.protocol.Protocol`: the reference's AdamW with
     weight decay 0.01, no clipping, a linear schedule over the grid's largest step count).
     ``sam_rho > 0`` makes every optimiser step of a gradient method sharpness-aware
@@ -27,7 +27,8 @@ class MethodParams(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     grid: list[float]
-    lr: float | None = Field(None, gt=0)
+    lr: float | None = Field(None, gt=0, description="base learning rate, times the method's multiplier "
+                             "(du_loop: lr_scale); None: the run's, else the rule's (deepunlearn.unlearn.lr)")
     max_grad_norm: float | None = Field(None, ge=0, description="gradient clipping; 0: none; None: the protocol's")
     weight_decay: float | None = Field(None, ge=0, description="AdamW weight decay; None: the protocol's")
     schedule: Literal["linear", "constant"] | None = Field(None, description="lr schedule; None: the protocol's")
@@ -39,6 +40,19 @@ class MethodParams(BaseModel):
     retain_size: int = Field(8, ge=1, description="retain facts drawn per optimiser step")
     sam_rho: float = Field(0.0, ge=0, description="sharpness-aware minimisation's radius for a gradient method's "
                            "steps (the gradient taken at w + rho * g / ||g||); 0: off")
+
+
+def spec_grid(method: str) -> Any:
+    """The ``grid`` field of a method's ``Params``: its default is the grid of the method's
+    catalogue spec (:class:`~deepunlearn.unlearn.methods.catalog.MethodSpec`), read when a
+    ``Params`` is made, so the spec is the one place a default grid is written."""
+    def default() -> list[float]:
+        from .catalog import get_spec
+
+        spec = get_spec(method)  # a strength is a float, a step count a whole number
+        return [float(g) if spec.kind == "strength" else int(g) for g in spec.grid]
+
+    return Field(default_factory=default)
 
 
 def show_values(values: Sequence) -> str:

@@ -49,6 +49,7 @@ from pydantic import Field
 
 from ..losses import IGNORE_INDEX, masked_mse
 from .base import GradientUnlearner, MethodParams, Session, Step, UnlearnError, register_method
+from .params import spec_grid
 from .retain import RetainPoolError, retain_term
 
 
@@ -57,7 +58,7 @@ class RMUParams(MethodParams):
     mean norm, the MLP output projections of layers l-2..l, α = 1 on the retain activations, 8
     retain facts a step."""
 
-    grid: list[float] = Field(default_factory=lambda: [1, 2, 4, 8, 16])
+    grid: list[float] = spec_grid("rmu")
     layer: int | None = Field(None, ge=0, description="decoder layer l (0-based); None: (n_layers - 1) // 2")
     steering: float = Field(4.0, gt=0, description="c = steering x the mean norm of the original forget "
                             "activations at layer l")
@@ -134,9 +135,6 @@ class RMU(GradientUnlearner):
     name = "rmu"
     Params = RMUParams
     default_retain = "activations"
-    paper_lr = 5e-5
-    paper_lr_large = 5e-5
-    paper_lr_ratio = 2.5
 
     layer: int = 0
     control: torch.Tensor | None = None

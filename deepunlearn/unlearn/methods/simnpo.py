@@ -21,13 +21,14 @@ from pydantic import Field
 
 from ..losses import sequence_logprob, simnpo_loss
 from .base import GradientUnlearner, MethodParams, Session, register_method
+from .params import spec_grid
 
 
 class SimNPOParams(MethodParams):
     """GA's grid (1, 2, 4, 8, 16 steps); open-unlearning's TOFU defaults: β = 4.5, margin γ = 0,
     forget weight 0.125, retain NLL with weight 1."""
 
-    grid: list[float] = Field(default_factory=lambda: [1, 2, 4, 8, 16])
+    grid: list[float] = spec_grid("simnpo")
     beta: float = Field(4.5, gt=0, description="inverse temperature of the length-normalised reward")
     gamma: float = Field(0.0, ge=0, description="reward margin (open-unlearning's delta times beta)")
     forget_weight: float = Field(0.125, gt=0, description="weight of the forget loss (open-unlearning's gamma, "
@@ -42,11 +43,6 @@ class SimNPO(GradientUnlearner):
     name = "simnpo"
     Params = SimNPOParams
     default_retain = "nll"
-    # Adam makes the step size nearly independent of the loss's scale, so SimNPO unlearns at GA's
-    # rate (the authors' TOFU runs use 1e-5 on 7B models, as the paper's finetuning rate)
-    paper_lr = 2e-5
-    paper_lr_large = 1e-5
-    paper_lr_ratio = 1.0
 
     def loss(self, session: Session):
         logp, n = sequence_logprob(session.logits(), session.batch["labels"])

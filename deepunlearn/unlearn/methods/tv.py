@@ -18,16 +18,16 @@ from __future__ import annotations
 from typing import Iterator, Mapping, Sequence
 
 import torch
-from pydantic import Field
 
 from .base import Session, Step, register_method
+from .params import spec_grid
 from .reinforced import ReinforcedParams, ReinforcedUnlearner
 
 
 class TVParams(ReinforcedParams):
     """The paper's grid for Phi-1.5 / Llama: alpha in {0.2, 0.5, 1, 5, 10}; 10 reinforcing steps."""
 
-    grid: list[float] = Field(default_factory=lambda: [0.2, 0.5, 1.0, 5.0, 10.0])
+    grid: list[float] = spec_grid("tv")
 
 
 def negate_task_vector(
@@ -59,9 +59,6 @@ def negate_task_vector(
 class TaskVector(ReinforcedUnlearner):
     name = "tv"
     Params = TVParams
-    paper_lr = 2e-5
-    paper_lr_large = 1e-5
-    paper_lr_ratio = 1.0
 
     def trajectory(self, session: Session, grid: Sequence[float]) -> Iterator[Step]:
         alphas = self.begin(session, grid)

@@ -26,6 +26,7 @@ import torch
 from pydantic import Field
 
 from .base import Session, Step, register_method
+from .params import spec_grid
 from .reinforced import ReinforcedParams, ReinforcedUnlearner
 
 
@@ -36,7 +37,7 @@ LOGIT_GRID = [0.5, 1.0, 5.0, 10.0, 100.0, 1000.0]
 class WHPParams(ReinforcedParams):
     """The paper's grid: alpha in {10, 1e3, 1e5, 1e7, 1e8}; 10 reinforcing steps."""
 
-    grid: list[float] = Field(default_factory=lambda: [1e1, 1e3, 1e5, 1e7, 1e8])
+    grid: list[float] = spec_grid("whp")
     space: Literal["prob", "logit"] = Field(
         "prob", description="prob: paper eq. 3 on probabilities; logit: the repository's current logit mix")
 
@@ -110,9 +111,6 @@ class WHPForward:
 class WhoIsHarryPotter(ReinforcedUnlearner):
     name = "whp"
     Params = WHPParams
-    paper_lr = 2e-5
-    paper_lr_large = 1e-5
-    paper_lr_ratio = 1.0
 
     def trajectory(self, session: Session, grid: Sequence[float]) -> Iterator[Step]:
         alphas = self.begin(session, grid)

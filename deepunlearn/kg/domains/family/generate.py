@@ -162,22 +162,48 @@ def generate_family(
 ) -> KnowledgeBase | tuple[KnowledgeBase, list[Fact]]:
     """A synthetic EDU-RELAT-like family KB with exactly ``people`` people.
 
-    Family facts ``(o1, r, o2)`` ("o2 is o1's r") over the 11 family relations, part of
-    the true relations (the rest derivable by the ``family`` rules); three biography facts
-    per person (birthyear, birthplace "<State> state", job); ``targets_per_relation``
-    targets per family relation. ``metadata`` records the generator, seed, parameters,
-    the rule set that completes the KB (``"family"``) and ``stats`` (true and stored
-    family facts, family trees). With ``return_truth`` also return every true family
-    relation (stored or not) as a list of facts. ``params.names`` says how people get their
-    surnames (``inherited``, the paper's, or ``independent``); ``questions`` how the functional
-    relations are asked (``relation``, the paper's "Who is {o2} to {o1}?" -> "father", or ``entity``:
-    "Who is {o1}'s father?" -> the person; :mod:`.questions`, recorded in ``metadata["questions"]``).
+    Family facts ``(o1, r, o2)`` ("o2 is o1's r") over the 11 family relations, part of the true
+    relations (the rest derivable by the ``family`` rules); three biography facts per person
+    (birthyear, birthplace "<State> state", job); ``targets_per_relation`` targets per family
+    relation.
 
+    Parameters
+    ----------
+    people : int
+        How many people (at least 1).
+    seed : int, default 0
+        Seeds every draw (at least 0): the same seed gives the same KB.
+    params : FamilyParams, optional
+        The generator's parameters (:class:`~deepunlearn.kg.domains.family.params.FamilyParams`);
+        ``params.names`` says how people get their surnames (``inherited``, the paper's, or
+        ``independent``).
+    return_truth : bool, default False
+        Also return every true family relation, stored or not.
+    questions : {"relation", "entity"}, default "relation"
+        How the functional relations are asked: ``relation``, the paper's "Who is {o2} to {o1}?"
+        -> "father", or ``entity``, "Who is {o1}'s father?" -> the person (:mod:`.questions`).
+
+    Returns
+    -------
+    KnowledgeBase or tuple of (KnowledgeBase, list of Fact)
+        The KB, whose ``metadata`` records the generator, seed, parameters, the rule set that
+        completes it (``"family"``), ``questions`` and ``stats`` (true and stored family facts,
+        family trees); with ``return_truth``, also the true family facts.
+
+    Raises
+    ------
+    KBError
+        ``people`` below 1, ``seed`` below 0, or ``questions`` not one of the two.
+
+    Examples
+    --------
     >>> kb, truth = generate_family(40, seed=1, return_truth=True)
     >>> len(kb.entities), sum(1 for _, r, _ in kb.facts if r == "job")
     (40, 40)
     >>> set(f for f in kb.facts if kb.relations[f[1]].kind == "entity") <= set(truth)
     True
+    >>> generate_family(20, seed=7).probe(18).question
+    'Who is Hayden Rollins to Oscar Rollins?'
     """
     params = params or FamilyParams()
     if people < 1:
