@@ -24,12 +24,18 @@ target after 2-4 steps and losing 3-7 % of the other known facts, while 3e-4 los
    factor and the LoRA factor say which rate to use when none is given: an explicit rate is taken
    as it is, for the mode and the model it is given for.
 
-**The method's multiplier** then multiplies the base rate, explicit or not: a method that runs
+**The method's multiplier** then multiplies the rule's rate (2 and 3): a method that runs
 another method's loss at a rate relative to it says so in ``lr_multiplier``. The rule-aware
 methods (``du_oracle``, ``du_loop``) take their base's rate (NPO's rule for an NPO base) times
 :data:`~deepunlearn.unlearn.methods.du.BASE_LR_FACTOR` for their base (RMU: 16) times
 ``lr_scale`` (``du_loop``: 0.5; ``du_oracle`` has none: 1). Every other built-in method's
-multiplier is 1. So ``--lr 1e-4`` runs GA and NPO at 1e-4, and ``du_loop`` at 5e-5.
+multiplier is 1.
+
+**An explicit rate is the rate the method runs at**: no paper ratio, from-scratch factor, LoRA
+factor or multiplier touches it. So ``--lr 1e-4`` runs GA, NPO and ``du_loop`` at 1e-4, as an
+optimiser's ``lr`` would, and a result measured with an explicit rate reproduces with it; to
+run ``du_loop`` at half the rate of the other methods of a sweep, give it its own ``lr``
+(``[params] du_loop.lr``).
 
 Examples
 --------
@@ -49,7 +55,7 @@ LearningRate(value=4e-05, source='paper')
 LearningRate(value=0.0003, source='given')
 >>> loop = get_method("du_loop")()
 >>> loop.lr_multiplier, choose_lr(loop, meta=tiny, n_params=10).value, choose_lr(loop, meta=tiny, n_params=10, lr=3e-4)
-(0.5, 0.0001, LearningRate(value=0.00015, source='given'))
+(0.5, 0.0001, LearningRate(value=0.0003, source='given'))
 """
 
 from __future__ import annotations
@@ -101,16 +107,17 @@ def choose_lr(method, *, meta: Mapping[str, Any] | None, n_params: int, lr: floa
     n_params : int
         The model's parameter count (5B or more: the paper's 7-8B rates).
     lr : float, optional
-        An explicit base rate; else the rule's: the paper ratio times the recorded training rate
-        (times 1/10 for a model trained from scratch), else the paper's rate.
+        An explicit rate, used as it is; else the rule's: the paper ratio times the recorded
+        training rate (times 1/10 for a model trained from scratch), else the paper's rate, times
+        the method's ``lr_multiplier``.
     lora : bool, default False
         LoRA mode: the rule's base rate times :data:`LORA_LR_FACTOR` (an explicit one stays).
 
     Returns
     -------
     LearningRate
-        The base rate times the method's ``lr_multiplier``, and where the base came from
-        (``given``, ``checkpoint`` or ``paper``).
+        The explicit rate, else the rule's base rate times the method's ``lr_multiplier``, and
+        where it came from (``given``, ``checkpoint`` or ``paper``).
 
     Raises
     ------
@@ -123,7 +130,7 @@ def choose_lr(method, *, meta: Mapping[str, Any] | None, n_params: int, lr: floa
     >>> choose_lr(get_method("npo"), meta={"origin": "tiny", "training": {"lr": 1e-3}}, n_params=10)
     LearningRate(value=0.0002, source='checkpoint')
     >>> choose_lr(get_method("du_loop")(), meta=None, n_params=10, lr=1e-4, lora=True)
-    LearningRate(value=5e-05, source='given')
+    LearningRate(value=0.0001, source='given')
     >>> choose_lr(get_method("ga"), meta=None, n_params=10, lr=-1.0)
     Traceback (most recent call last):
     ...
@@ -133,7 +140,7 @@ def choose_lr(method, *, meta: Mapping[str, Any] | None, n_params: int, lr: floa
     if lr is not None:
         if lr <= 0:
             raise ValueError(f"learning rate must be positive, got {lr}")
-        return LearningRate(float(lr) if multiplier == 1.0 else _tidy(lr * multiplier), "given")
+        return LearningRate(float(lr), "given")
     factor = LORA_LR_FACTOR if lora else 1.0
     trained = training_lr(meta)
     if trained is not None:

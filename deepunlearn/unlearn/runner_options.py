@@ -58,8 +58,8 @@ class SetOptions:
 class TrainOptions:
     """How the methods change the model.
 
-    ``lr``: the base learning rate of every method without its own, times the method's multiplier
-    (``None``: the rule of :mod:`deepunlearn.unlearn.lr`);
+    ``lr``: the explicit learning rate of every method without its own, used as given (``None``: the
+    rule of :mod:`deepunlearn.unlearn.lr`, with the method's multiplier);
     ``lora``: train a LoRA adapter (``lora_params``) instead of the full weights (GA, NPO), or
     reinforce the target into one and scale it by ``-alpha`` (TV) or switch it off and on (WHP);
     the adapter is removed after each run, so no weight snapshot is taken; ``unlearn_forms``:

@@ -55,11 +55,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         f"for {kinds['strength']} (finite, >= 0; 0 is the unchanged model); default: the method's "
                         "(the paper's for ga, npo, tv, whp)")
     p.add_argument("--lr", type=positive_float, default=None,
-                   help="peak base learning rate, times the method's own multiplier (du_loop: lr_scale 0.5; a "
-                        "rule-aware method on an RMU base: 16x); default: the paper's ratio to the training lr the "
-                        "checkpoint records (GA/TV/WHP 1x, NPO 2x; a tenth of that for models trained from "
-                        "scratch), else the paper's (2e-5, NPO 4e-5; half for 7-8B models); with --lora the "
-                        "default is 10x that (deepunlearn.unlearn.lr)")
+                   help="peak learning rate, used as given by every method (explicit: no ratio or multiplier applies); "
+                        "default: the paper's ratio to the training lr the checkpoint records (GA/TV/WHP 1x, NPO "
+                        "2x; a tenth of that for models trained from scratch), else the paper's (2e-5, NPO 4e-5; "
+                        "half for 7-8B models); with --lora the default is 10x that; a rule-aware method's "
+                        "default is its base's times its multiplier (du_loop: lr_scale 0.5; on an RMU base: "
+                        "16x) (deepunlearn.unlearn.lr)")
     p.add_argument("--protocol", choices=PROTOCOLS, default="default",
                    help="protocol preset: default; reference (the paper's code: linear schedule with a zero-lr "
                         "warm-up step, generate probe, K = the KB, the release's sets, first-set ties); or pretrained "

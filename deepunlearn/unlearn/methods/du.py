@@ -46,8 +46,8 @@ from .params import spec_grid
 
 #: base losses a rule-aware method can use (the catalogue's ``base`` methods)
 BASES = catalog.bases()
-#: a base's learning rate as a rule-aware base, relative to its own rate (given or by the rule; a factor of
-#: the method's ``lr_multiplier``, :mod:`deepunlearn.unlearn.lr`): RMU at its own rate (the
+#: a base's learning rate as a rule-aware base, relative to its own rule's rate (a factor of the method's
+#: ``lr_multiplier``, which an explicit rate replaces: :mod:`deepunlearn.unlearn.lr`): RMU at its own rate (the
 #: rule's 2.5e-4 on a checkpoint finetuned at 1e-3) changed nothing in 16 steps on the release's first
 #: five targets; 16x (du_loop's half rate: 2e-3) forgot 3 of the 5 targets in 16 steps at accuracy 0.98
 #: (docs/results.md); 4e-3 collapsed the model
@@ -85,8 +85,8 @@ class DULoopParams(DUParams):
     schedule: Literal["linear", "constant"] | None = Field(
         "constant", description="lr schedule; du_loop's default is constant (None: the protocol's)")
     round_steps: int = Field(1, ge=1, description="optimiser steps between two probes of the watched facts")
-    lr_scale: float = Field(0.5, gt=0, description="the learning rate is the base's times this (an explicit "
-                            "lr too: deepunlearn.unlearn.lr)")
+    lr_scale: float = Field(0.5, gt=0, description="the learning rate is the base's by the rule times this; an "
+                            "explicit lr is used as given (deepunlearn.unlearn.lr)")
     overshoot: float = Field(
         2.0, ge=0, description="once every target is out of the closure after s steps, go on unlearning the "
         "targets and their last chosen sets for ceil(overshoot * s) more steps (within the budget) before "
@@ -163,8 +163,8 @@ class _RuleAware(GradientUnlearner):
             raise UnlearnError(f"{self.name}: unknown base {self.params.base!r}; expected one of {', '.join(BASES)}",
                                field="base")
         self.base = cls(None, grid=[1], retain="none", retain_size=self.params.retain_size)
-        # the base's rate (NPO runs at twice GA's rate, as in the paper) times this method's multiplier,
-        # which applies to an explicit rate too (deepunlearn.unlearn.lr)
+        # the base's rate by the rule (NPO runs at twice GA's rate, as in the paper) times this method's
+        # multiplier; an explicit rate replaces both (deepunlearn.unlearn.lr)
         self.paper_lr, self.paper_lr_large, self.paper_lr_ratio = cls.paper_lr, cls.paper_lr_large, cls.paper_lr_ratio
         self.lr_multiplier = getattr(self.params, "lr_scale", 1.0) * BASE_LR_FACTOR.get(cls.name, 1.0)
 

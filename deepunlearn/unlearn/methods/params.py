@@ -16,8 +16,8 @@ class UnlearnError(UserError, ValueError):
 
 class MethodParams(BaseModel):
     """Hyper-parameters every method has. ``grid``: the values probed (step counts for GA/NPO,
-    ``alpha`` for TV/WHP). ``lr``: the method's explicit base rate (None: the run's, else the
-    rule's); the method's ``lr_multiplier`` applies to it (:mod:`deepunlearn.unlearn.lr`). The optimisation settings left at ``None`` come from
+    ``alpha`` for TV/WHP). ``lr``: the method's explicit rate, used as given (None: the run's, else
+    the rule's times the method's ``lr_multiplier``: :mod:`deepunlearn.unlearn.lr`). The optimisation settings left at ``None`` come from
     the run's protocol (:class:`~deepunlearn.probe.protocol.Protocol`: the reference's AdamW with
     weight decay 0.01, no clipping, a linear schedule over the grid's largest step count).
     ``sam_rho > 0`` makes every optimiser step of a gradient method sharpness-aware
@@ -27,8 +27,8 @@ class MethodParams(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
     grid: list[float]
-    lr: float | None = Field(None, gt=0, description="base learning rate, times the method's multiplier "
-                             "(du_loop: lr_scale); None: the run's, else the rule's (deepunlearn.unlearn.lr)")
+    lr: float | None = Field(None, gt=0, description="explicit learning rate, used as given; None: the run's, else "
+                             "the rule's times the method's multiplier (du_loop: lr_scale) (deepunlearn.unlearn.lr)")
     max_grad_norm: float | None = Field(None, ge=0, description="gradient clipping; 0: none; None: the protocol's")
     weight_decay: float | None = Field(None, ge=0, description="AdamW weight decay; None: the protocol's")
     schedule: Literal["linear", "constant"] | None = Field(None, description="lr schedule; None: the protocol's")
