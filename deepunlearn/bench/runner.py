@@ -46,7 +46,7 @@ from .scheduling import grids_with_baselines, plan_jobs  # noqa: F401  (plan_job
 from .target_selection import select_targets  # noqa: F401  (re-exported)
 from .progress import SweepBar
 from .metrics import summarize
-from .store import Point, ResultsStore
+from .store import Point, ResultsStore, known_key
 
 MANIFEST = "manifest.json"
 RESOLVED_CONFIG = "config.yaml"
@@ -299,6 +299,8 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
                                 f"{job.model}: {ev.get('reason')}")
             elif kind == "status":
                 bar.message(ev.get("text", ""))
+            elif kind == "known":  # the model's K: the report draws what survives in it
+                store.set_meta({known_key(job.model, job.run_seed): json.dumps(ev["ids"])})
             bar.postfix(f"{job.model} {job.method} target {job.target}")
 
         if resumed and progress:
