@@ -154,6 +154,10 @@ def _finish(args: argparse.Namespace, outcome, methods, cfg, tracker=None) -> in
             outcome.summary, methods=methods)
     protocols = {m.name: cfg.protocol_for(m).name for m in cfg.models}
     obj = result_json(outcome, report, protocols)
+    tracked = ""
+    if tracker is not None:
+        obj["tracker"] = tracker.describe()
+        tracked = f"\ntracker: {obj['tracker']['kind']} {obj['tracker']['uri']} (sweep run {obj['tracker']['run_id']})"
     if has_forgetting_checks(outcome.points):  # primary vs adversarial recall, attacks
         checks = forgetting_table(outcome.points)
         table += ("\n\nHas it really forgotten? (mean recall at each target's last grid point)\n"
@@ -162,7 +166,7 @@ def _finish(args: argparse.Namespace, outcome, methods, cfg, tracker=None) -> in
     if args.json:
         print(table, file=sys.stderr)
     used = ", ".join(f"{m} {p}" for m, p in protocols.items())
-    emit(args, obj, lambda: f"{table}\n\nprotocol: {used}\nreport: {report}\nresults: {outcome.output}")
+    emit(args, obj, lambda: f"{table}\n\nprotocol: {used}\nreport: {report}\nresults: {outcome.output}{tracked}")
     return 0
 
 

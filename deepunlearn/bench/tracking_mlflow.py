@@ -185,6 +185,12 @@ class MlflowTracker:
         if self.sweep_run is not None:
             self._guard(artifacts)
 
+    def describe(self) -> dict[str, Any]:
+        """The command's ``tracker`` JSON: kind, store URI, experiment and sweep run id, and
+        whether it stopped on a failure."""
+        return {"kind": "mlflow", "uri": self.uri, "experiment": getattr(self, "experiment", None),
+                "run_id": self.sweep_run, "failed": self.failed}
+
     # ------------------------------------------------------------------ points
     def _sync(self, points: Sequence[Any]) -> None:
         from mlflow.entities import Metric

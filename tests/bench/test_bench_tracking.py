@@ -118,12 +118,15 @@ def test_bench_tracker_mlflow_defaults_to_a_sqlite_store_in_the_sweep_folder(swe
     monkeypatch.chdir(tmp_path)
     assert main(["bench", "--config", str(sweep_files()), "--quiet", "--tracker", "mlflow", "--json"]) == 0
     out = tmp_path / "out"
-    assert json.loads(capsys.readouterr().out)["points"] == 8
+    obj = json.loads(capsys.readouterr().out)
+    assert obj["points"] == 8
     client, runs = _runs(f"sqlite:///{out / 'mlflow.db'}")
+    assert obj["tracker"] == {"kind": "mlflow", "uri": f"sqlite:///{out / 'mlflow.db'}", "failed": False,
+                              "experiment": runs["sweep"][0].info.experiment_id, "run_id": runs["sweep"][0].info.run_id}
     assert len(runs["sweep"]) == 1 and len(runs["trajectory"]) == 4
     _check_against_store(client, runs, out, load_config(sweep_files()))
     arts = {a.path for a in client.list_artifacts(runs["sweep"][0].info.run_id, "report")}
-    assert {"report/report.md", "report/summary.json", "report/points.csv"} <= arts
+    assert {"report/report.md", "report/report.html", "report/summary.json", "report/points.csv"} <= arts
     assert {a.path for a in client.list_artifacts(runs["sweep"][0].info.run_id)} >= {"config.yaml", "manifest.json"}
     assert not (tmp_path / "mlruns").exists() and not (tmp_path / "mlartifacts").exists()  # nothing in the cwd
     assert (out / "mlartifacts").is_dir()
@@ -160,3 +163,28 @@ def test_an_unreachable_tracking_server_is_one_line(sweep_files, capsys, monkeyp
                                         "the tracking store")
     assert err.count("\n") == 1
 
+
+
+def test_a_tracker_failing_mid_sweep_is_one_warning_and_the_next_run_logs_what_it_missed(sweep_files, tmp_path):
+    cfg = load_config(sweep_files())
+    warnings: list[str] = []
+    tracker = open_tracker(parse_tracker(f"mlflow={tmp_path / 'mlruns'}"), cfg.output_dir, warn=warnings.append)
+
+    class Gone(FakeExecutor):  # the tracking server goes away after the sweep started
+        def run(self, spec, jobs, sink):
+            def fail(*a, **k):
+                raise RuntimeError("connection refused")
+
+            tracker.client.log_batch = fail
+            super().run(spec, jobs, sink)
+
+    assert run_sweep(cfg, executor=Gone(), progress=False, tracker=tracker).computed == 8
+    assert len(warnings) == 1 and "tracker mlflow" in warnings[0] and "connection refused" in warnings[0]
+    assert tracker.describe()["failed"] is True
+    client, runs = _runs((tmp_path / "mlruns").as_uri())
+    assert len(runs["trajectory"]) == 1  # the first point's run was created, then logging failed
+    assert run_sweep(cfg, executor=FakeExecutor(), progress=False,
+                     tracker=open_tracker(parse_tracker(f"mlflow={tmp_path / 'mlruns'}"), cfg.output_dir)).computed == 0
+    client, runs = _runs((tmp_path / "mlruns").as_uri())
+    assert len(runs["sweep"]) == 1 and len(runs["trajectory"]) == 4
+    assert len(_check_against_store(client, runs, cfg.output_dir, cfg)) == 8
