@@ -24,7 +24,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .tracking import (
+from .tracking_log import (
     KIND_TAG, SWEEP_ID_KEY, SWEEP_TAG, TRAJECTORY_TAG, TrackerError, config_params, grid_step, point_metrics,
     summary_metrics, trajectory_key,
 )
