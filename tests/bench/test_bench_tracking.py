@@ -188,3 +188,20 @@ def test_a_tracker_failing_mid_sweep_is_one_warning_and_the_next_run_logs_what_i
     client, runs = _runs((tmp_path / "mlruns").as_uri())
     assert len(runs["sweep"]) == 1 and len(runs["trajectory"]) == 4
     assert len(_check_against_store(client, runs, cfg.output_dir, cfg)) == 8
+
+
+def test_a_tracker_in_the_sweep_file_is_relative_to_it_and_the_flag_turns_it_off(sweep_files, tmp_path, capsys,
+                                                                                monkeypatch):
+    import deepunlearn.bench.runner as runner
+
+    monkeypatch.setattr(runner, "make_executor", lambda *a, **k: FakeExecutor())
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    path = sweep_files(extra='tracker = "mlflow=tracked"')  # a folder: MLflow's file store, beside the file
+    assert main(["bench", "--config", str(path), "--quiet", "--tracker", "none"]) == 0
+    assert not (tmp_path / "tracked").exists()
+    assert main(["bench", "--config", str(path), "--quiet"]) == 0
+    assert not (tmp_path / "elsewhere" / "tracked").exists()
+    client, runs = _runs((tmp_path / "tracked").as_uri())
+    assert len(runs["sweep"]) == 1 and len(runs["trajectory"]) == 4  # the points stored untracked, logged now
+    _check_against_store(client, runs, tmp_path / "out", load_config(path))
