@@ -105,8 +105,14 @@ def test_the_page_loads_clean_draws_curves_and_its_tables_sort_and_filter(report
         assert b.js("document.querySelectorAll('#curves .js-plotly-plot').length") == 1
         assert b.js("document.querySelectorAll('#curves .scatterlayer .trace').length") == 2
         assert b.js("document.getElementById('curves').querySelector('.js-plotly-plot').data[0].customdata[0][0]") == 1
-        # the surviving derivation of the first superficial target is drawn
-        assert b.js("document.getElementById('derivation').data.length") >= 3
+        # the surviving derivation of the first superficial target is drawn, and another's when it is chosen
+        drawn = "document.querySelectorAll('#derivation .scatterlayer .trace .point').length"
+        assert b.js("document.getElementById('derivation').data.length") >= 3 and b.js(drawn) >= 3
+        b.js("const s = document.getElementById('target-select'); s.value = s.options.length - 1;"
+             "s.dispatchEvent(new Event('change'))")
+        assert b.js("document.getElementById('target-curve').layout.title.text").startswith(
+            f"target {kb.targets[2]} ")
+        assert b.js(drawn) >= 3
         png = b.screenshot()
         # sort the points by recall, descending after a second click
         col = "Array.from(document.querySelectorAll('#points-table thead th')).map(h => h.dataset.col).indexOf('recall')"

@@ -104,10 +104,11 @@ function targetView(){
   }
   function drawGraph(){
     const t = D.targets[+sel.value]; const d = t && t.derivations[+dsel.value];
-    const box = document.getElementById('derivation');
-    if (!d) { Plotly.purge(box); box.textContent = t && !t.notes.length ?
-      'No derivation survives: at every point where the target is no longer answered, it is deep.' : ''; return; }
-    box.textContent = '';
+    const box = document.getElementById('derivation'), msg = document.getElementById('derivation-msg');
+    msg.textContent = !d && t && !t.notes.length ?
+      'No derivation survives: at every point where the target is no longer answered, it is deep.' : '';
+    box.hidden = !d;
+    if (!d) { Plotly.purge(box); return; }
     const g = d.graph, ex = [], ey = [];
     g.edges.forEach(([a, b]) => { ex.push(g.nodes[a].x, g.nodes[b].x, null); ey.push(g.nodes[a].y, g.nodes[b].y, null); });
     const KIND = {target: ['#d62728', 'target (no longer answered)'], derived: ['#ff7f0e', 'derived again'],
@@ -160,7 +161,8 @@ def html_page(data: Mapping[str, Any]) -> str:
         '<label>target <select id="target-select"></select></label>',
         '<div id="target-curve" class="plot"></div>',
         '<label>derivation <select id="derivation-select"></select></label>',
-        '<p id="target-notes" class="note"></p>', '<div id="derivation" class="graph"></div>',
+        '<p id="target-notes" class="note"></p>', '<p id="derivation-msg" class="note"></p>',
+        '<div id="derivation" class="graph"></div>',
         "<h2>Points</h2>", '<div id="points"></div>',
         f'<script type="application/json" id="report-data">{blob}</script>',
         f"<script>{get_plotlyjs()}</script>", f"<script>{_JS}</script>",
