@@ -94,7 +94,7 @@ function targetView(){
       marker: {symbol: pts.map(p => p[3] ? 'circle' : (p[4] ? 'x' : 'circle-open')), size: 9},
       customdata: pts.map(p => [p[0], p[3] ? '<br>deep' : (p[4] ? '<br>superficial' : '<br>target answered')]),
       hovertemplate: HOVER}));
-    Plotly.react('target-curve', traces, Object.assign({title: {text: 'target ' + t.id + ' ' + t.fact, x: 0.02, xanchor: 'left'}}, AXES),
+    Plotly.react('target-curve', traces, Object.assign({title: {text: 'target ' + t.id, x: 0.02, xanchor: 'left'}}, AXES),
                  {responsive: true, displaylogo: false});
     dsel.innerHTML = '';
     t.derivations.forEach((d, i) => { const o = document.createElement('option'); o.value = i; o.textContent = d.label;
@@ -109,9 +109,9 @@ function targetView(){
       'No derivation survives: at every point where the target is no longer answered, it is deep.' : '';
     box.hidden = !d;
     if (!d) { Plotly.purge(box); return; }
-    const g = d.graph, ex = [], ey = [];
+    const g = d.graph, ex = [], ey = [], xs = g.nodes.map(n => n.x), ys = g.nodes.map(n => n.y);
     g.edges.forEach(([a, b]) => { ex.push(g.nodes[a].x, g.nodes[b].x, null); ey.push(g.nodes[a].y, g.nodes[b].y, null); });
-    const KIND = {target: ['#d62728', 'target (no longer answered)'], derived: ['#ff7f0e', 'derived again'],
+    const KIND = {target: ['#d62728', 'target (no longer answered)'], derived: ['#ff7f0e', 'derived by the rules'],
                   known: ['#1f77b4', 'fact the model still knows'], rule: ['#7f7f7f', 'rule']};
     const traces = [{type: 'scatter', mode: 'lines', x: ex, y: ey, line: {color: '#999', width: 1.5},
                      hoverinfo: 'skip', showlegend: false}];
@@ -122,7 +122,8 @@ function targetView(){
         marker: {color: col, size: kind === 'rule' ? 9 : 15, symbol: kind === 'rule' ? 'diamond' : 'circle'},
         hovertext: ns.map(n => kind === 'rule' ? n.datalog : n.label + ' [' + n.fact + ']'), hoverinfo: 'text'}); });
     Plotly.react(box, traces, {title: {text: 'surviving derivation: ' + d.label, x: 0.02, xanchor: 'left'}, hovermode: 'closest',
-      xaxis: {visible: false}, yaxis: {visible: false}, margin: {l: 20, r: 20, t: 40, b: 20},
+      xaxis: {visible: false, range: [Math.min(...xs) - 0.9, Math.max(...xs) + 0.9]},
+      yaxis: {visible: false, range: [Math.min(...ys) - 0.4, 0.4]}, margin: {l: 20, r: 20, t: 40, b: 20},
       legend: {orientation: 'h'}}, {responsive: true, displaylogo: false});
   }
   sel.addEventListener('change', show); dsel.addEventListener('change', drawGraph);
