@@ -35,6 +35,7 @@ class Browser:
 
     def __init__(self, timeout: float = 60.0):
         self.timeout = timeout
+        binary = find_chromium()
         self.profile = tempfile.mkdtemp(prefix="chromium-profile-")
         to_child_r, self._w = os.pipe()
         self._r, from_child_w = os.pipe()
@@ -46,7 +47,7 @@ class Browser:
             os.dup2(a, 3)  # inheritable: they survive exec, the pipes' own ends (close-on-exec) do not
             os.dup2(b, 4)
 
-        self.proc = subprocess.Popen([find_chromium(), *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
+        self.proc = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={self.profile}", "about:blank"],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      preexec_fn=fds, close_fds=False)
         os.close(to_child_r)
