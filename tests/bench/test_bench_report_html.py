@@ -137,3 +137,30 @@ def test_the_page_loads_clean_draws_curves_and_its_tables_sort_and_filter(report
     # the curves' own colours (plotly's first two: the methods) are on the page
     assert any(abs(r - 31) + abs(g - 119) + abs(b_ - 180) < 30 for _, (r, g, b_) in colours)
     assert any(abs(r - 255) + abs(g - 127) + abs(b_ - 14) < 30 for _, (r, g, b_) in colours)
+
+
+def test_the_drawn_derivation_exists_exactly_when_the_rules_still_derive_the_target():
+    import random
+
+    from deepunlearn.bench.report.html_graph import surviving_tree
+
+    kb = deepunlearn.generate_family(8, seed=1)
+    graph = derivation_graph(kb, "family")
+    rng = random.Random(0)
+    drawn = 0
+    for t in range(len(kb.facts)):
+        cone = [int(f) for f in graph.cone(t).nodes if graph.in_k(int(f)) and int(f) != t]
+        for removed in ([t], [t, *rng.sample(cone, len(cone) // 2)], [t, *cone]):
+            tree = surviving_tree(graph, t, removed)
+            assert (tree is None) == (not derivable(graph, t, removed=removed)), (t, removed)
+            if tree is None:
+                continue
+            drawn += 1
+            nodes = tree["nodes"]
+            assert nodes[0]["kind"] == "target" and nodes[0]["fact"] == t
+            leaves = [n for n in nodes if n["kind"] == "known"]
+            assert leaves and all(n["fact"] not in removed and graph.in_k(n["fact"]) for n in leaves)
+            for a, b in tree["edges"]:  # fact -> rule -> fact, downwards
+                assert (nodes[a]["kind"] == "rule") != (nodes[b]["kind"] == "rule")
+                assert nodes[a]["y"] < nodes[b]["y"]
+    assert drawn > 10

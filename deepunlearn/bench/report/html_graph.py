@@ -22,7 +22,7 @@ def surviving_tree(graph, target: int, removed: Iterable[int]) -> dict[str, Any]
     Nodes: ``{"id", "kind" ("target", "derived", "known", "rule"), "label", "fact"?, "x", "y"}``;
     edges ``[from, to]`` (body fact to rule, rule to head)."""
     cone = graph.cone(int(target))
-    gone = set(cone.local(removed))
+    gone = set(cone.local(removed)) | {0}  # the target itself is no longer answered at such a point
     n = len(cone.nodes)
     level: list[int | None] = [0 if cone.base[f] and f not in gone else None for f in range(n)]
     changed = True
