@@ -24,6 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="sweep configuration (.toml, .yaml or .json): KB, rules, models, methods and grids, targets")
     p.add_argument("-o", "--output", default=None, metavar="DIR",
                    help="results folder (overrides the config's output; default: the config's, else ./bench-results)")
+    from .tracking import TRACKER_HELP
+
+    p.add_argument("--tracker", default=None, metavar="mlflow[=URI]",
+                   help=TRACKER_HELP + " (overrides the config's tracker)")
     _common(p)
     add_json(p)
     p.set_defaults(handler=_bench)
@@ -127,7 +131,7 @@ def _wrap_errors(fn):
     return handler
 
 
-def _finish(args: argparse.Namespace, outcome, methods, cfg) -> int:
+def _finish(args: argparse.Namespace, outcome, methods, cfg, tracker=None) -> int:
     from ..cli import emit
     from .report.forms import console_lines, forgetting_table, has_forgetting_checks
     from .metrics import format_du_table, format_table, json_safe
@@ -135,6 +139,12 @@ def _finish(args: argparse.Namespace, outcome, methods, cfg) -> int:
     from .report import nothing_evaluated_text, write_report
 
     report = write_report(outcome.output)
+    if tracker is not None:  # the points it missed, the summary and the report
+        from .store import ResultsStore
+
+        with ResultsStore(outcome.output, readonly=True) as store:
+            tracker.finish(store, outcome.summary, report.parent,
+                           [outcome.output / name for name in ("config.yaml", "manifest.json")])
     if not outcome.points:
         print(f"warning: {nothing_evaluated_text(outcome.skipped)}", file=sys.stderr)
     methods = _labels(outcome.summary, None if methods is None else with_oracle(methods, cfg.oracle))
@@ -144,6 +154,10 @@ def _finish(args: argparse.Namespace, outcome, methods, cfg) -> int:
             outcome.summary, methods=methods)
     protocols = {m.name: cfg.protocol_for(m).name for m in cfg.models}
     obj = result_json(outcome, report, protocols)
+    tracked = ""
+    if tracker is not None:
+        obj["tracker"] = tracker.describe()
+        tracked = f"\ntracker: {obj['tracker']['kind']} {obj['tracker']['uri']} (sweep run {obj['tracker']['run_id']})"
     if has_forgetting_checks(outcome.points):  # primary vs adversarial recall, attacks
         checks = forgetting_table(outcome.points)
         table += ("\n\nHas it really forgotten? (mean recall at each target's last grid point)\n"
@@ -152,7 +166,7 @@ def _finish(args: argparse.Namespace, outcome, methods, cfg) -> int:
     if args.json:
         print(table, file=sys.stderr)
     used = ", ".join(f"{m} {p}" for m, p in protocols.items())
-    emit(args, obj, lambda: f"{table}\n\nprotocol: {used}\nreport: {report}\nresults: {outcome.output}")
+    emit(args, obj, lambda: f"{table}\n\nprotocol: {used}\nreport: {report}\nresults: {outcome.output}{tracked}")
     return 0
 
 
@@ -186,8 +200,23 @@ def _bench(args: argparse.Namespace) -> int:
     where = "-o" if args.output is not None else f"--config {args.config}: output"
     out = check_output(cfg.output_dir, flag=where, **check)
     check_children(out, f"{where} {out}")
-    outcome = run_sweep(cfg, overwrite=args.overwrite, progress=not args.quiet)
-    return _finish(args, outcome, list(cfg.methods), cfg)
+    tracker = _tracker(args, cfg)
+    outcome = run_sweep(cfg, overwrite=args.overwrite, progress=not args.quiet, tracker=tracker)
+    return _finish(args, outcome, list(cfg.methods), cfg, tracker)
+
+
+def _tracker(args: argparse.Namespace, cfg):
+    """The sweep's tracker (``--tracker``, else the config's ``tracker``), opened before any work."""
+    from pathlib import Path
+
+    from .tracking import open_tracker, parse_tracker
+
+    if args.tracker is not None:
+        spec = parse_tracker(args.tracker)
+    else:
+        spec = parse_tracker(cfg.tracker, where=f"{args.config}: field tracker", base=Path(args.config).resolve().parent,
+                             file=args.config)
+    return None if spec is None else open_tracker(spec, cfg.output_dir)
 
 
 @_wrap_errors

@@ -71,6 +71,7 @@ from .grids import refuse_bools, unset_methods
 from .modelspec import ModelSpec, protocol_name, StrictModel, prompt_format
 from .oracle import ORACLE_HELP
 from .targets import TargetSpec
+from .tracking import TRACKER_HELP
 
 __all__ = ["ConfigError", "ModelSpec", "SweepConfig", "TargetSpec", "SET_NAMES", "PAPER_GRIDS", "GRID_PRESETS",
            "load_config", "parse_config", "prompt_format"]
@@ -138,6 +139,7 @@ class SweepConfig(StrictModel):
     cache_dir: str | None = Field(default=None, description="probe/minimal-set cache; default OUTPUT/cache")
     executor: Literal["local", "ray"] = "local"
     ray_address: str | None = Field(default=None, description="existing cluster ('auto', 'ray://host:10001'); None: local")
+    tracker: str | None = Field(default=None, description=TRACKER_HELP + "; a path is relative to this file")
 
     _source: str | None = PrivateAttr(default=None)
     #: methods whose [methods] grid was left empty (they get each model's default grid)

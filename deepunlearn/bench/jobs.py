@@ -155,6 +155,7 @@ class ModelWorker:
         if took:
             yield {"event": "status", "text": f"{job.model}: loaded, {len(runner.known)} of {len(self.kb)} facts known "
                                               f"({took:.1f} s)"}
+            yield {"event": "known", "ids": sorted(int(i) for i in runner.known)}  # K, for the report's derivations
         if job.mode != "single":
             yield from self._run_requests(runner, job)
             return

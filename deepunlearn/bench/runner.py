@@ -46,7 +46,7 @@ from .scheduling import grids_with_baselines, plan_jobs  # noqa: F401  (plan_job
 from .target_selection import select_targets  # noqa: F401  (re-exported)
 from .progress import SweepBar
 from .metrics import summarize
-from .store import Point, ResultsStore
+from .store import Point, ResultsStore, known_key
 
 MANIFEST = "manifest.json"
 RESOLVED_CONFIG = "config.yaml"
@@ -184,7 +184,7 @@ def _hub_like(path: str) -> bool:
 
 
 def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: bool = False,
-              progress: bool = True, kb: KnowledgeBase | None = None) -> SweepOutcome:
+              progress: bool = True, kb: KnowledgeBase | None = None, tracker=None) -> SweepOutcome:
     r"""Run (or resume) a sweep; see the module docstring. Returns the summary of all stored points.
 
     One model, one target, GA at one step (an untrained model with K = the whole KB, so that
@@ -202,6 +202,8 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
     (1, [('ga', 1, 1.0)], True)
     >>> run_sweep(deepunlearn.load_config(work / "sweep.toml"), progress=False).computed
     0
+
+    ``tracker`` (:mod:`.tracking`) gets every point as it is stored, and the points stored before.
     """
     t0 = time.perf_counter()
     if kb is None:
@@ -240,6 +242,8 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             store.clear()
         resumed = store.bind(fp, cfg.model_dump(mode="json"), overwrite=overwrite)
         record_models(store, models)
+        if tracker is not None:
+            tracker.start(store, cfg)
         atomic_write_text(out / RESOLVED_CONFIG, cfg.to_yaml())
         manifest_path = out / MANIFEST
         manifest = _read_manifest(manifest_path) if resumed else {"runs": []}
@@ -272,12 +276,16 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             nonlocal computed
             kind = ev.get("event")
             if kind == "point":
-                store.add_point(Point.from_dict({**ev["point"], "seed": job.run_seed}, model=job.model))
+                store.add_point(new := Point.from_dict({**ev["point"], "seed": job.run_seed}, model=job.model))
                 computed += 1
+                if tracker is not None:
+                    tracker.log_points([new])
                 bar.advance(1)
             elif kind == "points":  # a batch's rows of one grid value: one transaction
-                store.add_points([Point.from_dict({**d, "seed": job.run_seed}, model=job.model) for d in ev["points"]])
+                store.add_points(new := [Point.from_dict({**d, "seed": job.run_seed}, model=job.model) for d in ev["points"]])
                 computed += len(ev["points"])
+                if tracker is not None:
+                    tracker.log_points(new)
                 bar.advance(len(ev["points"]))
             elif kind == "done":
                 store.finish_job(*job.key, seed=job.run_seed)
@@ -291,6 +299,8 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
                                 f"{job.model}: {ev.get('reason')}")
             elif kind == "status":
                 bar.message(ev.get("text", ""))
+            elif kind == "known":  # the model's K: the report draws what survives in it
+                store.set_meta({known_key(job.model, job.run_seed): json.dumps(ev["ids"])})
             bar.postfix(f"{job.model} {job.method} target {job.target}")
 
         if resumed and progress:
@@ -304,6 +314,8 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             raise
         finally:
             bar.close()
+            if tracker is not None:
+                tracker.stop(run_rec["status"])
             run_rec.update({"ended": _dt.datetime.now().isoformat(timespec="seconds"), "points_computed": computed,
                             "seconds": round(time.perf_counter() - t0, 3)})
             _write_json_atomic(manifest_path, manifest)

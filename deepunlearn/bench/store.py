@@ -14,7 +14,8 @@ Why SQLite (WAL journal, one transaction per point) rather than JSON lines:
 Only the driver process writes (Ray workers stream their points back to it), so the file never
 needs a network file system.
 
-Tables: ``meta`` (schema version, config fingerprint, resolved config), ``points`` (one row per
+Tables: ``meta`` (schema version, config fingerprint, resolved config; a tracked sweep's
+``sweep_id``; each model's K per run seed, :func:`known_key`), ``points`` (one row per
 evaluated point), ``jobs`` (a finished or skipped (model, target, method) trajectory) and
 ``evaluations`` (an append-only log: one row per point the sweep computed, with the process that
 computed it; a resumed run that recomputed a finished point would show up here twice).
@@ -90,6 +91,12 @@ _ADDED_COLUMNS = {"measures": "TEXT", "accuracy_low": "REAL", "accuracy_high": "
 _POINT_COLUMNS = ("model", "target", "method", "param", *METRIC_COLUMNS, "target_forgotten", "forgotten", "exact",
                   "extra", "written_at", *_ADDED_COLUMNS, "seed")
 _JOB_COLUMNS = ("model", "target", "method", "status", "reason", "finished_at")
+
+
+def known_key(model: str, seed: int | None) -> str:
+    """The ``meta`` key of a model's K (the fact ids it knew before unlearning, a JSON list) for
+    one run seed: recorded when a sweep loads the model, read by the report's derivations."""
+    return f"known {model} seed {seed}"
 
 
 class StoreError(UserError, ValueError):

@@ -173,7 +173,8 @@ def test_sweep_with_every_target_skipped_reports_it(sweep_files, tmp_path, monke
     report = (tmp_path / "out" / "report" / "report.md").read_text()
     assert ("**No target could be evaluated: all 2 skipped** (4 job(s); the model does not know the target "
             "before unlearning).") in report
-    assert sorted(f.name for f in (tmp_path / "out" / "report").iterdir()) == ["points.csv", "report.md", "summary.json"]
+    assert sorted(f.name for f in (tmp_path / "out" / "report").iterdir()) == ["points.csv", "report.html", "report.md",
+                                                                         "summary.json"]
     assert not [f for f in (tmp_path / "out").iterdir() if f.name.startswith(".report")]
     assert main(["bench", "--config", path, "--quiet", "--json"]) == 0
     obj = _strict_json(capsys.readouterr().out)

@@ -15,6 +15,9 @@
 * "How much remains": likelihood, membership and reference-model measures (:mod:`.measures`,
   tables in :mod:`.measures_tables`, figures in :mod:`.measures_plots`).
 
+``report.html`` beside it is the same sweep as one interactive page (:mod:`.html`, its data
+:mod:`.html_data`, the surviving derivations :mod:`.html_graph`).
+
 What the sections share lives in :mod:`.tables` (markdown tables, number cells, method order) and
 :mod:`.plots` (colours, panel grids, legends, ticks, titles, saving). :func:`write_report` reads a
 stored sweep and calls :func:`build_report` (the ``bench`` and ``evaluate-report`` commands).
@@ -59,10 +62,11 @@ def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods
                  models: Sequence[str] | None = None,
                  config: Mapping[str, Any] | None = None, skipped: Mapping | None = None,
                  threshold: float = 0.8, title: str = "Deep unlearning benchmark",
-                 manifest: Mapping[str, Any] | None = None) -> Path:
+                 manifest: Mapping[str, Any] | None = None, known: Mapping[str, Sequence[int]] | None = None) -> Path:
     """Write ``report.md``, the figures, ``summary.json`` and ``points.csv`` into ``out_dir``;
     returns the path of ``report.md``. ``kb`` names the targets and their relations; the sweep's
-    ``manifest`` gives each model's protocol and grids (the Protocol section).
+    ``manifest`` gives each model's protocol and grids (the Protocol section); ``known``, each
+    model's K, lets ``report.html`` draw the derivations that survive.
 
     Everything is written into a temporary sibling folder first and each file then moved into
     ``out_dir`` (``os.replace``, report.md last): a report that fails half-way leaves the previous
@@ -79,7 +83,7 @@ def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods
     tmp.mkdir(mode=dir_mode())
     try:
         _build_into(tmp, points, kb=kb, methods=methods, models=models, config=config, skipped=skipped,
-                    threshold=threshold, title=title, manifest=manifest)
+                    threshold=threshold, title=title, manifest=manifest, known=known)
         out.mkdir(parents=True, exist_ok=True)
         names = sorted(f.name for f in tmp.iterdir())
         for name in sorted(names, key=lambda n: n == "report.md"):
@@ -90,7 +94,7 @@ def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods
 
 
 def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config, skipped, threshold, title,
-                manifest) -> None:
+                manifest, known=None) -> None:
     points = list(points)
     # the relation groups of the sweep's KB (family / biography in the family domain); without
     # the KB, those the points report (family / biography for an older store)
@@ -135,7 +139,8 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
     n_points = len(points) - n_base
     n_exact = sum(1 for p in points if value_of(p, "exact") and not is_baseline(p))
     targets = sorted({int(value_of(p, "target")) for p in points})
-    md = [f"# {title}", "", f"Generated {_dt.datetime.now().isoformat(timespec='seconds')}."]
+    generated = _dt.datetime.now().isoformat(timespec="seconds")
+    md = [f"# {title}", "", f"Generated {generated}."]
     if config:
         md += setup_lines(config, manifest, kb, points)
     md += [f"- **targets**: {len(targets)}; **points**: {n_points}; minimal sets exact for {n_exact} of {n_points} points"
@@ -160,6 +165,12 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
     md += target_lines(points, kb, order, methods, groups, threshold)
     md += definition_lines(threshold)
     (out / "report.md").write_text("\n".join(md), encoding="utf-8")
+    from .html import write_html
+    from .html_data import k_modes_of, page_data
+
+    write_html(out / "report.html", page_data(
+        every_seed, summary, kb=kb, methods=methods, threshold=threshold, title=title, generated=generated,
+        known=known, rules=(config or {}).get("rules"), k_modes=k_modes_of(manifest, config)))
 
 
 def nothing_evaluated_text(skipped: Mapping | None) -> str:
@@ -223,8 +234,11 @@ def write_report(output: str | Path, *, report_dir: str | Path | None = None, th
             raise UserError(f"{out / 'config.yaml'}: expected a mapping (the resolved sweep config)",
                             file=out / "config.yaml")
     kb = load_kb(cfg["kb"]) if cfg.get("kb") and Path(cfg["kb"]).exists() else None
+    from .html_data import read_known
+
     with ResultsStore(out) as store:  # read-write: closing the last connection folds the WAL back
         points = store.points()
+        known = read_known(store, points)
         skipped = {k: r for k, (s, r) in store.jobs().items() if s == "skipped"}
     manifest = json.loads((out / "manifest.json").read_text(encoding="utf-8")) if (out / "manifest.json").exists() else None
     methods = list(cfg.get("methods", {})) or None
@@ -234,4 +248,4 @@ def write_report(output: str | Path, *, report_dir: str | Path | None = None, th
         methods.append(ORACLE)
     models = [m["name"] for m in cfg.get("models", [])] or None
     return build_report(points, Path(report_dir) if report_dir else out / "report", kb=kb, methods=methods, models=models,
-                        config=cfg, skipped=skipped, threshold=threshold, manifest=manifest)
+                        config=cfg, skipped=skipped, threshold=threshold, manifest=manifest, known=known)
