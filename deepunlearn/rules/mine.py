@@ -38,8 +38,8 @@ import numpy as np
 from .budget import DEFAULT_MAX_GROUNDINGS
 from .errors import RulesError
 from .language import Atom, Neq, Rule, RuleSet, Var
-from .mine_index import BodyAtom, JoinTooLarge, MineIndex, _expand, bindings, member, uniq
-from .mine_measures import Guards, format_measures, guard_categories, measures_of
+from .mine_index import BodyAtom, JoinTooLarge, MineIndex, _expand, bindings, uniq
+from .mine_measures import BodyCounts, Guards, format_measures
 
 #: Most body atoms ``max_body`` may ask for (a closed body of four atoms has up to three fresh variables).
 MAX_BODY_ATOMS = 4
@@ -267,19 +267,18 @@ class _Miner:
     def closed(self, r: str, atoms, measured: dict, thr: int) -> None:
         """Measure a closed rule and its guarded forms; keep those that are output."""
         ix, o = self.ix, self.o
-        pairs = self.body_pairs(atoms)
-        if pairs is None:
+        counts = self.body_counts(atoms)
+        if counts is None:
             self.skip(r, atoms)
             return
-        m = measures_of(ix, r, pairs)
+        cats = counts.head(r)
+        m = cats.measures()
         self.candidates += 1
         measured[atoms] = m
         parents = [measured.get(canonical(atoms[:i] + atoms[i + 1:])) for i in range(len(atoms))]
         self.keep(r, atoms, (), False, m, [p for p in parents if p is not None])
         if o.max_guards == 0 or m["pca_confidence"] >= 1.0:
             return
-        cats = guard_categories(ix, r, pairs)
-        rel = ix.rel[r]
         items = [("attr", v, var) for var in (0, 1) for v in ix.values] + [("neq",)]
         done: dict[tuple, dict] = {(): m}
         for k in range(1, o.max_guards + 1):
@@ -288,29 +287,29 @@ class _Miner:
                 if any(s not in done or done[s]["support"] < thr or done[s]["pca_confidence"] >= 1.0 for s in subs):
                     continue
                 attrs = tuple((g[1], g[2]) for g in combo if g[0] == "attr")
-                gm = cats.measures(attrs, ("neq",) in combo, rel.size)
+                gm = cats.measures(attrs, ("neq",) in combo)
                 done[combo] = gm
                 self.candidates += 1
                 if gm["support"] >= thr:
                     self.keep(r, atoms, attrs, ("neq",) in combo, gm, [done[s] for s in subs])
 
-    def body_pairs(self, atoms) -> np.ndarray | None:
-        """The distinct pairs (x, y) for which a closed body holds, as keys ``x * n + y`` (None
-        past the grounding budget). A body's pairs do not depend on the head: they are kept for
-        the other head relations while their total size stays within the grounding budget."""
+    def body_counts(self, atoms) -> BodyCounts | None:
+        """The distinct pairs (x, y) for which a closed body holds, counted by category (None
+        past the grounding budget). A body's pairs do not depend on the head: their counts are
+        kept for the other head relations while their total size stays within the budget."""
         if atoms in self.pairs_cache:
             return self.pairs_cache[atoms]
         try:
             t = bindings(self.ix, atoms, None, {0, 1}, self.o.grounding_budget)
         except JoinTooLarge:
-            pairs = None
+            counts = None
         else:
-            pairs = uniq(t[0] * self.ix.n + t[1])
-        size = 0 if pairs is None else len(pairs)
-        if self.cached + size <= (self.o.grounding_budget or DEFAULT_MAX_GROUNDINGS):
-            self.pairs_cache[atoms] = pairs
+            counts = BodyCounts(self.ix, uniq(t[0] * self.ix.n + t[1]))
+        size = 0 if counts is None else counts.size
+        if self.cached + size <= 2 * (self.o.grounding_budget or DEFAULT_MAX_GROUNDINGS):
+            self.pairs_cache[atoms] = counts
             self.cached += size
-        return pairs
+        return counts
 
     def keep(self, r: str, atoms, attrs: Guards, neq: bool, m: dict, parents: list[dict]) -> None:
         o = self.o

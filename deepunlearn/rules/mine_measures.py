@@ -40,15 +40,6 @@ _PAIR = re.compile(r"([a-z_][a-z0-9_]*)=(\S+)")
 Guards = tuple[tuple[str, int], ...]  # attribute atoms: (value, variable)
 
 
-def facts_among(keys: np.ndarray, pairs: np.ndarray) -> np.ndarray:
-    """Which of the sorted distinct ``pairs`` are among the sorted ``keys`` (searching the
-    relation's keys in the pairs: the pairs are often far more)."""
-    out = np.zeros(len(pairs), dtype=bool)
-    found = member(pairs, keys)
-    out[np.searchsorted(pairs, keys[found])] = True
-    return out
-
-
 def measures_of(ix: MineIndex, head: str, pairs: np.ndarray) -> dict[str, float]:
     """The measures of a rule with head relation ``head`` whose body holds for exactly the pairs
     ``pairs`` (sorted distinct keys ``x * n + y``)."""
@@ -60,40 +51,92 @@ def measures_of(ix: MineIndex, head: str, pairs: np.ndarray) -> dict[str, float]
     return make_measures(support, rel.size, body, pca_body)
 
 
-class guard_categories:
-    """The body pairs of a closed rule counted by category (the attribute values of x and of y,
-    and whether x != y), so that every set of guards is measured from the counts alone."""
+#: Per-entity tables pay off when a body holds for more pairs than this many times the entities
+#: times the categories of one side (tests lower it to check both ways of counting).
+PER_ENTITY_FACTOR = 1.0
 
-    def __init__(self, ix: MineIndex, head: str, pairs: np.ndarray):
-        rel, n = ix.rel[head], ix.n
-        x, y = pairs // n, pairs % n
-        self.values = ix.values
+
+class BodyCounts:
+    """The pairs of a closed body counted by category: the attribute values of x (``k`` bits), of
+    y, and whether x != y, ``code = xbits << (k + 1) | ybits << 1 | (x != y)``; so every head
+    relation and every set of guards is measured from counts. Built once per body, reused for
+    every head relation. A body of many pairs also keeps, per entity, its pairs by the other
+    side's category, so that a head's PCA counts take time in the entities, not in the pairs."""
+
+    def __init__(self, ix: MineIndex, pairs: np.ndarray):
+        n = ix.n
+        self.ix, self.pairs, self.values, self.k = ix, pairs, ix.values, len(ix.values)
+        k = self.k
         bits = np.zeros(n, dtype=np.int64)
         for i, v in enumerate(self.values):
             bits |= ix.attr[v].astype(np.int64) << i
-        k = len(self.values)
+        self.bits = bits
+        x, y = pairs // n, pairs % n
         code = (bits[x] << (k + 1)) | (bits[y] << 1) | (x != y)
-        if 2 * k + 1 <= 16:  # few values: count by code directly
-            inverse, size = code, 1 << (2 * k + 1)
-            self.codes = np.arange(size, dtype=np.int64)
+        self.half = 1 << (k + 1)
+        if 2 * k + 1 <= 16:
+            self.codes, self.inverse = np.arange(1 << (2 * k + 1), dtype=np.int64), code
         else:
-            self.codes, inverse = np.unique(code, return_inverse=True)
-            size = len(self.codes)
-        fact = facts_among(rel.keys, pairs)
-        side = rel.has_subj[x] if rel.functional else rel.has_obj[y]
-        self.body = np.bincount(inverse, minlength=size)
-        self.support = np.bincount(inverse[fact], minlength=size)
-        self.pca = np.bincount(inverse[side], minlength=size)
-        self.k = k
+            self.codes, self.inverse = np.unique(code, return_inverse=True)
+        size = len(self.codes)
+        self.body = np.bincount(self.inverse, minlength=size)
+        self.per_entity = 2 * k + 1 <= 16 and len(pairs) > PER_ENTITY_FACTOR * n * self.half
+        if self.per_entity:
+            neq = (x != y).astype(np.int64)
+            self.by_x = np.bincount(x * self.half + ((bits[y] << 1) | neq), minlength=n * self.half
+                                    ).reshape(n, self.half)
+            self.by_y = np.bincount(y * self.half + ((bits[x] << 1) | neq), minlength=n * self.half
+                                    ).reshape(n, self.half)
+        else:
+            self.x, self.y = x, y
 
-    def measures(self, attrs: Guards, neq: bool, head_size: int) -> dict[str, float]:
+    @property
+    def size(self) -> int:
+        """Memory held, in array elements."""
+        return len(self.pairs) * 2 + (2 * self.ix.n * self.half if self.per_entity else 2 * len(self.pairs))
+
+    def head(self, head: str) -> "GuardCounts":
+        ix, rel, k, n = self.ix, self.ix.rel[head], self.k, self.ix.n
+        size = len(self.codes)
+        found = rel.keys[member(self.pairs, rel.keys)]
+        fx, fy = found // n, found % n
+        fcode = (self.bits[fx] << (k + 1)) | (self.bits[fy] << 1) | (fx != fy)
+        if len(self.codes) != 1 << (2 * k + 1):
+            fcode = np.searchsorted(self.codes, fcode)
+        support = np.bincount(fcode, minlength=size)
+        if not self.per_entity:
+            side = rel.has_subj[self.x] if rel.functional else rel.has_obj[self.y]
+            pca = np.bincount(self.inverse[side], minlength=size)
+        else:
+            pca = np.zeros(size, dtype=np.int64)
+            table, has = (self.by_x, rel.has_subj) if rel.functional else (self.by_y, rel.has_obj)
+            rows, own = table[has], self.bits[has]
+            cols = np.arange(self.half)
+            for b in np.unique(own):
+                total = rows[own == b].sum(axis=0)
+                if rel.functional:  # columns: ybits << 1 | neq; rows: x of bits b
+                    pca[(b << (k + 1)) | cols] += total
+                else:  # columns: xbits << 1 | neq; rows: y of bits b
+                    pca[((cols >> 1) << (k + 1)) | (b << 1) | (cols & 1)] += total
+        return GuardCounts(self.values, self.codes, self.body, support, pca, rel.size)
+
+
+class GuardCounts:
+    """A head relation's counts by category (:class:`BodyCounts`): the measures of the rule
+    under any set of guards."""
+
+    def __init__(self, values, codes, body, support, pca, head_size: int):
+        self.values, self.codes, self.k = values, codes, len(values)
+        self.body, self.support, self.pca, self.head_size = body, support, pca, head_size
+
+    def measures(self, attrs: Guards = (), neq: bool = False) -> dict[str, float]:
         mask = np.ones(len(self.codes), dtype=bool)
         for value, var in attrs:
             bit = self.values.index(value) + (self.k + 1 if var == 0 else 1)
             mask &= (self.codes >> bit) & 1 == 1
         if neq:
             mask &= self.codes & 1 == 1
-        return make_measures(int(self.support[mask].sum()), head_size, int(self.body[mask].sum()),
+        return make_measures(int(self.support[mask].sum()), self.head_size, int(self.body[mask].sum()),
                              int(self.pca[mask].sum()))
 
 

@@ -73,6 +73,24 @@ def test_measures_equal_brute_force(kb, max_body, max_guards):
         assert m["support"] >= 1
 
 
+@settings(max_examples=25, **SETTINGS)
+@given(small_kbs(), st.integers(1, 2))
+def test_per_entity_counts_equal_brute_force(kb, max_body):
+    """The per-entity tables that large bodies use give the same measures."""
+    from deepunlearn.rules import mine_measures
+
+    old, mine_measures.PER_ENTITY_FACTOR = mine_measures.PER_ENTITY_FACTOR, 0.0
+    try:
+        res = mine_rules(kb, max_body=max_body, min_head_coverage=0.0, min_pca_confidence=0.0, skyline=False,
+                         time_budget=None)
+    finally:
+        mine_measures.PER_ENTITY_FACTOR = old
+    for rule in res.rules:
+        b, m = brute_measures(kb, rule), rule.measures
+        assert (m["support"], m["body_size"], m["pca_body_size"]) == (b["support"], b["body_size"],
+                                                                        b["pca_body_size"]), str(rule)
+
+
 @settings(max_examples=15, **SETTINGS)
 @given(small_kbs())
 def test_three_atom_bodies_equal_brute_force(kb):
