@@ -218,6 +218,7 @@ def test_cli_mines_and_the_rules_load(tmp_path):
     (("--kb", "missing.json"), "--kb missing.json"),
     (("--kb", "{kb}", "-o", "{other}"), "-o"),
     (("--kb", "{bad}"), "--kb"),
+    (("--kb", "{kb}", "--time-budget", "1e-9"), "--time-budget"),
 ])
 def test_cli_bad_input_is_one_line_exit_1(tmp_path, args, needle):
     kb, other, bad = tmp_path / "kb.json", tmp_path / "notes.txt", tmp_path / "bad.json"
