@@ -328,8 +328,10 @@ def mine_rules(kb, *, name: str = "mined", **options) -> MineResult:
     ...     [("a", "parent", "b"), ("b", "child", "a"), ("c", "parent", "d"), ("d", "child", "c"),
     ...      ("e", "parent", "f")])
     >>> res = mine_rules(kb, max_body=1)
-    >>> [(str(r), r.measures["support"], r.measures["pca_confidence"]) for r in res.rules]
-    [('parent(X, Y) :- child(Y, X).', 2, 1.0), ('child(X, Y) :- parent(Y, X).', 2, 1.0)]
+    >>> for r in res.rules:
+    ...     print(r, r.measures["support"], r.measures["std_confidence"], r.measures["pca_confidence"])
+    parent(X, Y) :- child(Y, X). 2 1.0 1.0
+    child(X, Y) :- parent(Y, X). 2 0.6666666666666666 1.0
     """
     o = MineOptions(**options)
     o.check()
