@@ -68,6 +68,10 @@ class MineOptions:
     max_guards: int = 2
     skyline: bool = True
     grounding_budget: int | None = DEFAULT_MAX_GROUNDINGS
+    #: mine only rules with these head relations (AMIE's -htr); None: every relation
+    head_relations: tuple[str, ...] | None = None
+    #: leave these relations out of heads and bodies (AMIE's -bexr, for heads too)
+    exclude_relations: tuple[str, ...] = ()
     time_budget: float | None = DEFAULT_MINE_SECONDS
 
     def check(self) -> None:
@@ -104,7 +108,9 @@ class MineResult:
                 "% (support, head coverage, standard and PCA confidence; sorted by PCA confidence).",
                 f"% max_body={o.max_body} max_guards={o.max_guards} min_head_coverage={o.min_head_coverage:g} "
                 f"min_support={o.min_support} min_pca_confidence={o.min_pca_confidence:g} "
-                f"min_std_confidence={o.min_std_confidence:g} skyline={'on' if o.skyline else 'off'}",
+                f"min_std_confidence={o.min_std_confidence:g} skyline={'on' if o.skyline else 'off'}"
+                + (f" head_relations={','.join(o.head_relations)}" if o.head_relations else "")
+                + (f" exclude_relations={','.join(o.exclude_relations)}" if o.exclude_relations else ""),
                 f"% {len(self.rules)} rules of {self.candidates} closed candidates measured"
                 + (f"; {len(self.skipped)} candidates skipped over the grounding budget" if self.skipped else "")]
         lines = []
@@ -170,6 +176,12 @@ def to_rule(head: str, atoms, attrs: Guards, neq: bool, measures: dict | None) -
 class _Miner:
     def __init__(self, kb, o: MineOptions):
         self.o, self.kb_name = o, getattr(kb, "name", "kb")
+        if o.exclude_relations:
+            from types import SimpleNamespace
+
+            drop = set(o.exclude_relations)
+            kb = SimpleNamespace(facts=[f for f in kb.facts if f[1] not in drop], entities=kb.entities,
+                                 name=self.kb_name)
         self.ix = MineIndex(kb)
         self.deadline = None if o.time_budget is None else time.perf_counter() + o.time_budget
         self.out: list[Rule] = []
@@ -336,8 +348,15 @@ def mine_rules(kb, *, name: str = "mined", **options) -> MineResult:
     o = MineOptions(**options)
     o.check()
     t0 = time.perf_counter()
+    known = {r for _, r, _ in kb.facts}
+    for flag, names in (("--head-relations", o.head_relations or ()), ("--exclude-relations", o.exclude_relations)):
+        unknown = sorted(set(names) - known)
+        if unknown:
+            raise RulesError(f"{flag}: no fact of KB {getattr(kb, 'name', 'kb')!r} has relation "
+                             f"{', '.join(map(repr, unknown))} (its relations: {', '.join(sorted(known))})", field=flag)
     miner = _Miner(kb, o)
-    for r in miner.ix.relations:
+    heads = [r for r in miner.ix.relations if o.head_relations is None or r in o.head_relations]
+    for r in heads:
         miner.head(r)
     rules = sorted(miner.out, key=lambda q: (-q.measures["pca_confidence"], -q.measures["std_confidence"],
                                             -q.measures["support"], q.to_datalog()))

@@ -232,3 +232,16 @@ def test_cli_bad_input_is_one_line_exit_1(tmp_path, args, needle):
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and needle in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
     assert other.read_text() == "my notes\n"
+
+
+def test_head_and_excluded_relations():
+    from deepunlearn.rules import RulesError
+
+    kb = _planted()
+    only = mine_rules(kb, head_relations=("grandparent",))
+    assert only.rules and {r.head.relation for r in only.rules} == {"grandparent"}
+    without = mine_rules(kb, exclude_relations=("child",))
+    assert all("child" not in {a.relation for a in (r.head, *r.body)} for r in without.rules)
+    assert any("child(" in str(r) for r in mine_rules(kb).rules)
+    with pytest.raises(RulesError, match="--head-relations: no fact of KB .* has relation 'nope'"):
+        mine_rules(kb, head_relations=("nope",))

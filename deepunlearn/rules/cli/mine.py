@@ -2,7 +2,8 @@
 
     deepunlearn rules mine --kb KB -o mined.dl [--max-body 2] [--min-head-coverage 0.01]
         [--min-pca-confidence 0.1] [--min-std-confidence 0] [--min-support 1] [--max-guards 2]
-        [--no-skyline] [--grounding-budget N] [--time-budget S] [--force] [--json]
+        [--head-relations R,..] [--exclude-relations R,..] [--no-skyline]
+        [--grounding-budget N] [--time-budget S] [--force] [--json]
 
 The file holds each rule followed by its measures comment; ``--rules mined.dl`` reads it in
 every command. The confidence thresholds act here, at mine time: a rule set for deep unlearning
@@ -39,6 +40,12 @@ def register(rsub) -> None:
         return number_in(0, lo_open=True)(text)
 
     share = number_in(0, 1)
+
+    def names(text: str) -> tuple[str, ...]:
+        out = tuple(sorted({t.strip() for t in text.split(",") if t.strip()}))
+        if not out:
+            raise argparse.ArgumentTypeError(f"expected relation names separated by commas, got {text!r}")
+        return out
     p = rsub.add_parser("mine", help="mine Horn rules from a KB with AMIE's measures (support, head coverage, "
                                      "standard and PCA confidence)",
                         description="Mine closed, connected Horn rules from --kb as AMIE does and write them, each "
@@ -63,6 +70,11 @@ def register(rsub) -> None:
     p.add_argument("--min-std-confidence", type=share, default=0.0, metavar="C",
                    help="least standard confidence of a rule written (default 0; 1 keeps only rules without a "
                         "counter-example in the KB)")
+    p.add_argument("--head-relations", type=names, default=None, metavar="R,R,...",
+                   help="mine only rules whose head is one of these relations (default: every relation)")
+    p.add_argument("--exclude-relations", type=names, default=(), metavar="R,R,...",
+                   help="leave these relations out of heads and bodies (e.g. value relations such as "
+                        "birthplace, whose shared values make large joins)")
     p.add_argument("--no-skyline", action="store_true",
                    help="also write rules whose PCA confidence is not above that of a more general rule "
                         "(AMIE writes only those that improve on it)")
@@ -92,7 +104,8 @@ def _mine(args) -> int:
                      max_guards=args.max_guards, min_head_coverage=args.min_head_coverage,
                      min_support=args.min_support, min_pca_confidence=args.min_pca_confidence,
                      min_std_confidence=args.min_std_confidence, skyline=not args.no_skyline,
-                     grounding_budget=args.grounding_budget, time_budget=args.time_budget)
+                     grounding_budget=args.grounding_budget, time_budget=args.time_budget,
+                     head_relations=args.head_relations, exclude_relations=args.exclude_relations)
     out = atomic_write_text(args.output, res.to_datalog())
     if res.skipped and not args.json:
         print(f"warning: {len(res.skipped)} candidate rules skipped: their joins pass --grounding-budget "
