@@ -311,6 +311,11 @@ class _Miner:
         kept for the other head relations while their total size stays within the budget."""
         if atoms in self.pairs_cache:
             return self.pairs_cache[atoms]
+        counts = BodyCounts.star(self.ix, atoms) if self.star_ok(atoms) else None
+        if counts is not None:
+            self.pairs_cache[atoms] = counts
+            self.cached += counts.size
+            return counts
         try:
             t = bindings(self.ix, atoms, None, {0, 1}, self.o.grounding_budget)
         except JoinTooLarge:
@@ -322,6 +327,20 @@ class _Miner:
             self.pairs_cache[atoms] = counts
             self.cached += size
         return counts
+
+    def star_ok(self, atoms) -> bool:
+        """Whether a two-atom body through one shared variable is worth counting without its
+        pairs: its join would build more rows than per-entity tables hold."""
+        from . import mine_measures
+
+        if len(atoms) != 2:
+            return False
+        rows = 0
+        for r, a, b in atoms:
+            rel = self.ix.rel[r]
+            deg = np.diff(rel.in_ptr) if b == 2 else np.diff(rel.out_ptr)
+            rows = max(rows, int((deg.astype(np.int64) ** 2).sum()))
+        return rows > mine_measures.PER_ENTITY_FACTOR * self.ix.n * (1 << (len(self.ix.values) + 1))
 
     def keep(self, r: str, atoms, attrs: Guards, neq: bool, m: dict, parents: list[dict]) -> None:
         o = self.o

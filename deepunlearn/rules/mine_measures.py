@@ -93,12 +93,84 @@ class BodyCounts:
     @property
     def size(self) -> int:
         """Memory held, in array elements."""
-        return len(self.pairs) * 2 + (2 * self.ix.n * self.half if self.per_entity else 2 * len(self.pairs))
+        pairs = 0 if self.pairs is None else len(self.pairs)
+        return pairs * 2 + (2 * self.ix.n * self.half if self.per_entity else 2 * pairs)
+
+    def contains(self, keys: np.ndarray) -> np.ndarray:
+        """Which of the pairs ``keys`` (``x * n + y``) the body holds for."""
+        return member(self.pairs, keys)
+
+    @classmethod
+    def star(cls, ix: MineIndex, atoms) -> "BodyCounts | None":
+        """The counts of a body ``a(X, Z), b(Y, Z)`` (either argument order in each atom) in which
+        each X has at most one Z through ``a`` (or each Y through ``b``), without building its
+        pairs: they are the disjoint union over Z of (X's with that Z) x (Y's with that Z), so
+        every count is a sum over Z and over the entities. None if the body is not of that kind."""
+        k = len(ix.values)
+        if len(atoms) != 2 or 2 * k + 1 > 16:
+            return None
+        side = {v: a for a in atoms for v in a[1:] if v in (0, 1)}
+        if set(side) != {0, 1} or side[0] is side[1] or any(2 not in a[1:] for a in atoms):
+            return None
+        n = ix.n
+
+        def links(atom):  # (entity, z) pairs of the atom, the entity being its head variable
+            r, a, _ = atom
+            keys = ix.rel[r].keys
+            return (keys // n, keys % n) if a != 2 else (keys % n, keys // n)
+
+        first = next((v for v in (0, 1) if np.bincount(links(side[v])[0], minlength=n).max(initial=0) <= 1), None)
+        if first is None:
+            return None
+        self = cls.__new__(cls)
+        self.ix, self.pairs, self.values, self.k = ix, None, ix.values, k
+        self.half = 1 << (k + 1)
+        self.codes = np.arange(1 << (2 * k + 1), dtype=np.int64)
+        self.per_entity = True
+        bits = np.zeros(n, dtype=np.int64)
+        for i, v in enumerate(ix.values):
+            bits |= ix.attr[v].astype(np.int64) << i
+        self.bits = bits
+        fe, fz = links(side[first])       # each fe once: its only z
+        oe, oz = links(side[1 - first])   # the other variable's links, any number per entity
+        zof = np.full(n, -1, dtype=np.int64)
+        zof[fe] = fz
+        nb = 1 << k
+        cnt_f = np.bincount(fz * nb + bits[fe], minlength=n * nb).reshape(n, nb)
+        cnt_o = np.bincount(oz * nb + bits[oe], minlength=n * nb).reshape(n, nb)
+        other = np.unique(oe * n + oz)
+        # entities that pair with themselves: e links to its own z through the other atom too
+        self_f = fe[member(other, fe * n + fz)]
+        by_f = np.zeros((n, self.half), dtype=np.int64)  # per first entity: counts by (other bits, neq)
+        by_f[fe[:, None], (np.arange(nb)[None, :] << 1) | 1] = cnt_o[fz]
+        by_f[self_f, (bits[self_f] << 1) | 1] -= 1
+        by_f[self_f, bits[self_f] << 1] += 1
+        by_o = np.zeros((n, self.half), dtype=np.int64)  # per other entity: counts by (first bits, neq)
+        np.add.at(by_o, (oe[:, None], (np.arange(nb)[None, :] << 1) | 1), cnt_f[oz])
+        self_o = self_f  # the same entities, seen from the other side
+        by_o[self_o, (bits[self_o] << 1) | 1] -= 1
+        by_o[self_o, bits[self_o] << 1] += 1
+        self.by_x, self.by_y = (by_f, by_o) if first == 0 else (by_o, by_f)
+        body = np.zeros(len(self.codes), dtype=np.int64)
+        cols = np.arange(self.half)
+        for b in range(nb):
+            rows = self.by_x[bits == b].sum(axis=0)
+            body[(b << (k + 1)) | cols] += rows
+        self.body = body
+
+        def contains(keys: np.ndarray) -> np.ndarray:
+            x, y = keys // n, keys % n
+            f, o = (x, y) if first == 0 else (y, x)
+            z = zof[f]
+            return (z >= 0) & member(other, o * n + np.maximum(z, 0))
+
+        self.contains = contains
+        return self
 
     def head(self, head: str) -> "GuardCounts":
         ix, rel, k, n = self.ix, self.ix.rel[head], self.k, self.ix.n
         size = len(self.codes)
-        found = rel.keys[member(self.pairs, rel.keys)]
+        found = rel.keys[self.contains(rel.keys)]
         fx, fy = found // n, found % n
         fcode = (self.bits[fx] << (k + 1)) | (self.bits[fy] << 1) | (fx != fy)
         if len(self.codes) != 1 << (2 * k + 1):

@@ -245,3 +245,35 @@ def test_head_and_excluded_relations():
     assert any("child(" in str(r) for r in mine_rules(kb).rules)
     with pytest.raises(RulesError, match="--head-relations: no fact of KB .* has relation 'nope'"):
         mine_rules(kb, head_relations=("nope",))
+
+
+@settings(max_examples=30, **SETTINGS)
+@given(small_kbs(), st.booleans())
+def test_star_bodies_counted_without_their_pairs_equal_the_pairs_counts(kb, functional):
+    """a(X, Z), b(Y, Z) with one Z per X: counting over Z gives the counts of the built pairs."""
+    import numpy as np
+
+    from deepunlearn.rules.mine_index import MineIndex, bindings, uniq
+    from deepunlearn.rules.mine_measures import BodyCounts
+
+    if functional:  # keep one p fact per subject, so that p(X, Z) has one Z per X
+        firsts = {}
+        for f in kb.facts:
+            if f[1] == "p":
+                firsts.setdefault(f[0], f)
+        kb = KnowledgeBase.build(kb.entities, [f for f in kb.facts if f[1] != "p" or firsts[f[0]] == f])
+    ix = MineIndex(kb)
+    used = 0
+    for a in [(r, 0, 2) for r in ix.relations] + [(r, 2, 0) for r in ix.relations]:
+        for b in [(r, 1, 2) for r in ix.relations] + [(r, 2, 1) for r in ix.relations]:
+            star = BodyCounts.star(ix, (a, b))
+            if star is None:
+                continue
+            used += 1
+            t = bindings(ix, (a, b), None, {0, 1}, None)
+            ref = BodyCounts(ix, uniq(t[0] * ix.n + t[1]))
+            for r in ix.relations:
+                x, y = star.head(r), ref.head(r)
+                assert np.array_equal(x.body, y.body) and np.array_equal(x.support, y.support)
+                assert np.array_equal(x.pca, y.pca), (a, b, r)
+    assert used or not functional or "p" not in ix.relations
