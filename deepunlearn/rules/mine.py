@@ -35,7 +35,7 @@ from itertools import combinations, permutations
 
 import numpy as np
 
-from .budget import DEFAULT_MAX_GROUNDINGS
+from .budget import DEFAULT_MAX_GROUNDINGS, check_budget, check_time_budget
 from .errors import RulesError
 from .language import Atom, Neq, Rule, RuleSet, Var
 from .mine_index import BodyAtom, JoinTooLarge, MineIndex, _expand, bindings, uniq
@@ -87,6 +87,9 @@ class MineOptions:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
                 bad(name, v, "a number from 0 to 1")
+        check_budget(self.grounding_budget)
+        if self.time_budget is not None:
+            check_time_budget(self.time_budget)
 
 
 @dataclass

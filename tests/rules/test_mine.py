@@ -234,6 +234,16 @@ def test_cli_bad_input_is_one_line_exit_1(tmp_path, args, needle):
     assert other.read_text() == "my notes\n"
 
 
+@pytest.mark.parametrize("option, value", [("max_body", 0), ("max_body", 5), ("min_head_coverage", 1.5),
+                                           ("min_pca_confidence", -0.1), ("grounding_budget", 0),
+                                           ("time_budget", float("nan")), ("max_guards", True)])
+def test_bad_options_are_refused(option, value):
+    from deepunlearn.rules import RulesError
+
+    with pytest.raises(RulesError):
+        mine_rules(_planted(), **{option: value})
+
+
 def test_head_and_excluded_relations():
     from deepunlearn.rules import RulesError
 
