@@ -9,7 +9,8 @@ stays fast and free of torch (``dir(deepunlearn)`` lists them):
 =====================  =====================================================================
 knowledge bases        :func:`load_kb`, :func:`save_kb`, :func:`generate_family`
 rules                  :func:`load_rules`, :func:`closure`, :func:`derivation_graph`,
-                       :func:`minimal_sets`, :class:`Evaluator` (recall and accuracy)
+                       :func:`minimal_sets`, :class:`Evaluator` (recall and accuracy),
+                       :func:`mine_rules` (Horn rules mined from a KB, AMIE's measures)
 models and probing     :func:`load_model`, :func:`probe_model` (``deepunlearn.probe`` is the
                        probe layer, so the function has a longer name here)
 unlearning             :class:`TargetRunner`, :func:`evaluate` -> :class:`Verdict`
@@ -40,6 +41,7 @@ _API = {
     "derivation_graph": "deepunlearn.rules.graph:derivation_graph",
     "minimal_sets": "deepunlearn.rules.minimal:minimal_sets",
     "Evaluator": "deepunlearn.rules.metrics:Evaluator",
+    "mine_rules": "deepunlearn.rules.mine:mine_rules",
     "load_model": "deepunlearn.probe.models:load_model",
     "probe_model": "deepunlearn.probe.probing:probe",
     "TargetRunner": "deepunlearn.unlearn.loop:TargetRunner",

@@ -22,13 +22,14 @@ from .language import Atom, Const, Neq, Rule, RuleSet, Var
 from .load import BUILTIN, load_rules
 from .metrics import Evaluation, Evaluator, accuracy, recall
 from .minimal import MinimalSets, minimal_sets
+from .mine import MineResult, mine_rules
 from .parser import parse_datalog, parse_raw
 from .sampling import dus, mdus, prune
 from .stored import stored_sets
 
 __all__ = [
-    "Atom", "BUILTIN", "Closure", "Cone", "Const", "DEFAULT_MAX_GROUNDINGS", "DerivationGraph", "Evaluation", "Evaluator", "MinimalSets",
+    "Atom", "BUILTIN", "Closure", "Cone", "Const", "DEFAULT_MAX_GROUNDINGS", "DerivationGraph", "Evaluation", "Evaluator", "MineResult", "MinimalSets",
     "Neq", "Rule", "RuleBudgetError", "RuleSet", "RuleSyntaxError", "RulesError", "Var", "accuracy", "closure", "derivable",
-    "derivation_graph", "dus", "is_deep_unlearning_set", "is_minimal", "load_rules", "mdus", "minimal_sets",
+    "derivation_graph", "dus", "is_deep_unlearning_set", "is_minimal", "load_rules", "mdus", "mine_rules", "minimal_sets",
     "parse_datalog", "parse_raw", "prune", "recall", "stored_sets",
 ]

@@ -83,6 +83,9 @@ class Rule:
     neq: tuple[Neq, ...] = ()
     label: str = field(default="", compare=False)
     line: int = field(default=0, compare=False)
+    #: AMIE's measures of a mined rule (support, head_coverage, std_confidence, pca_confidence,
+    #: ...), read from the comment line right after it (:mod:`.mine_measures`); None if it has none
+    measures: dict[str, float] | None = field(default=None, compare=False)
 
     @property
     def relation_atoms(self) -> tuple[Atom, ...]:
@@ -215,7 +218,12 @@ class RuleSet:
         lines = [f"% rule set: {self.name}"]
         if self.description:
             lines += [f"% {ln}" if ln else "%" for ln in self.description.splitlines()]
-        lines += [r.to_datalog() for r in self.rules]
+        for r in self.rules:
+            lines.append(r.to_datalog())
+            if r.measures is not None:
+                from .mine_measures import format_measures
+
+                lines.append(format_measures(r.measures))
         return "\n".join(lines)
 
 

@@ -32,6 +32,7 @@ from ..errors import env_limit
 from .errors import RulesError, RuleSyntaxError
 from ..kg.names import name_problem, shown
 from .language import Atom, Const, Neq, Rule, RuleSet, Term, Var, cartesian_warnings
+from .mine_measures import is_measures_comment, parse_measures
 
 _TOKEN = re.compile(
     r"""
@@ -84,7 +85,9 @@ class _Tok:
     col: int
 
 
-def _tokens(text: str, source: str) -> list[_Tok]:
+def _tokens(text: str, source: str, measures: dict[int, tuple[str, int]] | None = None) -> list[_Tok]:
+    """The tokens of ``text``; a measures comment (``% support=...``) alone on its line goes to
+    ``measures`` by line number, with its column (:mod:`.mine_measures`)."""
     out: list[_Tok] = []
     pos, line, line_start = 0, 1, 0
     while pos < len(text):
@@ -96,6 +99,9 @@ def _tokens(text: str, source: str) -> list[_Tok]:
         kind = m.lastgroup
         if kind not in ("ws", "comment"):
             out.append(_Tok(kind, m.group(), line, pos - line_start + 1))
+        elif kind == "comment" and measures is not None and is_measures_comment(m.group()) \
+                and not text[line_start:pos].strip():
+            measures[line] = (m.group(), pos - line_start + 1)
         nl = m.group().count("\n")
         if nl:
             line += nl
@@ -113,7 +119,8 @@ def _unquote(s: str) -> str:
 class _Parser:
     def __init__(self, text: str, source: str):
         self.source = source
-        self.toks = _tokens(text, source)
+        self.measures: dict[int, tuple[str, int]] = {}
+        self.toks = _tokens(text, source, self.measures)
         self.i = 0
         self.anon = 0
         self.max_rules, self.max_body = limit(RULES_ENV, MAX_RULES), limit(BODY_ENV, MAX_BODY)
@@ -186,7 +193,13 @@ class _Parser:
                 tok = self.peek()
                 raise _too_long(self.source, tok.line, tok.col, self.max_body)
             body.append(self.literal())
-        self.expect("dot", "',' or '.' at the end of the rule")
+        dot = self.expect("dot", "',' or '.' at the end of the rule")
+        measures = None
+        if dot.line + 1 in self.measures:  # the measures of a mined rule, on the line after it
+            comment, col = self.measures[dot.line + 1]
+            measures, problem = parse_measures(comment)
+            if problem:
+                raise RuleSyntaxError(self.source, dot.line + 1, col, f"measures comment: {problem}")
         atoms = [(a, t) for a, t in body if isinstance(a, Atom)]
         neqs = [(c, t) for c, t in body if isinstance(c, Neq)]
         rel_atoms = [a for a, _ in atoms if not a.is_attribute]
@@ -202,7 +215,8 @@ class _Parser:
             for v in vars_:
                 if v not in bound:
                     raise self.error(tok, f"unsafe rule: variable {v} in {lit} is not bound by any relation atom in the body")
-        return Rule(head, tuple(a for a, _ in atoms), tuple(c for c, _ in neqs), label=f"rule {index}", line=head_tok.line)
+        return Rule(head, tuple(a for a, _ in atoms), tuple(c for c, _ in neqs), label=f"rule {index}", line=head_tok.line,
+                    measures=measures)
 
     def program(self) -> list[Rule]:
         rules = []

@@ -1,4 +1,4 @@
-"""``deepunlearn rules closure | sets | recall | explain | show``.
+"""``deepunlearn rules closure | sets | recall | explain | show`` (``compose`` and ``mine`` in their modules).
 
 Only argparse at import time; numpy, clingo and matplotlib load inside the handlers, and
 nothing here imports torch. Numeric flags have strict argparse types (bad values: usage error,
@@ -147,6 +147,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     from .compose import register as register_compose
 
     register_compose(rsub, common, _load)
+
+    from .mine import register as register_mine
+
+    register_mine(rsub)
 
     p = rsub.add_parser("show", help="read a rule set and print it as Datalog, with warnings")
     p.add_argument("rules", help="rule set name or rule file")
