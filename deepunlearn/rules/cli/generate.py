@@ -158,7 +158,7 @@ def _generate(args) -> int:
            "deepest_from_sampled": st["depth"]}
 
     def text() -> str:
-        first = "people" if obj["domain"] != "geo" else "countries"
+        first = "countries" if obj["domain"] in ("geo", "regions") else "people"
         lines = [f"wrote {out}: {obj['domain']} domain, {obj['people']} {first} ({obj['entities']} entities), "
                  f"{obj['facts']} facts, {obj['targets']} targets",
                  f"  sampled {obj['sampled']} facts ({obj['passthrough']} no rule uses); the rules derive "
