@@ -113,10 +113,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_json(p)
     p.set_defaults(handler=_draw)
 
-    from .rdf_cli import register as register_rdf  # data import-rdf; data export --format ttl|nt
-
-    register_rdf(sub, dsub)
-
 
 def data_subcommands(sub: argparse._SubParsersAction) -> argparse._SubParsersAction:
     """The sub-commands action of the ``data`` group registered on ``sub``: other layers add their

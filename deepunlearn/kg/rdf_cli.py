@@ -10,11 +10,13 @@ import sys
 EXPORT_FORMATS = {"ttl": "turtle", "nt": "nt"}
 
 
-def register(sub: argparse._SubParsersAction, dsub: argparse._SubParsersAction) -> None:
-    """Add ``import-rdf`` to the ``data`` group ``dsub`` and the RDF formats to its ``export``."""
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``import-rdf`` to the ``data`` group and the RDF formats to its ``export``."""
     from ..cli import add_force, add_json, positive_int
+    from .cli import data_subcommands
     from .rdf import FORMATS
 
+    dsub = data_subcommands(sub)
     p = dsub.add_parser(
         "import-rdf", help="import a knowledge graph given as RDF (Turtle, N-Triples, JSON-LD)",
         description="Nodes become entities named by their rdfs:label (or the mapping's name predicates; else the "

@@ -91,7 +91,7 @@ def import_rdf(path: str | os.PathLike, fmt: str | None = None, mapping: Mapping
             while isinstance(node, BNode) and node not in internal:
                 internal.add(node)
                 node = g.value(node, URIRef(RDF + "rest"))
-    predicates = set(g.predicates())
+    predicates = set(g.predicates()) | {p for p in g.subjects(du("kind"), None)}  # described relations too
 
     def kept(t: tuple) -> bool:
         s, p, o = t
@@ -144,7 +144,7 @@ def import_rdf(path: str | os.PathLike, fmt: str | None = None, mapping: Mapping
     # relations: the mapping, else the predicate's label, else its local name
     rel_of: dict[Any, str] = {}
     words: dict[str, str] = {}
-    described = {p for p in g.subjects(du("kind"), None) if p not in internal}  # relations without facts too
+    described = {p for p in predicates if g.value(p, du("kind")) is not None}  # relations without facts too
     for p in sorted({t[1] for t in facts_t} | attributes | described, key=str):
         lab = _label(labels.get(p, [])) or _label(list(g.objects(p, URIRef("http://www.w3.org/2000/01/rdf-schema#label"))))
         text = rel_map.get(p) or (lab[0] if lab else local_name(str(p)))
