@@ -37,6 +37,7 @@ import json
 import os
 import re
 import tomllib
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -217,7 +218,9 @@ def parse_rdf(path: str | os.PathLike, fmt: str, *, flag: str | None = None) -> 
                          "the context in the file itself"], {}
         text = json.dumps(doc)
     try:
-        g.parse(data=text, format=fmt, publicID=base)
+        with warnings.catch_warnings():  # rdflib's JSON-LD parser warns of its own use of ConjunctiveGraph
+            warnings.simplefilter("ignore", DeprecationWarning)
+            g.parse(data=text, format=fmt, publicID=base)
     except Exception as e:  # rdflib raises many kinds (BadSyntax, ValueError, JSON-LD's errors)
         line = getattr(e, "lines", None)
         why = getattr(e, "_why", None) or str(e).splitlines()[0] if str(e) else type(e).__name__

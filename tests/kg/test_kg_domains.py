@@ -236,8 +236,9 @@ def test_data_domains_json(capsys):
     assert fam["relations"] == list(FAMILY_RELATIONS) + list(BIOGRAPHY_ATTRIBUTES)
     assert Path(fam["folder"], "rules.dl").is_file()
     assert main(["data", "domains"]) == 0
-    line = capsys.readouterr().out.strip().splitlines()[0]
-    assert line.startswith("family  14 relations (family, biography), 48 rules  families over generations")
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("family   14 relations (family, biography), 48 rules  families over generations")
+    assert lines[3].startswith("regions  3 relations (countries, hierarchy), 4 rules  real countries and their")
 
 
 def test_data_domains_names_a_broken_plugin(tmp_path, monkeypatch, capsys):
