@@ -44,7 +44,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from ..errors import read_text, text_lines
-from .kb import KBError, KnowledgeBase, Relation
+from .kb import KBError, KnowledgeBase
 from .names import MAX_NAME_LENGTH, RELATION_NAME, name_problem, shown
 
 FORMATS = ("turtle", "nt", "json-ld")

@@ -195,3 +195,41 @@ def test_cli_json_and_outputs(tmp_path, capsys):
     assert code == 2 and "argument --base: only with --format ttl or nt" in err
     code, _, err = cli(capsys, "data", "import-rdf", str(tmp_path / "missing.ttl"), "-o", str(tmp_path / "y.json"))
     assert code == 1 and err.strip().endswith("missing.ttl: no such file") and len(err.strip().splitlines()) == 1
+
+
+def test_drawn_graphs_round_trip(tmp_path_factory):
+    """Graphs drawn at random (IRIs with and without labels, language tags, literals of several
+    datatypes, unicode names): whatever imports cleanly exports to a graph that imports to the same
+    KB, and exporting that KB gives the same graph."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+    from rdflib import Literal, URIRef
+
+    name = st.text(alphabet="aZé ß-1'", min_size=1, max_size=6).filter(lambda s: s.strip() == s)
+    node = st.integers(0, 5)
+    lit = st.one_of(name.map(Literal), st.integers(-5, 5).map(Literal), name.map(lambda s: Literal(s, lang="fr")))
+    triple = st.tuples(node, st.sampled_from(["p", "q", "has value"]), st.one_of(node, lit))
+    labels = st.dictionaries(node, name, max_size=6)
+
+    @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+    @given(st.lists(triple, min_size=1, max_size=12), labels)
+    def check(triples, labs):
+        d = tmp_path_factory.mktemp("g")
+        g = rdflib.Graph()
+        for s, p, o in triples:
+            pred = URIRef("http://x/" + p.replace(" ", "%20"))
+            g.add((URIRef(f"http://x/n{s}"), pred, URIRef(f"http://x/n{o}") if isinstance(o, int) else o))
+        for n, lab in labs.items():
+            g.add((URIRef(f"http://x/n{n}"), rdflib.RDFS.label, Literal(lab)))
+        (d / "g.ttl").write_text(g.serialize(format="turtle"))
+        first = import_rdf(d / "g.ttl")
+        if first.kb is None:  # a problem: one line each, naming the file
+            assert first.problems and all(p.startswith(str(d / "g.ttl")) and "\n" not in p for p in first.problems)
+            return
+        assert {f[1] for f in first.kb.facts} <= {"p", "q", "has_value"}
+        (d / "a.ttl").write_text(rdf_text(first.kb))
+        second = import_rdf(d / "a.ttl")
+        assert second.problems == [] and same(second.kb, first.kb)
+        assert isomorphic(rdf_graph(first.kb), rdf_graph(second.kb))
+
+    check()
