@@ -9,7 +9,8 @@ literal of a predicate typed ``du:Attribute``. A relation's kind, group, answer 
 ``du:kind``, ``du:group``, ``du:answer``, ``du:questions`` and ``du:statements`` (RDF lists, in
 order), each target a reified statement ``[ a du:Target; du:order i; rdf:subject ...; rdf:predicate
 ...; rdf:object ... ]``, the KB's name the ``rdfs:label`` of the ``du:KnowledgeBase`` node ``base``.
-Explicit probe forms, probe overrides and metadata are not written.
+Explicit probe forms, probe overrides and metadata are not written. Blank nodes are named by
+position (``t0``, ``r0q_0``), so the same KB always gives the same bytes.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ def default_base(kb: KnowledgeBase) -> str:
 def rdf_graph(kb: KnowledgeBase, base: str | None = None) -> Any:
     """The rdflib ``Graph`` of ``kb`` (see the module docstring)."""
     from rdflib import RDF, RDFS, BNode, Graph, Literal, Namespace, URIRef
-    from rdflib.collection import Collection
 
     base = base or default_base(kb)
     meta = kb.metadata.get("rdf") if isinstance(kb.metadata.get("rdf"), dict) else {}
@@ -59,16 +59,24 @@ def rdf_graph(kb: KnowledgeBase, base: str | None = None) -> Any:
     for a, node in attr.items():
         g.add((node, RDF.type, du.Attribute))
         g.add((node, RDFS.label, Literal(a)))
-    for r, spec in kb.relations.items():
+    def rdf_list(items: tuple[str, ...], key: str) -> Any:
+        """An RDF list with blank nodes named by ``key`` and position, so that a KB always gives the same file."""
+        if not items:
+            return RDF.nil
+        cells = [BNode(f"{key}_{k}") for k in range(len(items))]
+        for k, (cell, text) in enumerate(zip(cells, items)):
+            g.add((cell, RDF.first, Literal(text)))
+            g.add((cell, RDF.rest, cells[k + 1] if k + 1 < len(cells) else RDF.nil))
+        return cells[0]
+
+    for j, (r, spec) in enumerate(kb.relations.items()):
         p = rel[r]
         g.add((p, RDFS.label, Literal(r)))
         g.add((p, du.kind, Literal(spec.kind)))
         g.add((p, du.group, Literal(spec.group)))
         g.add((p, du.answer, Literal(spec.answer)))
         for key, items in (("questions", spec.questions), ("statements", spec.statements)):
-            head = BNode()
-            Collection(g, head, [Literal(t) for t in items])
-            g.add((p, du[key], head))
+            g.add((p, du[key], rdf_list(items, f"r{j}{key[0]}")))
 
     def triple(f: tuple[str, str, str]) -> tuple:
         s, r, o = f
@@ -78,7 +86,7 @@ def rdf_graph(kb: KnowledgeBase, base: str | None = None) -> Any:
         g.add(triple(f))
     for k, t in enumerate(kb.targets):
         s, p, o = triple(kb.facts[t])
-        n = BNode()
+        n = BNode(f"t{k}")
         g.add((n, RDF.type, du.Target))
         g.add((n, du.order, Literal(k)))
         g.add((n, RDF.subject, s))

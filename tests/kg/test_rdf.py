@@ -98,6 +98,7 @@ def test_round_trips(fr, tmp_path, capsys, fmt):
     a = rdflib.Graph().parse(tmp_path / f"a.{fmt}", format=fmt_rdf)
     b = rdflib.Graph().parse(tmp_path / f"b.{fmt}", format=fmt_rdf)
     assert isomorphic(a, b)  # export -> import -> export: the same graph
+    assert (tmp_path / f"a.{fmt}").read_bytes() == (tmp_path / f"b.{fmt}").read_bytes()  # and the same bytes
 
 
 def test_a_generated_kb_keeps_templates_attributes_and_targets(tmp_path):
