@@ -234,3 +234,15 @@ def test_drawn_graphs_round_trip(tmp_path_factory):
         assert isomorphic(rdf_graph(first.kb), rdf_graph(second.kb))
 
     check()
+
+
+def test_max_problems_and_format_flag(tmp_path, capsys):
+    path = tmp_path / "many.txt"  # the suffix says nothing: --format names the syntax
+    path.write_text("".join(f"<http://x/a{k}> <http://x/p> <http://x/b{k}>\n" for k in range(5)))  # no final dots
+    err = _import(capsys, tmp_path, path, "--format", "nt", "--max-problems", "2")
+    assert [x.split(": ")[0] for x in err[:2]] == [f"{path}:1", f"{path}:2"]
+    assert err[2] == f"{path}: ... and 3 more problems" and "5 problems in the RDF" in err[3]
+    path.write_text("@prefix x: <http://x/> .\nx:a x:p x:b .\n")
+    code, out, err = cli(capsys, "data", "import-rdf", str(path), "--format", "ttl", "-o", str(tmp_path / "k.json"),
+                         "--json")
+    assert code == 0 and json.loads(out)["relations"] == {"p": 1}
