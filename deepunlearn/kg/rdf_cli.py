@@ -39,6 +39,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=_import)
 
     e = dsub.choices["export"]
+    fmt_action = e._option_string_actions["--format"]
+    fmt_action.help = (fmt_action.help or "").replace("; default:", "; ttl or nt (the KB as RDF: what 'data "
+                                                     "import-rdf' reads; .ttl and .nt outputs too); default:", 1)
     e.add_argument("--base", default=None, metavar="IRI",
                    help="with --format ttl or nt: the namespace of the IRIs of entities and relations the KB was not "
                         "imported with (default http://deepunlearn.invalid/KB-NAME/)")
