@@ -26,6 +26,7 @@ from .errors import UserError, describe, dumps
 #: Layer CLI modules, in the order their commands appear in ``--help``.
 LAYER_CLIS = (
     "deepunlearn.kg.cli",
+    "deepunlearn.kg.rdf_cli",  # data import-rdf, data export --format ttl|nt join the data group
     "deepunlearn.rules.cli",  # data generate, import-triples, never-true join the kg layer's data group; rules
     "deepunlearn.probe.cli",  # probe, model; data export --format lm-eval, data import-lm-eval-samples
     "deepunlearn.unlearn.cli",  # finetune, unlearn, evaluate, plan, attack

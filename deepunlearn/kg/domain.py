@@ -347,6 +347,6 @@ def load_domain(name_or_path: str | os.PathLike) -> Domain:
     >>> load_domain("no-such-domain")
     Traceback (most recent call last):
     ...
-    deepunlearn.kg.domain.DomainError: unknown domain 'no-such-domain': expected one of family, geo, org or a path to a domain folder
+    deepunlearn.kg.domain.DomainError: unknown domain 'no-such-domain': expected one of family, geo, org, regions or a path to a domain folder
     """
     return read_domain(domain_folder(name_or_path))

@@ -93,7 +93,7 @@ def load_rules(name_or_path: str | Path | RuleSet) -> RuleSet:
     >>> load_rules("no-such-rules")
     Traceback (most recent call last):
     ...
-    deepunlearn.rules.errors.RulesError: unknown rule set 'no-such-rules': expected one of edu-relat, family, geo, org or a path to a rule file
+    deepunlearn.rules.errors.RulesError: unknown rule set 'no-such-rules': expected one of edu-relat, family, geo, org, regions or a path to a rule file
     """
     if isinstance(name_or_path, RuleSet):
         return name_or_path

@@ -85,5 +85,5 @@ def test_demo_domain_generates_that_domain_s_kb_and_refuses_it_with_kb(tmp_path,
     assert not (tmp_path / "d").exists()
     assert main(["demo", "--domain", "no-such", "-o", str(tmp_path / "d")]) == 1
     assert capsys.readouterr().err.strip() == ("deepunlearn demo: error: unknown domain 'no-such': expected one of "
-                                               "family, geo, org or a path to a domain folder")
+                                               "family, geo, org, regions or a path to a domain folder")
     assert not (tmp_path / "d").exists()

@@ -25,7 +25,8 @@ from deepunlearn.rules.load import load_rules
 
 @pytest.fixture(scope="module")
 def kbs():
-    return {"family": generate_family(30, seed=7), "geo": generate_domain("geo"), "org": generate_domain("org", 30)}
+    return {"family": generate_family(30, seed=7), "geo": generate_domain("geo"), "org": generate_domain("org", 30),
+            "regions": generate_domain("regions", 4)}
 
 
 def _walk(rule, steps: tuple[Step, ...]) -> bool:
@@ -42,7 +43,7 @@ def _walk(rule, steps: tuple[Step, ...]) -> bool:
     return not atoms and at == rule.head.args[1]
 
 
-@pytest.mark.parametrize("name", ["family", "geo", "org"])
+@pytest.mark.parametrize("name", ["family", "geo", "org", "regions"])
 def test_every_rule_round_trips(kbs, name):
     kb, rules = kbs[name], load_rules(name)
     start = next(iter(kb.entities))
@@ -63,7 +64,7 @@ def test_every_rule_round_trips(kbs, name):
     assert chained == sum(len(r.relation_atoms) >= 2 for r in rules) > 0
 
 
-@pytest.mark.parametrize("name", ["family", "geo", "org"])
+@pytest.mark.parametrize("name", ["family", "geo", "org", "regions"])
 def test_grounded_questions_walk_the_kb(kbs, name):
     kb = kbs[name]
     cs = compose_set(kb, name)

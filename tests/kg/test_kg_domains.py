@@ -95,7 +95,7 @@ def test_family_rules_come_from_the_domain_folder():
     from deepunlearn.rules import BUILTIN, load_rules
 
     rs = load_rules("family")
-    assert BUILTIN == ("edu-relat", "family", "geo", "org")
+    assert BUILTIN == ("edu-relat", "family", "geo", "org", "regions")
     assert (rs.name, len(rs), rs.source) == ("family", 48, "family.dl")
     assert rs.description.startswith("The corrected EDU-RELAT rules")
     assert load_domain("family").rules_text() == (Path(load_domain("family").folder) / "rules.dl").read_text()
@@ -187,8 +187,8 @@ def test_missing_files_and_unknown_names(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(DomainError, match=r"/empty/domain\.toml: no such file$"):
         load_domain(tmp_path / "empty")
-    with pytest.raises(DomainError, match=r"^unknown domain 'acadmia': expected one of family, geo, org or a path to a "
-                                          r"domain folder$"):
+    with pytest.raises(DomainError, match=r"^unknown domain 'acadmia': expected one of family, geo, org, regions or a path "
+                                          r"to a domain folder$"):
         load_domain("acadmia")
 
 
@@ -215,7 +215,7 @@ def test_entry_point_domains_are_found(tmp_path, monkeypatch):
                        EP("acme", "acme_domains", "deepunlearn.domains"),  # a module's DOMAIN_DIR
                        EP("family", "acme_domains", "deepunlearn.domains"),  # the built-in name wins
                        EP("broken", "acme_domains.nope", "deepunlearn.domains"))
-    assert list_domains() == ["family", "geo", "org", "academia", "acme", "broken"]
+    assert list_domains() == ["family", "geo", "org", "regions", "academia", "acme", "broken"]
     assert load_domain("academia").folder == pkg / "academia"
     assert load_domain("acme").folder == pkg / "academia"
     assert load_domain("family").name == "family"
@@ -227,7 +227,8 @@ def test_entry_point_domains_are_found(tmp_path, monkeypatch):
 def test_data_domains_json(capsys):
     assert main(["data", "domains", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    fam, geo, org = out["domains"]
+    fam, geo, org, regions = out["domains"]
+    assert (regions["name"], regions["groups"], regions["rules"]) == ("regions", ["countries", "hierarchy"], 4)
     assert (org["name"], org["groups"], org["rules"]) == ("org", ["reporting", "work", "location"], 11)
     assert (geo["name"], geo["groups"], geo["rules"]) == ("geo", ["capitals", "cities", "countries"], 8)
     assert set(fam) == {"name", "description", "folder", "relations", "groups", "rules"}
@@ -235,8 +236,9 @@ def test_data_domains_json(capsys):
     assert fam["relations"] == list(FAMILY_RELATIONS) + list(BIOGRAPHY_ATTRIBUTES)
     assert Path(fam["folder"], "rules.dl").is_file()
     assert main(["data", "domains"]) == 0
-    line = capsys.readouterr().out.strip().splitlines()[0]
-    assert line.startswith("family  14 relations (family, biography), 48 rules  families over generations")
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("family   14 relations (family, biography), 48 rules  families over generations")
+    assert lines[3].startswith("regions  3 relations (countries, hierarchy), 4 rules  real countries and their")
 
 
 def test_data_domains_names_a_broken_plugin(tmp_path, monkeypatch, capsys):

@@ -148,7 +148,7 @@ def test_a_domain_folder_written_by_someone_else_generates_with_no_code_change(t
 
 
 @pytest.mark.parametrize("case, expect", [
-    ("name", "unknown domain 'no-such-domain': expected one of family, geo, org or a path to a domain folder"),
+    ("name", "unknown domain 'no-such-domain': expected one of family, geo, org, regions or a path to a domain folder"),
     ("missing", "DIR/nowhere: domain folder not found (a domain is a folder with domain.toml and rules.dl)"),
     ("toml", "DIR/academia/domain.toml: relations.advisor.shape: expected one of one, tree, pairs, some, got 'web'"),
     ("rules", "DIR/academia/rules.dl:4:1: expected ',' or '.' at the end of the rule, found end of file"),

@@ -30,7 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                     "so.")
     p.add_argument("file", metavar="FILE", help="triples file (.tsv, .csv, .jsonl; else --format)")
     p.add_argument("--domain", required=True, metavar="NAME|DIR",
-                   help="the domain the triples belong to: a built-in name (family, org, geo), a domain folder "
+                   help="the domain the triples belong to: a built-in name (family, org, geo, regions), a domain folder "
                         "(domain.toml + rules.dl) or an entry-point name")
     p.add_argument("--format", choices=FORMATS, default=None,
                    help="tsv, csv or jsonl (default: from FILE's suffix; tsv when it says nothing)")
