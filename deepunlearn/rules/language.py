@@ -15,6 +15,7 @@ Variables start with an upper-case letter or ``_``; constants are quoted strings
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from dataclasses import dataclass, field
 from typing import Iterator, Union
 
@@ -76,6 +77,8 @@ class Rule:
     """``head :- body, conditions.`` where ``body`` holds relation and attribute atoms.
 
     ``label`` names the rule in explanations ("rule 7"); ``line`` is where it was read.
+    ``prob``: a soft rule's probability (``0.8 :: head :- body.``, ProbLog's semantics: each
+    grounding holds on its own with that probability, :mod:`.soft`); ``None``: a certain rule.
     """
 
     head: Atom
@@ -83,6 +86,7 @@ class Rule:
     neq: tuple[Neq, ...] = ()
     label: str = field(default="", compare=False)
     line: int = field(default=0, compare=False)
+    prob: float | None = field(default=None, compare=False)
 
     @property
     def relation_atoms(self) -> tuple[Atom, ...]:
@@ -120,7 +124,8 @@ class Rule:
 
     def to_datalog(self) -> str:
         parts = [str(a) for a in self.body] + [str(c) for c in self.neq]
-        return f"{self.head} :- {', '.join(parts)}."
+        prefix = "" if self.prob is None else f"{format(Decimal(repr(float(self.prob))), 'f')} :: "
+        return f"{prefix}{self.head} :- {', '.join(parts)}."
 
     def __str__(self) -> str:
         return self.to_datalog()
