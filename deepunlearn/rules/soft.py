@@ -14,10 +14,12 @@ says "derivable" and 0 where it says "deep".
 :func:`deep_p` computes it exactly on the target's cone of the derivation graph
 (:mod:`.graph`): groundings of the same head and body are merged (``1 - Π(1 - p)``), facts that
 certain rules derive from K are set to true, facts no grounding can reach to false; what is
-left is compiled into a binary decision diagram (:mod:`.bdd`) by evaluating the cone's rules
-to their least fixpoint, so cycles in the graph mean what they mean in ProbLog (a fact never
-supports itself). The diagram is bounded (``max_nodes``); past it :class:`SoftBudgetError`
-is one line naming the target and the budget.
+left is solved exactly, with the least-fixpoint meaning of cycles that ProbLog gives them (a
+fact never supports itself): for up to :data:`MAX_SUBSET_FACTS` uncertain facts by the
+distribution of the set of derived facts over their subsets, beyond by a binary decision
+diagram (:mod:`.bdd`) of the cone's rules iterated to their least fixpoint. The diagram is
+bounded (``max_nodes``); past it :class:`SoftBudgetError` is one line naming the target and
+the budget.
 
 ``with_rule_probs`` gives every mined rule the probability of one of its measures
 (``pca_confidence`` or ``std_confidence``, from the ``% support=...`` line that follows it).
@@ -38,6 +40,10 @@ from .language import RuleSet
 DEFAULT_MAX_NODES = 2_000_000
 #: The flag that sets it (named in the error).
 FLAG = "--soft-budget"
+#: Most uncertain facts in a cone for which ``deep_p`` goes over their subsets (at most 3^n
+#: steps; 0.5 s at 14 facts of a generated family on one core, about 5 s at 16) rather than
+#: building a decision diagram.
+MAX_SUBSET_FACTS = 16
 #: The measures of a mined rule that may serve as its probability (``--rule-prob``).
 MEASURES = ("pca_confidence", "std_confidence")
 
@@ -119,11 +125,13 @@ def cone_groundings(graph: DerivationGraph, target: int) -> list[tuple[int, tupl
 
 
 def deep_p(graph: DerivationGraph, target: int, removed: Iterable[int] = (),
-           max_nodes: int | None = DEFAULT_MAX_NODES) -> float:
+           max_nodes: int | None = DEFAULT_MAX_NODES, method: str = "auto") -> float:
     """The probability that ``target`` is derivable from ``K \\ removed`` (K: the graph's
     known facts) when each grounding of a soft rule holds independently with its rule's
     probability (see the module docstring). Exact; past ``max_nodes`` decision-diagram nodes
-    :class:`SoftBudgetError`.
+    :class:`SoftBudgetError`. ``method``: ``"subsets"`` (over the subsets of the uncertain facts,
+    the default up to :data:`MAX_SUBSET_FACTS` of them), ``"bdd"`` (a decision diagram, the default
+    beyond), ``"auto"``.
 
     Two independent derivations, with probabilities 0.8 and 0.5: 1 - 0.2 * 0.5 = 0.9.
 
@@ -160,7 +168,63 @@ def deep_p(graph: DerivationGraph, target: int, removed: Iterable[int] = (),
     by_head: dict[int, list[tuple[tuple[int, ...], float]]] = {}
     for (h, b), q in fail.items():
         by_head.setdefault(h, []).append((b, 1.0 - q))
+    if method not in ("auto", "subsets", "bdd"):
+        raise RulesError(f"deep_p method {method!r}: expected auto, subsets or bdd")
+    reach = _reach(target, by_head)
+    if method == "subsets" or (method == "auto" and len(reach) <= MAX_SUBSET_FACTS):
+        return _by_subsets(target, reach, by_head)
     return _compile(target, by_head, max_nodes, graph)
+
+
+def _reach(target: int, by_head: dict[int, list[tuple[tuple[int, ...], float]]]) -> list[int]:
+    """The uncertain facts the target depends on, depth-first from it."""
+    order, seen, stack = [], {target}, [target]
+    while stack:
+        h = stack.pop()
+        order.append(h)
+        for b, _ in by_head.get(h, ()):
+            for x in reversed(b):
+                if x not in seen:
+                    seen.add(x)
+                    stack.append(x)
+    return order
+
+
+def _by_subsets(target: int, nodes: list[int], by_head: dict[int, list[tuple[tuple[int, ...], float]]]) -> float:
+    r"""The probability by the distribution of the derived set D over the subsets S of the n
+    uncertain facts: ``P(D = S) = R(S) · Π_{v ∉ S} f_S(v)``, where ``f_S(v)`` is the chance that
+    every grounding deriving v from S fails and ``R(S) = 1 - Σ_{T ⊊ S} R(T) Π_{v ∈ S \ T} f_T(v)``
+    the chance that S derives all of itself (groundings inside S are independent of those
+    leaving it). 3^n steps, vectorised per S."""
+    import numpy as np
+
+    n = len(nodes)
+    bit = {f: i for i, f in enumerate(nodes)}
+    heads, masks, fails = [], [], []
+    for h in nodes:
+        for b, q in by_head.get(h, ()):
+            heads.append(bit[h])
+            masks.append(sum(1 << bit[x] for x in b))
+            fails.append(1.0 - q)
+    heads_a, masks_a, fails_a = np.array(heads, dtype=np.int64), np.array(masks, dtype=np.int64), np.array(fails)
+    acc = np.zeros(1 << n)
+    answer = 0.0
+    t_bit = 1 << bit[target]
+    for s in range(1 << n):
+        r = 1.0 - acc[s]
+        if r == 0.0:
+            continue
+        on = ((masks_a & ~s) == 0) & ((np.left_shift(1, heads_a) & s) == 0)
+        f = np.ones(n)
+        np.multiply.at(f, heads_a[on], fails_a[on])
+        idx, w = np.array([s], dtype=np.int64), np.array([r])
+        for v in range(n):
+            if not s >> v & 1:
+                idx, w = np.concatenate([idx, idx | (1 << v)]), np.concatenate([w, w * f[v]])
+        acc[idx[1:]] += w[1:]
+        if s & t_bit:
+            answer += w[-1]  # P(D = s): s derives itself and nothing leaves it
+    return float(min(1.0, max(0.0, answer)))
 
 
 def _compile(target: int, by_head: dict[int, list[tuple[tuple[int, ...], float]]], max_nodes: int | None,

@@ -99,9 +99,12 @@ def test_deep_p_equals_problog(drawn):
     ref = problog_probabilities(kb, rules, known, queried)
     for i in range(g_all.n_nodes):
         f = g_all.fact(i)
-        assert deep_p(g_all, i, removed=removed) == pytest.approx(ref[f], abs=1e-9), (f, rules.to_datalog())
-        if i < len(kb.facts):
-            assert deep_p(g_known, i) == pytest.approx(ref[f], abs=1e-9), (f, rules.to_datalog())
+        for method in ("subsets", "bdd"):
+            assert deep_p(g_all, i, removed=removed, method=method) == pytest.approx(ref[f], abs=1e-9), (
+                f, method, rules.to_datalog())
+            if i < len(kb.facts):
+                assert deep_p(g_known, i, method=method) == pytest.approx(ref[f], abs=1e-9), (
+                    f, method, rules.to_datalog())
 
 
 @settings(max_examples=40, deadline=None)
@@ -153,8 +156,9 @@ def test_budget_is_one_line():
     rs = parse_datalog("0.5 :: r(X, Y) :- s(X, Y).\n0.5 :: r(X, Y) :- t(X, Y).\n0.5 :: t(X, Y) :- s(X, Y).")
     g = derivation_graph(KB3, rs, known=[0])
     assert deep_p(g, 2, max_nodes=None) == pytest.approx(1 - 0.5 * 0.75, abs=1e-12)
+    assert deep_p(g, 2, method="subsets") == pytest.approx(1 - 0.5 * 0.75, abs=1e-12)
     with pytest.raises(SoftBudgetError) as e:
-        deep_p(g, 2, max_nodes=4)
+        deep_p(g, 2, max_nodes=4, method="bdd")
     msg = str(e.value)
     assert "\n" not in msg and "target [2] (A, r, B)" in msg and "--soft-budget" in msg
 
