@@ -176,6 +176,15 @@ def deep_p(graph: DerivationGraph, target: int, removed: Iterable[int] = (),
     return _compile(target, by_head, max_nodes, graph)
 
 
+def soft_deep_p(graph: DerivationGraph, target: int, removed: Iterable[int] = (),
+                max_nodes: int | None = None) -> float | None:
+    """:func:`deep_p` when the graph's rule set is soft (:func:`is_soft`), else None (a verdict or a
+    sweep's point records it only then); ``max_nodes`` None: :data:`DEFAULT_MAX_NODES`."""
+    if not is_soft(graph.rules):
+        return None
+    return deep_p(graph, target, removed, max_nodes=max_nodes or DEFAULT_MAX_NODES)
+
+
 def _reach(target: int, by_head: dict[int, list[tuple[tuple[int, ...], float]]]) -> list[int]:
     """The uncertain facts the target depends on, depth-first from it."""
     order, seen, stack = [], {target}, [target]
