@@ -79,3 +79,26 @@ def test_cli_deep_p_and_rule_prob(five_people_kb, five_people_model_dir, tmp_pat
     assert main([*common, "--target", str(kb.targets[0]), "--rules", str(plain), "--rule-prob", "pca_confidence"]) == 1
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and f"{plain}:1: rule 1 has no pca_confidence measure" in err
+
+
+def test_sweep_points_carry_deep_p_with_soft_rules(five_people_kb, five_people_model_dir, tmp_path):
+    """A runner on soft rules stores deep_p beside deep at each point, as deep_p of its graph with
+    the forgotten facts removed; on certain rules a point has none."""
+    from deepunlearn.probe import load_model
+    from deepunlearn.rules import derivable, load_rules
+    from deepunlearn.rules.soft import deep_p
+    from deepunlearn.unlearn import TargetRunner
+
+    kb = five_people_kb
+    rules = _soft(load_rules(kb.metadata.get("rules", "family")), 0.7)
+    runner = TargetRunner(load_model(five_people_model_dir, device="cpu"), kb, rules=rules, cache_dir=tmp_path,
+                          progress=False)
+    g = runner.evaluator.graph
+    t = next(t for t in sorted(runner.known) if derivable(g, t, removed=[t]))
+    assert runner.soft(t, [t]) == {"deep_p": deep_p(g, t, removed=[t])}
+    assert 0.0 < runner.soft(t, [t])["deep_p"] < 1.0
+    p, = runner.run(t, "ga", grid=[1])
+    assert p.notes["deep_p"] == deep_p(g, t, removed=p.forgotten)
+    assert (p.notes["deep_p"] == 0.0) == p.notes["deep"]
+    plain = TargetRunner(load_model(five_people_model_dir, device="cpu"), kb, cache_dir=tmp_path, progress=False)
+    assert plain.soft(t, [t]) == {}

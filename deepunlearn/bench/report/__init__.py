@@ -12,6 +12,7 @@
 * "Has it really forgotten?": the adversarial aggregate and the attacks (:mod:`.forms`, figure in
   :mod:`.forms_plots`);
 * "Could chance explain it?", when points carry p_chance (:mod:`.chance`);
+* "Under soft rules", when points carry deep_p (:mod:`.soft`);
 * "How much remains": likelihood, membership and reference-model measures (:mod:`.measures`,
   tables in :mod:`.measures_tables`, figures in :mod:`.measures_plots`).
 
@@ -53,6 +54,7 @@ from .forms import calibrated_section, forgetting_section
 from .headline import draw_figures, definition_lines, figure_lines, headline_lines, relation_lines, target_lines
 from .measures import remains_section
 from .setup_section import protocol_lines, setup_lines
+from .soft import soft_section
 
 
 def methods_json(summary: Mapping) -> dict[str, Any]:
@@ -128,6 +130,8 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
     fc_md, fc_summary = fc_md + cal_md, {**fc_summary, **cal_summary}
     ch_md, ch_summary = chance_section(every_seed, methods)  # verdicts with p_chance (evaluate --calibration)
     fc_md, fc_summary = fc_md + ch_md, {**fc_summary, **ch_summary}
+    sf_md, sf_summary = soft_section(every_seed, methods)  # points with deep_p (soft rules)
+    fc_md, fc_summary = fc_md + sf_md, {**fc_summary, **sf_summary}
 
     _write_points_csv(every_seed, out / "points.csv", kb, groups)
     (out / "summary.json").write_text(dumps(json_safe({
