@@ -5,6 +5,7 @@ Datalog::
     % comments start with % or #
     child(A, B) :- father(B, A).
     brother(X0, X1) :- sister(X1, X0), male(X1), X0 != X1.
+    0.8 :: child(A, B) :- mother(B, A).    % a soft rule: holds with probability 0.8 (.soft)
 
 Release raw format, one rule per line, ``+`` between body tuples and ``>`` before the head::
 
