@@ -263,10 +263,14 @@ class TargetRunner:
         return not derivable(self.evaluator.graph, int(target), removed=lost)
 
     def soft(self, target: int, forgotten: Sequence[int]) -> dict:
-        """``{"deep_p": ...}`` with soft rules (:func:`~deepunlearn.rules.soft.soft_deep_p`), else ``{}``."""
-        from ..rules.soft import soft_deep_p
+        """``{"deep_p": ...}`` with soft rules (:func:`~deepunlearn.rules.soft.soft_deep_p`), else ``{}``;
+        past the budget ``deep_p`` None and the one-line reason in ``deep_p_error`` (the run goes on)."""
+        from ..rules.soft import SoftBudgetError, soft_deep_p
 
-        p = soft_deep_p(self.evaluator.graph, int(target), [int(f) for f in forgotten if int(f) in self.known])
+        try:
+            p = soft_deep_p(self.evaluator.graph, int(target), [int(f) for f in forgotten if int(f) in self.known])
+        except SoftBudgetError as e:
+            return {"deep_p": None, "deep_p_error": str(e)}
         return {} if p is None else {"deep_p": p}
 
     def _run(self, t: int, u: Unlearner, values: list[float], skip: set[float], n_todo: int,

@@ -81,7 +81,7 @@ def test_cli_deep_p_and_rule_prob(five_people_kb, five_people_model_dir, tmp_pat
     assert err.count("\n") == 0 and f"{plain}:1: rule 1 has no pca_confidence measure" in err
 
 
-def test_sweep_points_carry_deep_p_with_soft_rules(five_people_kb, five_people_model_dir, tmp_path):
+def test_sweep_points_carry_deep_p_with_soft_rules(five_people_kb, five_people_model_dir, tmp_path, monkeypatch):
     """A runner on soft rules stores deep_p beside deep at each point, as deep_p of its graph with
     the forgotten facts removed; on certain rules a point has none."""
     from deepunlearn.probe import load_model
@@ -100,5 +100,11 @@ def test_sweep_points_carry_deep_p_with_soft_rules(five_people_kb, five_people_m
     p, = runner.run(t, "ga", grid=[1])
     assert p.notes["deep_p"] == deep_p(g, t, removed=p.forgotten)
     assert (p.notes["deep_p"] == 0.0) == p.notes["deep"]
+    import deepunlearn.rules.soft as soft_module
+
+    monkeypatch.setattr(soft_module, "DEFAULT_MAX_NODES", 2)  # past the budget a point records why, the run goes on
+    monkeypatch.setattr(soft_module, "MAX_SUBSET_FACTS", 0)
+    over = runner.soft(t, [t])
+    assert over["deep_p"] is None and "--soft-budget" in over["deep_p_error"]
     plain = TargetRunner(load_model(five_people_model_dir, device="cpu"), kb, cache_dir=tmp_path, progress=False)
     assert plain.soft(t, [t]) == {}
