@@ -240,22 +240,14 @@ def _compile(target: int, by_head: dict[int, list[tuple[tuple[int, ...], float]]
              graph: DerivationGraph) -> float:
     """The least fixpoint of the cone's uncertain part as a BDD, and its probability."""
     # variables in depth-first order from the target (groundings near each other stay near)
-    order: list[int] = []
+    order = _reach(target, by_head)
     level: dict[tuple[int, int], int] = {}
     probs: list[float] = []
-    seen = {target}
-    stack = [target]
-    while stack:
-        h = stack.pop()
-        order.append(h)
+    for h in order:
         for k, (b, q) in enumerate(by_head.get(h, ())):
             if q < 1.0:
                 level[(h, k)] = len(probs)
                 probs.append(q)
-            for x in reversed(b):
-                if x not in seen:
-                    seen.add(x)
-                    stack.append(x)
     users: dict[int, list[int]] = {}
     for h in order:
         for b, _ in by_head.get(h, ()):
