@@ -37,7 +37,7 @@ from pathlib import Path
 
 def register(sub: argparse._SubParsersAction) -> None:
     from ...cli import add_force, add_json, add_threads, positive_int
-    from ...rules.soft import DEFAULT_MAX_NODES
+    from ...rules.soft import DEFAULT_MAX_NODES, MEASURES
     from ...probe.cli.probe import add_format_args
     from ...probe.modes import FACT_MODES as MODES
 
@@ -61,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fact index or 'subject|relation|object' (with --manifest: for rows that name none)")
     p.add_argument("--rules", default=None,
                    help="rule set name or rule file (default: the KB's metadata 'rules', else family)")
-    p.add_argument("--rule-prob", choices=("pca_confidence", "std_confidence"), default=None,
+    p.add_argument("--rule-prob", choices=MEASURES, default=None,
                    help="soft rules: each mined rule holds with this measure of its (from the '%% support=...' line "
                         "after it; a rule without one keeps its written 'p ::' probability); verdicts get deep_p")
     p.add_argument("--soft-budget", type=positive_int, default=None, metavar="N",
