@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ...errors import dumps
+from ...unlearn.summary import field_of
 from ..bootstrap import meta as interval_meta
 from ..intervals import has_interval
 from ..metrics import (
@@ -196,10 +197,12 @@ def _write_points_csv(points: Sequence[Any], path: Path, kb=None, groups: Sequen
                       ) -> None:
     """One row per point; the family domain's ``accuracy_family`` / ``accuracy_biography`` columns
     stay where they were, and a KB with other groups gets one ``accuracy_{group}`` column per group
-    after ``accuracy_other``. A sweep with sampled accuracy adds ``accuracy_low`` / ``accuracy_high`` last."""
+    after ``accuracy_other``. A sweep with sampled accuracy adds ``accuracy_low`` / ``accuracy_high`` last
+    (and soft rules ``deep_p``)."""
     more = [g for g in groups if g not in ("family", "biography")]
     bounds = ["accuracy_low", "accuracy_high"] if any(has_interval(p) for p in points) else []
     bounds += ["seed"] if len(point_seeds(points)) > 1 else []  # several run seeds: each row's
+    bounds += ["deep_p"] if any(field_of(p, "deep_p") is not None for p in points) else []  # soft rules
     cols = ["model", "target", "relation", "method", "param", "recall", "accuracy", "accuracy_family",
             "accuracy_biography", "accuracy_rule", "accuracy_other", *(f"accuracy_{g}" for g in more),
             "target_forgotten", "exact", "n_forgotten", "deep", "seconds", *bounds]
