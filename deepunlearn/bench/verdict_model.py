@@ -69,6 +69,7 @@ class Verdict(BaseModel):
     exact: StrictBool = True
     deep: StrictBool | None = None
     superficial: StrictBool | None = None
+    deep_p: Share | None = None  # soft rules' probability that the target is still derivable
     method: StrictStr | None = None
     param: Annotated[float, Field(allow_inf_nan=False, strict=True)] | StrictStr | None = None
     row: dict[str, Any] | None = None
@@ -78,7 +79,7 @@ class Verdict(BaseModel):
     attacks: Any = None
     scores: dict[str, Any] | None = None
 
-    @field_validator("recall", "accuracy", "accuracy_rule", "accuracy_other", "param", mode="before")
+    @field_validator("recall", "accuracy", "accuracy_rule", "accuracy_other", "param", "deep_p", mode="before")
     @classmethod
     def _numbers(cls, v: Any) -> Any:
         return _no_bool(v)

@@ -73,6 +73,8 @@ def _kb_facts(kb: str | None) -> int | None:
 ATTACK_KEYS = ("recall_relearn", "accuracy_relearn", "relearn_lr", "recall_quant", "accuracy_quant")
 #: a verdict's chance figures (``evaluate --calibration``), kept under the same names
 CHANCE_KEYS = ("p_chance", "p_chance_se", "p_chance_method")
+#: a verdict's probability under soft rules (:mod:`deepunlearn.rules.soft`), kept under the same name
+SOFT_KEYS = ("deep_p",)
 
 
 def check_keys(v: dict[str, Any]) -> dict[str, Any]:
@@ -120,7 +122,7 @@ def store_verdicts(path: str | Path, output: str | Path, *, kb_file: str | None 
             "target_forgotten": v.get("target_forgotten", False), "forgotten": v["forgotten"],
             "exact": v.get("exact", True), "deep": v.get("deep"), "superficial": v.get("superficial"),
             "checkpoint": row.get("checkpoint", v.get("unlearned")), **check_keys(v),
-            **{k: v[k] for k in CHANCE_KEYS if v.get(k) is not None}}))
+            **{k: v[k] for k in CHANCE_KEYS + SOFT_KEYS if v.get(k) is not None}}))
     added = 0
     with ResultsStore(out) as store:
         have = {(p.model, p.target, p.method, float(p.param)) for p in store.points()}

@@ -15,6 +15,7 @@ Variables start with an upper-case letter or ``_``; constants are quoted strings
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from dataclasses import dataclass, field
 from typing import Iterator, Union
 
@@ -76,6 +77,8 @@ class Rule:
     """``head :- body, conditions.`` where ``body`` holds relation and attribute atoms.
 
     ``label`` names the rule in explanations ("rule 7"); ``line`` is where it was read.
+    ``prob``: a soft rule's probability (``0.8 :: head :- body.``, ProbLog's semantics: each
+    grounding holds on its own with that probability, :mod:`.soft`); ``None``: a certain rule.
     """
 
     head: Atom
@@ -86,6 +89,8 @@ class Rule:
     #: AMIE's measures of a mined rule (support, head_coverage, std_confidence, pca_confidence,
     #: ...), read from the comment line right after it (:mod:`.mine_measures`); None if it has none
     measures: dict[str, float] | None = field(default=None, compare=False)
+    #: the rule's probability (soft rules, ProbLog's ``p :: head :- body.``); None: a certain rule
+    prob: float | None = field(default=None, compare=False)
 
     @property
     def relation_atoms(self) -> tuple[Atom, ...]:
@@ -123,7 +128,8 @@ class Rule:
 
     def to_datalog(self) -> str:
         parts = [str(a) for a in self.body] + [str(c) for c in self.neq]
-        return f"{self.head} :- {', '.join(parts)}."
+        prefix = "" if self.prob is None else f"{format(Decimal(repr(float(self.prob))), 'f')} :: "
+        return f"{prefix}{self.head} :- {', '.join(parts)}."
 
     def __str__(self) -> str:
         return self.to_datalog()

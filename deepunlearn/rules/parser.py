@@ -5,6 +5,7 @@ Datalog::
     % comments start with % or #
     child(A, B) :- father(B, A).
     brother(X0, X1) :- sister(X1, X0), male(X1), X0 != X1.
+    0.8 :: child(A, B) :- mother(B, A).    % a soft rule: holds with probability 0.8 (.soft)
 
 Release raw format, one rule per line, ``+`` between body tuples and ``>`` before the head::
 
@@ -38,6 +39,7 @@ _TOKEN = re.compile(
     r"""
     (?P<ws>[ \t\r\n]+)
   | (?P<comment>[%\#][^\n]*)
+  | (?P<probsep>::)
   | (?P<implies>:-)
   | (?P<neq>!=)
   | (?P<lpar>\()
@@ -178,8 +180,20 @@ class _Parser:
         self.expect("neq", "'!=' (a body holds atoms and 'X != Y' conditions)")
         return Neq(left, self.term()), tok
 
+    def probability(self) -> float | None:
+        """A soft rule's ``p ::`` prefix (None without one): a number in [0, 1]."""
+        tok = self.peek()
+        if tok.kind != "number" or self.peek(1).kind != "probsep":
+            return None
+        self.i += 2
+        p = float(tok.text)
+        if not 0.0 <= p <= 1.0:
+            raise self.error(tok, f"rule probability {tok.text} is outside [0, 1]")
+        return p
+
     def rule(self, index: int) -> Rule:
         self.anon = 0
+        prob = self.probability()
         head, head_tok = self.atom()
         if head.is_attribute:
             raise self.error(head_tok, f"the head {head} has one argument: a rule derives a relation atom r(X, Y)")
@@ -216,7 +230,7 @@ class _Parser:
                 if v not in bound:
                     raise self.error(tok, f"unsafe rule: variable {v} in {lit} is not bound by any relation atom in the body")
         return Rule(head, tuple(a for a, _ in atoms), tuple(c for c, _ in neqs), label=f"rule {index}", line=head_tok.line,
-                    measures=measures)
+                    measures=measures, prob=prob)
 
     def program(self) -> list[Rule]:
         rules = []

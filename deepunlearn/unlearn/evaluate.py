@@ -111,6 +111,9 @@ class Verdict(BaseModel):
     #: the excluded facts B still holds beyond the oracle)
     deep_oracle: bool | None = None
     oracle: dict[str, Any] | None = None
+    #: with soft rules (:mod:`deepunlearn.rules.soft`): the probability that the rules, each grounding
+    #: holding with its rule's probability, still derive the target from K_B; None with certain rules
+    deep_p: float | None = None
 
     def text(self) -> str:
         """Readable lines: the counts, the metrics and, for a superficial forgetting, the
@@ -130,6 +133,9 @@ class Verdict(BaseModel):
                  + (f" ({groups})" if groups else ""),
                  f"  target forgotten: {'yes' if self.target_forgotten else 'no'}",
                  f"  deep: {deep_text(self, verdict)}"]
+        if self.deep_p is not None:
+            lines.append(f"  deep_p: {self.deep_p:.4g} (the chance that the soft rules still derive the target from what "
+                         "the model knows)")
         if self.superficial:
             lines.append("  surviving derivation (K: facts the model still knows), rule by rule:")
             lines.append(self.surviving_text)
@@ -176,7 +182,8 @@ class Judge:
                  chance_calibration=None,
                  cache_dir: str | os.PathLike | None = None, batch_size: int = 64, progress: bool = True,
                  grounding_budget: int | None = None, model_derived: bool = False,
-                 oracle: str | os.PathLike | None = None, negatives=None, oracle_correction: str = "family"):
+                 oracle: str | os.PathLike | None = None, negatives=None, oracle_correction: str = "family",
+                 rule_prob: str | None = None, soft_budget: int | None = None):
         from ..probe.protocol import get_protocol
         from ..rules.budget import DEFAULT_MAX_GROUNDINGS
         from ..rules.load import load_rules
@@ -194,6 +201,11 @@ class Judge:
 
             parse_selection(self.kb, forms, flag="--forms")
         self.rules = load_rules(rules if rules is not None else self.kb.metadata.get("rules", "family"))
+        if rule_prob is not None:  # each mined rule's probability from one of its measures
+            from ..rules.soft import with_rule_probs
+
+            self.rules = with_rule_probs(self.rules, rule_prob)
+        self.soft_budget = soft_budget
         self.budget = grounding_budget or DEFAULT_MAX_GROUNDINGS
         self.device, self.dtype, self.batch_size, self.progress = device, dtype, batch_size, progress
         self.trust_remote_code = trust_remote_code
@@ -294,7 +306,8 @@ class Judge:
         known_b = self.probe_unlearned(bundle)
         v = judge_known(self.kb, self.rules, self.evaluator, set(self.known), known_b, target,
                         original=self.original, unlearned=name, kb_name=self.kb_name, mode=self.mode,
-                        forms=self.forms, budget=self.budget, method=method, param=param)
+                        forms=self.forms, budget=self.budget, method=method, param=param,
+                        soft_budget=self.soft_budget)
         from .chance_verdict import attach_chance
 
         attach_chance(v, self.evaluator, self.kb, self.chance)  # p_chance, with a calibration
@@ -316,10 +329,11 @@ class Judge:
 
 def judge_known(kb, rules, evaluator, known_a: set[int], known_b: set[int], target: int, *, original: str,
                 unlearned: str, kb_name: str, mode: str, forms: str | None, budget: int | None,
-                method: str | None = None, param=None) -> Verdict:
+                method: str | None = None, param=None, soft_budget: int | None = None) -> Verdict:
     """The verdict from two probes (K_A, K_B): no model involved (``rules recall`` and the tests
-    use it on probe files)."""
+    use it on probe files); ``deep_p`` with soft rules (``soft_budget``: :func:`~deepunlearn.rules.soft.soft_deep_p`)."""
     from ..rules.graph import derivation_graph
+    from ..rules.soft import soft_deep_p
     from ..rules.survive import derivation_text, is_deep, leaves, steps, surviving_derivation
 
     forgotten = sorted(known_a - known_b)
@@ -338,7 +352,8 @@ def judge_known(kb, rules, evaluator, known_a: set[int], known_b: set[int], targ
         superficial=forgot and not deep, surviving=[Step(**s) for s in steps(graph_b, tree)],
         surviving_ids=ids, surviving_facts=[list(kb.facts[i]) for i in ids],
         surviving_text=derivation_text(graph_b, tree, indent="    ") if tree is not None else "",
-        method=method, param=param)
+        method=method, param=param,
+        deep_p=soft_deep_p(graph_b, target, max_nodes=soft_budget))
 
 
 def evaluate(original: str | os.PathLike, unlearned: str | os.PathLike | Sequence[str | os.PathLike], kb,

@@ -262,6 +262,17 @@ class TargetRunner:
         lost = [int(f) for f in forgotten if int(f) in self.known]
         return not derivable(self.evaluator.graph, int(target), removed=lost)
 
+    def soft(self, target: int, forgotten: Sequence[int]) -> dict:
+        """``{"deep_p": ...}`` with soft rules (:func:`~deepunlearn.rules.soft.soft_deep_p`), else ``{}``;
+        past the budget ``deep_p`` None and the one-line reason in ``deep_p_error`` (the run goes on)."""
+        from ..rules.soft import SoftBudgetError, soft_deep_p
+
+        try:
+            p = soft_deep_p(self.evaluator.graph, int(target), [int(f) for f in forgotten if int(f) in self.known])
+        except SoftBudgetError as e:
+            return {"deep_p": None, "deep_p_error": str(e)}
+        return {} if p is None else {"deep_p": p}
+
     def _run(self, t: int, u: Unlearner, values: list[float], skip: set[float], n_todo: int,
              seed: int | None = None) -> Iterator[Point]:
         for points in self.steps([t], u, values, skip, n_todo, seed, sample=self.sampler.sampled):
@@ -341,7 +352,8 @@ class TargetRunner:
                 p.accuracy_groups = {g: _opt(a) for g, a in parts.groups.items()}
         seconds = round(time.perf_counter() - t0, 3)
         for p in points:
-            p.notes.update(deep=self.deep(p.target, forgotten), seconds=seconds, **getattr(step, "info", {}))
+            p.notes.update(deep=self.deep(p.target, forgotten), seconds=seconds, **getattr(step, "info", {}),
+                           **self.soft(p.target, forgotten))
         self.checks.annotate(points, targets, step, forgotten, last=last, lr=lr)
         return points
 

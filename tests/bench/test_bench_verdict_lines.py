@@ -84,3 +84,20 @@ def test_a_verdict_holding_a_line_separator_is_one_line(tmp_path, kb_file, capsy
     f.write_text("".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines), encoding="utf-8")
     assert main(["evaluate-report", str(f), "-o", str(tmp_path / "rep"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["points"] == 2
+
+
+def test_soft_verdicts_keep_deep_p_and_the_report_shows_it(tmp_path, kb_file, capsys):
+    lines = [_verdict(deep_p=0.0), _verdict(target_id=5, forgotten=[5], deep=False, superficial=True, deep_p=0.36)]
+    rc, err, obj = _report(tmp_path, kb_file, lines, capsys)
+    assert rc == 0, err
+    md = next((tmp_path / "rep").rglob("report.md")).read_text()
+    soft = md[md.index("### Under soft rules"):]
+    row = next(ln for ln in soft.splitlines() if ln.startswith("| ck | evaluate |"))
+    assert row == "| ck | evaluate | 2 | 1 | 1.64 | 0.18 | 0 |"  # 2 targets, 1 deep, expected deep 1 + 0.64
+    import csv
+
+    rows = list(csv.DictReader(next((tmp_path / "rep").rglob("points.csv")).open()))
+    assert sorted(r["deep_p"] for r in rows) == ["0.0", "0.36"]
+    (tmp_path / "bad").mkdir()
+    rc, err, obj = _report(tmp_path / "bad", kb_file, [_verdict(deep_p=1.5)], capsys)
+    assert rc == 1 and "v.jsonl:1: field deep_p:" in err

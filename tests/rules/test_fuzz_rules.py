@@ -15,7 +15,7 @@ from deepunlearn.rules import RuleSet, RulesError, closure, load_rules, parse_da
 IDENT = st.sampled_from(["child", "father", "mother", "husband", "wife", "male", "female", "r", "p", "newphe", "x1"])
 VAR = st.sampled_from(["X", "Y", "Z", "A", "B", "_", "X0", "_Y"])
 PUNCT = st.sampled_from([":-", "(", ")", ",", ".", "!=", " ", "\n", "\t", ">", "+", "is", "of", "is wife of"])
-OTHER = st.sampled_from(['"Ann"', "'Bob'", '"unterminated', "42", "-3.5", "% a comment\n", "# note\n", "\\", "\x00"])
+OTHER = st.sampled_from(['"Ann"', "'Bob'", '"unterminated', "42", "-3.5", "0.7 :: ", "::", "1.5::", "% a comment\n", "# note\n", "\\", "\x00"])
 TOKEN = st.one_of(IDENT, VAR, PUNCT, PUNCT, OTHER, st.text(max_size=3))
 TEXT = st.lists(TOKEN, max_size=40).map("".join)
 

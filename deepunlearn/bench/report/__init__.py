@@ -12,6 +12,7 @@
 * "Has it really forgotten?": the adversarial aggregate and the attacks (:mod:`.forms`, figure in
   :mod:`.forms_plots`);
 * "Could chance explain it?", when points carry p_chance (:mod:`.chance`);
+* "Under soft rules", when points carry deep_p (:mod:`.soft`);
 * "How much remains": likelihood, membership and reference-model measures (:mod:`.measures`,
   tables in :mod:`.measures_tables`, figures in :mod:`.measures_plots`).
 
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ...errors import dumps
+from ...unlearn.summary import field_of
 from ..bootstrap import meta as interval_meta
 from ..intervals import has_interval
 from ..metrics import (
@@ -56,6 +58,7 @@ from .forms import calibrated_section, forgetting_section
 from .headline import draw_figures, definition_lines, figure_lines, headline_lines, relation_lines, target_lines
 from .measures import remains_section
 from .setup_section import protocol_lines, setup_lines
+from .soft import soft_section
 
 
 def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods: Sequence[str] | None = None,
@@ -127,6 +130,8 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
     fc_md, fc_summary = fc_md + cal_md, {**fc_summary, **cal_summary}
     ch_md, ch_summary = chance_section(every_seed, methods)  # verdicts with p_chance (evaluate --calibration)
     fc_md, fc_summary = fc_md + ch_md, {**fc_summary, **ch_summary}
+    sf_md, sf_summary = soft_section(every_seed, methods)  # points with deep_p (soft rules)
+    fc_md, fc_summary = fc_md + sf_md, {**fc_summary, **sf_summary}
 
     _write_points_csv(every_seed, out / "points.csv", kb, groups)
     (out / "summary.json").write_text(dumps(json_safe({
@@ -198,10 +203,12 @@ def _write_points_csv(points: Sequence[Any], path: Path, kb=None, groups: Sequen
                       ) -> None:
     """One row per point; the family domain's ``accuracy_family`` / ``accuracy_biography`` columns
     stay where they were, and a KB with other groups gets one ``accuracy_{group}`` column per group
-    after ``accuracy_other``. A sweep with sampled accuracy adds ``accuracy_low`` / ``accuracy_high`` last."""
+    after ``accuracy_other``. A sweep with sampled accuracy adds ``accuracy_low`` / ``accuracy_high`` last
+    (and soft rules ``deep_p``)."""
     more = [g for g in groups if g not in ("family", "biography")]
     bounds = ["accuracy_low", "accuracy_high"] if any(has_interval(p) for p in points) else []
     bounds += ["seed"] if len(point_seeds(points)) > 1 else []  # several run seeds: each row's
+    bounds += ["deep_p"] if any(field_of(p, "deep_p") is not None for p in points) else []  # soft rules
     cols = ["model", "target", "relation", "method", "param", "recall", "accuracy", "accuracy_family",
             "accuracy_biography", "accuracy_rule", "accuracy_other", *(f"accuracy_{g}" for g in more),
             "target_forgotten", "exact", "n_forgotten", "deep", "seconds", *bounds]

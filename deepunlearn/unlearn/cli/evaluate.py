@@ -37,6 +37,7 @@ from pathlib import Path
 
 def register(sub: argparse._SubParsersAction) -> None:
     from ...cli import add_force, add_json, add_threads, positive_int
+    from ...rules.soft import DEFAULT_MAX_NODES, MEASURES
     from ...probe.cli.probe import add_format_args
     from ...probe.modes import FACT_MODES as MODES, modes_help
 
@@ -60,6 +61,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="fact index or 'subject|relation|object' (with --manifest: for rows that name none)")
     p.add_argument("--rules", default=None,
                    help="rule set name or rule file (default: the KB's metadata 'rules', else family)")
+    p.add_argument("--rule-prob", choices=MEASURES, default=None,
+                   help="soft rules: each mined rule holds with this measure of its (from the '%% support=...' line "
+                        "after it; a rule without one keeps its written 'p ::' probability); verdicts get deep_p")
+    p.add_argument("--soft-budget", type=positive_int, default=None, metavar="N",
+                   help=f"most decision-diagram nodes one deep_p may build (default {DEFAULT_MAX_NODES:,})")
     p.add_argument("--mode", choices=MODES, default=None,
                    help=f"probe mode, as 'deepunlearn probe --mode': {modes_help(MODES)} (default: the protocol's)")
     p.add_argument("--forms", default=None, metavar="SEL", help="probe forms, as 'deepunlearn probe --forms'")
@@ -120,7 +126,7 @@ def _judge(args):
                  answer_format=fmt["answer_format"], trust_remote_code=fmt["trust_remote_code"],
                  cache_dir=args.cache_dir, batch_size=args.batch_size, progress=not args.json,
                  model_derived=args.model_derived, oracle=args.oracle, negatives=_negatives(args),
-                 oracle_correction=args.oracle_correction)
+                 oracle_correction=args.oracle_correction, rule_prob=args.rule_prob, soft_budget=args.soft_budget)
 
 
 def _negatives(args):
