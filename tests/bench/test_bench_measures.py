@@ -353,7 +353,7 @@ def test_report_without_measures_is_unchanged(tmp_path):
     pts = sweep_points(with_measures=False)
     text = build_report(pts, tmp_path / "rep", methods=["ga", "npo"]).read_text()
     files = sorted(f.name for f in (tmp_path / "rep").iterdir())
-    assert files == ["by_relation.png", "curves.png", "family_biography.png", "headline.png", "points.csv", "report.md",
-                     "success_du.png", "summary.json", "superficial.png", "trajectories_tiny.png"]  # success_du.png: the Success-DU figure
+    assert files == ["by_relation.png", "curves.png", "family_biography.png", "headline.png", "points.csv", "report.html",
+                     "report.md", "success_du.png", "summary.json", "superficial.png", "trajectories_tiny.png"]  # success_du.png: the Success-DU figure
     assert "How much remains" not in text and "baseline rows" not in text and "**points**: 32;" in text
     assert set(json.loads((tmp_path / "rep" / "summary.json").read_text())) == {"models", "intervals", "by_relation", "curves"}
