@@ -12,6 +12,7 @@
 * "Has it really forgotten?": the adversarial aggregate and the attacks (:mod:`.forms`, figure in
   :mod:`.forms_plots`);
 * "Could chance explain it?", when points carry p_chance (:mod:`.chance`);
+* "Deep against its controls", when points carry deep_oracle or p_chance (:mod:`.controls`);
 * "How much remains": likelihood, membership and reference-model measures (:mod:`.measures`,
   tables in :mod:`.measures_tables`, figures in :mod:`.measures_plots`).
 
@@ -48,6 +49,7 @@ from ..metrics import (
 )
 from ..oracle import ORACLE
 from .chance import chance_section
+from .controls import controls_section
 from .deep import du_section
 from .forms import calibrated_section, forgetting_section
 from .headline import draw_figures, definition_lines, figure_lines, headline_lines, relation_lines, target_lines
@@ -128,6 +130,8 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
     fc_md, fc_summary = fc_md + cal_md, {**fc_summary, **cal_summary}
     ch_md, ch_summary = chance_section(every_seed, methods)  # verdicts with p_chance (evaluate --calibration)
     fc_md, fc_summary = fc_md + ch_md, {**fc_summary, **ch_summary}
+    ct_md, ct_summary = controls_section(every_seed, methods)  # deep_oracle / p_chance per sweep point
+    fc_md, fc_summary = fc_md + ct_md, {**fc_summary, **ct_summary}
 
     _write_points_csv(every_seed, out / "points.csv", kb, groups)
     (out / "summary.json").write_text(dumps(json_safe({
