@@ -10,9 +10,8 @@
   it answers), so only the other points are compared; ``deep_oracle_held`` lists the excluded facts
   B holds beyond the oracle. The oracle of a target is trained (or found in ``CACHE/retrain``)
   before the job's trajectory starts, so the job's seed and points are those of a sweep without it.
-  ``oracle_exact`` is false where the oracle's training set still derives the target (its set
-  was chosen over the sweep's K, not over what the model was taught): the comparison is then with
-  the ``oracle`` row's model, which is not exact unlearning of that target.
+  ``oracle_exact`` records that the oracle's training set no longer derives the target (true by
+  the choice of :func:`~.oracle.oracle_set`; false only with approximate minimal sets).
 - ``p_chance`` (:mod:`deepunlearn.unlearn.chance_verdict`): for a point not deep, the probability
   that a model that learned none of the point's minimal set, answering its facts at their
   relation's raw false-positive rate, is judged not deep too (``p_chance_se`` beside it when it is
@@ -95,10 +94,10 @@ class PointControls:
         import torch
 
         from ..probe import load_model
-        from ..unlearn.measures import reference_set
         from ..unlearn.retrain import retrain
+        from .oracle import oracle_set
 
-        removed = reference_set(runner.evaluator, target)
+        removed = oracle_set(runner, target)
         bundle = runner.bundle
         with torch.random.fork_rng(devices=[]):
             path = retrain(bundle, runner.kb, removed, cache_dir=self.oracle_cache, progress=False,
