@@ -134,15 +134,57 @@ def main(argv: list[str] | None = None) -> None:
 
 def table(out: Path) -> None:
     """``table.md`` and ``table.json`` from the sweep's store (module docstring, stage 4)."""
+    from deepunlearn.bench.metrics import summarize
     from deepunlearn.bench.report.controls import control_rows, control_table
     from deepunlearn.bench.store import ResultsStore
 
     with ResultsStore(out / "sweep", readonly=True) as store:
         points = store.points()
+    # a target counts once all five methods and its oracle are stored (a stopped run: the finished ones)
+    rows_by = {}
+    for p in points:
+        rows_by.setdefault(p.target, set()).add(p.method)
+    done = {t for t, ms in rows_by.items() if {*METHODS, "oracle"} <= ms}
+    points = [p for p in points if p.target in done]
     rows = control_rows(points)
-    (out / "table.json").write_text(json.dumps(rows, indent=1) + "\n", encoding="utf-8")
-    (out / "table.md").write_text("\n".join(control_table(rows)) + "\n", encoding="utf-8")
-    print("\n".join(control_table(rows)))
+    summary = summarize(points)
+    lines = [f"{len(done)} targets with every method and the oracle stored: {sorted(done)}", ""]
+    lines += control_table(rows) + ["", "| method | Acc@R≥0.8 | Success-DU@0.8 | accuracy at the first deep point "
+                                     "| accuracy at the first deep_oracle point |", "|---|---|---|---|---|"]
+    for r in rows:
+        s = summary.get(r["model"], {}).get(r["method"], {})
+        lines.append(f"| {r['method']} | {_ci(s, 'acc_at_recall_0.8')} | {_ci(s, 'success_du_0.8')} | "
+                     f"{_first(points, r['method'], 'deep')} | {_first(points, r['method'], 'deep_oracle')} |")
+        r["summary"] = {k: v for k, v in s.items() if k.startswith(("acc_at_recall_0.8", "success_du_0.8", "n_"))}
+    acc = [p.accuracy for p in points if p.method == "oracle"]
+    if acc:
+        lines += ["", f"The oracle's accuracy (exact unlearning): mean {sum(acc) / len(acc):.3f}, min {min(acc):.3f} "
+                      f"(n = {len(acc)} targets)."]
+    (out / "table.json").write_text(json.dumps({"targets": sorted(done), "rows": rows}, indent=1, default=str) + "\n",
+                                    encoding="utf-8")
+    (out / "table.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    print("\n".join(lines))
+
+
+def _ci(s: dict, key: str) -> str:
+    if s.get(key) is None:
+        return "–"
+    lo, hi = s.get(f"{key}_ci_lo"), s.get(f"{key}_ci_hi")
+    return f"{s[key]:.2f}" + (f" [{lo:.2f}, {hi:.2f}]" if lo is not None and hi is not None else "")
+
+
+def _first(points, method: str, flag: str) -> str:
+    """Mean accuracy (and n targets) at each target's first grid point where ``flag`` holds."""
+    by: dict[int, list] = {}
+    for p in points:
+        if p.method == method:
+            by.setdefault(p.target, []).append(p)
+    accs = []
+    for pts in by.values():
+        hit = [p for p in sorted(pts, key=lambda p: p.param) if p.extra.get(flag)]
+        if hit:
+            accs.append(hit[0].accuracy)
+    return f"{sum(accs) / len(accs):.3f} (n = {len(accs)})" if accs else "– (n = 0)"
 
 
 if __name__ == "__main__":

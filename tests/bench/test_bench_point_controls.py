@@ -156,3 +156,43 @@ def test_control_rows_count_targets_and_leave_out_missing_fields():
     md, summary = controls_section(pts, ["ga"])
     assert md[0] == "### Deep against its controls" and summary["controls"] == [r]
     assert controls_section([p for p in pts if p["target"] == 3], ["ga"]) == ([], {})
+
+
+def test_the_oracle_set_is_chosen_over_what_the_model_was_taught():
+    """A model that does not answer one taught fact: a minimal set over its K can leave the target
+    derivable from what it was taught (through that fact); the oracle's set then comes from the
+    taught facts, and retraining without it leaves the target underivable. Where the set over K
+    already does, it is kept (cached oracles keep their keys)."""
+    from types import SimpleNamespace
+
+    from deepunlearn.bench.oracle import oracle_set
+    from deepunlearn.rules.graph import derivation_graph
+    from deepunlearn.rules.metrics import Evaluator
+    from deepunlearn.unlearn.measures import reference_set
+
+    kb, rules = deepunlearn.generate_family(8, seed=1), deepunlearn.load_rules("family")
+    every = set(range(len(kb.facts)))
+
+    def derivable(removed, t) -> bool:
+        return bool(derivation_graph(kb, rules, known=sorted(every - set(removed))).in_closure[t])
+
+    cases = {"changed": 0, "kept": 0}
+    for f in range(6):  # the model does not answer fact f
+        ev = Evaluator(kb, rules=rules, known=sorted(every - {f}))
+        runner = SimpleNamespace(kb=kb, evaluator=ev, bundle=SimpleNamespace(meta={}))
+        for t in kb.targets:
+            if t == f:
+                continue
+            over_k, chosen = reference_set(ev, t), oracle_set(runner, t)
+            assert not derivable(chosen, t)
+            if derivable(over_k, t):
+                assert chosen != over_k
+                cases["changed"] += 1
+            else:
+                assert chosen == over_k
+                cases["kept"] += 1
+    assert cases["changed"] >= 1 and cases["kept"] >= 1
+    # facts the model was finetuned without stay out of its oracle too
+    runner = SimpleNamespace(kb=kb, evaluator=Evaluator(kb, rules=rules, known=sorted(every - {0})),
+                             bundle=SimpleNamespace(meta={"trained": {"excluded": [0]}}))
+    assert 0 in oracle_set(runner, kb.targets[1])
