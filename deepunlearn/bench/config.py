@@ -70,6 +70,7 @@ from .grids import GRID_PRESETS, PAPER_GRIDS, check_grid, family_default, folder
 from .grids import refuse_bools, unset_methods
 from .modelspec import ModelSpec, protocol_name, StrictModel, prompt_format
 from .oracle import ORACLE_HELP
+from .point_controls import CHANCE_HELP
 from .targets import TargetSpec
 from .tracking import TRACKER_HELP
 
@@ -109,6 +110,7 @@ class SweepConfig(StrictModel):
     model_derived: bool = Field(default=False, strict=True, description="at every point also ask the target's compose "
                                 "questions and store deep_model (model-derived deep unlearning) beside the rules' deep")
     oracle: bool = Field(default=False, strict=True, description=ORACLE_HELP)
+    chance_calibration: str | None = Field(default=None, description=CHANCE_HELP)
     k_mode: Literal["probed", "dataset"] | None = Field(default=None, description="override; None: the protocol's")
     exact: bool | None = Field(default=None, description="override, older spelling: true = sets 'exact', "
                                "false = sets 'mdus'; None: the protocol's")

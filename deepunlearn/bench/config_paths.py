@@ -59,5 +59,6 @@ def resolve_paths(cfg: Any, base: Path) -> Any:
         "kb": rel(cfg.kb, "kb"), "holdout": rel(cfg.holdout, "holdout"), "output": rel(cfg.output, "output"),
         "cache_dir": rel(cfg.cache_dir, "cache_dir"), "models": models, "rules": rules,
         "adversarial_calibration": rel(cfg.adversarial_calibration, "adversarial_calibration"),
+        "chance_calibration": rel(cfg.chance_calibration, "chance_calibration"),
         "sets": sets,
     })

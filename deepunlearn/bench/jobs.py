@@ -84,6 +84,8 @@ class WorkSpec:
     sequential: dict[str, Any] = field(default_factory=dict)
     #: where the ``oracle`` rows' retrained models are cached; None: no oracle rows (the config's oracle)
     oracle_cache: str | None = None
+    #: the calibration (its JSON) each point's p_chance uses; None: none (the config's chance_calibration)
+    chance_calibration: dict[str, Any] | None = None
 
 
 class ModelWorker:
@@ -100,6 +102,9 @@ class ModelWorker:
         self._kb = None
         self._model: tuple[str, str, int | None] | None = None
         self._runner = None
+        from .point_controls import point_controls
+
+        self._controls = point_controls(spec)  # deep_oracle / p_chance per point, when the sweep asks
 
     @property
     def kb(self):
@@ -169,6 +174,8 @@ class ModelWorker:
             points = oracle_points(runner, job.target, self.spec.oracle_cache)
         else:
             points = job_points(runner, job, self.spec.method_params)
+        if self._controls is not None and job.method not in BASELINES:
+            points = self._controls.wrap(runner, job.method, job.target, points)
         questions = (model_derived_questions(runner, job.target)
                      if self.spec.model_derived and job.method not in BASELINES else None)
         for point in points:

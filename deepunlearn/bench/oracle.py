@@ -3,8 +3,9 @@
 For every target the sweep runs one more job, method ``oracle``, param 0: the model's own
 finetune recipe (read from its ``deepunlearn.json``: base, architecture, answer format, learning
 rate, schedule, epochs or early-stop rule, seed) retrained on the KB minus the target's chosen
-minimal deep-unlearning set (the smallest over the sweep's K, the first of equal size in the
-rules layer's order: :func:`~deepunlearn.unlearn.measures.reference_set`) by
+minimal deep-unlearning set (:func:`oracle_set`: the smallest over the sweep's K, the first of equal
+size in the rules layer's order, unless what the model was taught still derives the target without
+it; then the smallest over the taught facts) by
 :func:`~deepunlearn.unlearn.retrain.retrain`. Retrained models are cached in ``CACHE/retrain``
 by (base identity, KB fingerprint, removed facts, recipe and seed), the folder ``reference =
 "retrain"`` uses for the same model, so a resumed sweep, or the same target in another run seed
@@ -86,6 +87,26 @@ def check_oracle(cfg: Any, kb: Any) -> None:
                                 f"sweep's {kb.name!r}: an oracle is retrained on the model's own KB")
 
 
+def oracle_set(runner: Any, target: int) -> list[int]:
+    """The facts the oracle of ``target`` is retrained without: the smallest minimal set over the
+    sweep's K (the first of equal size, :func:`~deepunlearn.unlearn.measures.reference_set`) when
+    the rest of what the model was *taught* no longer derives the target; else (a taught fact the
+    model does not answer still derives it) the smallest minimal set over the taught facts, as
+    ``deepunlearn oracle`` chooses (:func:`~deepunlearn.unlearn.oracle.choose_sets`). Facts the
+    model was finetuned without (``finetune --exclude``) stay out too."""
+    from ..rules.graph import derivation_graph
+    from ..unlearn.measures import reference_set
+    from ..unlearn.oracle import choose_sets, taught_facts
+
+    kb, rules = runner.kb, runner.evaluator.rules
+    taught = taught_facts(kb, runner.bundle.meta or {})
+    own = set(range(len(kb.facts))) - set(taught)
+    removed = reference_set(runner.evaluator, target)
+    if derivation_graph(kb, rules, known=sorted(set(taught) - set(removed))).in_closure[int(target)]:
+        removed = choose_sets(kb, rules, taught, [int(target)])[1]
+    return sorted(set(removed) | own)
+
+
 def oracle_points(runner: Any, target: int, cache_dir: str | Path) -> Iterator[Any]:
     """The oracle point of ``target``: retrain (or find cached) the exact-unlearning model, put its
     weights in the runner's model, probe and judge it like a grid point; the weights are the
@@ -93,13 +114,12 @@ def oracle_points(runner: Any, target: int, cache_dir: str | Path) -> Iterator[A
     import torch
 
     from ..probe import load_model
-    from ..unlearn.measures import reference_set
     from ..unlearn.methods import UnlearnError
     from ..unlearn.retrain import retrain
     from ..unlearn.snapshot import WeightSnapshot
 
     t0 = time.perf_counter()
-    removed = reference_set(runner.evaluator, target)
+    removed = oracle_set(runner, target)
     model = runner.bundle.model
     device = str(next(model.parameters()).device)
     path = retrain(runner.bundle, runner.kb, removed, cache_dir=cache_dir, progress=runner.progress, device=device)

@@ -42,6 +42,7 @@ from .executors import Executor, make_executor
 from .guard import SweepLock, check_children, check_models, model_identity, overlaps_model, record_models
 from .jobs import Job, WorkSpec
 from .oracle import ORACLE, check_oracle, oracle_cache
+from .point_controls import check_chance
 from .scheduling import grids_with_baselines, plan_jobs  # noqa: F401  (plan_jobs: re-exported)
 from .target_selection import select_targets  # noqa: F401  (re-exported)
 from .progress import SweepBar
@@ -217,6 +218,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
     check_config(cfg)
     check_forms(cfg, kb)
     check_oracle(cfg, kb)  # a model the tool cannot retrain, before anything is written
+    chance = check_chance(cfg)  # p_chance's calibration, read before anything is written
     holdout = _holdout(cfg, kb)  # checked before anything is written
     for key, folder in (("output", cfg.output_dir), ("cache_dir", cfg.cache_path)):  # folders, not files
         try:
@@ -240,7 +242,9 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
     with SweepLock(out), ResultsStore(out, discard_damaged=overwrite) as store:
         if store.meta("fingerprint") == fp and check_models(store, models, overwrite=overwrite):
             store.clear()
-        resumed = store.bind(fp, cfg.model_dump(mode="json"), overwrite=overwrite)
+        # a sweep without p_chance records its config as before the option existed
+        dump = cfg.model_dump(mode="json", exclude={"chance_calibration"} if cfg.chance_calibration is None else None)
+        resumed = store.bind(fp, dump, overwrite=overwrite)
         record_models(store, models)
         if tracker is not None:
             tracker.start(store, cfg)
@@ -255,6 +259,8 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             **seeds_manifest(cfg),
             **({"oracle": {"cache": str(oracle_cache(cfg.cache_path)), "removed": "each target's smallest minimal "
                            "set over K (the first of equal size)"}} if cfg.oracle else {}),
+            **({"chance_calibration": {"path": cfg.chance_calibration, "sha256": _digest(cfg.chance_calibration)}}
+               if chance is not None else {}),
             "store": str(store.path),
         })
         jobs, done_points = plan_jobs(cfg, targets, store)
@@ -307,7 +313,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             print(f"resuming {out}: {done_points} of {total} points already stored, {n_jobs} job(s) to run",
                   file=sys.stderr)
         try:
-            executor.run(_work_spec(cfg, kb, holdout), jobs, sink)
+            executor.run(_work_spec(cfg, kb, holdout, chance), jobs, sink)
             run_rec["status"] = "finished"
         except BaseException as e:
             run_rec["status"] = f"stopped: {type(e).__name__}"
@@ -323,6 +329,10 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
                   and (cfg.oracle or p.method != ORACLE)]  # oracle is not in the fingerprint: rows of an earlier run
     return SweepOutcome(out, points, summarize(points, groups=kb.groups), targets, skipped, resumed, computed, time.perf_counter() - t0,
                         cfg)
+
+
+def _digest(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def _read_manifest(path: Path) -> dict[str, Any]:
@@ -350,7 +360,8 @@ def _holdout(cfg: SweepConfig, kb: KnowledgeBase) -> dict[str, Any] | None:
     return to_dict(hold)
 
 
-def _work_spec(cfg: SweepConfig, kb: KnowledgeBase, holdout: dict[str, Any] | None = None) -> WorkSpec:
+def _work_spec(cfg: SweepConfig, kb: KnowledgeBase, holdout: dict[str, Any] | None = None,
+               chance: dict[str, Any] | None = None) -> WorkSpec:
     def run(m) -> dict[str, Any]:
         p = cfg.protocol_for(m)
         return {"protocol": p.describe(), "sets": cfg.sets_for(m), "tie": p.tie, "probe_mode": cfg.probe_mode_for(m),
@@ -367,5 +378,5 @@ def _work_spec(cfg: SweepConfig, kb: KnowledgeBase, holdout: dict[str, Any] | No
         threads=cfg.threads, methods=tuple(cfg.methods), method_params=dict(cfg.params), model_derived=cfg.model_derived,
         sequential=cfg.targets.sequential_options() if cfg.targets.sequential else {},
         runner_options={**options, **runner_probe_options(cfg), **accuracy_options(cfg)},
-        oracle_cache=str(oracle_cache(cfg.cache_path)) if cfg.oracle else None,
+        oracle_cache=str(oracle_cache(cfg.cache_path)) if cfg.oracle else None, chance_calibration=chance,
     )

@@ -138,6 +138,9 @@ class TargetRunner:
                                        modes=co.modes, calibration=co.calibration)
         bundle.model.eval()
         bundle.answer_rule = rule_of(self.protocol)  # when a generated answer counts (the protocol's)
+        #: called at every point as ``hook(points, step, forgotten)``, the weights at the point (a
+        #: sweep's per-point controls, :mod:`deepunlearn.bench.point_controls`)
+        self.point_hooks: list = []
         self.baseline = cached_probe(bundle, kb, mode=probe_mode, cache_dir=po.cache_dir, batch_size=po.batch_size,
                                      progress=progress, **self._probe_kw)
         self.known: frozenset[int] = (
@@ -354,6 +357,8 @@ class TargetRunner:
         for p in points:
             p.notes.update(deep=self.deep(p.target, forgotten), seconds=seconds, **getattr(step, "info", {}),
                            **self.soft(p.target, forgotten))
+        for hook in self.point_hooks:
+            hook(points, step, forgotten)
         self.checks.annotate(points, targets, step, forgotten, last=last, lr=lr)
         return points
 

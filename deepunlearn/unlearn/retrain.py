@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from ..kg.kb import KBError, KnowledgeBase
 from ..probe.models import META_FILE, ModelBundle, read_meta
@@ -160,15 +161,45 @@ def retrain(model_dir_or_bundle: str | Path | ModelBundle, kb: KnowledgeBase, re
 
 
 def train_planned(plan: RetrainPlan, kb: KnowledgeBase, *, progress: bool = True, device: str | None = None) -> Path:
-    """The folder of ``plan``: from the cache, else trained into it (atomically)."""
+    """The folder of ``plan``: from the cache, else trained into it (atomically, under the key's
+    lock: :func:`key_lock`)."""
+    folder = plan.folder
+    if plan.cached:
+        return folder
+    with key_lock(folder):
+        if plan.cached:  # another process trained it while this one waited
+            return folder
+        return _train_into(plan, kb, progress=progress, device=device)
+
+
+@contextmanager
+def key_lock(folder: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``folder``'s key (``fcntl.flock`` on ``KEY.lock`` beside it, removed
+    afterwards) while the block runs: two workers of a sweep (local processes or Ray actors on one
+    file system) never train the same retain model at once; the second waits and finds it cached."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - no flock on this platform: no lock
+        yield
+        return
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    path = folder.with_name(folder.name + ".lock")
+    with open(path, "a") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def _train_into(plan: RetrainPlan, kb: KnowledgeBase, *, progress: bool, device: str | None) -> Path:
     from ..errors import atomic_dir
     from ..probe.models import load_model
     from .finetune import finetune
 
     meta, name, identity, recipe, ids, key, folder = (plan.meta, plan.name, plan.identity, plan.recipe, plan.ids,
                                                       plan.key, plan.folder)
-    if plan.cached:
-        return folder
     with atomic_dir(folder) as tmp:
         if "tiny" in identity:
             from ..probe.tiny import build_tiny_model

@@ -16,6 +16,7 @@ import pytest
 
 from deepunlearn.bench.config import ConfigError, load_config
 from deepunlearn.bench.runner import run_sweep
+from deepunlearn.bench.point_controls import FIELDS
 from deepunlearn.bench.store import ResultsStore
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,6 +50,30 @@ def _config(folder: Path, kb, name: str = "sweep.toml", *, oracle: str = "true",
         "[targets]", f"refs = {json.dumps(list(kb.targets[:targets]))}", ""])
     (folder / name).write_text(text)
     return folder / name
+
+
+def _without_controls(p) -> dict:
+    """The point as a sweep without oracle and chance_calibration stores it."""
+    return {k: v for k, v in p.to_dict(timing=False).items() if k not in FIELDS}
+
+
+def _calibration(kb, path: Path, rate: float) -> Path:
+    """A calibration file of mode ``exact`` whose raw false-positive rate is ``rate`` on every relation."""
+    import math
+
+    import numpy as np
+
+    from deepunlearn.probe.calibration import calibrate
+
+    n, rels = 40, sorted({f[1] for f in kb.facts})
+    gid = {f[1]: kb.group_of(i) for i, f in enumerate(kb.facts)}
+    names = [r for r in rels for _ in range(n)]
+    ev = [x for _ in rels for x in [1.0] * round(rate * n) + [-math.inf] * (n - round(rate * n))]
+    pos = [f[1] for f in kb.facts]
+    cal = calibrate({"exact": np.array(ev)}, [gid[r] for r in names], {"exact": np.full(len(pos), 50.0)},
+                    [gid[r] for r in pos], neg_relations=names, pos_relations=pos, meta={"model": "A"})
+    path.write_text(json.dumps(cal.to_json()))
+    return path
 
 
 def _cached(cache: Path) -> dict[str, tuple[int, int]]:
@@ -86,7 +111,11 @@ def test_oracle_row_in_every_summary_with_its_targets(family, reference):
     # the weights are the model's again after each oracle: GA's points equal those of a sweep without it
     plain = run_sweep(load_config(_config(d, kb, "plain.toml", oracle="", out="plain")), progress=False)
     assert [p.to_dict(timing=False) for p in plain.points] == [
-        p.to_dict(timing=False) for p in reference.points if p.method == "ga"]
+        _without_controls(p) for p in reference.points if p.method == "ga"]
+    assert all(not set(FIELDS) & set(p.extra) for p in plain.points)  # a sweep without oracle: as before
+    # with oracle = true every method point carries deep_oracle; a deep point is deep relative to it
+    assert all(isinstance(p.extra["deep_oracle"], bool) and (p.extra["deep_oracle"] or not p.extra["deep"])
+               for p in reference.points if p.method == "ga")
     # the report's tables: headline, deep unlearning, per relation, per target
     from deepunlearn.bench.report import write_report
 
@@ -111,8 +140,9 @@ def test_oracle_added_to_a_finished_sweep_runs_only_its_rows(family, reference, 
 
 @pytest.mark.slow
 def test_killed_oracle_sweep_resumes_without_retraining(family, reference, monkeypatch):
-    """The sweep is killed (SIGKILL) right after the second oracle is trained and cached, before its
-    point is stored; the rerun stores that point from the cache and trains nothing."""
+    """The sweep is killed (SIGKILL) right after the second oracle is trained and cached (at the start
+    of its target's first job, which judges every point against it), before any point of that
+    target is stored; the rerun stores them with the cached oracle and trains nothing."""
     d, kb = family
     cfg = _config(d, kb, "killed.toml", out="killed")
     code = textwrap.dedent(f"""
@@ -121,7 +151,7 @@ def test_killed_oracle_sweep_resumes_without_retraining(family, reference, monke
         real, calls = rt.retrain, []
         def retrain_then_die(*a, **k):
             calls.append(real(*a, **k))
-            if len(calls) == 2:
+            if len(set(calls)) == 2:
                 os.kill(os.getpid(), signal.SIGKILL)
             return calls[-1]
         rt.retrain = retrain_then_die
@@ -135,8 +165,8 @@ def test_killed_oracle_sweep_resumes_without_retraining(family, reference, monke
     out, cache = d / "killed", d / "killed" / "cache" / "retrain"
     with ResultsStore(out, readonly=True) as s:
         stored = [(p.target, p.method) for p in s.points()]
-    assert sorted(stored) == sorted([(kb.targets[0], "ga"), (kb.targets[0], "oracle"), (kb.targets[1], "ga")])
-    assert len(list(cache.iterdir())) == 2   # both oracles trained, the second one's point lost
+    assert sorted(stored) == sorted([(kb.targets[0], "ga"), (kb.targets[0], "oracle")])
+    assert len(list(cache.iterdir())) == 2   # both oracles trained, the second one's points lost
     before = _cached(cache)
 
     import deepunlearn.unlearn.finetune as ft
@@ -145,7 +175,7 @@ def test_killed_oracle_sweep_resumes_without_retraining(family, reference, monke
         raise AssertionError("a cached oracle was retrained")
     monkeypatch.setattr(ft, "finetune", no_training)
     resumed = run_sweep(load_config(cfg), progress=False)
-    assert resumed.resumed and resumed.computed == 1
+    assert resumed.resumed and resumed.computed == 2
     assert _cached(cache) == before
     key = lambda p: p.to_dict(timing=False)  # noqa: E731
     assert sorted(map(json.dumps, map(key, resumed.points))) == sorted(map(json.dumps, map(key, reference.points)))
@@ -194,3 +224,45 @@ def test_oracle_config_values(tmp_path, line, targets, message):
     with pytest.raises(ConfigError) as e:
         load_config(tmp_path / "s.toml")
     assert message in str(e.value) and "\n" not in str(e.value) and str(tmp_path / "s.toml") in str(e.value)
+
+
+def test_points_get_p_chance_and_resume_without_recomputing(family, reference, tmp_path):
+    """chance_calibration: every point not deep (the oracle row's too) gets p_chance, a deep one
+    none; the points are otherwise those of the sweep without it; a rerun computes nothing and the
+    report shows the controls beside the raw deep rate."""
+    d, kb = family
+    _calibration(kb, d / "cal1.json", 1.0)   # every never-seen fact answered: chance explains everything
+    cfg = _config(d, kb, "chance.toml", out="chance", extra='chance_calibration = "cal1.json"')
+    out = run_sweep(load_config(cfg), progress=False)
+    assert out.computed == len(reference.points)
+    by = {(p.target, p.method, p.param): p for p in out.points}
+    for p in reference.points:
+        q = by[(p.target, p.method, p.param)]
+        assert _without_controls(q) == _without_controls(p) and q.extra.get("deep_oracle") == p.extra.get("deep_oracle")
+        assert ("p_chance" in q.extra) == (not q.extra["deep"])
+        assert q.extra.get("p_chance", 1.0) == 1.0
+    manifest = json.loads((d / "chance" / "manifest.json").read_text())
+    assert manifest["chance_calibration"]["path"] == str(d / "cal1.json")
+    again = run_sweep(load_config(cfg), progress=False)
+    assert again.resumed and again.computed == 0
+    assert [_without_controls(p) for p in again.points] == [_without_controls(p) for p in out.points]
+    from deepunlearn.bench.report import write_report
+
+    report = write_report(out.output).read_text()
+    assert "### Deep against its controls" in report
+    rows = json.loads((out.output / "report" / "summary.json").read_text())["controls"]
+    ga = next(r for r in rows if r["method"] == "ga")
+    assert ga["targets"] == 2 and ga["deep_oracle_n"] == 2 and ga["established"] == 0
+    assert ga["established_n"] == ga["superficial"] == 2 - ga["deep"]
+
+
+def test_chance_calibration_errors_are_one_line(family, tmp_path):
+    d, kb = family
+    (tmp_path / "bad.json").write_text("{")
+    for extra, message in (('chance_calibration = "none.json"', "field chance_calibration: "),
+                           (f'chance_calibration = "{tmp_path / "bad.json"}"', "field chance_calibration: ")):
+        cfg = _config(d, kb, "bad.toml", out=str(tmp_path / "o"), extra=extra)
+        with pytest.raises(ConfigError) as e:
+            run_sweep(load_config(cfg), progress=False)
+        assert message in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "o").exists()

@@ -13,6 +13,7 @@
   :mod:`.forms_plots`);
 * "Could chance explain it?", when points carry p_chance (:mod:`.chance`);
 * "Under soft rules", when points carry deep_p (:mod:`.soft`);
+* "Deep against its controls", when points carry deep_oracle or p_chance (:mod:`.controls`);
 * "How much remains": likelihood, membership and reference-model measures (:mod:`.measures`,
   tables in :mod:`.measures_tables`, figures in :mod:`.measures_plots`).
 
@@ -53,6 +54,7 @@ from ..metrics import (
 )
 from ..oracle import ORACLE
 from .chance import chance_section
+from .controls import controls_section
 from .deep import du_section
 from .forms import calibrated_section, forgetting_section
 from .headline import draw_figures, definition_lines, figure_lines, headline_lines, relation_lines, target_lines
@@ -132,6 +134,8 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
     fc_md, fc_summary = fc_md + ch_md, {**fc_summary, **ch_summary}
     sf_md, sf_summary = soft_section(every_seed, methods)  # points with deep_p (soft rules)
     fc_md, fc_summary = fc_md + sf_md, {**fc_summary, **sf_summary}
+    ct_md, ct_summary = controls_section(every_seed, methods)  # deep_oracle / p_chance per sweep point
+    fc_md, fc_summary = fc_md + ct_md, {**fc_summary, **ct_summary}
 
     _write_points_csv(every_seed, out / "points.csv", kb, groups)
     (out / "summary.json").write_text(dumps(json_safe({
