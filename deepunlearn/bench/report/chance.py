@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from ...unlearn.chance_verdict import ESTABLISHED
 from ...unlearn.summary import field_of, value_of
-from .tables import number, record_table
+from .tables import number, record_table, sort_rows
 
 _COLUMNS = (("model", "model", str), ("method", "method", str), ("targets", "targets", str),
             ("deep", "deep", str), ("not deep", "not_deep", str),
@@ -60,9 +60,7 @@ def chance_section(points: Sequence[Any], methods: Sequence[str]) -> tuple[list[
     ``p_chance``."""
     if not any(field_of(p, "p_chance") is not None for p in points):
         return [], {}
-    rows = chance_rows(points)
-    order = {m: i for i, m in enumerate(methods)}
-    rows.sort(key=lambda r: (r["model"], order.get(r["method"], len(order)), r["method"]))
+    rows = sort_rows(chance_rows(points), methods)
     return ["### Could chance explain it?", "",
             "At each target's last grid point. *p_chance*: the probability that a model answering the target's "
             "facts only by chance (each at the raw false-positive rate of its relation on never-seen facts) is "

@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 from ...unlearn.chance_verdict import ESTABLISHED
 from ...unlearn.summary import field_of, is_deep, value_of
+from .tables import sort_rows
 
 Z95 = 1.959964
 
@@ -112,9 +113,7 @@ def controls_section(points: Sequence[Any], methods: Sequence[str]) -> tuple[lis
     carries ``deep_oracle`` or ``p_chance``."""
     if not any(field_of(p, "deep_oracle") is not None or field_of(p, "p_chance") is not None for p in points):
         return [], {}
-    rows = control_rows(points)
-    order = {m: i for i, m in enumerate(methods)}
-    rows.sort(key=lambda r: (r["model"], order.get(r["method"], len(order)), r["method"]))
+    rows = sort_rows(control_rows(points), methods)
     return ["### Deep against its controls", "",
             "Per target trajectory. *deep (raw)*: some grid point is deep, as in the headline's deep rate. "
             "*deep_oracle*: some grid point is deep relative to the target's exact-unlearning model (the model's "

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ...unlearn.summary import field_of, value_of
-from .tables import number, record_table
+from .tables import number, record_table, sort_rows
 
 _COLUMNS = (("model", "model", str), ("method", "method", str), ("targets", "targets", str),
             ("deep (exact)", "deep", str), ("expected deep (soft)", "expected_deep", number),
@@ -57,9 +57,7 @@ def soft_section(points: Sequence[Any], methods: Sequence[str]) -> tuple[list[st
     ``deep_p``."""
     if not any(field_of(p, "deep_p") is not None for p in points):
         return [], {}
-    rows = soft_rows(points)
-    order = {m: i for i, m in enumerate(methods)}
-    rows.sort(key=lambda r: (r["model"], order.get(r["method"], len(order)), r["method"]))
+    rows = sort_rows(soft_rows(points), methods)
     return ["### Under soft rules", "",
             "At each target's last grid point. *deep_p*: the probability that the rules, each grounding holding "
             "on its own with its rule's probability (ProbLog's semantics), still derive the target from what the "

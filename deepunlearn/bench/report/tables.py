@@ -47,3 +47,15 @@ def in_order(per: Mapping[str, Any], methods: Sequence[str]) -> list[str]:
     ['ga', 'tv', 'x@seq']
     """
     return [m for m in methods if m in per] + [m for m in per if m not in methods]
+
+
+def sort_rows(rows: list[dict[str, Any]], methods: Sequence[str]) -> list[dict[str, Any]]:
+    """Per-(model, method) rows in place, by model, then the methods' order, then any other
+    method by name.
+
+    >>> [r["method"] for r in sort_rows([{"model": "a", "method": "x"}, {"model": "a", "method": "ga"}], ["ga"])]
+    ['ga', 'x']
+    """
+    order = {m: i for i, m in enumerate(methods)}
+    rows.sort(key=lambda r: (r["model"], order.get(r["method"], len(order)), r["method"]))
+    return rows
