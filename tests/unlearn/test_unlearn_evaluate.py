@@ -13,7 +13,6 @@ import json
 import os
 import subprocess
 import sys
-import warnings
 from pathlib import Path
 
 import pytest
@@ -158,11 +157,7 @@ def test_peft_adapter_on_a_and_on_another_base(setup):
 
     base = AutoModelForCausalLM.from_pretrained(setup["a"])
     base.config.name_or_path = str(setup["a"])
-    with warnings.catch_warnings():
-        # peft's PeftModel reads transformers' deprecated `is_gradient_checkpointing` alias while it
-        # builds; the tool's own adapter paths build LoraModel directly or silence it (hf_load)
-        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated", category=FutureWarning)
-        peft = get_peft_model(base, LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
+    peft = get_peft_model(base, LoraConfig(r=2, target_modules=["q_proj", "v_proj"]))
     with torch.no_grad():
         for n, w in peft.named_parameters():
             if "lora_B" in n:
