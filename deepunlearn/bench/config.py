@@ -292,6 +292,12 @@ class SweepConfig(StrictModel):
     def cache_path(self) -> Path:
         return Path(self.cache_dir) if self.cache_dir else self.output_dir / "cache"
 
+    def recorded(self) -> dict[str, Any]:
+        """The configuration as a sweep records it (its store's ``config``, a tracker's params):
+        the JSON dump, without ``chance_calibration`` when it is unset, so a sweep without
+        p_chance records what it did before that option existed."""
+        return self.model_dump(mode="json", exclude={"chance_calibration"} if self.chance_calibration is None else None)
+
     def results_key(self, kb_fingerprint: str) -> dict[str, Any]:
         """The part of the configuration that decides the results (not where or how they run):
         per model its resolved protocol, sets and grids (not how they were spelled)."""
@@ -327,7 +333,7 @@ class SweepConfig(StrictModel):
     def to_yaml(self) -> str:
         import yaml
 
-        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False, allow_unicode=True)
+        return yaml.safe_dump(self.recorded(), sort_keys=False, allow_unicode=True)
 
 
 def parse_config(data: Any, source: str = "<config>", base: str | os.PathLike | None = None) -> SweepConfig:

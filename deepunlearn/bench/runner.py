@@ -242,9 +242,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
     with SweepLock(out), ResultsStore(out, discard_damaged=overwrite) as store:
         if store.meta("fingerprint") == fp and check_models(store, models, overwrite=overwrite):
             store.clear()
-        # a sweep without p_chance records its config as before the option existed
-        dump = cfg.model_dump(mode="json", exclude={"chance_calibration"} if cfg.chance_calibration is None else None)
-        resumed = store.bind(fp, dump, overwrite=overwrite)
+        resumed = store.bind(fp, cfg.recorded(), overwrite=overwrite)
         record_models(store, models)
         if tracker is not None:
             tracker.start(store, cfg)

@@ -141,7 +141,7 @@ class MlflowTracker:
         else:
             self.client.update_run(self.sweep_run, status="RUNNING")
         have = self.client.get_run(self.sweep_run).data.params
-        params = {k: v for k, v in config_params(cfg.model_dump(mode="json")).items() if k not in have}
+        params = {k: v for k, v in config_params(cfg.recorded()).items() if k not in have}
         self._log(self.sweep_run, params=params)
 
     def _search(self, query: str) -> list:
