@@ -49,6 +49,15 @@ class DomainError(KBError):
     """A domain folder, its ``domain.toml`` or a domain name is wrong: the message names it."""
 
 
+def table_name(source: str, where: str, name: str) -> str:
+    """``name`` as read from a package's table (``source``: the package, ``where``: the row), or a
+    DomainError naming both when it cannot be an entity name (:func:`.names.name_problem`)."""
+    problem = name_problem(name)
+    if problem:
+        raise DomainError(f"{source}: {where}: name {shown(name)} {problem}")
+    return name
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 

