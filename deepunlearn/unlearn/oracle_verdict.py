@@ -9,7 +9,14 @@ set too. Relative to exact unlearning, B **holds** a fact only if
 - for a fact the oracle was *not* trained on (its excluded facts), B's evidence beats the
   oracle's by more than a margin: ``score_B - score_O > max(margin, 0)`` in some mode.
 
-Facts the oracle was trained on count as held whenever B answers them. ``deep_oracle``: the
+Facts the oracle was trained on count as held whenever B answers them.
+
+Several oracles of one set (the same excluded facts, other seeds: ``evaluate --oracle DIR
+--oracle DIR2``) form one reference: per fact and mode its score is the **strongest** of theirs,
+on the excluded facts and on the negatives alike, and it answers a fact where one of them does.
+Exact unlearning of another seed may infer an excluded fact back more surely than one
+reference run does; against several, B holds a fact only where it beats what every one of them
+infers (the margin is calibrated on the same maximum over the negatives). ``deep_oracle``: the
 target is not derivable (rules closure) from B's held facts.
 
 Evidence is the probe mode's continuous per-fact score (:mod:`deepunlearn.probe.calibration`
@@ -122,33 +129,61 @@ class OracleReference:
 
     def __init__(self, judge, folder: str | os.PathLike, negatives=None, *, fpr: float = DEFAULT_FPR,
                  bundle=None, model_fn=None, correction: str = "family"):
-        from ..kg.fingerprint import kb_fingerprint
         from ..probe.calibration import check_rate
-        from .oracle import read_record
 
-        self.judge, self.folder, self.fpr = judge, str(folder), check_rate(fpr, "oracle fpr")
+        folders = [folder] if isinstance(folder, (str, os.PathLike)) else list(folder)
+        if not folders:
+            raise EvaluateError("--oracle: no oracle folder given", field="--oracle")
+        bundles = None if bundle is None else list(bundle) if isinstance(bundle, (list, tuple)) else [bundle]
+        if bundles is not None and len(bundles) != len(folders):
+            raise ValueError("OracleReference: one loaded bundle per oracle folder")
+        self.judge, self.fpr = judge, check_rate(fpr, "oracle fpr")
+        self.folders = [str(f) for f in folders]
+        self.folder = self.folders[0]
         if correction not in CORRECTIONS:
             raise EvaluateError(f"oracle margin correction must be one of {', '.join(CORRECTIONS)}, got "
                                 f"{correction!r}", field="--oracle-correction")
         self.correction = correction
-        self.record = read_record(folder)
-        kb = judge.kb
-        fp = (self.record.get("kb") or {}).get("fingerprint")
-        if fp is not None and fp != kb_fingerprint(kb):
-            raise EvaluateError(f"--oracle {folder}: trained on KB {(self.record['kb'] or {}).get('name')!r}, not on "
-                                f"{kb.name!r}: an oracle is the original's recipe on the same KB", file=folder,
-                                field="--oracle")
-        self.excluded = sorted(int(i) for i in self.record.get("removed") or self.record["excluded"])
+        self.records = [self._record(f) for f in self.folders]
+        self.record = self.records[0]
+        self.excluded = _excluded(self.record)
+        for f, r in zip(self.folders[1:], self.records[1:]):
+            if _excluded(r) != self.excluded:
+                raise EvaluateError(f"--oracle {f}: leaves out {len(_excluded(r))} facts, --oracle {self.folder} "
+                                    f"{len(self.excluded)}: the oracles of one reference leave out the same set "
+                                    "(other seeds of one oracle)", file=f, field="--oracle")
         self.neg_kb, self.neg_name = self._negatives(negatives)
         from ..probe.modes import ANY_MODES, DEFAULT_SELECTION
 
         self.modes = list(ANY_MODES) if judge.mode == "any" else [judge.mode]
 
         self.forms = judge.forms or DEFAULT_SELECTION[judge.mode]
-        o = bundle if bundle is not None else judge.load(folder, "--oracle")
-        self.ev_o, self.answers_o = self.evidence(o, kb, self.excluded, model_fn)
-        self.neg_o, _ = self.evidence(o, self.neg_kb, range(len(self.neg_kb.facts)), model_fn)
+        self.ev_o = self.answers_o = self.neg_o = None
+        for i, f in enumerate(self.folders):
+            o = bundles[i] if bundles is not None else judge.load(f, "--oracle")
+            ev, answers = self.evidence(o, judge.kb, self.excluded, model_fn)
+            neg, _ = self.evidence(o, self.neg_kb, range(len(self.neg_kb.facts)), model_fn)
+            del o
+            if self.ev_o is None:
+                self.ev_o, self.answers_o, self.neg_o = ev, answers, neg
+            else:  # the strongest of the oracles, per fact and mode
+                self.ev_o = {m: np.maximum(self.ev_o[m], ev[m]) for m in self.modes}
+                self.neg_o = {m: np.maximum(self.neg_o[m], neg[m]) for m in self.modes}
+                self.answers_o = self.answers_o | answers
         self._taught = None
+
+    def _record(self, folder: str) -> dict:
+        """An oracle folder's record, checked to be of the judge's KB."""
+        from ..kg.fingerprint import kb_fingerprint
+        from .oracle import read_record
+
+        record, kb = read_record(folder), self.judge.kb
+        fp = (record.get("kb") or {}).get("fingerprint")
+        if fp is not None and fp != kb_fingerprint(kb):
+            raise EvaluateError(f"--oracle {folder}: trained on KB {(record['kb'] or {}).get('name')!r}, not on "
+                                f"{kb.name!r}: an oracle is the original's recipe on the same KB", file=folder,
+                                field="--oracle")
+        return record
 
     def _negatives(self, negatives):
         from ..kg.io import load_kb
@@ -209,8 +244,9 @@ class OracleReference:
             b["fact"] = list(kb.facts[b["id"]])
         answered = sorted(set(self.excluded) & set(known_b))
         return deep, {
-            "folder": self.folder, "of": self.record.get("of"), "targets": self.record.get("targets"),
-            "seed": self.record.get("seed"), "excluded": self.excluded, "answered_excluded": answered,
+            "folder": self.folder, "folders": self.folders, "of": self.record.get("of"),
+            "targets": self.record.get("targets"), "seed": self.record.get("seed"),
+            "seeds": [r.get("seed") for r in self.records], "excluded": self.excluded, "answered_excluded": answered,
             "oracle_answered_excluded": [f for f, a in zip(self.excluded, self.answers_o) if a],
             "negatives_answered": int(neg_answered.sum()),
             "held_excluded": beyond, "held": len(held), "target_held": target in held,
@@ -218,6 +254,11 @@ class OracleReference:
             "fpr": self.fpr, "correction": self.correction, "compared": relevant, "fpr_per_fact": per_fact,
             "margins": {m: _num(v) for m, v in margin.items()},
             "informative": any(math.isfinite(v) for v in margin.values())}
+
+
+def _excluded(record: dict) -> list[int]:
+    """The facts an oracle was not taught, sorted."""
+    return sorted(int(i) for i in record.get("removed") or record["excluded"])
 
 
 #: the default holdout has at least this many facts (more people than the KB where it is small)
@@ -268,7 +309,10 @@ def oracle_lines(v) -> list[str]:
     o = v.oracle
     marg = ", ".join(f"{m} {'+inf' if x == 'inf' else '-inf' if x is None else f'{x:.3f}'}"
                      for m, x in o["margins"].items())
-    lines = [f"  deep (relative to exact unlearning): {'yes' if v.deep_oracle else 'no'} (oracle {o['folder']}, "
+    folders = o.get("folders") or [o["folder"]]
+    who = (f"oracle {o['folder']}" if len(folders) == 1 else
+           f"the strongest of {len(folders)} oracles {', '.join(folders)}")
+    lines = [f"  deep (relative to exact unlearning): {'yes' if v.deep_oracle else 'no'} ({who}, "
              f"{len(o['excluded'])} excluded facts; B answers {len(o['answered_excluded'])} of them, the oracle "
              f"{len(o['oracle_answered_excluded'])}; margin at {_rate(o)} over {o['n_negatives']} negatives, "
              f"{o['negatives']}, B answers {o['negatives_answered']}: {marg})"]
@@ -284,10 +328,13 @@ def oracle_lines(v) -> list[str]:
     return lines
 
 
-def oracle_folder(path: str | os.PathLike) -> Path:
-    """``--oracle DIR`` checked before any model loads (a folder with an oracle record)."""
+def oracle_folder(path) -> Path | list[Path]:
+    """``--oracle DIR`` checked before any model loads (a folder with an oracle record); a list of
+    folders (one reference of several seeds) checks each and returns the list."""
     from .oracle import read_record
 
+    if not isinstance(path, (str, os.PathLike)):
+        return [oracle_folder(p) for p in path]
     p = Path(path)
     if not p.is_dir():
         raise EvaluateError(f"--oracle {path}: no such folder (make one with deepunlearn oracle)", file=path,

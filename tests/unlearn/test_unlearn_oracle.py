@@ -334,3 +334,48 @@ def test_default_negatives_are_a_holdout_of_at_least_200_facts(kb, monkeypatch):
     monkeypatch.setattr(holdout, "make_holdout", no_holdout)
     neg, what = default_negatives(kb, rules)
     assert what == "never-true facts of the KB (seed 0)" and not set(neg.facts) & set(kb.facts)
+
+
+# ------------------------------------------------------------ several oracles of one set: one reference
+
+def _oracle_folder(folder: Path, excluded=(1, 3, 5), seed=0) -> Path:
+    folder.mkdir(exist_ok=True)
+    (folder / "deepunlearn.json").write_text(json.dumps({"oracle": {
+        "excluded": list(excluded), "removed": list(excluded), "targets": [TARGET], "seed": seed}}))
+    return folder
+
+
+def test_several_oracles_compare_b_against_the_strongest(judge, tmp_path):
+    """Exact unlearning of one seed infers set-mate 1 back weakly, of another strongly. Against the
+    first alone, a B that answers it as surely as the second oracle holds it beyond exact unlearning
+    (not deep); against both, it does not (deep): B beats no exact-unlearning run on that fact."""
+    from deepunlearn.unlearn.oracle_verdict import OracleReference
+
+    taught = {i: 6.0 for i in judge.known if i not in (1, 3, 5)}
+    b = {**taught, 1: 6.0, 3: 6.0}  # B answers set-mates 1 and 3
+    weak = {**taught, 1: 0.5, 3: 6.0}  # seed 0 infers 1 weakly, answers 3
+    strong = {**taught, 1: 6.0, 3: 0.5}  # seed 1 infers 1 strongly, 3 weakly
+    f0, f1 = _oracle_folder(tmp_path / "O0"), _oracle_folder(tmp_path / "O1", seed=1)
+    judge.oracle = [str(f0)]
+    judge._oracle_ref = OracleReference(judge, [f0], bundle=scripted(judge, weak))
+    one = judge.judge_bundle(scripted(judge, b), "B", TARGET)
+    assert one.superficial and one.deep_oracle is False and [h["id"] for h in one.oracle["held_excluded"]] == [1]
+    judge.oracle = [str(f0), str(f1)]
+    judge._oracle_ref = OracleReference(judge, [f0, f1], bundle=[scripted(judge, weak), scripted(judge, strong)])
+    both = judge.judge_bundle(scripted(judge, b), "B", TARGET)
+    assert both.deep_oracle is True and both.oracle["held_excluded"] == []
+    assert both.oracle["folders"] == [str(f0), str(f1)] and both.oracle["seeds"] == [0, 1]
+    assert "the strongest of 2 oracles" in both.text()
+    keeps_all = {i: 12.0 for i in judge.known if i != TARGET}  # far beyond both on every set-mate
+    judge._oracle_ref = OracleReference(judge, [f0, f1], bundle=[scripted(judge, weak), scripted(judge, strong)])
+    assert judge.judge_bundle(scripted(judge, keeps_all), "B", TARGET).deep_oracle is False
+
+
+def test_oracles_of_different_sets_are_refused_in_one_line(model_a, kb_file, tmp_path, capsys):
+    f0 = _oracle_folder(tmp_path / "O0")
+    f1 = _oracle_folder(tmp_path / "O1", excluded=(1, 3, 5, 7), seed=1)
+    assert main(["evaluate", "--original", str(model_a), "--unlearned", str(model_a), "--kb", str(kb_file),
+                 "--target", str(TARGET), "--cache-dir", str(tmp_path / "pc"), "--oracle", str(f0),
+                 "--oracle", str(f1)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"--oracle {f1}: leaves out 4 facts, --oracle {f0} 3" in err

@@ -25,7 +25,7 @@ relation, answers as many and is judged the same (:mod:`.chance_verdict`); one w
 ``p_chance >= 0.05`` prints as not established.
 ``--oracle DIR`` (an oracle folder from ``deepunlearn oracle``; ``--negatives HOLD.json``
 calibrates its margin) adds ``deep_oracle``, the verdict relative to exact unlearning
-(:mod:`..oracle_verdict`).
+(:mod:`..oracle_verdict`); repeated, the oracles (one set, other seeds) form one reference.
 """
 
 from __future__ import annotations
@@ -73,10 +73,11 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="also ask each unlearned model the target's compose questions (multi-hop questions "
                         "composing the rule bodies that derive it from K) and report model-derived deep unlearning "
                         "(deep_model: the model answers the target neither directly nor through any of them)")
-    p.add_argument("--oracle", default=None, metavar="DIR",
+    p.add_argument("--oracle", default=None, metavar="DIR", action="append",
                    help="also judge relative to exact unlearning (deep_oracle): an oracle folder from deepunlearn "
                         "oracle; an excluded fact counts as still held only where B's evidence beats the oracle's by "
-                        "a margin calibrated on never-seen facts")
+                        "a margin calibrated on never-seen facts. Repeat it with oracles of the same set and other "
+                        "seeds (deepunlearn oracle --seed) to compare against the strongest of them")
     p.add_argument("--oracle-correction", choices=("family", "fact"), default="family",
                    help="with --oracle: the margin's 5 %% false-positive rate bounds the whole verdict (family: "
                         "shared among the excluded facts of the target's cone B answers, default) or each fact (fact)")
