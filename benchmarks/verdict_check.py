@@ -1,7 +1,7 @@
 """The verdict checked against exact unlearning (docs/trust.md).
 
     python benchmarks/verdict_check.py --kb kb.json --model A --negatives hold.json -o check/ \
-        [--targets 20] [--batch 4] [--seeds a,7]
+        [--targets 20] [--batch 4] [--seeds a,7] [--true-positives]
 
 Exact unlearning is the ground truth of a deep verdict: A's own recipe retrained on the KB minus a
 minimal deep-unlearning set of the target cannot derive the target from what it was taught, so
@@ -12,8 +12,17 @@ group and seed on the KB minus the union of the group's sets (exact unlearning f
 of the group), through :func:`deepunlearn.unlearn.retrain.retrain` and its cache. Oracles of
 the second seed are judged against A: the raw verdict, and, where the tool has them, the verdict
 relative to the first seed's oracle (``deep_oracle``) and the chance of each verdict
-(``p_chance``, rates from ``--negatives``). Each oracle and verdict is written to ``-o`` as it is
-made (``verdicts.jsonl``); a rerun reuses both.
+(``p_chance``, rates from ``--negatives``). With three seeds or more (``--seeds a,11,7``) every
+seed but the last forms the reference (``deep_oracle`` against the strongest of them, as
+``evaluate --oracle DIR --oracle DIR2``; ``deep_oracle_first`` against the first alone).
+
+``--true-positives`` adds the case a valid verdict must call superficial: per group, A's recipe
+retrained on the KB minus the group's **targets alone** (the target's set facts still taught, so
+the rules derive it from what that model was taught), judged the same three ways
+(``true_positives.jsonl``; a target that another target of its group is needed to derive is
+recorded and left out of the shares).
+
+Each oracle and verdict is written to ``-o`` as it is made (``verdicts.jsonl``); a rerun reuses both.
 
 ``--table DIR`` prints the summary of a finished run.
 """
@@ -62,7 +71,7 @@ def run(args) -> dict:
     groups = [targets[i:i + args.batch] for i in range(0, len(targets), args.batch)]
     exact_sets(kb, judge, args.model, groups, sets)
     seeds = [None if s == "a" else int(s) for s in args.seeds.split(",")]
-    judged = seeds[-1]
+    judged, refs = seeds[-1], seeds[:-1] or seeds
     log = out / "verdicts.jsonl"
     done = {}
     if log.exists():
@@ -88,11 +97,17 @@ def run(args) -> dict:
         rows = []
         for t in group:
             row = done.get((t, judged))
+            references = [str(folders[r]) for r in refs]
+            if row is not None and row.get("references") != references:  # judged against other references
+                row["references"] = references
+                for k in ("deep_oracle", "deep_oracle_fact", "deep_oracle_first", "oracle_check"):
+                    row.pop(k, None)
             if row is None or row["oracle"] != str(folders[judged]):
                 v = judge.verdict(folders[judged], t)
                 row = done[(t, judged)] = {
                     "target": t, "seed": judged, "relation": kb.facts[t][1], "set": sets[t],
-                    "oracle": str(folders[judged]), "reference": str(folders[seeds[0]]), "raw_deep": v.deep,
+                    "oracle": str(folders[judged]), "reference": str(folders[seeds[0]]),
+                    "references": [str(folders[r]) for r in refs], "raw_deep": v.deep,
                     "target_forgotten": v.target_forgotten, "still_known_of_set": sorted(f for f in sets[t] if (f in judge.known and f not in
                                                                           set(v.forgotten)) or f in v.gained),
                     "accuracy": v.accuracy, "verdict": v.model_dump(mode="json")}
@@ -102,7 +117,44 @@ def run(args) -> dict:
         if negatives is not None:
             enrich_oracle(judge, kb, negatives, rows)
         log.write_text("".join(json.dumps(done[(t, judged)]) + "\n" for t in targets if (t, judged) in done))
+        if args.true_positives:
+            true_positives(args, judge, kb, group, [str(folders[r]) for r in refs], rates, negatives, out)
     return summary(out)
+
+
+def true_positives(args, judge, kb, group, refs, rates, negatives, out: Path) -> None:
+    """The group's targets alone left out of A's recipe: each target's set is still taught, so a
+    valid verdict calls the model superficial (module docstring). Rows go to true_positives.jsonl."""
+    from deepunlearn.probe.models import read_meta
+    from deepunlearn.rules.graph import derivation_graph
+    from deepunlearn.unlearn.oracle import taught_facts
+    from deepunlearn.unlearn.retrain import retrain
+
+    log = out / "true_positives.jsonl"
+    done = {json.loads(x)["target"]: json.loads(x) for x in log.read_text().splitlines()} if log.exists() else {}
+    t0 = time.perf_counter()
+    folder = retrain(args.model, kb, sorted(group), cache_dir=out / "oracles", seed=None, progress=False,
+                     device=args.device)
+    print(f"true positives of {sorted(group)}: {folder.name[:12]} ({time.perf_counter() - t0:.0f} s)",
+          file=sys.stderr, flush=True)
+    taught = sorted(set(taught_facts(kb, read_meta(Path(args.model)))) - set(group))
+    g = derivation_graph(kb, judge.rules, known=taught, max_groundings=judge.budget)
+    rows = []
+    for t in group:
+        row = done.get(t)
+        if row is None or row["model"] != str(folder):
+            v = judge.verdict(folder, t)
+            row = {"target": t, "relation": kb.facts[t][1], "model": str(folder), "references": refs,
+                   "derivable_from_taught": bool(g.in_closure[t]), "raw_deep": v.deep,
+                   "target_forgotten": v.target_forgotten, "accuracy": v.accuracy,
+                   "verdict": v.model_dump(mode="json")}
+        rows.append(row)
+    if rates is not None:
+        enrich_chance(judge, kb, rates, rows)
+    if negatives is not None:
+        enrich_oracle(judge, kb, negatives, rows, model_key="model")
+    done.update({r["target"]: r for r in rows})
+    log.write_text("".join(json.dumps(r) + "\n" for r in done.values()))
 
 
 def exact_sets(kb, judge, model, groups, sets) -> None:
@@ -124,18 +176,25 @@ def exact_sets(kb, judge, model, groups, sets) -> None:
                       f"facts: {sets[t]}", file=sys.stderr)
 
 
-def enrich_oracle(judge, kb, negatives, rows) -> None:
-    """Each row's deep_oracle: the judged oracle against the reference oracle (another seed)."""
+def enrich_oracle(judge, kb, negatives, rows, model_key: str = "oracle") -> None:
+    """Each row's deep_oracle: the judged model (``row[model_key]``) against the reference oracles
+    (other seeds; the strongest of them), and, with several, ``deep_oracle_first`` against the first alone."""
     from deepunlearn.unlearn.oracle_verdict import OracleReference
 
-    refs: dict[str, OracleReference] = {}
+    refs: dict[tuple, OracleReference] = {}
+
+    def reference(folders) -> OracleReference:
+        key = tuple(folders)
+        if key not in refs:
+            refs[key] = OracleReference(judge, list(folders), negatives)
+        return refs[key]
+
     for row in rows:
-        if "deep_oracle" in row and "deep_oracle_fact" in row:
+        several = len(row.get("references") or []) > 1
+        if "deep_oracle" in row and "deep_oracle_fact" in row and (not several or "deep_oracle_first" in row):
             continue
-        ref = refs.get(row["reference"])
-        if ref is None:
-            ref = refs[row["reference"]] = OracleReference(judge, row["reference"], negatives)
-        bundle = judge.load(row["oracle"])
+        ref = reference(row.get("references") or [row["reference"]])
+        bundle = judge.load(row[model_key])
         known_b = set(judge.probe_unlearned(bundle))
         ref.correction = "fact"
         row["deep_oracle_fact"] = ref.judge_b(bundle, known_b, row["target"])[0]
@@ -144,7 +203,9 @@ def enrich_oracle(judge, kb, negatives, rows) -> None:
         row["deep_oracle"] = deep
         row["oracle_check"] = {k: info[k] for k in ("answered_excluded", "oracle_answered_excluded", "held_excluded",
                                                     "margins", "n_negatives", "informative", "compared",
-                                                    "fpr_per_fact")}
+                                                    "fpr_per_fact", "folders")}
+        if several:
+            row["deep_oracle_first"] = reference(row["references"][:1]).judge_b(bundle, known_b, row["target"])[0]
         del bundle
 
 
@@ -177,10 +238,32 @@ def summary(out: Path) -> dict:
     rel = {} if not ro else {"deep_oracle": sum(r["deep_oracle"] for r in ro), "deep_oracle_of": len(ro),
                              "deep_oracle_rate": sum(r["deep_oracle"] for r in ro) / len(ro),
                              "deep_oracle_fact": sum(r.get("deep_oracle_fact", r["deep_oracle"]) for r in ro)}
+    if any("deep_oracle_first" in r for r in ro):
+        rel["deep_oracle_first"] = sum(r["deep_oracle_first"] for r in ro if "deep_oracle_first" in r)
     return {"targets": n, "raw_deep": deep, "raw_deep_rate": deep / n if n else None, **chance, **rel,
             "target_still_answered": known_t,
             "set_facts_still_answered": sum(len(r["still_known_of_set"]) for r in rows),
-            "set_facts": sum(len(r["set"]) for r in rows)}
+            "set_facts": sum(len(r["set"]) for r in rows), **tp_summary(out)}
+
+
+def tp_summary(out: Path) -> dict:
+    """The true positives' shares: superficial raw, not deep relative to the oracle(s), and
+    superficial with p_chance < 0.05 (targets derivable from what the model was taught)."""
+    log = Path(out) / "true_positives.jsonl"
+    if not log.exists():
+        return {}
+    rows = [json.loads(x) for x in log.read_text().splitlines()]
+    ok = [r for r in rows if r["derivable_from_taught"]]
+    res = {"tp_models_targets": len(rows), "tp_derivable": len(ok),
+           "tp_raw_superficial": sum(not r["raw_deep"] for r in ok),
+           "tp_target_answered": sum(not r["target_forgotten"] for r in ok)}
+    if any("deep_oracle" in r for r in ok):
+        res["tp_not_deep_oracle"] = sum(r.get("deep_oracle") is False for r in ok)
+        res["tp_not_deep_oracle_first"] = sum(r.get("deep_oracle_first", r.get("deep_oracle")) is False for r in ok)
+    if any("p_chance" in r for r in ok):
+        res["tp_established"] = sum(r.get("p_chance") is not None and r["p_chance"] < 0.05 for r in ok)
+        res["tp_p_chance"] = sorted(round(r["p_chance"], 3) for r in ok if r.get("p_chance") is not None)
+    return res
 
 
 def main(argv=None) -> None:
@@ -192,6 +275,8 @@ def main(argv=None) -> None:
     p.add_argument("--batch", type=int, default=4, help="targets per oracle (their sets' union is removed)")
     p.add_argument("--seeds", default="a,7", help="oracle seeds: the reference's, then the judged one's ('a': A's "
                    "own seed, the exact recipe)")
+    p.add_argument("--true-positives", action="store_true", help="also retrain without each group's targets "
+                   "alone (their sets still taught) and judge it: the verdict must be superficial")
     p.add_argument("--calibration", default=None, help="probe --calibrate's file on --negatives: p_chance")
     p.add_argument("--mode", default=None, help="probe mode (default: the protocol's)")
     p.add_argument("--device", default=None, help="cuda or cpu (default: cuda when present)")
