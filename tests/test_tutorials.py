@@ -269,3 +269,27 @@ def test_the_kb_sizes_the_quick_start_states_are_the_kbs():
     groups = Counter(kb.relations[r].group for _, r, _ in kb.facts)
     assert int(probed[1]) == len(kb.facts)
     assert {g.split()[0]: int(g.split("/")[1]) for g in probed[2].split(", ")} == dict(groups)
+
+
+def test_the_unlearn_tables_the_quick_start_shows_are_laid_out_as_unlearn_prints_them():
+    """Each row of the quick start's ``unlearn`` tables, fed back as a point, prints as shown:
+    the header, the columns and their widths are the command's own (only the figures come from
+    the tutorial's run)."""
+    from deepunlearn.unlearn.cli.unlearn import _table
+
+    kb = _quickstart_kb()
+    (cmd, text), = [(c, t) for c, t in _shown(TUTORIALS / "quickstart.md") if "deepunlearn unlearn" in c]
+    target = int(re.search(r"--target (\d+)", cmd)[1])
+    header = next(line for line in text.splitlines() if line.split()[:1] == ["param"])
+    groups = {"fam": "family", "bio": "biography"}
+    rows = [line for line in text.splitlines() if re.match(r"\s+\d", line)]
+    assert len(rows) >= 4
+    for row in rows:
+        param, recall, acc, fam, bio, forgot, target_state, deep = row.split()
+        point = {"param": float(param), "recall": float(recall), "accuracy": float(acc),
+                 "accuracy_groups": {groups["fam"]: float(fam), groups["bio"]: float(bio)},
+                 "forgotten": list(range(int(forgot))), "target_forgotten": target_state == "forgotten",
+                 "deep": deep == "yes", "notes": {}}
+        printed = _table({"method": "ga", "index": target, "target": kb.facts[target], "lr": 1e-4,
+                          "points": [point], "summary": {}}).splitlines()
+        assert printed[1:3] == [header, row]
