@@ -16,7 +16,7 @@ Run::
 
 Variants: ``ga``, ``npo`` and du_loop's (``du_loop``: its defaults; ``du_loop-margin1``: a margin of
 as many steps and no lookahead; ``du_loop-plain``: no margin, no healing; ``du_loop+adv``,
-``du_loop+sam``, ``du_loop(rmu)``, the margin and healing settings compared in docs/results.md:
+``du_loop+sam``, ``du_loop(rmu)``, the margin and healing settings compared in docs/results-history.md:
 ``du_loop+over0.5`` ... ``du_loop+over3+heal8``, and ``du_loop+tamper`` / ``du_loop+tamper32``:
 ``du_loop+over1+heal8`` with the tamper phase, 8 / 32 meta steps; ``du_loop+tamper32win``: after a
 meta step first only the halves that won; ``du_loop+tamper32e4``: that and 4 meta steps per

@@ -375,10 +375,26 @@ def parse_config(data: Any, source: str = "<config>", base: str | os.PathLike | 
 def load_config(path: str | os.PathLike, **overrides: Any) -> SweepConfig:
     r"""Read a sweep configuration from ``.toml`` or ``.yaml``/``.yml`` (or ``.json``).
 
-    ``overrides`` replace top-level fields before validation (the CLI's ``-o``, ``--executor``);
-    their paths are taken as given (relative to the working directory). Any problem with the
-    file is a :class:`ConfigError` naming it (and the field); see :mod:`.config_files`.
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The configuration file; paths inside it are relative to its folder.
+    **overrides
+        Top-level fields that replace the file's before validation (the CLI's ``-o``,
+        ``--executor``); their paths are taken as given (relative to the working directory).
 
+    Returns
+    -------
+    SweepConfig
+        The validated configuration, every path resolved.
+
+    Raises
+    ------
+    ConfigError
+        Any problem with the file: one message naming it and the field (see :mod:`.config_files`).
+
+    Examples
+    --------
     >>> import tempfile, pathlib
     >>> cfg_file = pathlib.Path(tempfile.mkdtemp()) / "sweep.toml"
     >>> _ = cfg_file.write_text('kb = "kb.json"\n[[models]]\nname = "tiny"\npath = "tiny"\n[methods]\nga = [1, 4]\n')

@@ -186,8 +186,39 @@ def _hub_like(path: str) -> bool:
 
 def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: bool = False,
               progress: bool = True, kb: KnowledgeBase | None = None, tracker=None) -> SweepOutcome:
-    r"""Run (or resume) a sweep; see the module docstring. Returns the summary of all stored points.
+    r"""Run (or resume) a sweep; see the module docstring.
 
+    Parameters
+    ----------
+    cfg : SweepConfig
+        The configuration, as :func:`~deepunlearn.bench.config.load_config` returns it.
+    executor : Executor, optional
+        Where the jobs run (default: the configuration's ``executor``, local processes).
+    overwrite : bool, default False
+        Discard the stored results of another sweep in the output folder instead of refusing.
+    progress : bool, default True
+        Progress on stderr.
+    kb : KnowledgeBase, optional
+        The configuration's KB, already loaded.
+    tracker : optional
+        Gets every point as it is stored, and the points stored before (:mod:`.tracking`).
+
+    Returns
+    -------
+    SweepOutcome
+        The summary of all stored points: the points, how many were computed in this run, and the
+        output folder.
+
+    Raises
+    ------
+    ConfigError
+        A configuration the sweep cannot run (an unreadable KB, no target selected, a cache folder
+        inside a model's folder), before the first point.
+    StoreError
+        The output folder holds another sweep's results and ``overwrite`` is not set.
+
+    Examples
+    --------
     One model, one target, GA at one step (an untrained model with K = the whole KB, so that
     nothing needs finetuning); a second run finds the point stored and computes nothing:
 

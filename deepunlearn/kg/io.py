@@ -255,9 +255,29 @@ def to_dict(kb: KnowledgeBase) -> dict[str, Any]:
 
 
 def load_kb(path: str | os.PathLike, *, flag: str | None = None) -> KnowledgeBase:
-    """Read a KB file (named on the command line by ``flag``, e.g. ``--kb``); every problem is
-    one :class:`KBFileError` naming the file and the field.
+    """Read a KB file.
 
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A KB file as :func:`save_kb` or ``deepunlearn data`` writes it (version 1 or 2).
+    flag : str, optional
+        The command-line flag that named the file (e.g. ``"--kb"``), put in front of the path in
+        error messages.
+
+    Returns
+    -------
+    KnowledgeBase
+        The knowledge base, equal to the one that was saved.
+
+    Raises
+    ------
+    KBFileError
+        The file is missing, unreadable, not JSON or not a valid KB: one message naming the file
+        and the field.
+
+    Examples
+    --------
     >>> import tempfile, pathlib
     >>> from deepunlearn.kg.domains.family.generate import generate_family
     >>> path = save_kb(generate_family(6, seed=3), pathlib.Path(tempfile.mkdtemp()) / "kb.json")
@@ -279,9 +299,30 @@ def dumps_kb(kb: KnowledgeBase) -> str:
 
 
 def save_kb(kb: KnowledgeBase, path: str | os.PathLike) -> Path:
-    """Write atomically (temp sibling + rename, missing folders created) so a crash never
-    leaves half a KB; returns the path written.
+    """Write a KB file atomically.
 
+    The file is written to a temporary sibling and renamed into place, so a crash never leaves
+    half a KB; missing folders are created.
+
+    Parameters
+    ----------
+    kb : KnowledgeBase
+        The knowledge base to write.
+    path : str or os.PathLike
+        The file to write (``.json``); an existing file is replaced.
+
+    Returns
+    -------
+    Path
+        The path written.
+
+    Raises
+    ------
+    OutputError
+        ``path`` cannot be written (a folder, a device, a full disk): one message naming it.
+
+    Examples
+    --------
     >>> import tempfile, pathlib
     >>> from deepunlearn.kg.domains.family.generate import generate_family
     >>> out = save_kb(generate_family(6, seed=3), pathlib.Path(tempfile.mkdtemp()) / "new" / "kb.json")

@@ -78,15 +78,44 @@ def closure_of_graph(g: DerivationGraph) -> Closure:
 def closure(kb, rules: str | RuleSet = "family", engine: str = "native", known: Iterable[int] | None = None,
             progress: bool = False, max_groundings: int | None = DEFAULT_MAX_GROUNDINGS,
             time_budget: float | None = None) -> Closure:
-    """``Ω(K, R)`` with the native engine (default) or pyDatalog. ``K`` is the KB, or only the
-    facts with ids in ``known``.
+    """The closure ``Ω(K, R)``: every fact the rules derive from K.
 
-    ``max_groundings`` bounds the groundings held at once (:mod:`.budget`; ``None``: no bound);
-    past it :class:`~.budget.RuleBudgetError` names the rule, before the memory is taken. With
-    pyDatalog (which has no such bound of its own) the native engine checks the budget first.
-    ``time_budget`` bounds the seconds the native engine evaluates (``None``: no bound); past it
-    :class:`~.budget.RuleTimeError` names the rule file.
+    Parameters
+    ----------
+    kb : KnowledgeBase
+        The knowledge base; K is its facts, or those with ids in ``known``.
+    rules : str or RuleSet, default "family"
+        Anything :func:`~.load.load_rules` takes.
+    engine : {"native", "pydatalog"}, default "native"
+        The native semi-naive engine, or pyDatalog (a cross-check; slower).
+    known : iterable of int, optional
+        The fact ids that make up K (the model's estimated KB); ``None``: the whole KB.
+    progress : bool, default False
+        A progress bar on stderr.
+    max_groundings : int or None
+        Bounds the groundings held at once (:mod:`.budget`; ``None``: no bound), checked before
+        the memory is taken. With pyDatalog (which has no such bound of its own) the native engine
+        checks the budget first.
+    time_budget : float or None
+        Seconds the native engine may evaluate (``None``: no bound).
 
+    Returns
+    -------
+    Closure
+        K's facts of the relations the rules use, then the derived facts, with their graph ids,
+        the count of K's facts no rule uses (``passthrough``) and the engine.
+
+    Raises
+    ------
+    RuleBudgetError
+        A rule would pass ``max_groundings``; the message names the rule.
+    RuleTimeError
+        Evaluation passed ``time_budget``; the message names the rule file.
+    RulesError
+        An unknown engine or rule set.
+
+    Examples
+    --------
     >>> from deepunlearn.kg.kb import KnowledgeBase
     >>> kb = KnowledgeBase.build({"Ann": {"gender": "female"}, "Bob": {"gender": "male"}},
     ...                          [("Ann", "husband", "Bob"), ("Ann", "birthyear", "1950")])

@@ -125,12 +125,39 @@ class DerivationGraph:
 def derivation_graph(kb, rules: str | RuleSet = "family", known: Iterable[int] | None = None,
                      progress: bool = False, max_groundings: int | None = DEFAULT_MAX_GROUNDINGS,
                      time_budget: float | None = None) -> DerivationGraph:
-    """Ground ``rules`` over ``Ω(K, R)``. ``K`` is the whole KB or, with ``known``, only those fact
-    ids (the model's estimated KB). ``max_groundings`` bounds the groundings held at once
-    (:mod:`.budget`; ``None``: no bound); past it :class:`~.budget.RuleBudgetError` names the rule.
-    ``time_budget``: seconds of evaluation (``None``: no bound), past which
-    :class:`~.budget.RuleTimeError` names the rule file.
+    """Ground ``rules`` over ``Ω(K, R)``: every rule application that derives a fact.
 
+    Parameters
+    ----------
+    kb : KnowledgeBase
+        The knowledge base; K is its facts, or those with ids in ``known``.
+    rules : str or RuleSet, default "family"
+        Anything :func:`~.load.load_rules` takes.
+    known : iterable of int, optional
+        The fact ids that make up K (the model's estimated KB); ``None``: the whole KB.
+    progress : bool, default False
+        A progress bar on stderr.
+    max_groundings : int or None
+        Bounds the groundings held at once (:mod:`.budget`; ``None``: no bound).
+    time_budget : float or None
+        Seconds of evaluation (``None``: no bound).
+
+    Returns
+    -------
+    DerivationGraph
+        The closure's facts as nodes (the KB's fact ids first, then the facts only the rules
+        derive) and the rule groundings as hyperedges; :func:`~.minimal.minimal_sets` and
+        :func:`~.closure.closure` read it.
+
+    Raises
+    ------
+    RuleBudgetError
+        A rule would pass ``max_groundings``; the message names the rule.
+    RuleTimeError
+        Evaluation passed ``time_budget``; the message names the rule file.
+
+    Examples
+    --------
     >>> from deepunlearn.kg.kb import KnowledgeBase
     >>> kb = KnowledgeBase.build({"Ann": {"gender": "female"}, "Bob": {"gender": "male"}, "Cy": {"gender": "male"}},
     ...     [("Ann", "husband", "Bob"), ("Cy", "mother", "Ann")])

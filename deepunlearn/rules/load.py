@@ -82,11 +82,31 @@ def _is_raw(text: str) -> bool:
 
 
 def load_rules(name_or_path: str | Path | RuleSet) -> RuleSet:
-    """A :class:`RuleSet` from a shipped name (``edu-relat``, a built-in domain's ``family``), a Datalog file
-    (``*.dl``) or a file in the release's raw format (``family_rule_raw.txt``, recognised by
-    its first rule starting with ``(``; read with the reference's gender and self-loop filter,
-    see :func:`~.parser.parse_raw`). A RuleSet is returned as is.
+    """Load a rule set by name or from a file.
 
+    Parameters
+    ----------
+    name_or_path : str, Path or RuleSet
+        A shipped name (``edu-relat``, or a built-in domain's: ``family``, ``org``, ``geo``,
+        ``regions``), a Datalog file (``*.dl``) or a file in the release's raw format
+        (``family_rule_raw.txt``, recognised by its first rule starting with ``(``; read with the
+        reference's gender and self-loop filter, see :func:`~.parser.parse_raw`). A RuleSet is
+        returned as is.
+
+    Returns
+    -------
+    RuleSet
+        The rules in file order, each with its label (``rule N``) and line, the set's name and
+        the file's leading comment as its description.
+
+    Raises
+    ------
+    RulesError
+        An unknown name, a missing or unreadable file, a syntax error (file, line and column) or
+        a file without rules.
+
+    Examples
+    --------
     >>> rs = load_rules("edu-relat")
     >>> len(rs), rs.name
     (48, 'edu-relat')

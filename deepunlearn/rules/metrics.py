@@ -129,23 +129,49 @@ class Evaluation:
 
 
 class Evaluator:
-    """Minimal sets (cached per target) and metrics over one KB and rule set.
+    """Recall and accuracy of unlearning runs over one KB and rule set.
 
-    ``K`` is the facts in ``known`` (what the model knew before unlearning) or the whole KB (the
-    reference's K). ``rules`` defaults to the KB's ``metadata["rules"]``, else ``family``.
-    ``exact``, ``seeds`` and ``time_budget`` are passed to :func:`~.minimal.minimal_sets` (MDUS
-    is seeded per target, so results do not depend on the order targets are asked in).
+    Minimal sets are computed once per target and cached; :meth:`evaluate` scores one run's
+    forgotten facts against them.
 
-    ``sets``: stored minimal sets per target fact id (e.g. :func:`~.stored.stored_sets`, the
-    release's ``unlearn_minimal_set/``), used as given and in the order given, reported with
-    ``exact=False`` and ``method="stored"``; a target the mapping lacks gets computed sets as
-    configured. The reference uses the stored sets and computes MDUS over 100 seeds for a target
-    without any. Stored sets were found with K = the whole KB (the reference's K); with a smaller
-    ``known`` they are still used as given (their facts outside K never count as lost, which lowers
-    such a set's recall). ``tie``: how ``U*_A`` is chosen among the sets of maximal recall, ``"accuracy"``
-    (default, see the module docstring) or ``"first"`` (the reference's ``argmax``).
-    ``max_groundings``: the grounding budget of the derivation graph (:mod:`.budget`).
+    Parameters
+    ----------
+    kb : KnowledgeBase
+        The knowledge base.
+    rules : str or RuleSet, optional
+        Anything :func:`~.load.load_rules` takes; default: the KB's ``metadata["rules"]``, else
+        ``family``.
+    known : iterable of int, optional
+        K, the fact ids the model knew before unlearning; ``None``: the whole KB (the reference's K).
+    exact, seeds, time_budget
+        Passed to :func:`~.minimal.minimal_sets` (MDUS is seeded per target, so results do not
+        depend on the order targets are asked in).
+    progress : bool, default False
+        A progress bar on stderr while the derivation graph is built.
+    sets : mapping of int to sequence of frozenset, optional
+        Stored minimal sets per target fact id (e.g. :func:`~.stored.stored_sets`, the release's
+        ``unlearn_minimal_set/``), used as given and in the order given, reported with
+        ``exact=False`` and ``method="stored"``; a target the mapping lacks gets computed sets as
+        configured. The reference uses the stored sets and computes MDUS over 100 seeds for a
+        target without any. Stored sets were found with K = the whole KB (the reference's K);
+        with a smaller ``known`` they are still used as given (their facts outside K never count
+        as lost, which lowers such a set's recall).
+    tie : {"accuracy", "first"}, default "accuracy"
+        How ``U*_A`` is chosen among the sets of maximal recall: the one leaving the highest
+        accuracy (see the module docstring), or the first (the reference's ``argmax``).
+    max_groundings : int or None
+        The grounding budget of the derivation graph (:mod:`.budget`).
 
+    Raises
+    ------
+    RulesError
+        An unknown ``tie`` or rule set, or stored sets for a target the KB does not hold or with
+        no set.
+    RuleBudgetError
+        The derivation graph would pass ``max_groundings``.
+
+    Examples
+    --------
     >>> from deepunlearn.kg.kb import KnowledgeBase
     >>> kb = KnowledgeBase.build(
     ...     {"Ann": {"gender": "female"}, "Bob": {"gender": "male"}, "Cy": {"gender": "male"}},

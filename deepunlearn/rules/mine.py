@@ -355,8 +355,31 @@ class _Miner:
 
 
 def mine_rules(kb, *, name: str = "mined", **options) -> MineResult:
-    """Mine rules from ``kb`` (options: the fields of :class:`MineOptions`).
+    """Mine Horn rules from a KB, each with AMIE's measures.
 
+    Parameters
+    ----------
+    kb : KnowledgeBase
+        The facts to mine from.
+    name : str, default "mined"
+        The name of the returned rule set.
+    **options
+        The fields of :class:`MineOptions` (``max_body``, ``min_support``, ``min_pca_confidence``,
+        ``head_relations``, ``exclude_relations``, ...).
+
+    Returns
+    -------
+    MineResult
+        The rules, best first (PCA confidence, then standard confidence, then support), each with
+        its ``measures``; the options used, the candidates measured and what was skipped.
+
+    Raises
+    ------
+    RulesError
+        An option out of range, or a head or excluded relation no fact of the KB has.
+
+    Examples
+    --------
     >>> from deepunlearn.kg.kb import KnowledgeBase
     >>> kb = KnowledgeBase.build({p: {} for p in "abcdef"},
     ...     [("a", "parent", "b"), ("b", "child", "a"), ("c", "parent", "d"), ("d", "child", "c"),

@@ -40,6 +40,24 @@ class Verdict(BaseModel):
     """The judgement of one unlearned model (see the module docstring). Fact lists are KB fact
     ids; ``*_facts`` spell them out.
 
+    Attributes
+    ----------
+    forgotten, gained : list of int
+        F = K_A \\ K_B, the facts A knew and B does not; and the facts B knows that A did not.
+    recall, accuracy : float
+        Against the target's minimal deep-unlearning sets (``minimal_sets`` of them, ``exact`` or
+        not); ``best_set`` is the set recall was taken on, ``accuracy_groups`` the accuracy per
+        relation group.
+    target_forgotten, deep, superficial : bool
+        Whether B no longer answers the target; whether the target is outside Ω(K_B, R); a
+        forgotten target the rules still derive.
+    surviving, surviving_text : list of Step, str
+        The surviving derivation, rule by rule, when ``superficial``.
+    adversarial, attacks, scores : dict or None
+        The checks' results, when they ran.
+
+    Examples
+    --------
     :func:`judge_known` makes one from two known-fact sets, with no model: here B lost the
     target and the facts of the best minimal set, so nothing derives the target back.
 
@@ -362,9 +380,46 @@ def evaluate(original: str | os.PathLike, unlearned: str | os.PathLike | Sequenc
              relearn: Sequence[int] | None = None, relearn_size: int = 16, relearn_lr: float | None = None,
              quantize: str | None = None, seed: int = 0, scores: bool = False, retain: str | os.PathLike | None = None,
              **kw) -> Verdict | list[Verdict]:
-    """Judge ``unlearned`` (one model, or a list: A is probed once) against ``original`` for
-    ``target`` (a fact id or ``"S|r|O"``) on ``kb`` (a KnowledgeBase or a KB file). Keywords:
-    ``protocol``, ``device``, ``dtype``, ``prompt``, ``answer_format``, ``trust_remote_code``,
+    """Judge a model unlearned anywhere against its original: did it forget the target deeply?
+
+    Parameters
+    ----------
+    original : str or os.PathLike
+        A, the model before unlearning: a checkpoint folder, a hub name or a GGUF file.
+    unlearned : str, os.PathLike or a sequence of them
+        B, one unlearned model or a list (A is probed once): a checkpoint folder, a hub name, a
+        GGUF file or a PEFT adapter on A.
+    kb : KnowledgeBase, str or os.PathLike
+        The knowledge base, or a KB file.
+    target : int or str
+        A fact id or ``"S|r|O"``.
+    rules : str or RuleSet, optional
+        Anything :func:`~deepunlearn.rules.load.load_rules` takes; default: the KB's own.
+    mode, forms : str, optional
+        The probe mode and the question forms asked (default: the protocol's).
+    adversarial, adversarial_modes, adversarial_calibration : optional
+        The adversarial probe check (see Notes).
+    relearn, relearn_size, relearn_lr, quantize, seed : optional
+        The relearning and quantisation attacks (see Notes).
+    scores, retain : optional
+        The likelihood scores, against a retain model's checkpoint (see Notes).
+    **kw
+        The other keywords (see Notes).
+
+    Returns
+    -------
+    Verdict or list of Verdict
+        One verdict, or one per model of a list.
+
+    Raises
+    ------
+    EvaluateError
+        A model that does not exist, a B whose tokenizer or base is not A's, or a target A does
+        not know: one message naming it.
+
+    Notes
+    -----
+    Keywords: ``protocol``, ``device``, ``dtype``, ``prompt``, ``answer_format``, ``trust_remote_code``,
     ``cache_dir`` (the probe cache of A), ``batch_size``, ``progress``, ``grounding_budget``,
     ``chance_calibration`` (a calibration file: p_chance of a verdict that is not deep),
     ``oracle`` (an oracle folder: ``deep_oracle``, :mod:`.oracle_verdict`) with ``negatives``.
@@ -374,6 +429,8 @@ def evaluate(original: str | os.PathLike, unlearned: str | os.PathLike | Sequenc
     and ``scores`` (with ``retain``, a retain model's checkpoint). Returns a :class:`Verdict` (a
     list of them for a list).
 
+    Examples
+    --------
     A model judged against itself has forgotten nothing (here A is the tiny model finetuned on
     a four-person family; ``examples/evaluate_own_model.py`` judges a model unlearned by plain
     torch code):

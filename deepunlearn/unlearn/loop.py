@@ -39,30 +39,44 @@ class TargetRunner:
 
     Parameters
     ----------
-    bundle, kb:
-        the model (a :class:`~deepunlearn.probe.ModelBundle`) and its knowledge base.
-    rules:
+    bundle : ModelBundle
+        the model (a :class:`~deepunlearn.probe.ModelBundle`), as
+        :func:`~deepunlearn.probe.models.load_model` returns it.
+    kb : KnowledgeBase
+        its knowledge base.
+    rules : str, RuleSet or None
         rule set for the minimal sets: ``"family"``, ``"edu-relat"``, a rule file or a RuleSet;
         ``None`` (default): the KB's own (``metadata["rules"]``, ``edu-relat`` for the imported
         release), else ``family``.
-    protocol:
+    protocol : Protocol, str or None
         a :class:`~deepunlearn.probe.protocol.Protocol` or preset name (``"default"``,
         ``"reference"``); ``None``: ``default``. It supplies every choice left at ``None`` in the
         options and the optimisation settings of the methods (schedule, warm-up, weight decay,
         clipping, reinforcement) that a method's own params do not set.
-    probing, minimal_sets, training, measures, checks:
+    probing, minimal_sets, training, measures, checks : option groups, optional
         the option groups (:mod:`deepunlearn.unlearn.runner_options`): how K is probed
         (:class:`ProbeOptions`), where the minimal sets come from (:class:`SetOptions`), how the
         methods train (:class:`TrainOptions`, LoRA included), what is measured at every point
         (:class:`MeasureOptions`: accuracy sampling, scores, the retrain reference) and the
         checks after unlearning (:class:`CheckOptions`: adversarial probe, attacks).
-    seed, progress:
-        the seed of the accuracy sample and the methods' data order; progress bars on stderr.
-    **flat:
+    seed : int
+        the seed of the accuracy sample and the methods' data order.
+    progress : bool
+        progress bars on stderr.
+    **flat
         any option by its flat keyword (``probe_mode="generate"``, ``lr=1e-4``, ...: the
         spelling of configs and command lines, :data:`~deepunlearn.unlearn.runner_options.FLAT`),
         applied on top of the groups.
 
+    Raises
+    ------
+    UnlearnError
+        An unknown protocol.
+    TypeError
+        An unknown keyword in ``**flat``.
+
+    Examples
+    --------
     An untrained model with K = the whole KB (``k_mode="dataset"``) has forgotten everything
     after one step of gradient ascent: recall 1, accuracy 0, the target gone deeply.
 

@@ -202,9 +202,37 @@ def check_fields(spec: Any, where: str) -> MethodSpec:
 
 
 def check_spec(spec: Any, where: str) -> MethodSpec:
-    """``spec`` if it is a complete :class:`MethodSpec`, else :class:`CatalogError` naming
-    ``where`` and the missing or bad field. The class path is checked without importing the
-    class (its module must be findable)."""
+    """Check that ``spec`` is a complete :class:`MethodSpec`, as a plug-in's spec is when it is read.
+
+    Parameters
+    ----------
+    spec : MethodSpec
+        The spec to check.
+    where : str
+        What names the spec in a message (a plug-in's entry point).
+
+    Returns
+    -------
+    MethodSpec
+        ``spec`` itself.
+
+    Raises
+    ------
+    CatalogError
+        A field that is missing or bad (an empty grid, a class path that is not ``module:Class``
+        or whose module cannot be found): one message naming ``where`` and the field. The class
+        path is checked without importing the class.
+
+    Examples
+    --------
+    >>> import dataclasses
+    >>> check_spec(get_spec("ga"), "ga").name
+    'ga'
+    >>> check_spec(dataclasses.replace(get_spec("ga"), grid=()), "method 'mine'")
+    Traceback (most recent call last):
+    ...
+    deepunlearn.unlearn.methods.catalog.CatalogError: method 'mine': the MethodSpec lacks grid
+    """
     check_fields(spec, where)
     module, _, attr = spec.cls.partition(":")
     if not module or not attr:
@@ -251,13 +279,45 @@ def _plugin(name: str, ep: Any) -> MethodSpec:
 
 
 def names() -> list[str]:
-    """Every method name: the built-in ones, then the plug-ins' (their specs are not loaded)."""
+    """Every method name: the built-in ones, then the plug-ins' (their specs are not loaded).
+
+    Returns
+    -------
+    list of str
+        The built-in methods in catalogue order, then the plug-ins' names sorted.
+
+    Examples
+    --------
+    >>> names()[:3], "du_loop" in names()
+    (['ga', 'npo', 'tv'], True)
+    """
     return list(_BUILTIN) + sorted(n for n in _entry_points() if n not in _BUILTIN)
 
 
 def find(name: str) -> MethodSpec | None:
-    """The spec of a method (case-insensitive), or None for a name that is not one (a batch label
-    ``ga@b5``); a plug-in's spec that is incomplete is still a :class:`CatalogError`."""
+    """The spec of a method, or None for a name that is not one.
+
+    Parameters
+    ----------
+    name : str
+        A method name, in any case; a name that is no method (a batch label such as ``ga@b5``)
+        gives None.
+
+    Returns
+    -------
+    MethodSpec or None
+        The spec, a plug-in's loaded and checked.
+
+    Raises
+    ------
+    CatalogError
+        A plug-in whose entry point does not load or whose spec is incomplete.
+
+    Examples
+    --------
+    >>> find("GA").name, find("ga@b5")
+    ('ga', None)
+    """
     key = str(name).lower()
     if key in _BUILTIN:
         return _BUILTIN[key]
@@ -266,7 +326,30 @@ def find(name: str) -> MethodSpec | None:
 
 
 def get_spec(name: str) -> MethodSpec:
-    """The spec of a method (case-insensitive); :class:`CatalogError` for an unknown name."""
+    """The spec of a method.
+
+    Parameters
+    ----------
+    name : str
+        A method name, in any case.
+
+    Returns
+    -------
+    MethodSpec
+        The spec, a plug-in's loaded and checked.
+
+    Raises
+    ------
+    CatalogError
+        An unknown name (the message lists the methods), or a plug-in that does not load or is
+        incomplete.
+
+    Examples
+    --------
+    >>> spec = get_spec("npo")
+    >>> spec.kind, tuple(spec.grid)
+    ('steps', (1, 2, 4, 8, 16))
+    """
     spec = find(name)
     if spec is None:
         raise CatalogError(f"unknown unlearning method {name!r}; expected one of {', '.join(sorted(names()))}",
@@ -275,7 +358,24 @@ def get_spec(name: str) -> MethodSpec:
 
 
 def specs() -> dict[str, MethodSpec]:
-    """Every method's spec, by name (plug-ins loaded and checked)."""
+    """Every method's spec, by name.
+
+    Returns
+    -------
+    dict of str to MethodSpec
+        In the order of :func:`names`; plug-ins loaded and checked.
+
+    Raises
+    ------
+    CatalogError
+        A plug-in that does not load or is incomplete.
+
+    Examples
+    --------
+    >>> all_specs = specs()
+    >>> list(all_specs)[:2], all_specs["du_loop"].needs_rules
+    (['ga', 'npo'], True)
+    """
     return {n: get_spec(n) for n in names()}
 
 
