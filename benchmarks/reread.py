@@ -156,6 +156,7 @@ def table(out: Path) -> None:
         lines.append(f"| {r['method']} | {_ci(s, 'acc_at_recall_0.8')} | {_ci(s, 'success_du_0.8')} | "
                      f"{_first(points, r['method'], 'deep')} | {_first(points, r['method'], 'deep_oracle')} |")
         r["summary"] = {k: v for k, v in s.items() if k.startswith(("acc_at_recall_0.8", "success_du_0.8", "n_"))}
+    lines += ["", *first_forgotten(points)]
     acc = [p.accuracy for p in points if p.method == "oracle"]
     if acc:
         lines += ["", f"The oracle's accuracy (exact unlearning): mean {sum(acc) / len(acc):.3f}, min {min(acc):.3f} "
@@ -164,6 +165,35 @@ def table(out: Path) -> None:
                                     encoding="utf-8")
     (out / "table.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))
+
+
+def first_forgotten(points, methods=("ga", "npo")) -> list[str]:
+    """True positives: each gradient method stopped at its target's first grid point where the
+    target is forgotten (most of its set still answered): the share of superficial verdicts raw,
+    not deep relative to the oracle, and established (p_chance < 0.05), on the same targets."""
+    from deepunlearn.bench.report.controls import share
+
+    lines = ["| method stopped at the first point forgetting the target | targets | superficial (raw) | not "
+             "deep_oracle | p_chance < 0.05 | set facts still answered | accuracy |", "|---|---|---|---|---|---|---|"]
+    for method in methods:
+        by: dict[int, list] = {}
+        for p in points:
+            if p.method == method:
+                by.setdefault(p.target, []).append(p)
+        firsts = [hit[0] for pts in by.values()
+                  if (hit := [p for p in sorted(pts, key=lambda p: p.param) if p.target_forgotten])]
+        n = len(firsts)
+        if not n:
+            continue
+        sup = sum(not p.extra.get("deep") for p in firsts)
+        not_do = sum(p.extra.get("deep_oracle") is False for p in firsts)
+        est = sum(p.extra.get("p_chance") is not None and p.extra["p_chance"] < 0.05 for p in firsts)
+        kept = sum(len(set(p.extra.get("set") or []) - set(p.forgotten)) for p in firsts)
+        total = sum(len(p.extra.get("set") or []) for p in firsts)
+        acc = [p.accuracy for p in firsts]
+        lines.append(f"| {method} | {n} | {share(sup, n)} | {share(not_do, n)} | {share(est, n)} | {kept} / {total} | "
+                     f"{sum(acc) / n:.3f} (min {min(acc):.3f}) |")
+    return lines
 
 
 def _ci(s: dict, key: str) -> str:
