@@ -15,7 +15,6 @@ in the state to probe; the per-target loop (``loop.py``) probes it and restores 
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterator, Sequence
@@ -23,10 +22,10 @@ from typing import Any, Callable, ClassVar, Iterator, Sequence
 import torch
 from pydantic import ValidationError
 
-from ...limits import MAX_STEPS, bound_message, too_large
 from ..sam import sam_gradients
 from ..snapshot import LoraAdapter, WeightSnapshot
-from .params import MethodParams, UnlearnError, describe_params_error, first_field, show_values  # noqa: F401
+from .params import (MethodParams, UnlearnError, check_grid, check_kind, describe_params_error,  # noqa: F401
+                     first_field, show_values)
 from .retain import RetainSampler, retain_term
 
 #: ``model_fn(input_ids, attention_mask) -> logits [B, T, V]``: replaces the model's forward
@@ -321,19 +320,13 @@ class Unlearner(ABC):
         except ValidationError as e:
             raise UnlearnError(f"{self.name}: {describe_params_error(e)}", field=first_field(e)) from None
         self.check_grid(self.params.grid)
-        if getattr(self.params, "sam_rho", 0) and not isinstance(self, GradientUnlearner):
-            raise UnlearnError(f"{self.name}: sam_rho applies to the gradient methods' steps; {self.name} changes the "
-                               "weights by arithmetic (leave sam_rho at 0)", field="sam_rho")
+        check_kind(self.name, "steps" if isinstance(self, GradientUnlearner) else None, self.params)  # sam_rho
 
     def check_grid(self, grid: Sequence[float]) -> list[float]:
         """The grid in the order its points are produced; raises :class:`UnlearnError` (field
-        ``grid``) if it is empty or holds a value that is not a finite number."""
-        if not grid:
-            raise UnlearnError(f"{self.name}: the grid is empty", field="grid")
-        bad = [g for g in grid if isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g)]
-        if bad:
-            raise UnlearnError(f"{self.name}: grid values must be finite numbers, got {show_values(bad)}", field="grid")
-        return list(grid)
+        ``grid``) if it is empty or holds a value that is not a finite number (or not one of the
+        method's kind: :func:`~.params.check_grid`)."""
+        return check_grid(self.name, None, grid)
 
     #: the retain term when the params leave ``retain`` at None
     default_retain: ClassVar[str] = "none"
@@ -367,14 +360,7 @@ class GradientUnlearner(Unlearner):
     supports_lora = True
 
     def check_grid(self, grid: Sequence[float]) -> list[float]:
-        super().check_grid(grid)
-        bad = [g for g in grid if not float(g).is_integer() or g < 1]
-        if bad:
-            raise UnlearnError(f"{self.name}: grid values are step counts (positive integers), got {show_values(bad)}",
-                               field="grid")
-        if any(too_large(g, MAX_STEPS) for g in grid):  # 1e12 steps would run for ever
-            raise UnlearnError(bound_message(f"{self.name}: grid value", max(grid), MAX_STEPS, "steps"), field="grid")
-        return sorted({int(g) for g in grid})
+        return check_grid(self.name, "steps", grid)
 
     def prepare(self, session: Session) -> None:
         """Called once before the trajectory (NPO computes its reference likelihood here)."""

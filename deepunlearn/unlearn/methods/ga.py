@@ -3,14 +3,8 @@
 from __future__ import annotations
 
 from ..losses import gradient_ascent_loss
-from .base import GradientUnlearner, MethodParams, Session, register_method
-from .params import spec_grid
-
-
-class GAParams(MethodParams):
-    """The paper's grid (appendix D): T in {1, 2, 4, 8, 16} optimiser steps."""
-
-    grid: list[float] = spec_grid("ga")
+from .base import GradientUnlearner, Session, register_method
+from .params.gradient import GAParams
 
 
 @register_method

@@ -4,18 +4,10 @@ dispreferred answer and no preferred one."""
 from __future__ import annotations
 
 import torch
-from pydantic import Field
 
 from ..losses import npo_loss, sequence_logprob
-from .base import GradientUnlearner, MethodParams, Session, register_method
-from .params import spec_grid
-
-
-class NPOParams(MethodParams):
-    """The paper's grid: T in {1, 2, 4, 8, 16} optimiser steps; beta = 0.1."""
-
-    grid: list[float] = spec_grid("npo")
-    beta: float = Field(0.1, gt=0)
+from .base import GradientUnlearner, Session, register_method
+from .params.gradient import NPOParams
 
 
 @register_method
