@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterator, Sequence
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
 
 import torch
 from pydantic import ValidationError
@@ -33,36 +33,73 @@ from .retain import RetainSampler, retain_term
 ModelFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-METHODS: dict[str, type["Unlearner"]] = {}
+class MethodCache(Mapping[str, type["Unlearner"]]):
+    """Every method's class by name: iterating names the catalogue's methods (and any class
+    registered without a spec) without importing any; looking one up loads its class from its
+    spec (:func:`get_method`) and keeps it."""
+
+    def __init__(self) -> None:
+        self.loaded: dict[str, type[Unlearner]] = {}
+
+    def __getitem__(self, name: str) -> type["Unlearner"]:
+        try:
+            return get_method(name)
+        except UnlearnError:
+            raise KeyError(name) from None
+
+    def __iter__(self) -> Iterator[str]:
+        from . import catalog
+
+        names = catalog.names()
+        return iter(names + sorted(n for n in self.loaded if n not in names))
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
+
+    def __contains__(self, name: object) -> bool:
+        from . import catalog
+
+        return isinstance(name, str) and (name.lower() in self.loaded or name.lower() in catalog.names())
+
+    def pop(self, name: str, default: Any = None) -> Any:
+        """Forget a loaded class (the next look-up loads it again)."""
+        return self.loaded.pop(name.lower(), default)
+
+
+#: the method classes, loaded from the catalogue on first use
+METHODS = MethodCache()
 
 
 def register_method(cls: type["Unlearner"]) -> type["Unlearner"]:
-    """Class decorator: register a method's class by its ``name``; its :class:`~.catalog.MethodSpec`
-    makes it known to the CLI, sweeps and plans, and gives its learning rates (``rates``)."""
+    """Class decorator: keep a method's class under its ``name`` (:data:`METHODS`); its
+    :class:`~.catalog.MethodSpec` makes it known to the CLI, sweeps and plans, and gives its
+    learning rates (``rates``). A class its spec names is loaded without it (:func:`get_method`)."""
     from . import catalog
 
-    if cls.name in METHODS and METHODS[cls.name] is not cls:
+    if METHODS.loaded.get(cls.name, cls) is not cls:
         raise ValueError(f"unlearning method {cls.name!r} is registered twice")
     spec = catalog.find(cls.name)
     if spec is not None and spec.rates is not None:
         cls.paper_lr, cls.paper_lr_large, cls.paper_lr_ratio = spec.rates.lr, spec.rates.lr_large, spec.rates.ratio
-    METHODS[cls.name] = cls
+    METHODS.loaded[cls.name] = cls
     return cls
 
 
 def get_method(name: str) -> type["Unlearner"]:
-    """A method's class by name, built in or a plug-in's (:mod:`.catalog`; imported on first use)."""
+    """A method's class by name, built in or a plug-in's, loaded from its catalogue spec
+    (:func:`~.catalog.load_class`) on first use and kept in :data:`METHODS`."""
     from . import catalog
 
-    if name.lower() not in METHODS:
+    key = name.lower()
+    if key not in METHODS.loaded:
         try:
             cls = catalog.load_class(catalog.get_spec(name))
         except catalog.CatalogError as e:
             raise UnlearnError(str(e), field=e.field) from None
         if not (isinstance(cls, type) and issubclass(cls, Unlearner)):
-            raise UnlearnError(f"method {name.lower()!r}: {cls!r} is not an Unlearner subclass", field="cls")
+            raise UnlearnError(f"method {key!r}: {cls!r} is not an Unlearner subclass", field="cls")
         register_method(cls)
-    return METHODS[name.lower()]
+    return METHODS.loaded[key]
 
 
 @dataclass

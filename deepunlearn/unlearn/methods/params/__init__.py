@@ -151,3 +151,17 @@ def checked_params(name: str, kind: str | None, cls: type[MethodParams], values:
     check_grid(name, kind, params.grid)
     check_kind(name, kind, params)
     return params
+
+
+def method_params(name: str, values: Mapping[str, Any]) -> MethodParams:
+    """``values`` checked as the parameters of the catalogue's method ``name`` (its spec's
+    ``params`` class, kind and grid rules: :func:`checked_params`), without importing the method's
+    class or torch: what a sweep file's ``[params.<method>]`` table is checked with.
+
+    >>> method_params("du_loop", {"base": "ga"}).model_dump(exclude_unset=True)
+    {'base': 'ga'}
+    """
+    from ..catalog import get_spec, load_params
+
+    spec = get_spec(name)
+    return checked_params(spec.name, spec.kind, load_params(spec), values)
