@@ -41,14 +41,23 @@ def _run(code: str) -> str:
 
 
 def test_every_params_class_and_a_sweep_check_import_no_torch(tmp_path):
+    """Every method's Params, and what ``bench`` checks of a sweep file before its first point
+    (the file, names, grids and [params]; targets, forms, oracle and chance against the KB)."""
+    import deepunlearn
+    from deepunlearn.kg.io import save_kb
+
+    save_kb(deepunlearn.generate_family(8, seed=1), tmp_path / "kb.json")
     (tmp_path / "sweep.toml").write_text(SWEEP)
     code = ("import sys\n"
             "from deepunlearn.unlearn.methods import catalog\n"
             "names = [catalog.load_params(s).__name__ for s in catalog.specs().values()]\n"
             "from deepunlearn.bench.config import load_config\n"
-            "from deepunlearn.bench.runner import check_config\n"
+            "from deepunlearn.bench import runner\n"
+            "from deepunlearn.kg.io import load_kb\n"
             f"cfg = load_config({str(tmp_path / 'sweep.toml')!r})\n"
-            "check_config(cfg)\n"
+            "kb = load_kb(cfg.kb)\n"
+            "assert runner.select_targets(kb, cfg.targets, cfg)\n"
+            "runner.check_config(cfg); runner.check_forms(cfg, kb); runner.check_oracle(cfg, kb); runner.check_chance(cfg)\n"
             "print(len(names), type(cfg.params['du_loop']).__name__, 'torch' in sys.modules)")
     assert _run(code) == f"{len(catalog.names())} DULoopParams False"
 
