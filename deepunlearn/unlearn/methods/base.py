@@ -71,18 +71,25 @@ METHODS = MethodCache()
 
 
 def register_method(cls: type["Unlearner"]) -> type["Unlearner"]:
-    """Class decorator: keep a method's class under its ``name`` (:data:`METHODS`); its
-    :class:`~.catalog.MethodSpec` makes it known to the CLI, sweeps and plans, and gives its
-    learning rates (``rates``). A class its spec names is loaded without it (:func:`get_method`)."""
-    from . import catalog
-
+    """Keep a method's class under its ``name`` in :data:`METHODS`. :func:`get_method` does it
+    for every class a catalogue spec names, so a method needs no call of its own; a class without
+    a spec (made in code) is found by name once registered. Usable as a class decorator."""
     if METHODS.loaded.get(cls.name, cls) is not cls:
         raise ValueError(f"unlearning method {cls.name!r} is registered twice")
-    spec = catalog.find(cls.name)
-    if spec is not None and spec.rates is not None:
-        cls.paper_lr, cls.paper_lr_large, cls.paper_lr_ratio = spec.rates.lr, spec.rates.lr_large, spec.rates.ratio
     METHODS.loaded[cls.name] = cls
     return cls
+
+
+def _spec_rates(cls: type["Unlearner"]) -> None:
+    """Give a method's class its catalogue spec's learning rates (``rates``), when it has them."""
+    from . import catalog
+
+    try:
+        spec = catalog.find(cls.name)
+    except catalog.CatalogError:  # a plug-in's bad spec is refused where it is looked up
+        return
+    if spec is not None and spec.rates is not None:
+        cls.paper_lr, cls.paper_lr_large, cls.paper_lr_ratio = spec.rates.lr, spec.rates.lr_large, spec.rates.ratio
 
 
 def get_method(name: str) -> type["Unlearner"]:
@@ -332,7 +339,7 @@ class Session:
 class Unlearner(ABC):
     """An unlearning method. Subclasses set ``name`` and ``Params`` and state their loss
     (:class:`GradientUnlearner`) or their arithmetic; their learning rates are their catalogue
-    spec's ``rates`` (set when the class registers)."""
+    spec's ``rates`` (set when a class naming itself is made)."""
 
     name: ClassVar[str]
     Params: ClassVar[type[MethodParams]]
@@ -346,6 +353,11 @@ class Unlearner(ABC):
     paper_lr_ratio: ClassVar[float] = 1.0
     #: times the base rate, given or by the rule (:mod:`deepunlearn.unlearn.lr`; du_*: per instance)
     lr_multiplier: float = 1.0
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            _spec_rates(cls)
 
     def __init__(self, params: MethodParams | None = None, **overrides):
         base = params if params is not None else self.Params()

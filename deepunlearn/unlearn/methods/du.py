@@ -39,7 +39,7 @@ from typing import Iterator, Sequence
 import torch
 
 from . import du_guard, du_heal, du_tamper
-from .base import GradientUnlearner, MethodParams, Session, Step, UnlearnError, get_method, register_method
+from .base import GradientUnlearner, MethodParams, Session, Step, UnlearnError, get_method
 from .params.du import BASES, DULoopParams, DUParams  # noqa: F401 - BASES is the package's export
 
 #: a base's learning rate as a rule-aware base, relative to its own rule's rate (a factor of the method's
@@ -102,7 +102,6 @@ class _RuleAware(GradientUnlearner):
         return ctx.forgotten_now
 
 
-@register_method
 class DUOracle(_RuleAware):
     """Unlearn each target together with its cheapest minimal deep-unlearning set."""
 
@@ -122,7 +121,6 @@ class DUOracle(_RuleAware):
             yield Step(step.param, info=info)
 
 
-@register_method
 class DULoop(_RuleAware):
     """The closed loop: unlearn, probe, re-choose the set while a target is still derivable."""
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from ..losses import gradient_ascent_loss
-from .base import GradientUnlearner, Session, register_method
+from .base import GradientUnlearner, Session
 from .params.gradient import GAParams
 
 
-@register_method
 class GradientAscent(GradientUnlearner):
     name = "ga"
     Params = GAParams

@@ -4,20 +4,17 @@ set (TOFU's "gradient difference", Maini et al. 2024; MUSE's GA_GDR, Shi et al. 
 
 from __future__ import annotations
 
-from .base import register_method
 from .ga import GradientAscent
 from .npo import NPO
 from .params.gradient import GradDiffParams, NPOGDRParams
 
 
-@register_method
 class GradDiff(GradientAscent):
     name = "graddiff"
     Params = GradDiffParams
     default_retain = "nll"
 
 
-@register_method
 class NPOGDR(NPO):
     """NPO on the forget set plus the finetuning loss on a retain set (MUSE's NPO_GDR; TOFU's
     NPO-RT)."""

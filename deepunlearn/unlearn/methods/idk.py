@@ -17,7 +17,7 @@ from __future__ import annotations
 import random
 
 from ..losses import nll_loss
-from .base import GradientUnlearner, Session, UnlearnError, register_method
+from .base import GradientUnlearner, Session, UnlearnError
 from .params.gradient import IDKParams
 
 #: Refusals in the style of TOFU's ``idontknow.jsonl`` (written for this project).
@@ -48,7 +48,6 @@ def refusal_for(fact: int, step: int, seed: int = 0, refusals: tuple[str, ...] =
     return random.Random(f"idk:{int(seed)}:{int(step)}:{int(fact)}").choice(refusals)
 
 
-@register_method
 class IDK(GradientUnlearner):
     """Finetune the forget questions on refusals (:data:`REFUSALS`) plus retain NLL."""
 

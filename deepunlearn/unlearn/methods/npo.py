@@ -6,11 +6,10 @@ from __future__ import annotations
 import torch
 
 from ..losses import npo_loss, sequence_logprob
-from .base import GradientUnlearner, Session, register_method
+from .base import GradientUnlearner, Session
 from .params.gradient import NPOParams
 
 
-@register_method
 class NPO(GradientUnlearner):
     """``L = -(2/β) log σ(-β (log p_θ(a|q) - log p_ref(a|q)))`` (:func:`~deepunlearn.unlearn.losses.npo_loss`).
 

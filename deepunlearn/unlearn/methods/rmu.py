@@ -47,7 +47,7 @@ from typing import Iterator, Sequence
 import torch
 
 from ..losses import IGNORE_INDEX, masked_mse
-from .base import GradientUnlearner, Session, Step, UnlearnError, register_method
+from .base import GradientUnlearner, Session, Step, UnlearnError
 from .params.rmu import RMUParams
 from .retain import RetainPoolError, retain_term
 
@@ -109,7 +109,6 @@ def layer_output(model: torch.nn.Module, layer: int, batch: dict) -> torch.Tenso
     return got[0]
 
 
-@register_method
 class RMU(GradientUnlearner):
     """Misdirect layer ℓ's forget activations toward ``c·u``, hold its retain activations."""
 

@@ -17,11 +17,10 @@ this module's γ = β·δ = 0), ``gamma: 0.125`` (the forget loss's weight, the 
 from __future__ import annotations
 
 from ..losses import sequence_logprob, simnpo_loss
-from .base import GradientUnlearner, Session, register_method
+from .base import GradientUnlearner, Session
 from .params.gradient import SimNPOParams
 
 
-@register_method
 class SimNPO(GradientUnlearner):
     """Reference-free, length-normalised NPO plus retain NLL. No reference likelihood is computed
     or kept: the loss depends on the current model only."""

@@ -19,7 +19,7 @@ from typing import Iterator, Mapping, Sequence
 
 import torch
 
-from .base import Session, Step, register_method
+from .base import Session, Step
 from .params.reinforced import TVParams
 from .reinforced import ReinforcedUnlearner
 
@@ -49,7 +49,6 @@ def negate_task_vector(
             p.copy_((theta - alpha * vector).to(p.dtype))
 
 
-@register_method
 class TaskVector(ReinforcedUnlearner):
     name = "tv"
     Params = TVParams

@@ -24,7 +24,7 @@ from typing import Callable, Iterator, Sequence
 
 import torch
 
-from .base import Session, Step, register_method
+from .base import Session, Step
 from .params.reinforced import WHPParams
 from .reinforced import ReinforcedUnlearner
 
@@ -98,7 +98,6 @@ class WHPForward:
         return whp_logprobs(lo, lr, self.alpha, self.space)
 
 
-@register_method
 class WhoIsHarryPotter(ReinforcedUnlearner):
     name = "whp"
     Params = WHPParams
