@@ -52,15 +52,18 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PrivateAttr, ValidationError, field_serializer, field_validator, model_validator
+from pydantic import (Field, PrivateAttr, SerializeAsAny, ValidationError, ValidationInfo, field_serializer,
+                      field_validator, model_validator)
 
 from ..errors import UserError
 from ..probe.protocol import PROTOCOL_NAMES, Protocol, get_protocol
 from ..probe.modes import DESCRIPTIONS as MODE_DESCRIPTIONS, AnyMode
+from ..unlearn.methods.params import MethodParams
 from .config_run import MDUS_HELP, RUN_HELP, MdusSeeds, RunOptions, Seed, Threads, check_seed, split_seeds
 from .config_accuracy import ACCURACY_HELP, SAMPLE_HELP, accuracy_options
 from .config_files import describe_validation as _describe
 from .config_files import read_config_data
+from .config_params import PARAMS_HELP, param_tables, typed_params
 from .config_paths import SET_NAMES, file_digest as _file_digest, resolve_paths as _resolve_paths
 from .config_probe import (
     ADVERSARIAL_HELP, ATTACKS_HELP, FORMS_HELP, UNLEARN_FORMS_HELP, AttackOptions, PROBE_MODES, ProbeMode, probe_results_key,
@@ -90,9 +93,7 @@ class SweepConfig(StrictModel):
     models: list[ModelSpec] = Field(min_length=1)
     methods: dict[str, list[int | float]] = Field(default_factory=lambda: {m: list(g) for m, g in PAPER_GRIDS.items()})
     targets: TargetSpec = Field(default_factory=TargetSpec)
-    params: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="per method, its hyper-parameters besides the grid ([params.du_loop] "
-        "base = 'ga'; [params.ga] retain = 'kl'); checked against the method's own parameters")
+    params: dict[str, SerializeAsAny[MethodParams]] = Field(default_factory=dict, description=PARAMS_HELP)
     protocol: str = Field(default="default", description="protocol preset of every model without its own: "
                           + ", ".join(repr(n) for n in PROTOCOL_NAMES) + " (deepunlearn.probe.protocol)")
     probe_mode: ProbeMode | None = Field(
@@ -146,6 +147,8 @@ class SweepConfig(StrictModel):
     _source: str | None = PrivateAttr(default=None)
     #: methods whose [methods] grid was left empty (they get each model's default grid)
     _unset: frozenset[str] = PrivateAttr(default=frozenset())
+    #: the [params.<method>] tables as the file gave them: what the sweep records (config_params)
+    _params_given: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
 
     def error(self, field: str, message: str) -> "ConfigError":
         """A :class:`ConfigError` naming this configuration's file (when it came from one) and the field."""
@@ -160,9 +163,12 @@ class SweepConfig(StrictModel):
         # and written back as [] by model_dump (a dumped config reloads to the same sweep).
         data = split_seeds(data)  # the top-level ``seeds = N`` of older configs (config_run)
         unset = unset_methods(data) if isinstance(data, dict) else None
+        given = data.get("params") if isinstance(data, dict) else None
         cfg = handler(data)
         if unset is not None:
             cfg._unset = unset
+        if isinstance(given, dict):
+            cfg._params_given = {m: dict(t) for m, t in given.items() if isinstance(t, dict)}
         check_seed(data, cfg)
         if cfg.run is not None and cfg.run.seeds and not (isinstance(data, dict) and "seed" in data):
             cfg.seed = cfg.run.seeds[0]
@@ -196,6 +202,15 @@ class SweepConfig(StrictModel):
     def _dump_methods(self, v: dict[str, list[int | float]]) -> dict[str, list[int | float]]:
         return {m: ([] if m in self._unset else list(g)) for m, g in v.items()}
 
+    @field_validator("params", mode="before")
+    @classmethod
+    def _params(cls, v: Any, info: ValidationInfo) -> Any:
+        return typed_params(v, info.data.get("methods"))
+
+    @field_serializer("params")
+    def _dump_params(self, v: dict[str, MethodParams]) -> dict[str, dict[str, Any]]:
+        return param_tables(v, self._params_given)
+
     @field_validator("protocol")
     @classmethod
     def _protocol(cls, v: str) -> str:
@@ -215,10 +230,6 @@ class SweepConfig(StrictModel):
                 if not grid and family_default(method, False) is None:
                     raise ValueError(f"field models.{i}.grids.{method}: method {method!r} has no default grid: "
                                      "give its parameters")
-        for method in self.params:
-            if method not in self.methods:
-                raise ValueError(f"field params.{method}: method {method!r} is not in [methods] "
-                                 f"({', '.join(self.methods)}); add it there to run it")
         if self.adversarial_calibration is not None and not self.adversarial:
             raise ValueError("field adversarial_calibration: calibrates the adversarial aggregate: set adversarial = "
                              "true too")
@@ -298,6 +309,11 @@ class SweepConfig(StrictModel):
         p_chance records what it did before that option existed."""
         return self.model_dump(mode="json", exclude={"chance_calibration"} if self.chance_calibration is None else None)
 
+    def param_tables(self) -> dict[str, dict[str, Any]]:
+        """Each method's ``[params.<method>]`` table as the file gave it (the run's workers make
+        the method's ``Params`` of it again)."""
+        return param_tables(self.params, self._params_given)
+
     def results_key(self, kb_fingerprint: str) -> dict[str, Any]:
         """The part of the configuration that decides the results (not where or how they run):
         per model its resolved protocol, sets and grids (not how they were spelled)."""
@@ -311,7 +327,7 @@ class SweepConfig(StrictModel):
             "models": [{**m.model_dump(exclude={"device", "protocol", "grids"}), "protocol": self.protocol_for(m).describe(),
                         "sets": sets(m), "grids": self.grids_for(m)} for m in self.models],
             "methods": list(self.methods),
-            **({"params": self.params} if self.params else {}),
+            **({"params": self.param_tables()} if self.params else {}),
             "targets": self.targets.results_key(),
             "seeds": self.mdus_seeds,  # the MDUS seed count, under its older key: fingerprints unchanged
             "seed": self.seed,  # [run] seeds are not in the key: every point is stored with its seed

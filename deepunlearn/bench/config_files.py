@@ -56,8 +56,8 @@ def describe_validation(e: "ValidationError") -> tuple[str, str | None]:
         # keys come from the user's file: one with a newline or nothing printable is shown quoted
         loc = ".".join(str(x) if isinstance(x, int) or (x and str(x).isprintable()) else repr(x) for x in err["loc"])
         msg = err["msg"].removeprefix("Value error, ").replace("\n", "\\n")
-        # a check across fields names its field itself
-        if not loc and msg.startswith("field "):
+        # a check across fields names its field itself, as does a check of a field's parts
+        if msg.startswith("field ") and (not loc or msg.removeprefix("field ").startswith(f"{loc}.")):
             parts.append(msg)
             fields.append(msg.split(":", 1)[0].removeprefix("field ").strip())
         else:

@@ -107,14 +107,16 @@ def resolved_rules(cfg: SweepConfig, kb: KnowledgeBase) -> str:
 
 
 def check_config(cfg: SweepConfig) -> None:
-    """What the schema cannot check: method names against the registry, every model's grids
-    against each method's own validation, local model folders and a sets folder that do not exist."""
-    from ..unlearn import METHODS, get_method
+    """What the schema cannot check: method names against the catalogue (a plug-in's spec read and
+    its Params imported), every model's grids by each method's kind, local model folders and a sets
+    folder that do not exist. Torch-free: no method's class is imported (``[params]`` tables were
+    checked into each method's Params when the file was read, :mod:`.config_params`)."""
     from ..unlearn.methods import catalog
+    from ..unlearn.methods.params import check_grid
 
     for name in cfg.methods:
         try:
-            get_method(name)  # a plug-in's class is imported and registered here
+            catalog.load_params(catalog.get_spec(name))
         except ValueError as e:
             known = f"unknown method; known: {catalog.help_names()}" if name not in catalog.names() else str(e)
             raise cfg.error(f"methods.{name}", known) from None
@@ -126,27 +128,19 @@ def check_config(cfg: SweepConfig) -> None:
         sources = cfg.grid_sources(m)
         for name, grid in cfg.grids_for(m).items():
             try:
-                METHODS[name]().check_grid(grid)
+                check_grid(name, catalog.kind_of(name), grid)
             except ValueError as e:
                 if isinstance(m.grids, dict) and name in m.grids:
                     field = f"models.{i}.grids.{name}"
                 else:
                     field = f"models.{i}.grids" if sources[name].startswith("preset") else f"methods.{name}"
                 raise cfg.error(field, f"{sources[name]} grid {grid}: {e}") from None
-    for name, values in cfg.params.items():
-        try:
-            get_method(name)(None, **values)
-        except ValueError as e:
-            field = getattr(e, "field", None)
-            raise cfg.error(f"params.{name}" + (f".{field}" if field else ""), str(e)) from None
     if cfg.targets.sequential or cfg.targets.batch:
         if cfg.measured:
             raise cfg.error("targets", "scores / reference measure single-target runs; batch and sequential "
                             "requests record recall, deep and accuracy only: set scores = false and reference = 'none'")
     if cfg.targets.sequential:
-        from ..unlearn.methods import GradientUnlearner, catalog
-
-        bad = [m for m in cfg.methods if not issubclass(METHODS[m], GradientUnlearner)]
+        bad = [m for m in cfg.methods if catalog.kind_of(m) != "steps"]
         if bad:
             raise cfg.error(f"methods.{bad[0]}", "sequential requests keep each request's weights: use gradient "
                             f"methods (ga, npo, graddiff, du_loop, ...), not {catalog.titles('strength')}")
@@ -404,7 +398,7 @@ def _work_spec(cfg: SweepConfig, kb: KnowledgeBase, holdout: dict[str, Any] | No
         kb=to_dict(kb),
         models={m.name: {**m.model_dump(mode="json"), "run": run(m)} for m in cfg.models},
         rules=cfg.rules, seeds=cfg.mdus_seeds, batch_size=cfg.batch_size, lora=cfg.lora, cache_dir=str(cfg.cache_path),
-        threads=cfg.threads, methods=tuple(cfg.methods), method_params=dict(cfg.params), model_derived=cfg.model_derived,
+        threads=cfg.threads, methods=tuple(cfg.methods), method_params=cfg.param_tables(), model_derived=cfg.model_derived,
         sequential=cfg.targets.sequential_options() if cfg.targets.sequential else {},
         runner_options={**options, **runner_probe_options(cfg), **accuracy_options(cfg)},
         oracle_cache=str(oracle_cache(cfg.cache_path)) if cfg.oracle else None, chance_calibration=chance,

@@ -8,7 +8,7 @@ Public API (torch is imported on first use, not by ``import deepunlearn.unlearn`
                  minimal_sets=SetOptions(...), training=TrainOptions(...), measures=MeasureOptions(...),
                  checks=CheckOptions(...), seed=0, progress=True)
         .baseline, .known, .run(target, method, grid=None, skip_params=(), params=None) -> Iterator[Point]
-    METHODS, register_method, get_method, Unlearner, MethodParams   # the method registry
+    METHODS, register_method, get_method, Unlearner, MethodParams   # method classes, loaded from the catalogue
     WeightSnapshot, LoraAdapter, LoraParams                         # undoing a run in memory
     choose_lr                                                       # the learning-rate rule
     finetune, FinetuneConfig                                        # teach a model the KB

@@ -36,12 +36,14 @@ def test_catalog_equals_the_method_registry():
         assert issubclass(cls, (GradientUnlearner, ReinforcedUnlearner))
         assert spec.needs_rules == cls.needs_rules
         assert tuple(cls.Params().grid) == tuple(spec.grid), spec.name
+        assert cls.Params is catalog.load_params(spec), spec.name
         assert catalog.check_spec(spec, spec.name) is spec
 
 
 @pytest.mark.parametrize("grid", [[], (), None])
 def test_a_spec_without_a_grid_is_refused_naming_it(grid):
-    spec = catalog.MethodSpec("ga_clip", "steps", grid, catalog.GRADIENT, "deepunlearn.unlearn.methods.ga:GradientAscent")
+    spec = catalog.MethodSpec("ga_clip", "steps", grid, catalog.GRADIENT, "deepunlearn.unlearn.methods.ga:GradientAscent",
+                              params="deepunlearn.unlearn.methods.params.gradient:GAParams")
     with pytest.raises(catalog.CatalogError, match=r"^method ga_clip: the MethodSpec lacks grid$") as e:
         catalog.check_spec(spec, "method ga_clip")
     assert e.value.field == "grid"

@@ -1,14 +1,16 @@
-"""The unlearning methods, one small class per file, found by name in :data:`METHODS`.
+"""The unlearning methods, one small class per file, found by name in :data:`METHODS` (the
+classes loaded from the catalogue, :mod:`.catalog`, on first use).
 
 Adding a method: subclass :class:`GradientUnlearner` (state the loss) or
 :class:`ReinforcedUnlearner` / :class:`Unlearner` (state the arithmetic), give it a pydantic
-``Params`` (its ``grid`` defaults to the spec's: :func:`~.params.spec_grid`), decorate it with
-:func:`register_method`, and declare its :class:`~.catalog.MethodSpec` (grid, memory profile,
-learning rates) in :mod:`.catalog` (built in) or under the entry-point group
-``deepunlearn.methods`` (another package).
+``Params`` in a torch-free module (:mod:`.params`; its ``grid`` defaults to the spec's:
+:func:`~.params.spec_grid`), and declare its :class:`~.catalog.MethodSpec` (grid, memory profile,
+learning rates, the class's and the Params' import paths) in :mod:`.catalog` (built in) or under
+the entry-point group ``deepunlearn.methods`` (another package).
 
 Nothing here imports torch until a name below is used (``from deepunlearn.unlearn.methods.catalog
-import ...`` stays torch-free); the first use imports every built-in method, which registers it.
+import ...`` and the ``Params`` classes of :mod:`.params` stay torch-free); a name imports the
+module that defines it.
 """
 
 from __future__ import annotations
@@ -17,38 +19,34 @@ import importlib
 
 #: the names this package exports, by the module that defines them
 _EXPORTS = {
-    "base": ("METHODS", "GradientUnlearner", "MethodParams", "Session", "Step", "Unlearner", "UnlearnError",
-             "get_method", "register_method"),
-    "params": ("spec_grid",),
-    "reinforced": ("ReinforcedParams", "ReinforcedUnlearner"),
+    "base": ("METHODS", "GradientUnlearner", "MethodCache", "Session", "Step", "Unlearner", "get_method",
+             "register_method"),
+    "params": ("MethodParams", "UnlearnError", "spec_grid"),
+    "params.gradient": ("GAParams", "NPOParams", "GradDiffParams", "NPOGDRParams", "IDKParams", "SimNPOParams"),
+    "params.reinforced": ("ReinforcedParams", "TVParams", "WHPParams"),
+    "params.rmu": ("RMUParams",),
+    "params.du": ("DUParams", "DULoopParams", "BASES"),
+    "reinforced": ("ReinforcedUnlearner",),
     "retain": ("RETAIN_KINDS", "RetainPoolError", "RetainSampler", "retain_pool"),
-    "ga": ("GAParams", "GradientAscent"),
-    "npo": ("NPO", "NPOParams"),
-    "du": ("BASES", "DULoop", "DULoopParams", "DUOracle", "DUParams"),
-    "graddiff": ("GradDiff", "GradDiffParams", "NPOGDR", "NPOGDRParams"),
-    "idk": ("IDK", "IDKParams", "REFUSALS", "refusal_for"),
-    "simnpo": ("SimNPO", "SimNPOParams"),
-    "rmu": ("RMU", "RMUParams", "decoder_layers"),
-    "tv": ("TaskVector", "TVParams", "negate_task_vector"),
-    "whp": ("WHPForward", "WHPParams", "WhoIsHarryPotter", "whp_distribution", "whp_logprobs"),
+    "ga": ("GradientAscent",),
+    "npo": ("NPO",),
+    "du": ("DULoop", "DUOracle"),
+    "graddiff": ("GradDiff", "NPOGDR"),
+    "idk": ("IDK", "REFUSALS", "refusal_for"),
+    "simnpo": ("SimNPO",),
+    "rmu": ("RMU", "decoder_layers"),
+    "tv": ("TaskVector", "negate_task_vector"),
+    "whp": ("WHPForward", "WhoIsHarryPotter", "whp_distribution", "whp_logprobs"),
 }
 
 
 def __getattr__(name: str):
-    if not any(name in names for names in _EXPORTS.values()):
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    for module, names in _EXPORTS.items():  # every built-in method, so METHODS is complete
-        mod = importlib.import_module(f".{module}", __name__)
-        globals().update({n: getattr(mod, n) for n in names})
-    return globals()[name]
+    for module, names in _EXPORTS.items():
+        if name in names:
+            value = getattr(importlib.import_module(f".{module}", __name__), name)
+            globals()[name] = value
+            return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = [
-    "METHODS", "GradientUnlearner", "MethodParams", "spec_grid", "ReinforcedParams", "ReinforcedUnlearner", "Session", "Step",
-    "Unlearner", "UnlearnError", "get_method", "register_method",
-    "RETAIN_KINDS", "RetainPoolError", "RetainSampler", "retain_pool",
-    "GAParams", "GradientAscent", "NPO", "NPOParams", "TaskVector", "TVParams", "negate_task_vector",
-    "BASES", "DULoop", "DULoopParams", "DUOracle", "DUParams", "GradDiff", "GradDiffParams", "NPOGDR", "NPOGDRParams",
-    "IDK", "IDKParams", "REFUSALS", "refusal_for", "SimNPO", "SimNPOParams", "RMU", "RMUParams", "decoder_layers",
-    "WHPForward", "WHPParams", "WhoIsHarryPotter", "whp_distribution", "whp_logprobs",
-]
+__all__ = [name for names in _EXPORTS.values() for name in names]

@@ -15,18 +15,17 @@ in the state to probe; the per-target loop (``loop.py``) probes it and restores 
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterator, Sequence
+from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
 
 import torch
 from pydantic import ValidationError
 
-from ...limits import MAX_STEPS, bound_message, too_large
 from ..sam import sam_gradients
 from ..snapshot import LoraAdapter, WeightSnapshot
-from .params import MethodParams, UnlearnError, describe_params_error, first_field, show_values  # noqa: F401
+from .params import (MethodParams, UnlearnError, check_grid, check_kind, describe_params_error,  # noqa: F401
+                     first_field, show_values)
 from .retain import RetainSampler, retain_term
 
 #: ``model_fn(input_ids, attention_mask) -> logits [B, T, V]``: replaces the model's forward
@@ -34,36 +33,80 @@ from .retain import RetainSampler, retain_term
 ModelFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-METHODS: dict[str, type["Unlearner"]] = {}
+class MethodCache(Mapping[str, type["Unlearner"]]):
+    """Every method's class by name: iterating names the catalogue's methods (and any class
+    registered without a spec) without importing any; looking one up loads its class from its
+    spec (:func:`get_method`) and keeps it."""
+
+    def __init__(self) -> None:
+        self.loaded: dict[str, type[Unlearner]] = {}
+
+    def __getitem__(self, name: str) -> type["Unlearner"]:
+        try:
+            return get_method(name)
+        except UnlearnError:
+            raise KeyError(name) from None
+
+    def __iter__(self) -> Iterator[str]:
+        from . import catalog
+
+        names = catalog.names()
+        return iter(names + sorted(n for n in self.loaded if n not in names))
+
+    def __len__(self) -> int:
+        return len(list(iter(self)))
+
+    def __contains__(self, name: object) -> bool:
+        from . import catalog
+
+        return isinstance(name, str) and (name.lower() in self.loaded or name.lower() in catalog.names())
+
+    def pop(self, name: str, default: Any = None) -> Any:
+        """Forget a loaded class (the next look-up loads it again)."""
+        return self.loaded.pop(name.lower(), default)
+
+
+#: the method classes, loaded from the catalogue on first use
+METHODS = MethodCache()
 
 
 def register_method(cls: type["Unlearner"]) -> type["Unlearner"]:
-    """Class decorator: register a method's class by its ``name``; its :class:`~.catalog.MethodSpec`
-    makes it known to the CLI, sweeps and plans, and gives its learning rates (``rates``)."""
-    from . import catalog
-
-    if cls.name in METHODS and METHODS[cls.name] is not cls:
+    """Keep a method's class under its ``name`` in :data:`METHODS`. :func:`get_method` does it
+    for every class a catalogue spec names, so a method needs no call of its own; a class without
+    a spec (made in code) is found by name once registered. Usable as a class decorator."""
+    if METHODS.loaded.get(cls.name, cls) is not cls:
         raise ValueError(f"unlearning method {cls.name!r} is registered twice")
-    spec = catalog.find(cls.name)
-    if spec is not None and spec.rates is not None:
-        cls.paper_lr, cls.paper_lr_large, cls.paper_lr_ratio = spec.rates.lr, spec.rates.lr_large, spec.rates.ratio
-    METHODS[cls.name] = cls
+    METHODS.loaded[cls.name] = cls
     return cls
 
 
-def get_method(name: str) -> type["Unlearner"]:
-    """A method's class by name, built in or a plug-in's (:mod:`.catalog`; imported on first use)."""
+def _spec_rates(cls: type["Unlearner"]) -> None:
+    """Give a method's class its catalogue spec's learning rates (``rates``), when it has them."""
     from . import catalog
 
-    if name.lower() not in METHODS:
+    try:
+        spec = catalog.find(cls.name)
+    except catalog.CatalogError:  # a plug-in's bad spec is refused where it is looked up
+        return
+    if spec is not None and spec.rates is not None:
+        cls.paper_lr, cls.paper_lr_large, cls.paper_lr_ratio = spec.rates.lr, spec.rates.lr_large, spec.rates.ratio
+
+
+def get_method(name: str) -> type["Unlearner"]:
+    """A method's class by name, built in or a plug-in's, loaded from its catalogue spec
+    (:func:`~.catalog.load_class`) on first use and kept in :data:`METHODS`."""
+    from . import catalog
+
+    key = name.lower()
+    if key not in METHODS.loaded:
         try:
             cls = catalog.load_class(catalog.get_spec(name))
         except catalog.CatalogError as e:
             raise UnlearnError(str(e), field=e.field) from None
         if not (isinstance(cls, type) and issubclass(cls, Unlearner)):
-            raise UnlearnError(f"method {name.lower()!r}: {cls!r} is not an Unlearner subclass", field="cls")
+            raise UnlearnError(f"method {key!r}: {cls!r} is not an Unlearner subclass", field="cls")
         register_method(cls)
-    return METHODS[name.lower()]
+    return METHODS.loaded[key]
 
 
 @dataclass
@@ -296,7 +339,7 @@ class Session:
 class Unlearner(ABC):
     """An unlearning method. Subclasses set ``name`` and ``Params`` and state their loss
     (:class:`GradientUnlearner`) or their arithmetic; their learning rates are their catalogue
-    spec's ``rates`` (set when the class registers)."""
+    spec's ``rates`` (set when a class naming itself is made)."""
 
     name: ClassVar[str]
     Params: ClassVar[type[MethodParams]]
@@ -311,6 +354,11 @@ class Unlearner(ABC):
     #: times the base rate, given or by the rule (:mod:`deepunlearn.unlearn.lr`; du_*: per instance)
     lr_multiplier: float = 1.0
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:
+            _spec_rates(cls)
+
     def __init__(self, params: MethodParams | None = None, **overrides):
         base = params if params is not None else self.Params()
         if not isinstance(base, self.Params):
@@ -321,19 +369,13 @@ class Unlearner(ABC):
         except ValidationError as e:
             raise UnlearnError(f"{self.name}: {describe_params_error(e)}", field=first_field(e)) from None
         self.check_grid(self.params.grid)
-        if getattr(self.params, "sam_rho", 0) and not isinstance(self, GradientUnlearner):
-            raise UnlearnError(f"{self.name}: sam_rho applies to the gradient methods' steps; {self.name} changes the "
-                               "weights by arithmetic (leave sam_rho at 0)", field="sam_rho")
+        check_kind(self.name, "steps" if isinstance(self, GradientUnlearner) else None, self.params)  # sam_rho
 
     def check_grid(self, grid: Sequence[float]) -> list[float]:
         """The grid in the order its points are produced; raises :class:`UnlearnError` (field
-        ``grid``) if it is empty or holds a value that is not a finite number."""
-        if not grid:
-            raise UnlearnError(f"{self.name}: the grid is empty", field="grid")
-        bad = [g for g in grid if isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g)]
-        if bad:
-            raise UnlearnError(f"{self.name}: grid values must be finite numbers, got {show_values(bad)}", field="grid")
-        return list(grid)
+        ``grid``) if it is empty or holds a value that is not a finite number (or not one of the
+        method's kind: :func:`~.params.check_grid`)."""
+        return check_grid(self.name, None, grid)
 
     #: the retain term when the params leave ``retain`` at None
     default_retain: ClassVar[str] = "none"
@@ -367,14 +409,7 @@ class GradientUnlearner(Unlearner):
     supports_lora = True
 
     def check_grid(self, grid: Sequence[float]) -> list[float]:
-        super().check_grid(grid)
-        bad = [g for g in grid if not float(g).is_integer() or g < 1]
-        if bad:
-            raise UnlearnError(f"{self.name}: grid values are step counts (positive integers), got {show_values(bad)}",
-                               field="grid")
-        if any(too_large(g, MAX_STEPS) for g in grid):  # 1e12 steps would run for ever
-            raise UnlearnError(bound_message(f"{self.name}: grid value", max(grid), MAX_STEPS, "steps"), field="grid")
-        return sorted({int(g) for g in grid})
+        return check_grid(self.name, "steps", grid)
 
     def prepare(self, session: Session) -> None:
         """Called once before the trajectory (NPO computes its reference likelihood here)."""

@@ -3,7 +3,9 @@
 
 Every command-line choice, sweep grid, demo list, memory plan, GPU guard, report label and
 colour reads the method's spec here; the method's class (which needs torch) is imported only
-when a run needs it, from the spec's ``cls`` (``"module:Class"``).
+when a run needs it, from the spec's ``cls`` (``"module:Class"``), and its parameters' class
+(torch-free, what a sweep file's ``[params.<method>]`` is checked against) from the spec's
+``params`` (:func:`load_params`).
 
 The built-in methods are declared in :data:`BUILTIN`. Another package adds its own under the
 entry-point group ``deepunlearn.methods``: the entry point's name is the method's name and its
@@ -12,8 +14,9 @@ object a :class:`MethodSpec`, e.g. in the package's ``pyproject.toml``::
     [project.entry-points."deepunlearn.methods"]
     ga_clip = "my_methods.spec:SPEC"
 
-A spec is checked when it is read (:func:`check_spec`): a missing grid, memory profile or class
-path is refused with one line naming the entry point and the field.
+A spec is checked when it is read (:func:`check_spec`): a missing or empty grid, a missing memory
+profile or class path, or a ``params`` path that does not import is refused with one line naming
+the entry point and the field.
 
 >>> names()[:4]
 ['ga', 'npo', 'tv', 'whp']
@@ -93,8 +96,11 @@ NPO_RATES = PaperRates(4e-5, 2e-5, 2.0)
 @dataclass(frozen=True)
 class MethodSpec:
     """One unlearning method. Required: ``name``, ``kind`` (:data:`KINDS`), ``grid`` (the
-    default grid), ``memory`` (:class:`MemoryProfile`) and ``cls`` (``"module:Class"``, the
-    :class:`~deepunlearn.unlearn.methods.Unlearner` subclass, imported when a run needs it).
+    default grid), ``memory`` (:class:`MemoryProfile`), ``cls`` (``"module:Class"``, the
+    :class:`~deepunlearn.unlearn.methods.Unlearner` subclass, imported when a run needs it) and
+    ``params`` (``"module:Class"``, its parameters: a
+    :class:`~deepunlearn.unlearn.methods.params.MethodParams` subclass in a module that does not
+    import torch, the class's ``Params``).
 
     The spec owns the method's defaults: its ``Params`` class's grid defaults to ``grid``
     (:func:`~deepunlearn.unlearn.methods.params.spec_grid`) and its class's learning rates are
@@ -120,6 +126,7 @@ class MethodSpec:
     description: str = ""
     rates: PaperRates | None = None
     paper: bool = False
+    params: str | None = None
 
     @property
     def title(self) -> str:
@@ -129,43 +136,46 @@ class MethodSpec:
 
 _STEPS = (1, 2, 4, 8, 16)
 _M = "deepunlearn.unlearn.methods."
+_P = _M + "params."
 
 #: the built-in methods, in the order lists show them (the paper's four first)
 BUILTIN: tuple[MethodSpec, ...] = (
     MethodSpec("ga", "steps", _STEPS, GRADIENT, _M + "ga:GradientAscent", {"gpt2-xl": (1, 2, 4, 8, 16, 32)},
                colour="#1f77b4", base=True, demo=True, description="gradient ascent on the target",
-               rates=GA_RATES, paper=True),
+               rates=GA_RATES, paper=True, params=_P + "gradient:GAParams"),
     MethodSpec("npo", "steps", _STEPS, GRADIENT, _M + "npo:NPO", {"gpt2-xl": (1, 2, 4, 8, 16, 32)},
                colour="#ff7f0e", base=True, demo=True, description="negative preference optimisation",
-               rates=NPO_RATES, paper=True),
+               rates=NPO_RATES, paper=True, params=_P + "gradient:NPOParams"),
     MethodSpec("tv", "strength", (0.2, 0.5, 1, 5, 10), MemoryProfile(False, "delta"), _M + "tv:TaskVector",
-               {"gpt2-xl": (0.2, 1, 5, 10, 30, 60, 80)}, colour="#2ca02c", demo=True,
+               {"gpt2-xl": (0.2, 1, 5, 10, 30, 60, 80)}, colour="#2ca02c", demo=True, params=_P + "reinforced:TVParams",
                description="task vector: subtract alpha times the reinforced delta", rates=GA_RATES, paper=True),
     MethodSpec("whp", "strength", (10, 1e3, 1e5, 1e7, 1e8), MemoryProfile(False, "weights", True),
                _M + "whp:WhoIsHarryPotter", {"gpt2-xl": (10, 1e3, 1e5, 1e7, 1e8)}, colour="#d62728", demo=True,
-               description="who-is-harry-potter: mix with the reinforced model", rates=GA_RATES, paper=True),
+               description="who-is-harry-potter: mix with the reinforced model", rates=GA_RATES, paper=True,
+               params=_P + "reinforced:WHPParams"),
     MethodSpec("graddiff", "steps", _STEPS, GRADIENT, _M + "graddiff:GradDiff", demo=True,
-               description="gradient ascent plus a retain NLL term", rates=GA_RATES),
+               description="gradient ascent plus a retain NLL term", rates=GA_RATES,
+               params=_P + "gradient:GradDiffParams"),
     MethodSpec("npo_gdr", "steps", _STEPS, GRADIENT, _M + "graddiff:NPOGDR", description="NPO plus a retain NLL term",
-               rates=NPO_RATES),
+               rates=NPO_RATES, params=_P + "gradient:NPOGDRParams"),
     # TOFU unlearns with IDK at its finetuning rate (1e-5 for its 7B models), as GA here
     MethodSpec("idk", "steps", _STEPS, GRADIENT, _M + "idk:IDK", description="train towards a refusal",
-               rates=GA_RATES),
+               rates=GA_RATES, params=_P + "gradient:IDKParams"),
     # Adam makes the step size nearly independent of the loss's scale, so SimNPO unlearns at GA's
     # rate (the authors' TOFU runs use 1e-5 on 7B models, as the paper's finetuning rate)
     MethodSpec("simnpo", "steps", _STEPS, GRADIENT, _M + "simnpo:SimNPO", base=True,
-               description="reference-free NPO", rates=GA_RATES),
+               description="reference-free NPO", rates=GA_RATES, params=_P + "gradient:SimNPOParams"),
     MethodSpec("rmu", "steps", _STEPS, MemoryProfile(True, "weights"), _M + "rmu:RMU", base=True,
                description="representation misdirection (a frozen copy of the original model in full mode)",
-               rates=PaperRates(5e-5, 5e-5, 2.5)),
+               rates=PaperRates(5e-5, 5e-5, 2.5), params=_P + "rmu:RMUParams"),
     # the rule-aware methods run at their base's rates (methods/du.py)
     MethodSpec("du_oracle", "steps", _STEPS, GRADIENT, _M + "du:DUOracle", needs_rules=True,
-               description="rule-aware: forget one minimal set chosen before training"),
+               description="rule-aware: forget one minimal set chosen before training", params=_P + "du:DUParams"),
     MethodSpec("du_loop", "steps", (4, 8, 16, 32, 64, 128), GRADIENT, _M + "du:DULoop", needs_rules=True, demo=True,
-               description="rule-aware closed loop; the grid is its step budget"),
+               description="rule-aware closed loop; the grid is its step budget", params=_P + "du:DULoopParams"),
 )
 
-_REQUIRED = ("name", "kind", "grid", "memory", "cls")
+_REQUIRED = ("name", "kind", "grid", "memory", "cls", "params")
 
 
 def _empty(value: Any) -> bool:
@@ -220,8 +230,9 @@ def check_spec(spec: Any, where: str) -> MethodSpec:
     ------
     CatalogError
         A field that is missing or bad (an empty grid, a class path that is not ``module:Class``
-        or whose module cannot be found): one message naming ``where`` and the field. The class
-        path is checked without importing the class.
+        or whose module cannot be found, a parameters' class that does not import): one message
+        naming ``where`` and the field. The class path is checked without importing the class;
+        the parameters' class is imported (:func:`load_params`).
 
     Examples
     --------
@@ -243,6 +254,7 @@ def check_spec(spec: Any, where: str) -> MethodSpec:
         found = None
     if found is None:
         raise CatalogError(f"{where}: cls {spec.cls!r}: module {module!r} cannot be found", field="cls")
+    load_params(spec, where)
     return spec
 
 
@@ -445,6 +457,34 @@ def load_class(spec: MethodSpec) -> type:
     if getattr(cls, "name", None) != spec.name:
         raise CatalogError(f"{where}: the class's name is {getattr(cls, 'name', None)!r}, not {spec.name!r}",
                            field="cls")
+    params = load_params(spec)
+    if getattr(cls, "Params", None) is not params:
+        raise CatalogError(f"method {spec.name!r}: the class's Params is {getattr(cls, 'Params', None)!r}, not the "
+                           f"spec's params {spec.params!r}", field="params")
+    return cls
+
+
+def load_params(spec: MethodSpec, where: str | None = None) -> type:
+    """The method's parameters' class, from the spec's ``params`` (torch-free: a sweep file's
+    ``[params.<method>]`` is checked against it without the method's class); :class:`CatalogError`
+    naming the spec (``where``) if it does not import or is not a ``MethodParams`` subclass.
+
+    >>> load_params(get_spec("npo")).__name__
+    'NPOParams'
+    """
+    from .params import MethodParams
+
+    where = where or f"method {spec.name!r}"
+    module, _, attr = str(spec.params).partition(":")
+    if not module or not attr:
+        raise CatalogError(f"{where}: params {spec.params!r} is not 'module:Class'", field="params")
+    try:
+        cls = getattr(importlib.import_module(module), attr)
+    except Exception as e:  # a plug-in's module that fails to import is its setup, not our bug
+        raise CatalogError(f"{where}: params {spec.params!r}: cannot import it ({type(e).__name__}: {e})",
+                           field="params") from None
+    if not (isinstance(cls, type) and issubclass(cls, MethodParams)):
+        raise CatalogError(f"{where}: params {spec.params!r} is not a MethodParams subclass", field="params")
     return cls
 
 
@@ -455,4 +495,4 @@ def help_names() -> str:
 
 __all__ = ["BUILTIN", "CatalogError", "ENTRY_POINT_GROUP", "GA_RATES", "GRADIENT", "KINDS", "MODEL_COPIES",
            "MemoryProfile", "MethodSpec", "NPO_RATES", "PaperRates", "bases", "check_fields", "check_spec", "colour", "default_grid", "demo_methods", "find", "get_spec",
-           "help_names", "kind_of", "load_class", "names", "paper_grids", "specs", "title"]
+           "help_names", "kind_of", "load_class", "load_params", "names", "paper_grids", "specs", "title"]

@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 from ..losses import gradient_ascent_loss
-from .base import GradientUnlearner, MethodParams, Session, register_method
-from .params import spec_grid
+from .base import GradientUnlearner, Session
+from .params.gradient import GAParams
 
 
-class GAParams(MethodParams):
-    """The paper's grid (appendix D): T in {1, 2, 4, 8, 16} optimiser steps."""
-
-    grid: list[float] = spec_grid("ga")
-
-
-@register_method
 class GradientAscent(GradientUnlearner):
     name = "ga"
     Params = GAParams

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import random
 
-from pydantic import Field
-
 from ..losses import nll_loss
-from .base import GradientUnlearner, MethodParams, Session, UnlearnError, register_method
-from .params import spec_grid
+from .base import GradientUnlearner, Session, UnlearnError
+from .params.gradient import IDKParams
 
 #: Refusals in the style of TOFU's ``idontknow.jsonl`` (written for this project).
 REFUSALS: tuple[str, ...] = (
@@ -50,15 +48,6 @@ def refusal_for(fact: int, step: int, seed: int = 0, refusals: tuple[str, ...] =
     return random.Random(f"idk:{int(seed)}:{int(step)}:{int(fact)}").choice(refusals)
 
 
-class IDKParams(MethodParams):
-    """GA's grid (1, 2, 4, 8, 16 steps), TOFU's retain NLL with weight 1, 8 retain facts a step;
-    ``seed`` seeds the refusal draws."""
-
-    grid: list[float] = spec_grid("idk")
-    seed: int = Field(0, description="seeds the refusal drawn per forget fact and step")
-
-
-@register_method
 class IDK(GradientUnlearner):
     """Finetune the forget questions on refusals (:data:`REFUSALS`) plus retain NLL."""
 

@@ -4,21 +4,12 @@ dispreferred answer and no preferred one."""
 from __future__ import annotations
 
 import torch
-from pydantic import Field
 
 from ..losses import npo_loss, sequence_logprob
-from .base import GradientUnlearner, MethodParams, Session, register_method
-from .params import spec_grid
+from .base import GradientUnlearner, Session
+from .params.gradient import NPOParams
 
 
-class NPOParams(MethodParams):
-    """The paper's grid: T in {1, 2, 4, 8, 16} optimiser steps; beta = 0.1."""
-
-    grid: list[float] = spec_grid("npo")
-    beta: float = Field(0.1, gt=0)
-
-
-@register_method
 class NPO(GradientUnlearner):
     """``L = -(2/β) log σ(-β (log p_θ(a|q) - log p_ref(a|q)))`` (:func:`~deepunlearn.unlearn.losses.npo_loss`).
 

@@ -5,16 +5,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from pydantic import Field
-
 from ..losses import nll_loss
 from .base import MethodParams, Session, Unlearner, UnlearnError
-from .params import show_values as _show
-
-
-class ReinforcedParams(MethodParams):
-    reinforce_steps: int | None = Field(
-        None, ge=1, description="finetuning steps on the target for the 'overfit' model; None: the protocol's (10)")
+from .params import check_grid, check_kind
+from .params.reinforced import ReinforcedParams  # noqa: F401 - the package's export
 
 
 class ReinforcedUnlearner(Unlearner):
@@ -36,17 +30,10 @@ class ReinforcedUnlearner(Unlearner):
 
     def __init__(self, params: MethodParams | None = None, **overrides):
         super().__init__(params, **overrides)
-        if self.params.retain not in (None, "none"):
-            raise UnlearnError(f"{self.name}: a retain term applies to gradient methods (ga, npo, ...), not to "
-                               f"{self.name}'s weight arithmetic", field="retain")
+        check_kind(self.name, "strength", self.params)  # no retain term
 
     def check_grid(self, grid: Sequence[float]) -> list[float]:
-        super().check_grid(grid)
-        bad = [g for g in grid if g < 0]
-        if bad:
-            raise UnlearnError(f"{self.name}: alpha values must be >= 0 (a negative alpha reinforces the target "
-                               f"instead of unlearning it), got {_show(bad)}", field="grid")
-        return [float(g) for g in grid]
+        return check_grid(self.name, "strength", grid)
 
     def begin(self, session: Session, grid: Sequence[float]) -> list[float]:
         """Check the grid and reinforce the target: the shared start of every trajectory. Full

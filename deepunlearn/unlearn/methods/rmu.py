@@ -42,33 +42,14 @@ Learning rate: WMDP's 5e-5, 2.5 times the EDU-RELAT paper's finetuning rate 2e-5
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator, Literal, Sequence
+from typing import Iterator, Sequence
 
 import torch
-from pydantic import Field
 
 from ..losses import IGNORE_INDEX, masked_mse
-from .base import GradientUnlearner, MethodParams, Session, Step, UnlearnError, register_method
-from .params import spec_grid
+from .base import GradientUnlearner, Session, Step, UnlearnError
+from .params.rmu import RMUParams
 from .retain import RetainPoolError, retain_term
-
-
-class RMUParams(MethodParams):
-    """GA's grid (1, 2, 4, 8, 16 steps); the middle layer, steering 4 × the forget activations'
-    mean norm, the MLP output projections of layers l-2..l, α = 1 on the retain activations, 8
-    retain facts a step."""
-
-    grid: list[float] = spec_grid("rmu")
-    layer: int | None = Field(None, ge=0, description="decoder layer l (0-based); None: (n_layers - 1) // 2")
-    steering: float = Field(4.0, gt=0, description="c = steering x the mean norm of the original forget "
-                            "activations at layer l")
-    train: Literal["down", "mlp"] = Field("down", description="the MLP output projection (down) or every MLP "
-                                          "matrix (mlp) of layers l-2..l")
-    seed: int = Field(0, description="seeds the random direction u")
-    retain: Literal["activations", "nll", "kl", "none"] | None = Field(
-        "activations", description="retain term: the layer's activations held at the original model's (default), "
-        "nll, kl or none")
-    retain_weight: float = Field(1.0, ge=0, description="alpha (open-unlearning's TOFU setting)")
 
 
 class _Stop(Exception):
@@ -128,7 +109,6 @@ def layer_output(model: torch.nn.Module, layer: int, batch: dict) -> torch.Tenso
     return got[0]
 
 
-@register_method
 class RMU(GradientUnlearner):
     """Misdirect layer ℓ's forget activations toward ``c·u``, hold its retain activations."""
 

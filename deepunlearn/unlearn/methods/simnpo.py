@@ -16,26 +16,11 @@ this module's γ = β·δ = 0), ``gamma: 0.125`` (the forget loss's weight, the 
 
 from __future__ import annotations
 
-
-from pydantic import Field
-
 from ..losses import sequence_logprob, simnpo_loss
-from .base import GradientUnlearner, MethodParams, Session, register_method
-from .params import spec_grid
+from .base import GradientUnlearner, Session
+from .params.gradient import SimNPOParams
 
 
-class SimNPOParams(MethodParams):
-    """GA's grid (1, 2, 4, 8, 16 steps); open-unlearning's TOFU defaults: β = 4.5, margin γ = 0,
-    forget weight 0.125, retain NLL with weight 1."""
-
-    grid: list[float] = spec_grid("simnpo")
-    beta: float = Field(4.5, gt=0, description="inverse temperature of the length-normalised reward")
-    gamma: float = Field(0.0, ge=0, description="reward margin (open-unlearning's delta times beta)")
-    forget_weight: float = Field(0.125, gt=0, description="weight of the forget loss (open-unlearning's gamma, "
-                                 "the authors' npo_coeff)")
-
-
-@register_method
 class SimNPO(GradientUnlearner):
     """Reference-free, length-normalised NPO plus retain NLL. No reference likelihood is computed
     or kept: the loss depends on the current model only."""

@@ -19,15 +19,9 @@ from typing import Iterator, Mapping, Sequence
 
 import torch
 
-from .base import Session, Step, register_method
-from .params import spec_grid
-from .reinforced import ReinforcedParams, ReinforcedUnlearner
-
-
-class TVParams(ReinforcedParams):
-    """The paper's grid for Phi-1.5 / Llama: alpha in {0.2, 0.5, 1, 5, 10}; 10 reinforcing steps."""
-
-    grid: list[float] = spec_grid("tv")
+from .base import Session, Step
+from .params.reinforced import TVParams
+from .reinforced import ReinforcedUnlearner
 
 
 def negate_task_vector(
@@ -55,7 +49,6 @@ def negate_task_vector(
             p.copy_((theta - alpha * vector).to(p.dtype))
 
 
-@register_method
 class TaskVector(ReinforcedUnlearner):
     name = "tv"
     Params = TVParams

@@ -20,26 +20,17 @@ from __future__ import annotations
 
 import copy
 import gc
-from typing import Callable, Iterator, Literal, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
-from pydantic import Field
 
-from .base import Session, Step, register_method
-from .params import spec_grid
-from .reinforced import ReinforcedParams, ReinforcedUnlearner
+from .base import Session, Step
+from .params.reinforced import WHPParams
+from .reinforced import ReinforcedUnlearner
 
 
 #: the repository's current grid for ``space="logit"`` (config/model_config.yaml ``whp_alpha_list``)
 LOGIT_GRID = [0.5, 1.0, 5.0, 10.0, 100.0, 1000.0]
-
-
-class WHPParams(ReinforcedParams):
-    """The paper's grid: alpha in {10, 1e3, 1e5, 1e7, 1e8}; 10 reinforcing steps."""
-
-    grid: list[float] = spec_grid("whp")
-    space: Literal["prob", "logit"] = Field(
-        "prob", description="prob: paper eq. 3 on probabilities; logit: the repository's current logit mix")
 
 
 def whp_distribution(p_orig: torch.Tensor, p_reinf: torch.Tensor, alpha: float) -> torch.Tensor:
@@ -107,7 +98,6 @@ class WHPForward:
         return whp_logprobs(lo, lr, self.alpha, self.space)
 
 
-@register_method
 class WhoIsHarryPotter(ReinforcedUnlearner):
     name = "whp"
     Params = WHPParams

@@ -8,18 +8,12 @@ back to w and let the shared loop's AdamW step with that second gradient. ``rho 
 from __future__ import annotations
 
 import torch
-from pydantic import Field
 
-from deepunlearn.unlearn.methods import NPO, NPOParams, register_method
+from deepunlearn.unlearn.methods import NPO
 
-
-class NPOSAMParams(NPOParams):
-    """NPO's parameters and SAM's radius ``rho``."""
-
-    rho: float = Field(0.01, ge=0, description="SAM's perturbation radius (L2 norm over the trained weights)")
+from . import NPOSAMParams
 
 
-@register_method
 class NPOSAM(NPO):
     name = "npo_sam"
     Params = NPOSAMParams
