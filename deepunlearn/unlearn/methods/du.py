@@ -46,7 +46,7 @@ from .params.du import BASES, DULoopParams, DUParams  # noqa: F401 - BASES is th
 #: ``lr_multiplier``, which an explicit rate replaces: :mod:`deepunlearn.unlearn.lr`): RMU at its own rate (the
 #: rule's 2.5e-4 on a checkpoint finetuned at 1e-3) changed nothing in 16 steps on the release's first
 #: five targets; 16x (du_loop's half rate: 2e-3) forgot 3 of the 5 targets in 16 steps at accuracy 0.98
-#: (docs/results.md); 4e-3 collapsed the model
+#: (docs/results-history.md); 4e-3 collapsed the model
 BASE_LR_FACTOR = {"rmu": 16.0}
 
 
