@@ -168,8 +168,7 @@ def probe(
     rule = rule_of_bundle(bundle)
     longest = max((len(p) + len(a) for p, a in rows), default=1) + (rule.max_new_tokens if spec.decodes else 0)
     batch_size = resolve_batch_size(batch_size, model, device, positions=max((len(a) for _, a in rows), default=0) + 1,
-                                    seq=longest, mode="generate" if spec.decodes else "exact",
-                                    model_fn=model_fn is not None)
+                                    seq=longest, mode=mode, model_fn=model_fn is not None)
     default_fn = logits_fn(model)
     pad = bundle.pad_id
     from tqdm.auto import tqdm
