@@ -1,8 +1,8 @@
 """docs/extending.md's checklist for a probe mode, followed on a copy of the package: a toy mode
-added to the two files the guide names works end to end (the ``probe`` command takes it and
-probes a model with it), and a mode left out of a table the guide names fails at load, naming
-the table. The toy mode is teacher-forced greedy decoding, known on any form, which is what
-``exact`` means: on the same forms it must know exactly what ``exact`` knows, form by form."""
+added to the two files the guide names (its spec, its scorer) works end to end (the ``probe``
+command takes it and probes a model with it), and an incomplete spec fails at load, naming it.
+The toy mode is teacher-forced greedy decoding, known on any form, which is what ``exact``
+means: on the same forms it must know exactly what ``exact`` knows, form by form."""
 
 from __future__ import annotations
 
@@ -14,15 +14,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 GUIDE = (ROOT / "docs" / "extending.md").read_text(encoding="utf-8")
 
-#: the guide's step 1 (modes.py) and step 2 (forms_probe.py), as text added to each file
-TOY_DESCRIPTION = 'DESCRIPTIONS["toy"] = "the teacher-forced greedy answer is the gold answer on some selected form"\n'
-TOY_SELECTION = 'DEFAULT_SELECTION["toy"] = "all"\n'
-TOY_DISPATCH = 'FORM_MODES["toy"] = FormMode(EXACT_KINDS, _every, lambda run, fs: (run.teacher_forced(fs)[1], None))\n'
+#: the guide's step 1 (a spec in modes.BUILTIN) and step 2 (its scorer in forms_probe.py)
+TOY_SPEC = ('    ProbeModeSpec("toy", "the teacher-forced greedy answer is the gold answer on some selected form", "all",\n'
+            '                  TEXT_KINDS, score="deepunlearn.probe.forms_probe:score_toy"),\n')
+TOY_SCORER = ('\n\ndef score_toy(run, forms):\n'
+              '    """``toy``: the argmax is the gold token at every continuation position."""\n'
+              '    return run.teacher_forced(forms)[1], None\n')
 
 
 def _mode_files() -> list[str]:
@@ -30,23 +31,18 @@ def _mode_files() -> list[str]:
     return list(dict.fromkeys(re.findall(r"`(deepunlearn/[\w/]+\.py)`", section)))
 
 
-def _copy(tmp_path: Path, *, dispatch: bool = True) -> Path:
+def _copy(tmp_path: Path, *, scorer: bool = True, spec: str = TOY_SPEC) -> Path:
     """The package copied to tmp_path with the toy mode added as the guide says."""
     pkg = tmp_path / "deepunlearn"
     shutil.copytree(ROOT / "deepunlearn", pkg, ignore=shutil.ignore_patterns("__pycache__"))
     modes = pkg / "probe" / "modes.py"
     text = modes.read_text(encoding="utf-8")
-    text = text.replace("MODES: tuple[str, ...] = tuple(DESCRIPTIONS)\n",
-                        TOY_DESCRIPTION + "MODES: tuple[str, ...] = tuple(DESCRIPTIONS)\n", 1)
-    text = text.replace("#: the modes a protocol may name", TOY_SELECTION + "#: the modes a protocol may name", 1)
-    assert TOY_DESCRIPTION in text and TOY_SELECTION in text
+    text = text.replace("\n)\nfor _spec in BUILTIN:", "\n" + spec + ")\nfor _spec in BUILTIN:", 1)
+    assert spec in text
     modes.write_text(text, encoding="utf-8")
-    if dispatch:
+    if scorer:
         fp = pkg / "probe" / "forms_probe.py"
-        text = fp.read_text(encoding="utf-8")
-        text = text.replace("\n\ndef check_form_modes(", "\n" + TOY_DISPATCH + "\n\ndef check_form_modes(", 1)
-        assert TOY_DISPATCH in text
-        fp.write_text(text, encoding="utf-8")
+        fp.write_text(fp.read_text(encoding="utf-8") + TOY_SCORER, encoding="utf-8")
     return tmp_path
 
 
@@ -102,29 +98,16 @@ def test_a_toy_mode_added_as_the_guide_says_probes_a_model_end_to_end(tmp_path, 
     assert sorted(written["fact_ids"]) == res["toy"]  # the known facts, as rules recall --known reads them
 
 
-def test_a_mode_left_out_of_the_dispatch_fails_at_load_naming_the_table(tmp_path):
-    where = _copy(tmp_path / "copy", dispatch=False)
-    got = _python(where, "import deepunlearn.probe.forms_probe")
+def test_a_mode_whose_scorer_is_missing_fails_when_it_probes_naming_it(tmp_path):
+    where = _copy(tmp_path / "copy", scorer=False)
+    got = _python(where, "from deepunlearn.probe.modes import probe_mode; probe_mode('toy').scorer()")
     assert got.returncode != 0
-    assert "FORM_MODES: no entry for probe mode(s) toy" in got.stderr.strip().splitlines()[-1]
+    last = got.stderr.strip().splitlines()[-1]
+    assert "probe mode 'toy': score 'deepunlearn.probe.forms_probe:score_toy' cannot be imported" in last
 
 
-def test_the_checkers_name_every_table_a_mode_is_missing_from():
-    from deepunlearn.probe import forms_probe, modes
-
-    modes.check_tables()
-    forms_probe.check_form_modes()
-    desc = {**modes.DESCRIPTIONS, "toy": "a toy"}
-    with pytest.raises(TypeError, match="DEFAULT_SELECTION: no entry for probe mode 'toy'"):
-        modes.check_tables(descriptions=desc)
-    with pytest.raises(TypeError, match="ANY_MODES: 'toy' is not a fact mode"):
-        modes.check_tables(any_modes=modes.ANY_MODES + ("toy",))
-    with pytest.raises(TypeError, match="PROTOCOL_MODES: 'any' is not a fact mode"):
-        modes.check_tables(protocol_modes=("exact", "any"))
-    with pytest.raises(TypeError, match=r"FORM_MODES: no entry for probe mode\(s\) toy"):
-        forms_probe.check_form_modes(fact_modes=modes.FACT_MODES + ("toy",))
-    for m in forms_probe.FORM_MODES:  # every shipped mode over forms is needed
-        with pytest.raises(TypeError, match=rf"no entry for probe mode\(s\) {m}"):
-            forms_probe.check_form_modes({k: v for k, v in forms_probe.FORM_MODES.items() if k != m})
-    with pytest.raises(TypeError, match="toy: not a mode"):
-        forms_probe.check_form_modes({**forms_probe.FORM_MODES, "toy": forms_probe.FORM_MODES["rank"]})
+def test_a_spec_without_its_scorer_fails_at_load_naming_the_spec(tmp_path):
+    where = _copy(tmp_path / "copy", spec='    ProbeModeSpec("toy", "a toy", "all", TEXT_KINDS),\n')
+    got = _python(where, "import deepunlearn.probe.modes")
+    assert got.returncode != 0
+    assert got.stderr.strip().splitlines()[-1] == "TypeError: probe mode spec 'toy': lacks score"

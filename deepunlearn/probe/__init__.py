@@ -16,6 +16,8 @@ Public API (torch is imported only when a function runs)::
     probe(bundle, kb, fact_ids=None, *, mode="exact", forms=None, any_modes=None, batch_size=None, model_fn=None,
           progress=True, compose=None) -> ProbeResult  (modes: MODES = exact, generate, yesno, rank, any, compose;
           compose takes the questions of deepunlearn.rules.compose.compose_set)
+    ProbeModeSpec(name, help, forms, kinds, score=..., ...); register_probe_mode(spec) -> spec;
+    probe_modes() -> (spec, ...); probe_mode(name) -> spec  (deepunlearn.probe.modes: one spec per mode)
     cached_probe(bundle, kb, *, mode="exact", cache_dir=None, fact_ids=None, forms=None, any_modes=None, **kw)
     encode_forms(tokenizer, prompt, forms, *, with_rest=False) -> [(prompt ids, continuation ids)]
     form_prompt_ids(tokenizer, prompt, forms) -> [prompt ids]   (generate mode over forms)
@@ -31,6 +33,7 @@ from .fingerprint import check_trained_on, kb_fingerprint, model_fingerprint, we
 from .gguf import find_gguf, gguf_summary
 from .model_import import import_gguf, model_info
 from .models import ModelBundle, ModelLoadError, check_device, load_model, quiet_hf, read_meta, save_bundle
+from .modes import ProbeModeSpec, probe_mode, probe_modes, register_probe_mode
 from .form_encoding import encode_forms, form_prompt_ids
 from .probing import MODES, ProbeResult, logits_fn, probe
 from .protocol import PROTOCOL_NAMES, Protocol, get_protocol
@@ -45,4 +48,5 @@ __all__ = [
     "kb_fingerprint", "left_pad", "load_model", "logits_fn", "model_fingerprint", "probe",
     "question_ids", "read_meta", "save_bundle", "weights_fingerprint",
     "FactScores", "ScoresError", "check_k", "mia_report", "roc", "score_facts",
+    "ProbeModeSpec", "probe_mode", "probe_modes", "register_probe_mode",
 ]

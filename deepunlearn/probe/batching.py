@@ -12,7 +12,8 @@ A probe row costs (see :mod:`deepunlearn.probe.probing`):
 * **activations** of inference (nothing is kept for a backward pass): about one layer's
   transient tensors, ``seq x (d (6 h + 3 I) + 4 h)`` bytes (hidden states, q/k/v, attention out,
   the MLP's up/gate/act, a float32 norm), ``h`` the width and ``I`` the MLP's;
-* **KV cache** in ``generate`` mode: ``2 x layers x (seq + 10) x kv_width x d``.
+* **KV cache** in a mode that decodes (``generate``, ``compose``: ``ProbeModeSpec.decodes``):
+  ``2 x layers x (seq + 10) x kv_width x d``.
 
 :func:`auto_batch_size` divides the free memory (times a safety fraction) by that cost. On CPU
 the probe keeps its fixed default (:data:`CPU_BATCH`): host memory is not the limit there, and
@@ -22,6 +23,8 @@ larger batches only pad more.
 from __future__ import annotations
 
 from typing import Any
+
+from .modes import probe_mode
 
 #: the probe's batch size on CPU and when sizing is not possible
 CPU_BATCH = 64
@@ -63,7 +66,7 @@ def probe_row_bytes(config: Any, *, dtype_bytes: int = 2, positions: int = DEFAU
     kept = seq if model_fn else positions
     logits = kept * d["vocab"] * per_logit
     acts = seq * (dtype_bytes * (6 * d["hidden"] + 3 * d["intermediate"]) + 4 * d["hidden"])
-    kv = 2 * d["layers"] * (seq + 10) * d["kv"] * dtype_bytes if mode == "generate" else 0
+    kv = 2 * d["layers"] * (seq + 10) * d["kv"] * dtype_bytes if probe_mode(mode).decodes else 0
     return int(logits + acts + kv)
 
 

@@ -6,6 +6,9 @@ instead of a yes/no: ``-inf`` where the mode's raw rule does not call the fact k
 score :mod:`deepunlearn.probe.calibration` defines (answer log-probability per token for exact
 and generate, the gold-over-best-wrong margin for rank, the oriented yes-minus-no log-odds for
 yesno). So ``evidence > -inf`` reproduces the raw verdicts and thresholds act on the rest.
+Each mode's score per form is its spec's ``evidence`` (:class:`~deepunlearn.probe.modes.ProbeModeSpec`);
+a fact's is the best score among the forms that hit (``known_when="any"``) or, when every form
+hits, the lowest (``"all"``, as yesno).
 
 Unlike the raw ``any``, every mode runs on every fact (a calibrated verdict needs each mode's
 score), so the cost is the sum of the four modes' costs over all facts.
@@ -33,43 +36,71 @@ def fact_groups(kb: KnowledgeBase, ids: Sequence[int]) -> list[str]:
 def mode_evidence(bundle, kb: KnowledgeBase, ids: Sequence[int] | None = None, modes: Sequence[str] | None = None, *,
                   forms: str = "all", batch_size=None, model_fn: Callable | None = None,
                   progress: bool = False) -> dict[str, np.ndarray]:
-    """``{mode: evidence per fact of ids}`` (module docstring); ``ids`` default: every fact."""
-    import torch
+    """``{mode: evidence per fact of ids}`` (module docstring); ``ids`` default: every fact;
+    ``modes`` default: the modes of ``any`` that have an evidence (``ProbeModeSpec.evidence``)."""
+    from .forms_probe import check_any_modes
+    from .modes import any_modes, probe_mode
 
-    from .forms_probe import ANY_MODES, check_any_modes, rankable
-
-    modes = check_any_modes(list(modes) if modes is not None else list(ANY_MODES))
+    if modes is None:
+        modes = [m for m in any_modes() if probe_mode(m).evidence is not None]
+    modes = check_any_modes(list(modes))
+    specs = [probe_mode(m) for m in modes]
+    lacking = [s.name for s in specs if s.evidence is None]
+    if lacking:
+        raise ValueError(f"probe mode(s) {', '.join(lacking)}: no evidence to calibrate (ProbeModeSpec.evidence)")
     ids = [int(i) for i in (range(len(kb.facts)) if ids is None else ids)]
     uniq = list(dict.fromkeys(ids))
     pos = {i: j for j, i in enumerate(uniq)}
     ev = {m: np.full(len(uniq), NEG) for m in modes}
 
-    def best(m: str, fs, scores, hits) -> None:
-        for f, s, h in zip(fs, scores, hits):
-            if h and s > ev[m][pos[f.fact_id]]:
-                ev[m][pos[f.fact_id]] = float(s)
-
     with evidence_passes(bundle, kb, uniq, modes, forms=forms, batch_size=batch_size, model_fn=model_fn) as (
             text, yn, run):
-        if text and ("exact" in modes or "generate" in modes):
-            lp, hit = run.teacher_forced(text)
-            n_tok = np.array([max(1, len(a)) for _, a in run.encoded("tf", text, None)], dtype=float)
-            per_tok = lp / n_tok
-            if "exact" in modes:
-                best("exact", text, per_tok, hit)
-            if "generate" in modes:
-                best("generate", text, per_tok, run.generate(text)[1])
-        if "rank" in modes:
-            fs = [f for f in text if rankable(kb, f)]
-            if fs:
-                best("rank", fs, *_rank_margins(run, fs))
-        if "yesno" in modes and yn:
-            margins = _yesno_margins(run, yn)
-            low = np.full(len(uniq), math.inf)
-            for f, v in zip(yn, margins):
-                low[pos[f.fact_id]] = min(low[pos[f.fact_id]], v)
-            ev["yesno"] = np.where(np.isfinite(low) & (low > 0), low, NEG)  # no yes/no form: not known
+        for s in specs:
+            asks = s.asker()
+            fs = [f for f in text + yn if f.kind in s.kinds and asks(kb, f)]
+            if not fs:
+                continue
+            scores, hits = s.evidence_fn()(run, fs)
+            e = ev[s.name]
+            if s.known_when == "all":  # the lowest score when every form hits, else not known
+                low, missed = np.full(len(uniq), math.inf), np.zeros(len(uniq), dtype=bool)
+                for f, v, h in zip(fs, scores, hits):
+                    j = pos[f.fact_id]
+                    low[j], missed[j] = min(low[j], float(v)), missed[j] or not h
+                e[:] = np.where(np.isfinite(low) & ~missed, low, NEG)
+            else:  # the best score among the forms that hit
+                for f, v, h in zip(fs, scores, hits):
+                    if h and v > e[pos[f.fact_id]]:
+                        e[pos[f.fact_id]] = float(v)
     return {m: v[[pos[i] for i in ids]] for m, v in ev.items()}
+
+
+# The evidence of the built-in modes (``ProbeModeSpec.evidence``): ``(scores, hits)`` per form.
+def logprob_evidence(run, forms) -> tuple[np.ndarray, np.ndarray]:
+    """``exact``: the answer's log-probability per answer token, and the raw rule's hit."""
+    lp, hit = run.teacher_forced(forms)
+    return lp / _answer_tokens(run, forms), hit
+
+
+def generate_evidence(run, forms) -> tuple[np.ndarray, np.ndarray]:
+    """``generate``: the answer's log-probability per answer token, and whether it is generated."""
+    lp, _ = run.teacher_forced(forms)
+    return lp / _answer_tokens(run, forms), run.generate(forms)[1]
+
+
+def rank_evidence(run, forms) -> tuple[np.ndarray, np.ndarray]:
+    """``rank``: gold's margin over the best wrong candidate (:func:`_rank_margins`)."""
+    return _rank_margins(run, forms)
+
+
+def yesno_evidence(run, forms) -> tuple[np.ndarray, np.ndarray]:
+    """``yesno``: the oriented yes-minus-no log-odds (:func:`_yesno_margins`); right iff positive."""
+    margins = _yesno_margins(run, forms)
+    return margins, margins > 0
+
+
+def _answer_tokens(run, forms) -> np.ndarray:
+    return np.array([max(1, len(a)) for _, a in run.encoded("tf", forms, None)], dtype=float)
 
 
 @contextmanager
@@ -80,14 +111,16 @@ def evidence_passes(bundle, kb: KnowledgeBase, uniq: Sequence[int], modes: Seque
     import torch
 
     from ..kg.forms import FORM_KINDS, select_forms
+    from .modes import TEXT_KINDS
     from .batching import resolve_batch_size
     from .forms_probe import _Runner
+    from .modes import probe_mode
     from .passes import model_device
     from .result import MAX_NEW_TOKENS
 
     sel = select_forms(kb, forms, uniq, kinds=FORM_KINDS)
-    text = [f for i in uniq for f in sel.forms[i] if f.kind != "yesno"]
-    yn = [f for i in uniq for f in sel.forms[i] if f.kind == "yesno"]
+    text = [f for i in uniq for f in sel.forms[i] if f.kind in TEXT_KINDS]
+    yn = [f for i in uniq for f in sel.forms[i] if f.kind not in TEXT_KINDS]
     model = bundle.model
     was_training = model.training
     model.eval()
@@ -95,7 +128,7 @@ def evidence_passes(bundle, kb: KnowledgeBase, uniq: Sequence[int], modes: Seque
         device = model_device(bundle)
         longest = max((len(bundle.prompt.text(f.text, f.answer)) for f in text + yn), default=1) + MAX_NEW_TOKENS
         batch_size = resolve_batch_size(batch_size, model, device, positions=longest, seq=longest,
-                                        mode="generate" if "generate" in modes else "exact",
+                                        mode="generate" if any(probe_mode(m).decodes for m in modes) else "exact",
                                         model_fn=model_fn is not None)
         with torch.inference_mode():
             yield text, yn, _Runner(bundle, kb, model_fn, device, batch_size, None)

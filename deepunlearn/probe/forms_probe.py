@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Callable, Literal, Mapping, NamedTuple, Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -60,20 +60,21 @@ from ..kg.forms import FORM_KINDS, Form, select_forms
 from ..kg.kb import KnowledgeBase
 from .form_encoding import encode_forms, form_prompt_ids, rank_texts
 
-from .modes import ANY_MODES, DEFAULT_SELECTION, check_mode  # noqa: E402,F401  (re-exported)
+from .modes import ANY_MODES, DEFAULT_SELECTION, TEXT_KINDS, any_modes as _any_modes, check_mode, probe_mode  # noqa: E402,F401,E501  (re-exported)
 
 YES, NO = ("yes", "Yes"), ("no", "No")
 
 
 def check_any_modes(any_modes: Sequence[str] | None) -> tuple[str, ...]:
     """The modes of ``any`` in run order; unknown or no modes are a ``ValueError``."""
+    members = _any_modes()
     if any_modes is None:
-        return ANY_MODES
+        return members
     modes = [any_modes] if isinstance(any_modes, str) else list(any_modes)
-    bad = [m for m in modes if m not in ANY_MODES]
+    bad = [m for m in modes if m not in members]
     if bad or not modes:
-        raise ValueError(f"any_modes: expected some of {', '.join(ANY_MODES)}, got {any_modes!r}")
-    return tuple(m for m in ANY_MODES if m in modes)
+        raise ValueError(f"any_modes: expected some of {', '.join(members)}, got {any_modes!r}")
+    return tuple(m for m in members if m in modes)
 
 
 class _Runner:
@@ -86,6 +87,7 @@ class _Runner:
         self.batch_size, self.bar = batch_size, bar
         self.default_fn = logits_fn(bundle.model)
         self.cache = _form_cache(bundle, kb)
+        self.tf_done: dict[Form, tuple[float, bool]] = {}
 
     def encoded(self, purpose: str, forms: list[Form], compute: Callable[[list[Form]], list]) -> list:
         todo = [f for f in dict.fromkeys(forms) if (purpose, f) not in self.cache]
@@ -99,17 +101,21 @@ class _Runner:
         return [order[s:s + self.batch_size] for s in range(0, len(order), self.batch_size)]
 
     def teacher_forced(self, forms: list[Form]) -> tuple[np.ndarray, np.ndarray]:
-        """Continuation log-probability and "argmax is gold everywhere" per form."""
+        """Continuation log-probability and "argmax is gold everywhere" per form (each form's
+        pass runs once per probe call: the modes reading it share it)."""
         from .passes import teacher_forced
 
         b = self.bundle
-        rows = self.encoded("tf", forms, lambda fs: encode_forms(b.tokenizer, b.prompt, fs))
+        todo = [f for f in dict.fromkeys(forms) if f not in self.tf_done]
+        rows = self.encoded("tf", todo, lambda fs: encode_forms(b.tokenizer, b.prompt, fs))
         lp, hit = np.zeros(len(rows)), np.zeros(len(rows), dtype=bool)
         for batch in self._order([len(p) + len(a) for p, a in rows]):
             got_lp, got_hit = teacher_forced([rows[j] for j in batch], self.model_fn, self.default_fn, b.pad_id,
                                               self.device)
             lp[batch], hit[batch] = got_lp, got_hit
-        return lp, hit
+        self.tf_done.update((f, (float(v), bool(h))) for f, v, h in zip(todo, lp, hit))
+        got = [self.tf_done[f] for f in forms]
+        return np.array([v for v, _ in got], dtype=float), np.array([h for _, h in got], dtype=bool)
 
     def generate(self, forms: list[Form]) -> tuple[list[str], np.ndarray]:
         """Greedy output and "answer in output" per form."""
@@ -202,55 +208,29 @@ def rankable(kb: KnowledgeBase, form: Form) -> bool:
 
 
 #: the form kinds ``exact`` asks (every probe computes it, with the facts' log-probabilities)
-EXACT_KINDS = ("qa", "statement")
+EXACT_KINDS = TEXT_KINDS
 
 
-class FormMode(NamedTuple):
-    """How a mode probes over forms: the form ``kinds`` it selects, which of them it asks
-    (``asks(kb, form)``), how it scores a batch of asked forms (``score(run, forms) -> (hits,
-    outputs or None)``, ``run`` a :class:`_Runner`), and when a fact is known: when ``"any"`` of its
-    asked forms hits, or when it has one and ``"all"`` do."""
-
-    kinds: tuple[str, ...]
-    asks: Callable[[KnowledgeBase, Form], bool]
-    score: Callable[["_Runner", list[Form]], tuple[np.ndarray, list[str] | None]]
-    known_when: Literal["any", "all"] = "any"
+# The scorers of the built-in modes (``ProbeModeSpec.score``): ``(hits, outputs or None)`` per form.
+def score_exact(run: _Runner, forms: list[Form]) -> tuple[np.ndarray, None]:
+    """``exact``: the argmax is the gold token at every continuation position."""
+    return run.teacher_forced(forms)[1], None
 
 
-def _every(kb: KnowledgeBase, form: Form) -> bool:
-    return True
-
-
-def _generate(run: _Runner, forms: list[Form]) -> tuple[np.ndarray, list[str]]:
+def score_generate(run: _Runner, forms: list[Form]) -> tuple[np.ndarray, list[str]]:
+    """``generate``: the answer is in the greedy output (the outputs are kept)."""
     texts, hits = run.generate(forms)
     return hits, texts
 
 
-#: the dispatch of every mode that asks a fact over its forms: every mode of
-#: :data:`~deepunlearn.probe.modes.FACT_MODES` but ``exact`` (computed by every probe) and ``any``
-#: (the aggregate of :data:`~deepunlearn.probe.modes.ANY_MODES`); :func:`check_form_modes` holds
-#: the two tables together
-FORM_MODES: dict[str, FormMode] = {
-    "yesno": FormMode(("yesno",), _every, lambda run, fs: (run.yesno(fs), None), "all"),
-    "rank": FormMode(EXACT_KINDS, rankable, lambda run, fs: (run.rank(fs), None)),
-    "generate": FormMode(EXACT_KINDS, _every, _generate),
-}
+def score_yesno(run: _Runner, forms: list[Form]) -> tuple[np.ndarray, None]:
+    """``yesno``: the yes/no form is answered right."""
+    return run.yesno(forms), None
 
 
-def check_form_modes(form_modes: Mapping[str, FormMode] | None = None, fact_modes: Sequence[str] | None = None) -> None:
-    """A ``TypeError`` naming the table and the mode when a fact mode (default: those of
-    :mod:`~deepunlearn.probe.modes`) has no :data:`FORM_MODES` entry or an entry names no fact mode
-    (checked when this module is imported)."""
-    from .modes import FACT_MODES
-
-    table = FORM_MODES if form_modes is None else form_modes
-    need = [x for x in (FACT_MODES if fact_modes is None else fact_modes) if x not in ("exact", "any")]
-    missing = [x for x in need if x not in table]
-    extra = [x for x in table if x not in need]
-    if missing or extra:
-        raise TypeError("deepunlearn.probe.forms_probe.FORM_MODES: " + "; ".join(
-            ([f"no entry for probe mode(s) {', '.join(missing)}"] if missing else [])
-            + ([f"{', '.join(extra)}: not a mode of modes.DESCRIPTIONS that asks over forms"] if extra else [])))
+def score_rank(run: _Runner, forms: list[Form]) -> tuple[np.ndarray, None]:
+    """``rank``: the gold answer ranks first among its type's candidates."""
+    return run.rank(forms), None
 
 
 def probe_forms(bundle, kb: KnowledgeBase, ids: np.ndarray, *, mode: str, forms: str | None,
@@ -263,15 +243,18 @@ def probe_forms(bundle, kb: KnowledgeBase, ids: np.ndarray, *, mode: str, forms:
     from .passes import model_device
     from .result import MAX_NEW_TOKENS, ProbeResult
 
-    modes = check_any_modes(any_modes) if check_mode(mode) == "any" else (mode,)
-    spec = DEFAULT_SELECTION[mode] if forms is None else forms
-    kinds = FORM_KINDS if mode == "any" else FORM_MODES[mode].kinds if mode in FORM_MODES else EXACT_KINDS
+    spec = probe_mode(mode)
+    modes = check_any_modes(any_modes) if spec.aggregate else (mode,)
+    specs = [probe_mode(m) for m in modes]
+    if any(s.aggregate or s.derived for s in specs):  # the entries check the mode: reaching here is a bug
+        raise ValueError(f"probe_forms: no dispatch for probe mode {mode!r}")
+    kinds = FORM_KINDS if spec.aggregate else spec.kinds
     uniq = list(dict.fromkeys(int(i) for i in ids))
-    sel = select_forms(kb, spec, uniq, kinds=kinds)
-    text = {i: [f for f in sel.forms[i] if f.kind != "yesno"] for i in uniq}
+    sel = select_forms(kb, spec.forms if forms is None else forms, uniq, kinds=kinds)
+    text = {i: [f for f in sel.forms[i] if f.kind in TEXT_KINDS] for i in uniq}
     known = dict.fromkeys(uniq, False)
     logprob = dict.fromkeys(uniq, math.nan)
-    outputs = dict.fromkeys(uniq, "") if mode == "generate" else None
+    outputs = dict.fromkeys(uniq, "") if spec.decodes else None
     per_form: dict[str, dict[str, list[int]]] = {}
 
     def count(forms_: list[Form], mode_: str, hits) -> None:
@@ -288,35 +271,27 @@ def probe_forms(bundle, kb: KnowledgeBase, ids: np.ndarray, *, mode: str, forms:
     # Characters bound tokens from above: batches sized on them are never too large.
     longest = max((len(bundle.prompt.text(f.text, f.answer)) for f in all_forms), default=1) + MAX_NEW_TOKENS
     batch_size = resolve_batch_size(batch_size, model, device, positions=longest, seq=longest,
-                                    mode="generate" if "generate" in modes else "exact", model_fn=model_fn is not None)
+                                    mode="generate" if any(s.decodes for s in specs) else "exact",
+                                    model_fn=model_fn is not None)
     bar = tqdm(total=len(modes), desc=f"probe ({mode}, forms {sel.spec})", unit="mode", file=sys.stderr,
                disable=not progress, leave=False)
     run = _Runner(bundle, kb, model_fn, device, batch_size, bar)
     try:
         with torch.inference_mode():
-            # The log-probability of each fact's first qa/statement form (exact: every form).
-            tf_forms = [f for i in uniq for f in (text[i] if "exact" in modes else text[i][:1])]
+            # The log-probability of each fact's first text form (of every one when a mode reads the pass).
+            every = any(s.teacher_forced for s in specs)
+            tf_forms = [f for i in uniq for f in (text[i] if every else text[i][:1])]
             if tf_forms:
-                lp, hit = run.teacher_forced(tf_forms)
-                for f, v in zip(tf_forms, lp):
+                for f, v in zip(tf_forms, run.teacher_forced(tf_forms)[0]):
                     if text[f.fact_id][0] is f:
                         logprob[f.fact_id] = float(v)
-                if "exact" in modes:
-                    count(tf_forms, "exact", hit)
-                    for f, h in zip(tf_forms, hit):
-                        known[f.fact_id] |= bool(h)
-            bar.update(1 if "exact" in modes else 0)
-            for m in modes:
-                if m == "exact":
-                    continue
-                todo = [i for i in uniq if not known[i]] if mode == "any" else uniq
-                if m not in FORM_MODES:  # the entries check the mode (modes.check_mode): reaching here is a bug
-                    raise ValueError(f"probe_forms: no dispatch for probe mode {m!r}")
-                fm = FORM_MODES[m]
-                fs = [f for i in todo for f in sel.forms[i] if f.kind in fm.kinds and fm.asks(kb, f)]
-                hit, outs = fm.score(run, fs) if fs else (np.zeros(0, dtype=bool), None)
-                count(fs, m, hit)
-                if fm.known_when == "all":  # known iff it has a form of the mode and every one hits
+            for s in specs:
+                todo = [i for i in uniq if not known[i]] if spec.aggregate else uniq
+                asks = s.asker()
+                fs = [f for i in todo for f in sel.forms[i] if f.kind in s.kinds and asks(kb, f)]
+                hit, outs = s.scorer()(run, fs) if fs else (np.zeros(0, dtype=bool), None)
+                count(fs, s.name, hit)
+                if s.known_when == "all":  # known iff it has a form of the mode and every one hits
                     asked, missed = {f.fact_id for f in fs}, {f.fact_id for f, h in zip(fs, hit) if not h}
                     for i in todo:
                         known[i] = i in asked and i not in missed
@@ -336,5 +311,3 @@ def probe_forms(bundle, kb: KnowledgeBase, ids: np.ndarray, *, mode: str, forms:
                        outputs=None if outputs is None else [outputs[int(i)] for i in ids], mode=mode,
                        per_form=per_form, fallback=len(sel.fallback), forms=sel.spec)
 
-
-check_form_modes()

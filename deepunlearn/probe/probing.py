@@ -40,6 +40,7 @@ import numpy as np
 
 from ..kg.kb import KnowledgeBase
 from .models import ModelBundle
+from .modes import probe_mode
 from .passes import (  # noqa: F401  (re-exported: the forward passes lived here)
     accepts, encoded, generate_answers, model_device, right_pad, teacher_forced, checked_ids, logits_fn,
 )
@@ -126,20 +127,19 @@ def probe(
     """
     import torch
 
-    if mode not in MODES:
-        raise ValueError(f"unknown probe mode {mode!r}: expected one of {MODES}")
-    if (mode == "compose") != (compose is not None):
+    spec = probe_mode(mode)
+    if spec.derived != (compose is not None):
         raise ValueError("probe: mode 'compose' takes the compose questions (compose=...), and only it does")
-    if mode == "compose":
+    if spec.derived:
         from .compose_probe import probe_compose
 
         ids = None if fact_ids is None else checked_ids(kb, fact_ids, batch_size)
         return probe_compose(bundle, kb, list(compose), ids, batch_size=batch_size, model_fn=model_fn,
                              progress=progress)
     ids = checked_ids(kb, fact_ids, batch_size)
-    if any_modes is not None and mode != "any":
+    if any_modes is not None and not spec.aggregate:
         raise ValueError(f"any_modes is for mode 'any', not {mode!r}")
-    if mode not in ("exact", "generate") or (forms is not None and str(forms).strip() != "default"):
+    if not spec.plain or (forms is not None and str(forms).strip() != "default"):
         from .forms_probe import probe_forms
 
         return probe_forms(bundle, kb, ids, mode=mode, forms=forms, any_modes=any_modes, batch_size=batch_size,
@@ -153,7 +153,7 @@ def probe(
     order = sorted(range(len(rows)), key=lambda j: (-(len(rows[j][0]) + len(rows[j][1])), -len(rows[j][0]), j))
     known = np.zeros(len(rows), dtype=bool)
     logprob = np.zeros(len(rows), dtype=np.float64)
-    outputs: list[str] | None = [""] * len(rows) if mode == "generate" else None
+    outputs: list[str] | None = [""] * len(rows) if spec.decodes else None
     answers = [kb.probe(int(i)).answer for i in ids]
     subjects = [kb.facts[int(i)][0] for i in ids]
 
@@ -166,7 +166,7 @@ def probe(
     from .answer_rule import rule_of_bundle
 
     rule = rule_of_bundle(bundle)
-    longest = max((len(p) + len(a) for p, a in rows), default=1) + (rule.max_new_tokens if mode == "generate" else 0)
+    longest = max((len(p) + len(a) for p, a in rows), default=1) + (rule.max_new_tokens if spec.decodes else 0)
     batch_size = resolve_batch_size(batch_size, model, device, positions=max((len(a) for _, a in rows), default=0) + 1,
                                     seq=longest, mode=mode, model_fn=model_fn is not None)
     default_fn = logits_fn(model)
@@ -182,7 +182,7 @@ def probe(
                 b_rows = [rows[j] for j in batch]
                 lp, exact = teacher_forced(b_rows, model_fn, default_fn, pad, device)
                 logprob[batch] = lp
-                if mode == "exact":
+                if not spec.decodes:
                     known[batch] = exact
                 else:
                     texts = generate_answers(bundle, [gen_prompts[j] for j in batch], model_fn, device)

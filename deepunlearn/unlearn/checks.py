@@ -84,7 +84,8 @@ class ForgettingChecks:
 
     def __init__(self, runner, *, adversarial: bool = False, attacks: Any = None,
                  modes: Sequence[str] | None = None, calibration: Any = None):
-        from ..probe.forms_probe import ANY_MODES, check_any_modes
+        from ..probe.forms_probe import check_any_modes
+        from ..probe.modes import any_modes, mode_names, probe_mode
 
         self.runner = runner
         self.adversarial = bool(adversarial)
@@ -94,9 +95,11 @@ class ForgettingChecks:
         except ValueError as e:
             raise UnlearnError(f"adversarial_modes: {e}", field="adversarial_modes") from None
         primary = getattr(runner, "probe_mode", None)
-        wanted = set(modes) | ({primary} if primary in ANY_MODES else set(ANY_MODES) if primary == "any" else set())
+        members = any_modes()
+        aggregate = primary in mode_names() and probe_mode(primary).aggregate
+        wanted = set(modes) | ({primary} if primary in members else set(members) if aggregate else set())
         #: the modes of the adversarial aggregate, in run order (the primary probe's included)
-        self.modes = tuple(m for m in ANY_MODES if m in wanted)
+        self.modes = tuple(m for m in members if m in wanted)
         self.calibration = _calibration(calibration)
         if self.calibration is not None and not self.adversarial:
             raise UnlearnError("adversarial_calibration: calibrates the adversarial aggregate: set adversarial too",

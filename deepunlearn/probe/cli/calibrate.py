@@ -78,6 +78,7 @@ def run(args, kb, load: Callable) -> int:
                               raw_rates, table, verdicts)
     from ..calibration_relations import fallback_line, fallbacks, relation_table
     from ..evidence import fact_groups, mode_evidence
+    from ..modes import probe_mode
 
     _check(args)
     mode = args.mode or "any"
@@ -129,7 +130,7 @@ def run(args, kb, load: Callable) -> int:
             print(f"deepunlearn probe: {note}", file=sys.stderr)
         ev = pos_ev
     else:
-        need = list(cal.modes) if mode in ("any", "any_raw") else [mode]
+        need = list(cal.modes) if mode == "any_raw" or probe_mode(mode).aggregate else [mode]
         ev = mode_evidence(bundle, kb, ids, need, forms=forms, batch_size=args.batch_size)
     groups = fact_groups(kb, ids)
     try:

@@ -104,23 +104,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-o", "--output", default=None, help="write the known fact ids and facts to this JSON file")
     add_force(p)
     add_format_args(p)
-    from ..result import MODES
+    from ..modes import mode_names, modes_help
 
-    p.add_argument("--mode", choices=MODES + ("any_raw",), default=None,
-                   help="exact: argmax equals the gold answer tag + answer at every token (one pass); "
-                        "generate: greedy 10 tokens after the question contain the answer (the reference's rule); "
-                        "yesno: P(yes) vs P(no) on the yes/no forms (all right = known); rank: the true answer "
-                        "ranks first among the answers of its type; any: known under any mode on any form "
-                        "(adversarial; calibrated with --calibration, else the raw rule, like any_raw, which counts "
-                        "chance guesses as known); compose: a derived fact is answered through a multi-hop question "
-                        "composing a rule's body (--compose FILE); default: the protocol's (default: exact, "
-                        "reference: generate)")
+    p.add_argument("--mode", choices=mode_names() + ("any_raw",), default=None,
+                   help=f"what counts as known: {modes_help()}. any is adversarial: calibrated with --calibration, "
+                        "else the raw rule, as any_raw, which counts chance guesses as known; compose asks the "
+                        "questions of --compose FILE. Default: the protocol's (default: exact, reference: generate)")
     p.add_argument("--compose", default=None, metavar="COMPOSE.json",
                    help="the compose questions --mode compose asks ('deepunlearn rules compose --kb KB -o FILE')")
     p.add_argument("--forms", default=None, metavar="SEL",
                    help="probe forms, comma separated: default (the primary question, today's probe), all, a split "
                         "(train, test, unlearn) or form names (primary, qa1, st1, yes1, ..., the KB's own); a fact "
-                        "none of whose forms is picked gets its primary form (default: default; all for yesno/any)")
+                        f"none of whose forms is picked gets its primary form (default: default; {_other_selections()})")
     p.add_argument("--batch-size", type=positive_int, default=64, metavar="N",
                    help="questions per forward pass (default: 64; lower it if memory runs out)")
     p.add_argument("--device", default=None, help="cuda, cuda:1, cpu, mps (default: cuda when present)")
@@ -210,7 +205,10 @@ def _probe(args: argparse.Namespace) -> int:
     apply_threads(args)
     from . import calibrate
 
-    if mode == "compose" and (args.scores or args.mia or args.holdout or args.facts or calibrate.wanted(args)):
+    from ..modes import probe_mode
+
+    spec = probe_mode("any" if mode == "any_raw" else mode)
+    if spec.derived and (args.scores or args.mia or args.holdout or args.facts or calibrate.wanted(args)):
         raise CLIError("--mode compose is the known/total probe of derived facts: no --scores, --mia, --holdout, "
                        "--facts or calibration", field="--mode")
     kb = load_kb(args.kb)
@@ -235,15 +233,15 @@ def _probe(args: argparse.Namespace) -> int:
         return run(args, kb, lambda: load(args.model, kb, args.device, args.dtype, **fmt))
     if calibrate.wanted(args):
         return calibrate.run(args, kb, lambda name: load(name, kb, args.device, args.dtype, **fmt))
-    if mode in ("any", "any_raw"):
+    if spec.aggregate:
         print(f"deepunlearn probe: note: --mode {mode} is uncalibrated: chance guesses count as known "
               "(calibrate with --calibrate HOLD.json, apply with --calibration FILE)", file=sys.stderr)
-    label, mode = mode, ("any" if mode == "any_raw" else mode)
+    label, mode = mode, spec.name
     questions = None
-    if (mode == "compose") != (args.compose is not None):
+    if spec.derived != (args.compose is not None):
         raise CLIError("--compose FILE goes with --mode compose, and --mode compose needs it (write it with "
                        "'deepunlearn rules compose --kb KB -o FILE')", field="--compose")
-    if mode == "compose":
+    if spec.derived:
         from ...kg.compose import read_compose
 
         if args.forms is not None or args.cache_dir:
@@ -309,6 +307,17 @@ def _probe(args: argparse.Namespace) -> int:
         + ("" if res.per_form is None else "\n" + form_table(res))
     ))
     return 0
+
+
+def _other_selections() -> str:
+    """``all for yesno/any``: the modes whose default form selection is not ``default``."""
+    from ..modes import probe_modes
+
+    by: dict[str, list[str]] = {}
+    for s in probe_modes():
+        if s.forms != "default":
+            by.setdefault(s.forms, []).append(s.name)
+    return "; ".join(f"{sel} for {'/'.join(names)}" for sel, names in by.items())
 
 
 def form_table(res) -> str:

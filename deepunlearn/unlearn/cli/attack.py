@@ -55,8 +55,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--original", default=None,
                    help="the model before unlearning: K = the facts it answers (default: K = every fact of the KB)")
     add_attack_args(p)
-    p.add_argument("--mode", choices=ATTACK_MODES, default=None,
-                   help="probe mode (default: the protocol's): exact, generate, yesno, rank or any")
+    from ...probe.modes import mode_names
+
+    p.add_argument("--mode", choices=mode_names(fact=True), default=None,
+                   help=f"probe mode (default: the protocol's): {', '.join(mode_names(fact=True))}")
     p.add_argument("--forms", default=None, metavar="SEL",
                    help="probe forms: default, all, a split (train, test, unlearn) or form names, comma-separated")
     p.add_argument("--rules", default=None,
@@ -83,10 +85,10 @@ def _check_probe_args(kb, mode: str, forms: str | None) -> None:
 
     from ...cli import CLIError
     from ...probe import probe
-    from ...probe.modes import FACT_MODES
+    from ...probe.modes import mode_names
 
-    if mode not in FACT_MODES:
-        raise CLIError(f"--mode {mode}: this probe layer offers {', '.join(FACT_MODES)}", field="--mode")
+    if mode not in mode_names(fact=True):
+        raise CLIError(f"--mode {mode}: this probe layer offers {', '.join(mode_names(fact=True))}", field="--mode")
     if forms is not None:
         from ...kg.forms import parse_selection
 

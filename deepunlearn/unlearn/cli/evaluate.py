@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     from ...cli import add_force, add_json, add_threads, positive_int
     from ...rules.soft import DEFAULT_MAX_NODES, MEASURES
     from ...probe.cli.probe import add_format_args
-    from ...probe.modes import FACT_MODES as MODES, modes_help
+    from ...probe.modes import mode_names, modes_help
 
     p = sub.add_parser(
         "evaluate", help="judge unlearned checkpoints against their original: forgotten facts, recall, "
@@ -66,8 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "after it; a rule without one keeps its written 'p ::' probability); verdicts get deep_p")
     p.add_argument("--soft-budget", type=positive_int, default=None, metavar="N",
                    help=f"most decision-diagram nodes one deep_p may build (default {DEFAULT_MAX_NODES:,})")
-    p.add_argument("--mode", choices=MODES, default=None,
-                   help=f"probe mode, as 'deepunlearn probe --mode': {modes_help(MODES)} (default: the protocol's)")
+    p.add_argument("--mode", choices=mode_names(fact=True), default=None,
+                   help=f"probe mode, as 'deepunlearn probe --mode': {modes_help(mode_names(fact=True))} (default: the protocol's)")
     p.add_argument("--forms", default=None, metavar="SEL", help="probe forms, as 'deepunlearn probe --forms'")
     p.add_argument("--model-derived", action="store_true",
                    help="also ask each unlearned model the target's compose questions (multi-hop questions "

@@ -68,6 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="default: stop once --target-known of the facts are known; reference: train every epoch "
                         "(10, 15 for GPT-2), as the paper's code")
     from ...probe.cli.probe import add_format_args
+    from ...probe.modes import mode_names
 
     add_format_args(p, protocol=False)
     p.add_argument("--config", default=None, help="YAML/JSON file of FinetuneConfig fields (over the preset)")
@@ -92,7 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--target-known", type=share, default=None,
                    help="stop once this share of the facts, in (0, 1], is known (default 0.95; the reference "
                         "protocol trains every epoch)")
-    p.add_argument("--probe-mode", choices=("exact", "generate"), default=None,
+    p.add_argument("--probe-mode", choices=mode_names(protocol=True), default=None,
                    help="how --target-known is checked: exact answer (default) or the answer among 10 generated tokens")
     p.add_argument("--seed", type=seed_int, default=None,
                    help="seed of the data order (and of the tiny model's initial weights); default 0")

@@ -25,7 +25,7 @@ llama-1.3b, llama-2-7b, llama-3-8b, smollm2-135m.
 
 def register(sub: argparse._SubParsersAction) -> None:
     from ...cli import add_json, number_in, positive_int
-    from ...probe.modes import PROTOCOL_MODES
+    from ...probe.modes import mode_names
     from ..plan import DEFAULT_PROBE_BATCH, DEFAULT_SEQ, DTYPE_BYTES, plan_methods
 
     p = sub.add_parser("plan", help="estimate the peak GPU memory of a run from the model's config",
@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"tokens per question/answer (default {DEFAULT_SEQ})")
     p.add_argument("--probe-batch", type=positive_int, default=DEFAULT_PROBE_BATCH, metavar="N",
                    help=f"facts per probe batch (default {DEFAULT_PROBE_BATCH})")
-    p.add_argument("--probe-mode", choices=PROTOCOL_MODES, default="exact",
+    p.add_argument("--probe-mode", choices=mode_names(protocol=True), default="exact",
                    help="how facts are probed (generate also keeps a KV cache; default exact)")
     p.add_argument("--snapshot-device", choices=("cpu", "same"), default="cpu",
                    help="where the original weights are kept (default cpu: host memory)")

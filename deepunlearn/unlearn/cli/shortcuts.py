@@ -13,6 +13,7 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     from ...cli import add_force, add_json, add_threads, nonneg_int, positive_float, positive_int
     from ...kg.cli import data_subcommands
+    from ...probe.modes import mode_names
     from .finetune import TINY_ARCHS, nonneg_float, share, warmup_share
 
     dsub = data_subcommands(sub)
@@ -50,7 +51,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grad-clip", type=positive_float, default=None, help="as finetune")
     p.add_argument("--weight-decay", type=nonneg_float, default=None, help="as finetune")
     p.add_argument("--target-known", type=share, default=None, help="stop once this share of the holdout is known")
-    p.add_argument("--probe-mode", choices=("exact", "generate"), default=None,
+    p.add_argument("--probe-mode", choices=mode_names(protocol=True), default=None,
                    help="how --target-known is checked during training (as finetune)")
     p.add_argument("--seed", type=nonneg_int, default=None, help="seed of the data order and tiny weights (default 0)")
     p.add_argument("--answer-format", default=None, metavar="NAME|TEMPLATE",
@@ -80,14 +81,14 @@ def _shortcuts(args: argparse.Namespace) -> int:
     from ...errors import atomic_write_text
     from ...kg.io import load_kb
     from ...outputs import check_output, json_file
-    from ...probe.modes import FACT_MODES
+    from ...probe.modes import mode_names
     from .finetune import build_config, collect_overrides
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    bad = [m for m in modes if m not in FACT_MODES]
+    bad = [m for m in modes if m not in mode_names(fact=True)]
     if not modes or bad:
         args._usage_error(f"argument --modes: {bad[0] if bad else args.modes!r} is not a probe mode "
-                          f"(choose from {', '.join(FACT_MODES)})")
+                          f"(choose from {', '.join(mode_names(fact=True))})")
     if args.recipe_from is not None:
         given = (["--model"] if args.model != "tiny" else []) + [
             f"--{n.replace('_', '-')}" for n in _RECIPE_FLAGS if getattr(args, n) is not None]

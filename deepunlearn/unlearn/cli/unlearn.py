@@ -76,10 +76,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "10x the full-finetuning one (deepunlearn.unlearn.lr.LORA_LR_FACTOR); --lr replaces it")
     p.add_argument("--k-mode", choices=("probed", "dataset"), default=None,
                    help="K = facts the model answers before unlearning or the whole KB (default: the protocol's)")
-    from ...probe.modes import FACT_MODES as MODES, modes_help
+    from ...probe.modes import mode_names, modes_help
 
-    p.add_argument("--probe-mode", choices=MODES, default=None,
-                   help=f"what counts as known: {modes_help(MODES)} (default: the protocol's)")
+    p.add_argument("--probe-mode", choices=mode_names(fact=True), default=None,
+                   help=f"what counts as known: {modes_help(mode_names(fact=True))} (default: the protocol's)")
     sets = p.add_mutually_exclusive_group()
     sets.add_argument("--sets", default=None,
                       help="minimal sets: exact, mdus, release (the release's stored sets) or a folder of that "
