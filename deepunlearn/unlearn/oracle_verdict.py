@@ -153,11 +153,11 @@ class OracleReference:
                                     f"{len(self.excluded)}: the oracles of one reference leave out the same set "
                                     "(other seeds of one oracle)", file=f, field="--oracle")
         self.neg_kb, self.neg_name = self._negatives(negatives)
-        from ..probe.modes import ANY_MODES, DEFAULT_SELECTION
+        from ..probe.modes import any_modes, probe_mode
 
-        self.modes = list(ANY_MODES) if judge.mode == "any" else [judge.mode]
-
-        self.forms = judge.forms or DEFAULT_SELECTION[judge.mode]
+        spec = probe_mode(judge.mode)
+        self.modes = list(any_modes()) if spec.aggregate else [judge.mode]
+        self.forms = judge.forms or spec.forms
         self.ev_o = self.answers_o = self.neg_o = None
         for i, f in enumerate(self.folders):
             o = bundles[i] if bundles is not None else judge.load(f, "--oracle")
