@@ -1,13 +1,21 @@
 """Relation groups come from the KB's domain: each relation of ``domain.toml`` names its group, a
 point keeps its accuracy per group as one mapping, and the store, the summary and the report's
 columns are named after the domain's groups. The family domain keeps ``family`` / ``biography``
-(the paper's tables unchanged), and a store written before per-group accuracies still reports."""
+(the paper's tables unchanged), a store written before per-group accuracies still reports, and a
+domain added to a copy of the package as a folder (``domain.toml`` + ``rules.dl``, nothing else)
+gets report columns of its own groups."""
 
 from __future__ import annotations
 
+import inspect
 import json
+import os
 import re
+import shutil
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import yaml
@@ -128,3 +136,69 @@ def test_an_unlearn_point_is_flat_after_its_domains_groups():
     assert d["accuracy_rule"] is None and d["accuracy_groups"]["rule"] == 1.0   # a group never hides a column
     back = Point.from_dict({**d, "model": "m"})
     assert back.accuracy_groups == {"capitals": 0.25, "cities": None, "rule": 1.0} and set(back.extra) == {"lr", "set"}
+
+
+#: a domain of three groups of its own, as a folder: domain.toml and rules.dl
+SHOP_TOML = """name = "shop"
+description = "customers, their purchases and their friends"
+
+[entities.customer]
+count = 10
+names = "person"
+
+[entities.product]
+values = ["tea", "coffee", "bread", "cheese", "apples"]
+
+[relations.buys]
+subject = "customer"
+object = "product"
+group = "orders"
+shape = "some"
+branching = 2
+questions = ["What does {o1} buy?"]
+
+[relations.likes]
+subject = "customer"
+object = "product"
+group = "taste"
+questions = ["What does {o1} like?"]
+
+[relations.friend]
+subject = "customer"
+object = "customer"
+group = "social"
+shape = "pairs"
+questions = ["Who is {o1}'s friend?"]
+"""
+SHOP_RULES = "% rule set: shop\nlikes(X, P) :- buys(X, P).\nfriend(Y, X) :- friend(X, Y).\n"
+
+SHOP_REPORT = """
+import json, sys
+from pathlib import Path
+from deepunlearn.bench.report import build_report
+from deepunlearn.bench.store import Point
+from deepunlearn.rules.generate import generate_domain
+from deepunlearn.unlearn.points import Point as UnlearnPoint
+""" + inspect.getsource(_points) + """
+kb = generate_domain("shop", 8, seed=1)
+md = build_report(_points(kb), Path(sys.argv[1]), kb=kb, methods=["ga"]).read_text(encoding="utf-8")
+print(json.dumps({"groups": kb.groups, "headline": [l for l in md.splitlines() if l.startswith("| model | method | t")][0],
+                  "csv": (Path(sys.argv[1]) / "points.csv").read_text(encoding="utf-8").splitlines()[0]}))
+"""
+
+
+def test_a_domain_folder_added_to_the_package_reports_its_own_groups(tmp_path):
+    root = Path(__file__).resolve().parents[2]
+    shutil.copytree(root / "deepunlearn", tmp_path / "deepunlearn", ignore=shutil.ignore_patterns("__pycache__"))
+    folder = tmp_path / "deepunlearn" / "kg" / "domains" / "shop"
+    folder.mkdir()
+    (folder / "domain.toml").write_text(SHOP_TOML, encoding="utf-8")
+    (folder / "rules.dl").write_text(SHOP_RULES, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-c", SHOP_REPORT, str(tmp_path / "report")], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.splitlines()[-1])
+    assert got["groups"] == ["orders", "taste", "social"]
+    assert got["headline"].endswith("| Acc@Recall≥0.8 orders | Acc@Recall≥0.8 taste | Acc@Recall≥0.8 social |")
+    assert got["csv"].split(",")[6:10] == ["accuracy", "accuracy_orders", "accuracy_taste", "accuracy_social"]
