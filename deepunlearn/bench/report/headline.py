@@ -62,8 +62,9 @@ def draw_figures(points: Sequence[Any], summary: Mapping, by_rel: Mapping, out: 
 
 def headline_lines(summary: Mapping, methods: Sequence[str], groups: Sequence[str], threshold: float,
                    n_seeds: int) -> list[str]:
-    """The "Headline" section: the console table and the markdown table of every metric."""
-    t = f"{threshold:g}"
+    """The "Headline" section: the console table and the markdown table of every metric with a
+    headline place (:func:`~deepunlearn.unlearn.summary.headline_columns`), per relation group of
+    ``groups`` where the metric is per group."""
     over = ("Means over targets with their 95 % bootstrap interval over targets [low, high] (scipy, percentile, 9,999 "
             "resamples, seed 0; one target: no interval, its n).") if n_seeds <= 1 else (
         f"Means over {n_seeds} seeds × targets with their 95 % bootstrap interval [low, high] resampling targets, each "
