@@ -247,21 +247,17 @@ METRICS: tuple[Metric, ...] = (
 )
 
 
-def register_metric(metric: Metric) -> Metric:
-    """Add ``metric`` to :data:`METRICS` (after the others): every table, aggregate and
-    per-target output that reads the table then has it. Checked complete first; a metric that is
-    not is refused with a ``ValueError`` naming it: a key or label that is empty, ``fn`` not
-    callable, ``each`` other than ``""``, ``"group"`` or ``"success"`` (or a key without its
-    ``{g}`` / ``{a}``), a key another metric has, ``headline`` not a number, ``digits`` not a
-    count. Returns ``metric``.
+def check_metric(metric: Metric, others: Sequence[Metric] = ()) -> None:
+    """Raise ``ValueError`` naming ``metric`` when it is not complete: a key or label that is empty,
+    ``fn`` not callable, ``each`` other than ``""``, ``"group"`` or ``"success"`` (or a key without
+    its ``{g}`` / ``{a}``), a field other than ``{t}``, ``{g}``, ``{a}`` in its key, label or title, a key
+    one of ``others`` has, ``headline`` not a number, ``digits`` not a count.
 
-    >>> import deepunlearn.unlearn.summary as us
-    >>> register_metric(Metric("auc", "AUC again", lambda pts, c, t, _: 0.0))
+    >>> check_metric(Metric("auc", "AUC again", lambda pts, c, t, _: 0.0), METRICS)
     Traceback (most recent call last):
     ...
     ValueError: metric 'auc': its key is taken by another metric
     """
-    global METRICS
     m, name = metric, repr(getattr(metric, "key", metric))
     if not isinstance(m, Metric):
         raise ValueError(f"metric {name}: not a Metric (deepunlearn.unlearn.summary.Metric)")
@@ -276,7 +272,7 @@ def register_metric(metric: Metric) -> Metric:
             isinstance(m.headline, bool) or not isinstance(m.headline, (int, float))) else None,
         "digits must be a count (0 or more) or None" if m.digits is not None and (
             isinstance(m.digits, bool) or not isinstance(m.digits, int) or m.digits < 0) else None,
-        "its key is taken by another metric" if any(o.key == m.key for o in METRICS) else None,
+        "its key is taken by another metric" if any(o.key == m.key for o in others) else None,
     ]
     problem = next((p for p in problems if p), None)
     if problem is None:
@@ -287,8 +283,22 @@ def register_metric(metric: Metric) -> Metric:
             problem = f"its key, label or title has a field other than {{t}}, {{g}} and {{a}} ({e})"
     if problem:
         raise ValueError(f"metric {name}: {problem}")
-    METRICS = (*METRICS, m)
-    return m
+
+
+def register_metric(metric: Metric) -> Metric:
+    """Add ``metric`` to :data:`METRICS` (after the others): every table, aggregate and
+    per-target output that reads the table then has it. Checked complete first
+    (:func:`check_metric`; the built-in table is checked the same way when this module loads).
+    Returns ``metric``."""
+    global METRICS
+    check_metric(metric, METRICS)
+    METRICS = (*METRICS, metric)
+    return metric
+
+
+for _i, _m in enumerate(METRICS):  # the built-in table, as a registered metric would be
+    check_metric(_m, METRICS[:_i])
+del _i, _m
 
 
 def headline_columns(threshold: float = THRESHOLD, groups: Sequence[str] = DEFAULT_GROUPS,
