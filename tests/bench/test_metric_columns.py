@@ -4,6 +4,9 @@ in them, in the report, with no table code edited; an incomplete spec is refused
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
 from deepunlearn.bench import metrics as bm
@@ -72,6 +75,11 @@ def test_a_registered_metric_reaches_the_headline_and_success_du_tables_of_the_r
     du_row = [l for l in text.splitlines() if l.startswith("| m | ga |")][0].split(" | ")
     assert du_head[-2] == "best recall" and du_row[-2] == "0.50"
     assert '"best_recall": 0.5' in (tmp_path / "rep" / "summary.json").read_text(encoding="utf-8")
+    html = (tmp_path / "rep" / "report.html").read_text(encoding="utf-8")
+    cols = json.loads(re.search(r'"columns": *(\[[^\]]*"best_recall"[^\]]*\])', html).group(1))
+    assert cols[:6] == ["model", "method", "n_targets", "acc_at_recall_0.8", "recall_at_acc_0.8", "auc"]
+    # a headline metric is among the first columns, in the table's order: after the built-in ones
+    assert cols.index("best_recall") == cols.index("deep_rate") + 1 < cols.index("acc_at_recall_0.8_family")
 
 
 def test_a_metric_without_a_headline_place_stays_out_of_the_headline(registry):
