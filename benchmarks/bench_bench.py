@@ -35,7 +35,7 @@ def paper_sized_points():
             for j, g in enumerate(grid):
                 r = min(1.0, (j + 1) / len(grid) + rng.gauss(0, 0.1))
                 a = max(0.0, 1 - r + rng.gauss(0, 0.05))
-                out.append(Point(model, t, method, g, recall=r, accuracy=a, accuracy_family=a, accuracy_biography=a,
+                out.append(Point(model, t, method, g, recall=r, accuracy=a, accuracy_groups={"family": a, "biography": a},
                                  target_forgotten=r > 0.3, forgotten=tuple(range(rng.randrange(5, 60)))))
     return out
 

@@ -318,10 +318,9 @@ def format_du_table(summary: Mapping[str, Mapping[str, Mapping[str, float]]], me
     | tiny | ga | 0.25 | 0.76 | 0.50 | 0.10 | 0.00 | 0.90 | 12.3 | 10 |
     """
     rows = [s for per in summary.values() for s in per.values()]
-    columns = [(name, label) for name, label, m in metric_columns(threshold, ()) if m.du_table and (
-        not m.optional or any(not _missing(s.get(name)) for s in rows))]  # model-derived: where measured
-    keys = [name for name, _ in columns]
-    header = ["model", "method", *(label for _, label in columns), "s/target", "targets"]
+    columns = [(name, label, 2 if m.digits is None else m.digits) for name, label, m in metric_columns(threshold, ())
+               if m.du_table and (not m.optional or any(not _missing(s.get(name)) for s in rows))]  # optional: where measured
+    header = ["model", "method", *(label for _, label, _ in columns), "targets"]
     if methods is None:
         methods = list(dict.fromkeys(m for per in summary.values() for m in per))
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
@@ -330,10 +329,9 @@ def format_du_table(summary: Mapping[str, Mapping[str, Mapping[str, float]]], me
             s = per.get(m)
             if not s:
                 continue
-            cells = [model, m] + [("–" if _missing(s.get(k)) else format_value(s, k, 2, False, s.get("n_targets")) + (
-                f" (sampled {s[k + '_low']:.2f}–{s[k + '_high']:.2f})" if f"{k}_low" in s else "")) for k in keys]
-            sec = s.get("seconds")
-            cells += ["–" if _missing(sec) else f"{sec:.1f}", str(s.get("n_targets", "–"))]
+            cells = [model, m] + [("–" if _missing(s.get(k)) else format_value(s, k, d, False, s.get("n_targets")) + (
+                f" (sampled {s[k + '_low']:.2f}–{s[k + '_high']:.2f})" if f"{k}_low" in s else "")) for k, _, d in columns]
+            cells += [str(s.get("n_targets", "–"))]
             lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 

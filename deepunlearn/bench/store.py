@@ -25,11 +25,13 @@ JSON text column, NULL when the sweep computed no scores. Stores written before 
 still open: a writer adds the column (``ALTER TABLE ... ADD COLUMN``), a read-only reader reads
 every point's measures as None.
 
-A point's ``accuracy_groups`` (the accuracy per relation group of the sweep's KB, in the
+A point's ``accuracy_groups`` (the accuracy per relation group of the sweep's KB's domain, in the
 KB's order) is kept in the ``extra`` JSON column as ``[[group, accuracy], ...]`` pairs (the column
-is written with sorted keys; pairs keep the KB's order), so the table is unchanged. A point of a
-store written before it reads ``accuracy_groups`` as None, and the report then takes
-``accuracy_family`` / ``accuracy_biography`` as the groups ``family`` / ``biography`` (the family
+is written with sorted keys; pairs keep the KB's order). The table's columns ``accuracy_family`` /
+``accuracy_biography`` are where stores written before per-group accuracies kept the family
+domain's two groups; they are still filled from the groups of those names (NULL for a domain
+without them) so that the table reads as before in ``sqlite3`` or pandas. A point of an older store
+(no pairs) reads them as its ``accuracy_groups``, ``{"family": ..., "biography": ...}`` (the family
 domain's, which is all such a store can hold).
 
 A point's run seed (``[run] seeds``) is the ``seed`` column of ``points`` and ``jobs`` (part of their
@@ -53,6 +55,7 @@ from typing import Any, Iterable, Sequence
 
 from ..errors import UserError, dumps
 from .store_guard import discard, guard, is_corrupt
+from ..unlearn.point_fields import LEGACY_GROUPS
 from .store_point import METRIC_COLUMNS, TIMING_KEYS, Point, param_value  # noqa: F401  (re-exported)
 
 SCHEMA_VERSION = 1
@@ -88,7 +91,8 @@ _TABLE_SQL = {name: "CREATE TABLE IF NOT EXISTS " + part.strip().rstrip(";")
 #: columns older stores lack, with their type: ALTER TABLE appends them in this order
 _ADDED_COLUMNS = {"measures": "TEXT", "accuracy_low": "REAL", "accuracy_high": "REAL"}
 #: Every column of ``points`` in the order written and read (the added columns last).
-_POINT_COLUMNS = ("model", "target", "method", "param", *METRIC_COLUMNS, "target_forgotten", "forgotten", "exact",
+_POINT_COLUMNS = ("model", "target", "method", "param", "recall", "accuracy", "accuracy_family", "accuracy_biography",
+                  "accuracy_rule", "accuracy_other", "target_forgotten", "forgotten", "exact",
                   "extra", "written_at", *_ADDED_COLUMNS, "seed")
 _JOB_COLUMNS = ("model", "target", "method", "status", "reason", "finished_at")
 
@@ -272,7 +276,8 @@ class ResultsStore:
             statements += [
                 (
                     f"INSERT INTO points ({', '.join(_POINT_COLUMNS)}) VALUES ({', '.join('?' * len(_POINT_COLUMNS))})",
-                    (p.model, p.target, p.method, float(p.param), *[getattr(p, c) for c in METRIC_COLUMNS],
+                    (p.model, p.target, p.method, float(p.param), p.recall, p.accuracy,
+                     *[(p.accuracy_groups or {}).get(g) for g in LEGACY_GROUPS], p.accuracy_rule, p.accuracy_other,
                      int(p.target_forgotten), json.dumps(list(p.forgotten)), int(p.exact),
                      _extra_json(p), now,
                      None if p.measures is None else dumps(p.measures, sort_keys=True, default=str),
@@ -358,10 +363,10 @@ class ResultsStore:
          measures, low, high, seed) = r
         extra = json.loads(extra)
         pairs = extra.pop(_GROUPS_KEY, None)
-        return Point(model, int(target), method, param_value(param), recall, acc, fam, bio, rule, other,
+        groups = dict(zip(LEGACY_GROUPS, (fam, bio))) if pairs is None else {str(g): a for g, a in pairs}
+        return Point(model, int(target), method, param_value(param), recall, acc, rule, other,
                      bool(tf), tuple(json.loads(forgotten)), bool(exact), extra,
-                     None if measures is None else json.loads(measures),
-                     None if pairs is None else {str(g): a for g, a in pairs}, low, high, int(seed))
+                     None if measures is None else json.loads(measures), groups, low, high, int(seed))
 
 
 # every sqlite3 error of its public methods (a damaged file, a full disk, a read-only folder) is one StoreError

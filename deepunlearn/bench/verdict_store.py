@@ -118,7 +118,6 @@ def store_verdicts(path: str | Path, output: str | Path, *, kb_file: str | None 
             "model": v["original"], "target": v["target_id"], "method": method, "param": param,
             "recall": v["recall"], "accuracy": v["accuracy"], "accuracy_rule": v.get("accuracy_rule"),
             "accuracy_other": v.get("accuracy_other"), "accuracy_groups": v.get("accuracy_groups"),
-            **{f"accuracy_{g}": a for g, a in (v.get("accuracy_groups") or {}).items() if g in ("family", "biography")},
             "target_forgotten": v.get("target_forgotten", False), "forgotten": v["forgotten"],
             "exact": v.get("exact", True), "deep": v.get("deep"), "superficial": v.get("superficial"),
             "checkpoint": row.get("checkpoint", v.get("unlearned")), **check_keys(v),

@@ -13,14 +13,15 @@ For a target k with minimal deep-unlearning sets ``M(k)`` and the facts ``U_A`` 
   that it did keep. The per-group parts (a relation's ``group``: ``family`` / ``biography`` in
   the family domain, a domain's own groups elsewhere) and the rule-relation / other parts
   restrict both the numerator and the denominator to those facts. A part with no fact to keep
-  scores 1.0. ``accuracy_family`` / ``accuracy_biography`` are the groups ``family`` /
-  ``biography`` when the KB has them, NaN otherwise (older consumers keep working).
+  scores 1.0. The parts per group are one mapping, ``accuracy_groups``, keyed by the groups of the
+  KB's domain; ``accuracy_family`` / ``accuracy_biography`` read the groups ``family`` /
+  ``biography`` from it (NaN when the KB has no such group).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Iterable, Literal, Mapping, NamedTuple, Sequence
 
 import numpy as np
@@ -90,16 +91,23 @@ def accuracy(keep: np.ndarray, lost: np.ndarray, weights: np.ndarray | None = No
 
 
 class Accuracies(NamedTuple):
-    """Accuracy over K minus some excluded facts, overall and per part. ``family`` / ``biography``
-    are ``groups["family"]`` / ``groups["biography"]``, NaN when the KB has no such group;
-    ``groups`` holds every group of the KB in the KB's order. Index 0 is the overall accuracy."""
+    """Accuracy over K minus some excluded facts, overall and per part: ``groups`` holds every
+    relation group of the KB (its domain's) in the KB's order; ``family`` / ``biography`` read
+    ``groups["family"]`` / ``groups["biography"]``, NaN when the KB has no such group. Index 0 is
+    the overall accuracy."""
 
     overall: float
-    family: float
-    biography: float
     rule: float
     other: float
     groups: dict[str, float]
+
+    @property
+    def family(self) -> float:
+        return self.groups.get("family", math.nan)
+
+    @property
+    def biography(self) -> float:
+        return self.groups.get("biography", math.nan)
 
 
 @dataclass
@@ -107,14 +115,13 @@ class Evaluation:
     """Recall and accuracy of one unlearning result for one target.
 
     ``set`` is ``U*_A`` (sorted KB fact ids); ``exact``: recall was taken over all minimal sets.
-    ``accuracy_groups``: the accuracy per relation group (every group of the KB, in its order);
-    ``accuracy_family`` / ``accuracy_biography`` are two of them, NaN where the KB lacks the group.
+    ``accuracy_groups``: the accuracy per relation group (every group of the KB's domain, in the
+    KB's order); ``accuracy_family`` / ``accuracy_biography`` read two of them, NaN where the KB
+    lacks the group. :meth:`to_dict` also has each group flat, ``accuracy_{group}``.
     """
 
     recall: float
     accuracy: float
-    accuracy_family: float
-    accuracy_biography: float
     accuracy_rule: float
     accuracy_other: float
     exact: bool
@@ -124,8 +131,25 @@ class Evaluation:
     n_sets: int = 0
     accuracy_groups: dict[str, float] = field(default_factory=dict)
 
+    @property
+    def accuracy_family(self) -> float:
+        return self.accuracy_groups.get("family", math.nan)
+
+    @property
+    def accuracy_biography(self) -> float:
+        return self.accuracy_groups.get("biography", math.nan)
+
+    def group_fields(self) -> dict[str, float]:
+        """Each group's accuracy as a flat key, ``accuracy_{group}``, in the KB's order (none for a
+        group named like another field, ``rule`` or ``other``: its mapping entry only)."""
+        taken = {f.name for f in fields(self)}
+        return {f"accuracy_{g}": a for g, a in self.accuracy_groups.items() if f"accuracy_{g}" not in taken}
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        """The fields as a dict, with :meth:`group_fields` after ``accuracy``."""
+        items = list(asdict(self).items())
+        at = [k for k, _ in items].index("accuracy") + 1
+        return dict([*items[:at], *self.group_fields().items(), *items[at:]])
 
 
 class Evaluator:
@@ -227,8 +251,8 @@ class Evaluator:
         keep = self.known.copy()
         keep[list(exclude)] = False
         groups = {g: accuracy(keep & m, lost, w) for g, m in self.groups.items()}
-        return Accuracies(accuracy(keep, lost, w), groups.get("family", math.nan), groups.get("biography", math.nan),
-                          accuracy(keep & self.rule_facts, lost, w), accuracy(keep & ~self.rule_facts, lost, w), groups)
+        return Accuracies(accuracy(keep, lost, w), accuracy(keep & self.rule_facts, lost, w),
+                          accuracy(keep & ~self.rule_facts, lost, w), groups)
 
     def accuracies(self, exclude: Iterable[int], forgotten: Iterable[int]) -> Accuracies:
         """Accuracy over K minus ``exclude`` (e.g. the union of several targets' sets, for a batch
@@ -264,8 +288,7 @@ class Evaluator:
         else:
             scored = [(parts(u), u) for u in tied]
             best_acc, best = max(scored, key=lambda x: (x[0][0], -len(x[1]), [-i for i in sorted(x[1])]))
-        return Evaluation(recall=rec, accuracy=best_acc.overall, accuracy_family=best_acc.family,
-                          accuracy_biography=best_acc.biography, accuracy_rule=best_acc.rule,
+        return Evaluation(recall=rec, accuracy=best_acc.overall, accuracy_rule=best_acc.rule,
                           accuracy_other=best_acc.other, exact=ms.exact, set=sorted(best),
                           target_forgotten=bool(lost[t]), target=t, n_sets=len(ms.sets),
                           accuracy_groups=dict(best_acc.groups))

@@ -364,8 +364,7 @@ class TargetRunner:
             union = {f for p in points for f in p.set}
             parts = self.evaluator.accuracies(union, forgotten)
             for p in points:  # the batch's accuracy: K minus every target's set
-                p.accuracy, p.accuracy_family, p.accuracy_biography, p.accuracy_rule, p.accuracy_other = (
-                    float(parts.overall), *(_opt(x) for x in parts[1:5]))
+                p.accuracy, p.accuracy_rule, p.accuracy_other = float(parts.overall), _opt(parts.rule), _opt(parts.other)
                 p.accuracy_groups = {g: _opt(a) for g, a in parts.groups.items()}
         seconds = round(time.perf_counter() - t0, 3)
         for p in points:

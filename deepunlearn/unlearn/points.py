@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Sequence
 
 from .methods import UnlearnError
+from .point_fields import group_fields
 
 
 class TargetNotKnownError(UnlearnError):
@@ -19,16 +20,15 @@ class Point:
 
     ``forgotten``: fact ids in K the model no longer answers; ``set``: the minimal deep-unlearning
     set that maximises recall (``U*_A``); ``exact``: whether the sets were enumerated exactly.
-    ``accuracy_groups``: the accuracy per relation group of the KB (its order);
-    ``accuracy_family`` / ``accuracy_biography`` are two of them, None where the KB lacks the group."""
+    ``accuracy_groups``: the accuracy per relation group of the KB's domain (the KB's order), also
+    flat as ``accuracy_{group}`` in :meth:`to_dict` (``accuracy_family`` / ``accuracy_biography``
+    in the family domain)."""
 
     target: int
     method: str
     param: float
     recall: float
     accuracy: float
-    accuracy_family: float | None
-    accuracy_biography: float | None
     accuracy_rule: float | None
     accuracy_other: float | None
     target_forgotten: bool
@@ -44,8 +44,14 @@ class Point:
     notes: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
+        """The point as a dict: each group's accuracy flat after ``accuracy``, then the other
+        fields, then the notes."""
         d = asdict(self)
-        d.update(d.pop("notes"))
+        notes = d.pop("notes")
+        at = list(d).index("accuracy") + 1
+        items = list(d.items())
+        d = dict(items[:at] + list(group_fields(self.accuracy_groups).items()) + items[at:])
+        d.update(notes)
         return d
 
     @classmethod
@@ -54,7 +60,6 @@ class Point:
         """The point of a rules-layer :class:`~deepunlearn.rules.Evaluation` (NaN parts -> None)."""
         return cls(
             target=ev.target, method=method, param=param, recall=float(ev.recall), accuracy=float(ev.accuracy),
-            accuracy_family=_opt(ev.accuracy_family), accuracy_biography=_opt(ev.accuracy_biography),
             accuracy_rule=_opt(ev.accuracy_rule), accuracy_other=_opt(ev.accuracy_other),
             target_forgotten=ev.target in forgotten, forgotten=forgotten, exact=bool(ev.exact),
             set=[int(i) for i in ev.set], lr=lr, measures=measures,

@@ -27,14 +27,15 @@ defined for every target:
   trajectory none of whose points has ``deep_model`` (a sweep without ``model_derived = true``).
 * **Per group** (``acc_at_recall_{t}_{group}``, paper Figure 6): Acc@Recall>=t with the accuracy
   over one relation group's facts (:func:`group_accuracy`) in place of the overall accuracy, for
-  every group of the KB (``family`` and ``biography`` in the family domain, as before).
+  every group of the KB's domain (``family`` and ``biography`` in the family domain).
 * **Seconds** (:func:`seconds_per_target`): the wall seconds the trajectory took (the largest
   ``seconds`` of its points: each counts from the start of the job), NaN when no point has it. A
   batch row's seconds are its batch's, spent on ``batch_size`` targets at once, so they are
   divided by ``batch_size`` to stay seconds per target.
 
 Thresholds compare with a tolerance of :data:`EPS` (recall 4/5 counts as >= 0.8).
-This module imports nothing but the standard library.
+This module (with :mod:`.point_fields`, which reads a point's fields) imports nothing but the
+standard library. A metric is one :class:`Metric` in :data:`METRICS` (:func:`register_metric`).
 """
 
 from __future__ import annotations
@@ -43,16 +44,18 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
+# how a point's fields and group accuracies are read (re-exported: callers import them from here)
+from .point_fields import (  # noqa: F401
+    DEFAULT_GROUPS, EPS, LEGACY_GROUPS, field_of, group_accuracy, group_fields, is_deep, legacy_groups, point_groups,
+    seconds_per_target, value_of,
+)
+
 #: The reference's end points: (recall, accuracy) of doing nothing and of forgetting everything.
 ENDPOINTS: tuple[tuple[float, float], ...] = ((0.0, 1.0), (1.0, 0.0))
-#: tolerance of threshold comparisons
-EPS = 1e-9
 #: the paper's threshold
 THRESHOLD = 0.8
 #: accuracy thresholds of Success-DU (a method's goal is Success-DU@0.9 >= 0.9); always both
 SUCCESS_THRESHOLDS: tuple[float, ...] = (0.8, 0.9)
-#: the groups of points written before per-group accuracies (``accuracy_family`` / ``_biography``)
-DEFAULT_GROUPS: tuple[str, ...] = ("family", "biography")
 
 
 def with_endpoints(curve: Iterable[tuple[float, float]]) -> list[tuple[float, float]]:
@@ -130,47 +133,6 @@ def acc_at_superficial(points: Iterable[tuple[float, bool]]) -> float:
     return max([0.0] + [float(a) for a, forgotten in points if forgotten])
 
 
-def value_of(p: Any, key: str) -> Any:
-    """``p[key]`` for a mapping (a stored point's dict), else ``p.key`` (a Point)."""
-    return p[key] if isinstance(p, Mapping) else getattr(p, key)
-
-
-def field_of(p: Any, key: str, default: Any = None) -> Any:
-    """An optional value of a point: a dict's key (or its ``extra`` dict's), an object's
-    attribute, or the key in the object's ``extra`` (bench store points) or ``notes`` (unlearn
-    points) dict; ``default`` when none has it.
-
-    >>> field_of({"deep": True}, "deep"), field_of({"extra": {"deep": False}}, "deep"), field_of({}, "deep", 0)
-    (True, False, 0)
-    """
-    if isinstance(p, Mapping):
-        if key in p:
-            return p[key]
-        bags = [p.get("extra")]
-    else:
-        if hasattr(p, key):
-            return getattr(p, key)
-        bags = [getattr(p, "extra", None), getattr(p, "notes", None)]
-    for bag in bags:
-        if isinstance(bag, Mapping) and key in bag:
-            return bag[key]
-    return default
-
-
-def is_deep(p: Any) -> bool:
-    """Whether a point is deep (its target no longer derivable from what the model still knows):
-    the stored ``deep`` flag, else (stores written before the flag) ``recall >= 1 - EPS``.
-
-    >>> is_deep({"recall": 0.5, "deep": True}), is_deep({"recall": 1.0}), is_deep({"recall": 0.99})
-    (True, True, False)
-    """
-    d = field_of(p, "deep")
-    if d is None:
-        r = value_of(p, "recall")
-        return r is not None and float(r) >= 1.0 - EPS
-    return bool(d)
-
-
 def success_du(points: Iterable[Any], threshold: float = THRESHOLD) -> float:
     """1.0 when some point is deep with accuracy >= ``threshold`` (tolerance :data:`EPS`), else
     0.0. No end point is added: forgetting everything is deep but is no success.
@@ -199,62 +161,10 @@ def _model_derived(points: Sequence[Any], threshold: float | None) -> float:
                      for d, a in verdicts))
 
 
-def seconds_per_target(points: Iterable[Any]) -> float:
-    """The wall seconds of one trajectory per target: the largest finite ``seconds`` of its
-    points, divided by the point's ``batch_size`` for a batch row; NaN when no point has it.
-
-    >>> seconds_per_target([{"seconds": 2.0}, {"seconds": 5.0}]), seconds_per_target([{"seconds": 8.0, "batch_size": 4}])
-    (5.0, 2.0)
-    >>> seconds_per_target([{}])
-    nan
-    """
-    best = math.nan
-    for p in points:
-        s = field_of(p, "seconds")
-        if s is None or isinstance(s, bool):
-            continue
-        s = float(s)
-        n = field_of(p, "batch_size")
-        if isinstance(n, (int, float)) and not isinstance(n, bool) and n >= 1:
-            s /= float(n)
-        if math.isfinite(s) and not s <= best:
-            best = s
-    return best
-
-
 def curve_of(points: Sequence[Any], acc_key: str = "accuracy") -> list[tuple[float, float]]:
     """``(recall, accuracy)`` of points (objects or dicts); points whose ``acc_key`` is None
     (a part with no facts to measure) are left out."""
     return [(float(value_of(p, "recall")), float(value_of(p, acc_key))) for p in points if value_of(p, acc_key) is not None]
-
-
-def group_accuracy(p: Any, group: str) -> float | None:
-    """A point's accuracy over one relation group: its ``accuracy_groups[group]`` (None when the
-    point has per-group accuracies but not this group), else, for points written before
-    per-group accuracies, ``accuracy_family`` / ``accuracy_biography``.
-
-    >>> group_accuracy({"accuracy_groups": {"reporting": 0.5}}, "reporting"), group_accuracy({"accuracy_family": 0.7}, "family")
-    (0.5, 0.7)
-    """
-    groups = field_of(p, "accuracy_groups")
-    if isinstance(groups, Mapping) and groups:
-        return groups.get(group)
-    return field_of(p, f"accuracy_{group}") if group in DEFAULT_GROUPS else None
-
-
-def point_groups(points: Iterable[Any]) -> list[str]:
-    """The relation groups the points report, in order of first appearance; the family domain's
-    ``family`` and ``biography`` for points without per-group accuracies (older outputs).
-
-    >>> point_groups([{"accuracy_groups": {"reporting": 1.0, "location": 0.5}}]), point_groups([{}])
-    (['reporting', 'location'], ['family', 'biography'])
-    """
-    seen: dict[str, None] = {}
-    for p in points:
-        groups = field_of(p, "accuracy_groups")
-        if isinstance(groups, Mapping):
-            seen.update(dict.fromkeys(str(g) for g in groups))
-    return list(seen) if seen else list(DEFAULT_GROUPS)
 
 
 @dataclass(frozen=True)
@@ -263,12 +173,19 @@ class Metric:
     :func:`target_metrics`, the bench layer's aggregates, bootstrap intervals and tables read.
 
     ``key``: its name, with ``{t}`` for the threshold, and one column per relation group
-    (``each="group"``, ``{g}``) or per Success-DU threshold (``each="success"``, ``{a}``);
-    ``label``: how a table heads it; ``fn(points, curve, threshold, arg) -> float`` (``arg``: the
-    group or the Success-DU threshold); ``spread``: aggregated with ``_std``/``_sem`` (a share of
-    targets such as the deep rate is not); ``interval``: a 95 % bootstrap interval over targets;
-    ``du_table``: a column of the deep-unlearning table (``optional``: only when some row has a
-    value); ``higher``: higher is better.
+    (``each="group"``, ``{g}``: the KB's groups) or per Success-DU threshold (``each="success"``,
+    ``{a}``); ``label``: how the deep-unlearning table heads it; ``fn(points, curve, threshold,
+    arg) -> float`` (``arg``: the group or the Success-DU threshold); ``spread``: aggregated with
+    ``_std``/``_sem`` (a share of targets such as the deep rate is not); ``interval``: a 95 %
+    bootstrap interval over targets; ``du_table``: a column of the deep-unlearning (Success-DU)
+    table (``optional``: only when some row has a value); ``higher``: higher is better.
+
+    The headline table (the paper's Table 3 shape) has a column for each metric whose
+    ``headline`` is a number, in ascending order of it (ties: this table's order), headed
+    ``title`` (default: ``label``). ``digits``: decimals of its cells (default: each table's own,
+    3 in the headline table and 2 in the deep-unlearning table); a cell shows the bootstrap
+    interval where the summary has one, else ± the standard deviation where the metric has a
+    spread (headline table).
     """
 
     key: str
@@ -280,13 +197,23 @@ class Metric:
     du_table: bool = False
     higher: bool = True
     optional: bool = False
+    title: str = ""
+    headline: float | None = None
+    digits: int | None = None
+
+    def heading(self, threshold: float, arg: Any = None) -> str:
+        """The headline table's heading of the column for ``arg`` (a group or a threshold)."""
+        return _fill(self.title or self.label, threshold, arg)
 
     def expand(self, threshold: float, groups: Sequence[str]) -> list[tuple[str, str, Any]]:
         """``(name, label, arg)`` of each column this metric gives."""
-        t = f"{threshold:g}"
         args = groups if self.each == "group" else SUCCESS_THRESHOLDS if self.each == "success" else [None]
-        return [(self.key.format(t=t, g=a, a=f"{a:g}" if isinstance(a, float) else a),
-                 self.label.format(t=t, g=a, a=f"{a:g}" if isinstance(a, float) else a), a) for a in args]
+        return [(_fill(self.key, threshold, a), _fill(self.label, threshold, a), a) for a in args]
+
+
+def _fill(text: str, threshold: float, arg: Any) -> str:
+    """``text`` with ``{t}`` (the threshold), ``{g}`` (a group) and ``{a}`` (a threshold) filled in."""
+    return text.format(t=f"{threshold:g}", g=arg, a=f"{arg:g}" if isinstance(arg, float) else arg)
 
 
 def _group_acc_at_recall(points, curve, threshold, g) -> float:
@@ -294,16 +221,20 @@ def _group_acc_at_recall(points, curve, threshold, g) -> float:
     return acc_at_recall(pc, threshold) if pc else math.nan
 
 
-#: every per-target metric, in report order
+#: every per-target metric, in report order (:func:`register_metric` adds one)
 METRICS: tuple[Metric, ...] = (
-    Metric("acc_at_recall_{t}", "Acc@R≥{t}", lambda pts, c, t, _: acc_at_recall(c, t), interval=True, du_table=True),
-    Metric("recall_at_acc_{t}", "R@A≥{t}", lambda pts, c, t, _: recall_at_acc(c, t), interval=True, du_table=True),
-    Metric("auc", "AUC", lambda pts, c, t, _: auc(c), du_table=True),
+    Metric("acc_at_recall_{t}", "Acc@R≥{t}", lambda pts, c, t, _: acc_at_recall(c, t), interval=True, du_table=True,
+           title="Acc@Recall≥{t}", headline=2),
+    Metric("recall_at_acc_{t}", "R@A≥{t}", lambda pts, c, t, _: recall_at_acc(c, t), interval=True, du_table=True,
+           title="Recall@Acc≥{t}", headline=1),
+    Metric("auc", "AUC", lambda pts, c, t, _: auc(c), du_table=True, headline=3),
     Metric("acc_at_superficial", "Acc@superficial",
-           lambda pts, c, t, _: acc_at_superficial((value_of(p, "accuracy"), value_of(p, "target_forgotten")) for p in pts)),
+           lambda pts, c, t, _: acc_at_superficial((value_of(p, "accuracy"), value_of(p, "target_forgotten")) for p in pts),
+           title="Acc@Superficial", headline=4),
     Metric("superficial_rate", "target forgotten", lambda pts, c, t, _: float(any(value_of(p, "target_forgotten") for p in pts)),
-           spread=False),
-    Metric("acc_at_recall_{t}_{g}", "Acc@R≥{t} ({g})", _group_acc_at_recall, each="group"),
+           spread=False, title="superficial rate", headline=5, digits=2),
+    Metric("acc_at_recall_{t}_{g}", "Acc@R≥{t} ({g})", _group_acc_at_recall, each="group", title="Acc@Recall≥{t} {g}",
+           headline=6),
     Metric("success_du_{a}", "Success-DU@{a}", lambda pts, c, t, a: success_du(pts, a), each="success",
            interval=True, du_table=True),
     Metric("deep_rate", "deep rate", lambda pts, c, t, _: float(any(is_deep(p) for p in pts)), spread=False,
@@ -312,8 +243,75 @@ METRICS: tuple[Metric, ...] = (
            each="success", du_table=True, optional=True),
     Metric("deep_model_rate", "deep rate (model)", lambda pts, c, t, _: _model_derived(pts, None), spread=False,
            du_table=True, optional=True),
-    Metric("seconds", "s/target", lambda pts, c, t, _: seconds_per_target(pts), higher=False),
+    Metric("seconds", "s/target", lambda pts, c, t, _: seconds_per_target(pts), higher=False, du_table=True, digits=1),
 )
+
+
+def check_metric(metric: Metric, others: Sequence[Metric] = ()) -> None:
+    """Raise ``ValueError`` naming ``metric`` when it is not complete: a key or label that is empty,
+    ``fn`` not callable, ``each`` other than ``""``, ``"group"`` or ``"success"`` (or a key without
+    its ``{g}`` / ``{a}``), a field other than ``{t}``, ``{g}``, ``{a}`` in its key, label or title, a key
+    one of ``others`` has, ``headline`` not a number, ``digits`` not a count.
+
+    >>> check_metric(Metric("auc", "AUC again", lambda pts, c, t, _: 0.0), METRICS)
+    Traceback (most recent call last):
+    ...
+    ValueError: metric 'auc': its key is taken by another metric
+    """
+    m, name = metric, repr(getattr(metric, "key", metric))
+    if not isinstance(m, Metric):
+        raise ValueError(f"metric {name}: not a Metric (deepunlearn.unlearn.summary.Metric)")
+    problems = [
+        "its key is empty" if not str(m.key).strip() else None,
+        "its label is empty" if not str(m.label).strip() else None,
+        "fn is not callable" if not callable(m.fn) else None,
+        f"each must be '', 'group' or 'success', not {m.each!r}" if m.each not in ("", "group", "success") else None,
+        "a per-group key needs {g}" if m.each == "group" and "{g}" not in m.key else None,
+        "a per-threshold key needs {a}" if m.each == "success" and "{a}" not in m.key else None,
+        "headline must be a number or None" if m.headline is not None and (
+            isinstance(m.headline, bool) or not isinstance(m.headline, (int, float))) else None,
+        "digits must be a count (0 or more) or None" if m.digits is not None and (
+            isinstance(m.digits, bool) or not isinstance(m.digits, int) or m.digits < 0) else None,
+        "its key is taken by another metric" if any(o.key == m.key for o in others) else None,
+    ]
+    problem = next((p for p in problems if p), None)
+    if problem is None:
+        try:
+            m.expand(THRESHOLD, ["g"])
+            m.heading(THRESHOLD, "g")
+        except (KeyError, IndexError, ValueError) as e:
+            problem = f"its key, label or title has a field other than {{t}}, {{g}} and {{a}} ({e})"
+    if problem:
+        raise ValueError(f"metric {name}: {problem}")
+
+
+def register_metric(metric: Metric) -> Metric:
+    """Add ``metric`` to :data:`METRICS` (after the others): every table, aggregate and
+    per-target output that reads the table then has it. Checked complete first
+    (:func:`check_metric`; the built-in table is checked the same way when this module loads).
+    Returns ``metric``."""
+    global METRICS
+    check_metric(metric, METRICS)
+    METRICS = (*METRICS, metric)
+    return metric
+
+
+for _i, _m in enumerate(METRICS):  # the built-in table, as a registered metric would be
+    check_metric(_m, METRICS[:_i])
+del _i, _m
+
+
+def headline_columns(threshold: float = THRESHOLD, groups: Sequence[str] = DEFAULT_GROUPS,
+                     metrics: Sequence[Metric] | None = None) -> list[tuple[str, str, Metric]]:
+    """``(name, heading, metric)`` of the headline table's columns: the metrics with a
+    ``headline`` place, in its order (one column per group of a per-group metric).
+
+    >>> [h for _, h, _ in headline_columns(groups=["reporting"])]
+    ['Recall@Acc≥0.8', 'Acc@Recall≥0.8', 'AUC', 'Acc@Superficial', 'superficial rate', 'Acc@Recall≥0.8 reporting']
+    """
+    ms = [m for m in (METRICS if metrics is None else metrics) if m.headline is not None]
+    ms = sorted(ms, key=lambda m: m.headline)  # stable: ties keep the table's order
+    return [(name, m.heading(threshold, arg), m) for m in ms for name, _, arg in m.expand(threshold, groups)]
 
 
 def metric_columns(threshold: float = THRESHOLD, groups: Sequence[str] = DEFAULT_GROUPS,

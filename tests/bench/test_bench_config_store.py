@@ -104,7 +104,7 @@ def test_select_targets(edu_kb):
 
 def _pt(t, param, **kw):
     return Point("m", t, "ga", param, recall=kw.get("recall", 0.5), accuracy=kw.get("accuracy", 0.9),
-                 accuracy_family=0.8, forgotten=kw.get("forgotten", (1, 2)), target_forgotten=True, exact=True)
+                 accuracy_groups={"family": 0.8, "biography": None}, forgotten=kw.get("forgotten", (1, 2)), target_forgotten=True, exact=True)
 
 
 def test_store_roundtrip_duplicates_and_binding(tmp_path):
@@ -119,7 +119,7 @@ def test_store_roundtrip_duplicates_and_binding(tmp_path):
         assert s.bind("fp1", {"a": 1}) is True         # same sweep: resume
         assert s.done_params("m", 3, "ga") == {1, 2}
         p = s.points()[1]
-        assert p.forgotten == (5,) and p.accuracy_family == 0.8 and p.accuracy_biography is None and p.param == 2
+        assert p.forgotten == (5,) and p.accuracy_groups == {"family": 0.8, "biography": None} and p.param == 2
         assert [e[:4] for e in s.evaluations()] == [("m", 3, "ga", 1), ("m", 3, "ga", 2)]
         with pytest.raises(StoreError, match="different sweep"):
             s.bind("fp2", {"a": 2})

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ...errors import dumps
-from ...unlearn.summary import field_of
+from ...unlearn.point_fields import LEGACY_GROUPS, RESERVED_GROUPS, field_of, group_key
 from ..bootstrap import meta as interval_meta
 from ..intervals import has_interval
 from ..metrics import (
@@ -101,8 +101,8 @@ def build_report(points: Sequence[Any], out_dir: str | Path, *, kb=None, methods
 def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config, skipped, threshold, title,
                 manifest, known=None) -> None:
     points = list(points)
-    # the relation groups of the sweep's KB (family / biography in the family domain); without
-    # the KB, those the points report (family / biography for an older store)
+    # the relation groups of the sweep's KB's domain (family / biography in the family domain);
+    # without the KB, those the points report (family / biography for an older store)
     groups = kb.groups if kb is not None else point_groups(points)
     summary = summarize(points, threshold, groups)  # several run seeds: over seeds x targets
     n_seeds = len(point_seeds(points))
@@ -203,19 +203,17 @@ def nothing_evaluated(skipped: Mapping | None) -> list[str]:
             + "; ".join(reasons) + ").", ""]
 
 
-def _write_points_csv(points: Sequence[Any], path: Path, kb=None, groups: Sequence[str] = ("family", "biography")
-                      ) -> None:
-    """One row per point; the family domain's ``accuracy_family`` / ``accuracy_biography`` columns
-    stay where they were, and a KB with other groups gets one ``accuracy_{group}`` column per group
-    after ``accuracy_other``. A sweep with sampled accuracy adds ``accuracy_low`` / ``accuracy_high`` last
-    (and soft rules ``deep_p``)."""
-    more = [g for g in groups if g not in ("family", "biography")]
+def _write_points_csv(points: Sequence[Any], path: Path, kb=None, groups: Sequence[str] = LEGACY_GROUPS) -> None:
+    """One row per point; after ``accuracy``, one ``accuracy_{group}`` column per relation group of
+    the KB's domain (``groups``: ``accuracy_family`` / ``accuracy_biography`` in the family domain),
+    then ``accuracy_rule`` / ``accuracy_other``. A sweep with sampled accuracy adds ``accuracy_low`` /
+    ``accuracy_high`` last (and soft rules ``deep_p``)."""
+    groups = [g for g in groups if g not in RESERVED_GROUPS]  # one named like another column: summary.json only
     bounds = ["accuracy_low", "accuracy_high"] if any(has_interval(p) for p in points) else []
     bounds += ["seed"] if len(point_seeds(points)) > 1 else []  # several run seeds: each row's
     bounds += ["deep_p"] if any(field_of(p, "deep_p") is not None for p in points) else []  # soft rules
-    cols = ["model", "target", "relation", "method", "param", "recall", "accuracy", "accuracy_family",
-            "accuracy_biography", "accuracy_rule", "accuracy_other", *(f"accuracy_{g}" for g in more),
-            "target_forgotten", "exact", "n_forgotten", "deep", "seconds", *bounds]
+    cols = ["model", "target", "relation", "method", "param", "recall", "accuracy", *map(group_key, groups), "accuracy_rule",
+            "accuracy_other", "target_forgotten", "exact", "n_forgotten", "deep", "seconds", *bounds]
     with path.open("w", newline="", encoding="utf-8") as f:
         w = csv.writer(f)
         w.writerow(cols)
@@ -223,8 +221,8 @@ def _write_points_csv(points: Sequence[Any], path: Path, kb=None, groups: Sequen
             d = p if isinstance(p, Mapping) else p.to_dict()
             rel = kb.facts[int(d["target"])][1] if kb is not None else ""
             w.writerow([d["model"], d["target"], rel, d["method"], d["param"], d["recall"], d["accuracy"],
-                        group_accuracy(d, "family"), group_accuracy(d, "biography"), d.get("accuracy_rule"),
-                        d.get("accuracy_other"), *(group_accuracy(d, g) for g in more), int(bool(d["target_forgotten"])), int(bool(d.get("exact", True))),
+                        *(group_accuracy(d, g) for g in groups), d.get("accuracy_rule"),
+                        d.get("accuracy_other"), int(bool(d["target_forgotten"])), int(bool(d.get("exact", True))),
                         len(d.get("forgotten", ())), int(is_deep(d)), d.get("seconds"), *(d.get(b) for b in bounds)])
 
 

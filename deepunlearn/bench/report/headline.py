@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ...unlearn.methods import catalog
+from ...unlearn.summary import Metric, headline_columns
 from ..bootstrap import format_value, has_interval as has_ci
 from ..jobs import safe_name
 from ..metrics import format_table, per_target
@@ -24,14 +25,20 @@ from .plots import is_missing
 from .tables import md_table, number
 
 
-def _pm(s: Mapping, key: str) -> str:
+def _pm(s: Mapping, key: str, digits: int = 3) -> str:
     v = s.get(key)
     if is_missing(v):
         return "–"
     if has_ci(s, key):  # the headline metrics: 95 % bootstrap interval over targets
-        return format_value(s, key, 3, n_targets=s.get("n_targets"))
+        return format_value(s, key, digits, n_targets=s.get("n_targets"))
     e = s.get(f"{key}_std")
-    return f"{v:.3f} ± {e:.3f}" if not is_missing(e) else f"{v:.3f}"
+    return f"{v:.{digits}f} ± {e:.{digits}f}" if not is_missing(e) else f"{v:.{digits}f}"
+
+
+def _cell(s: Mapping, key: str, metric: Metric) -> str:
+    """A headline cell: with its interval or ± its spread where the metric has one, else the value."""
+    digits = 3 if metric.digits is None else metric.digits
+    return _pm(s, key, digits) if metric.spread or metric.interval else number(s.get(key), digits)
 
 
 def draw_figures(points: Sequence[Any], summary: Mapping, by_rel: Mapping, out: Path, methods: Sequence[str],
@@ -55,25 +62,24 @@ def draw_figures(points: Sequence[Any], summary: Mapping, by_rel: Mapping, out: 
 
 def headline_lines(summary: Mapping, methods: Sequence[str], groups: Sequence[str], threshold: float,
                    n_seeds: int) -> list[str]:
-    """The "Headline" section: the console table and the markdown table of every metric."""
-    t = f"{threshold:g}"
+    """The "Headline" section: the console table and the markdown table of every metric with a
+    headline place (:func:`~deepunlearn.unlearn.summary.headline_columns`), per relation group of
+    ``groups`` where the metric is per group."""
     over = ("Means over targets with their 95 % bootstrap interval over targets [low, high] (scipy, percentile, 9,999 "
             "resamples, seed 0; one target: no interval, its n).") if n_seeds <= 1 else (
         f"Means over {n_seeds} seeds × targets with their 95 % bootstrap interval [low, high] resampling targets, each "
         "with all its seeds (percentile, 9,999 resamples, seed 0); n = seeds × targets.")
     md = ["## Headline (paper Table 3 shape)", "", over, "",
           "```", format_table(summary, threshold, methods, show_spread=True), "```", ""]
-    header = ["model", "method", "targets", f"Recall@Acc≥{t}", f"Acc@Recall≥{t}", "AUC", "Acc@Superficial",
-              "superficial rate", *(f"Acc@Recall≥{t} {g}" for g in groups)]
+    columns = headline_columns(threshold, groups)  # the metrics' specs: a headline place, a title, digits
+    header = ["model", "method", "targets", *(heading for _, heading, _ in columns)]
     rows = []
     for model, per in summary.items():
         for m in methods:
             s = per.get(m)
             if not s:
                 continue
-            rows.append([model, catalog.title(m), str(s["n_targets"]), _pm(s, f"recall_at_acc_{t}"),
-                         _pm(s, f"acc_at_recall_{t}"), _pm(s, "auc"), _pm(s, "acc_at_superficial"),
-                         number(s.get("superficial_rate"), 2), *(_pm(s, f"acc_at_recall_{t}_{g}") for g in groups)])
+            rows.append([model, catalog.title(m), str(s["n_targets"]), *(_cell(s, name, metric) for name, _, metric in columns)])
     return md + ["All metrics are means over targets: Recall@Acc and Acc@Recall with their 95 % bootstrap interval "
                  "over targets [low, high], the others ± sample standard deviation.", "", *md_table(header, rows), ""]
 

@@ -14,11 +14,8 @@ from __future__ import annotations
 import math
 from typing import Any, Mapping, Sequence
 
-from ..metrics import first_seed, is_baseline, is_deep, mean_curve, value_of
+from ..metrics import first_seed, is_baseline, is_deep, mean_curve, metric_columns, value_of
 
-#: the summary's columns, in this order when present (their spreads and intervals left out)
-_SUMMARY_FIRST = ("n_targets", "acc_at_recall_{t}", "recall_at_acc_{t}", "auc", "acc_at_superficial",
-                  "superficial_rate", "success_du_0.8", "success_du_0.9", "deep_rate")
 _SPREAD = ("_std", "_sem", "_ci_lo", "_ci_hi", "_ci_n")
 #: at most this many derivations are drawn (each grounds the target's cone)
 MAX_DERIVATIONS = 400
@@ -33,6 +30,17 @@ def _num(v: Any) -> float | None:
     return None
 
 
+def _summary_first(threshold: float) -> list[str]:
+    """The summary's columns shown first, in the metrics' order: the number of targets, then the
+    metrics of the headline table or with a bootstrap interval (their spreads and intervals left out).
+
+    >>> _summary_first(0.8)
+    ['n_targets', 'acc_at_recall_0.8', 'recall_at_acc_0.8', 'auc', 'acc_at_superficial', 'superficial_rate', \
+'success_du_0.8', 'success_du_0.9', 'deep_rate']
+    """
+    return ["n_targets", *(name for name, _, m in metric_columns(threshold, ()) if m.headline is not None or m.interval)]
+
+
 def summary_table(summary: Mapping[str, Mapping[str, Mapping[str, Any]]], methods: Sequence[str],
                   threshold: float) -> dict[str, Any]:
     """``{"columns", "rows"}``: one row per (model, method), the summary's numbers."""
@@ -40,7 +48,7 @@ def summary_table(summary: Mapping[str, Mapping[str, Mapping[str, Any]]], method
     keys: list[str] = []
     for _, _, vals in entries:
         keys += [k for k in vals if k not in keys and not k.endswith(_SPREAD) and _num(vals[k]) is not None]
-    first = [k.format(t=f"{threshold:g}") for k in _SUMMARY_FIRST]
+    first = _summary_first(threshold)
     keys = [k for k in first if k in keys] + [k for k in keys if k not in first]
     return {"columns": ["model", "method", *keys],
             "rows": [[m, me, *(_num(vals.get(k)) for k in keys)] for m, me, vals in entries]}

@@ -337,7 +337,7 @@ def _recall(args) -> int:
     deep = deep_after(kb, rules, still, t, args.grounding_budget)
     out = {"recall": e.recall, "accuracy": e.accuracy, "exact": e.exact, "set": [_fact(kb, f) for f in e.set],
            "set_ids": e.set, "target": _fact(kb, t), "target_id": t, "target_forgotten": e.target_forgotten,
-           "accuracy_family": e.accuracy_family, "accuracy_biography": e.accuracy_biography,
+           **e.group_fields(),
            "accuracy_groups": e.accuracy_groups, "accuracy_rule": e.accuracy_rule, "accuracy_other": e.accuracy_other,
            "minimal_sets": e.n_sets, "forgotten": len(set(forgotten)), "rules": rules.name,
            "sets_source": ev.minimal_sets(t).method, "tie": ev.tie, **deep}
