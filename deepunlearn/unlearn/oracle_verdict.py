@@ -16,7 +16,11 @@ Several oracles of one set (the same excluded facts, other seeds: ``evaluate --o
 on the excluded facts and on the negatives alike, and it answers a fact where one of them does.
 Exact unlearning of another seed may infer an excluded fact back more surely than one
 reference run does; against several, B holds a fact only where it beats what every one of them
-infers (the margin is calibrated on the same maximum over the negatives). ``deep_oracle``: the
+infers (the margin is calibrated on the same maximum over the negatives). With ``spread`` (the
+default for several), the margin of a target is also at least the oracles' own disagreement on
+the excluded facts of its cone (per mode, the largest ``|score_i - score_j|`` over those facts and
+pairs of oracles): how far apart exact unlearning of two seeds lands on the very facts compared,
+which new people's facts (the negatives) do not show. ``deep_oracle``: the
 target is not derivable (rules closure) from B's held facts.
 
 Evidence is the probe mode's continuous per-fact score (:mod:`deepunlearn.probe.calibration`
@@ -128,7 +132,7 @@ class OracleReference:
     excluded facts and on the negatives (computed once), against which each B is judged."""
 
     def __init__(self, judge, folder: str | os.PathLike, negatives=None, *, fpr: float = DEFAULT_FPR,
-                 bundle=None, model_fn=None, correction: str = "family"):
+                 bundle=None, model_fn=None, correction: str = "family", spread: bool = True):
         from ..probe.calibration import check_rate
 
         folders = [folder] if isinstance(folder, (str, os.PathLike)) else list(folder)
@@ -143,7 +147,7 @@ class OracleReference:
         if correction not in CORRECTIONS:
             raise EvaluateError(f"oracle margin correction must be one of {', '.join(CORRECTIONS)}, got "
                                 f"{correction!r}", field="--oracle-correction")
-        self.correction = correction
+        self.correction, self.spread = correction, spread
         self.records = [self._record(f) for f in self.folders]
         self.record = self.records[0]
         self.excluded = _excluded(self.record)
@@ -159,11 +163,13 @@ class OracleReference:
         self.modes = list(any_modes()) if spec.aggregate else [judge.mode]
         self.forms = judge.forms or spec.forms
         self.ev_o = self.answers_o = self.neg_o = None
+        self.ev_each: list[dict[str, np.ndarray]] = []
         for i, f in enumerate(self.folders):
             o = bundles[i] if bundles is not None else judge.load(f, "--oracle")
             ev, answers = self.evidence(o, judge.kb, self.excluded, model_fn)
             neg, _ = self.evidence(o, self.neg_kb, range(len(self.neg_kb.facts)), model_fn)
             del o
+            self.ev_each.append(ev)
             if self.ev_o is None:
                 self.ev_o, self.answers_o, self.neg_o = ev, answers, neg
             else:  # the strongest of the oracles, per fact and mode
@@ -229,6 +235,24 @@ class OracleReference:
         cone = {f for s in ms.sets for f in s}
         return sorted(f for f in self.excluded if f in cone and f in known_b)
 
+    def seed_spread(self, target: int) -> dict[str, float]:
+        """Per mode, the oracles' largest disagreement on the excluded facts of ``target``'s cone
+        (0 with one oracle, or without ``spread``)."""
+        out = {m: 0.0 for m in self.modes}
+        if not self.spread or len(self.ev_each) < 2:
+            return out
+        ms = self.judge.evaluator.minimal_sets(int(target))
+        cone = {f for s in ms.sets for f in s}
+        rows = [j for j, f in enumerate(self.excluded) if f in cone]
+        for m in self.modes:
+            for a in range(len(self.ev_each)):
+                for b in range(a + 1, len(self.ev_each)):
+                    x, y = self.ev_each[a][m][rows], self.ev_each[b][m][rows]
+                    ok = np.isfinite(x) & np.isfinite(y)
+                    if ok.any():
+                        out[m] = max(out[m], float(np.max(np.abs(x[ok] - y[ok]))))
+        return out
+
     def judge_b(self, bundle, known_b: set[int], target: int, model_fn=None) -> tuple[bool, dict[str, Any]]:
         """(deep_oracle, the verdict's ``oracle`` entry) of B (``bundle``, whose raw K is ``known_b``)."""
         self.check_target(target)
@@ -238,6 +262,8 @@ class OracleReference:
         relevant = self.relevant(target, known_b)
         per_fact = self.fpr / max(1, len(relevant)) if self.correction == "family" else self.fpr
         margin = margins(neg_b, self.neg_o, per_fact, answered=neg_answered)
+        spread = self.seed_spread(target)
+        margin = {m: max(v, spread[m]) for m, v in margin.items()}
         held, beyond = held_facts(set(known_b), self.excluded, ev_b, self.ev_o, margin, self.answers_o)
         deep, rest = deep_relative(kb, self.judge.rules, held, target, self.judge.budget)
         for b in beyond:
@@ -252,7 +278,7 @@ class OracleReference:
             "held_excluded": beyond, "held": len(held), "target_held": target in held,
             "surviving_ids": rest, "negatives": self.neg_name, "n_negatives": len(self.neg_kb.facts),
             "fpr": self.fpr, "correction": self.correction, "compared": relevant, "fpr_per_fact": per_fact,
-            "margins": {m: _num(v) for m, v in margin.items()},
+            "margins": {m: _num(v) for m, v in margin.items()}, "seed_spread": {m: _num(v) for m, v in spread.items()},
             "informative": any(math.isfinite(v) for v in margin.values())}
 
 

@@ -366,9 +366,34 @@ def test_several_oracles_compare_b_against_the_strongest(judge, tmp_path):
     assert both.deep_oracle is True and both.oracle["held_excluded"] == []
     assert both.oracle["folders"] == [str(f0), str(f1)] and both.oracle["seeds"] == [0, 1]
     assert "the strongest of 2 oracles" in both.text()
+    assert both.oracle["seed_spread"]["exact"] > 0  # the two seeds disagree on the set-mates
     keeps_all = {i: 12.0 for i in judge.known if i != TARGET}  # far beyond both on every set-mate
-    judge._oracle_ref = OracleReference(judge, [f0, f1], bundle=[scripted(judge, weak), scripted(judge, strong)])
-    assert judge.judge_bundle(scripted(judge, keeps_all), "B", TARGET).deep_oracle is False
+    weak_a, weak_b = {**taught, 1: 0.5, 3: 0.5}, {**taught, 1: 0.4, 3: 0.6}  # both infer the set-mates weakly, alike
+    judge._oracle_ref = OracleReference(judge, [f0, f1], bundle=[scripted(judge, weak_a), scripted(judge, weak_b)])
+    kept = judge.judge_bundle(scripted(judge, keeps_all), "B", TARGET)
+    assert kept.deep_oracle is False and sorted(h["id"] for h in kept.oracle["held_excluded"]) == [1, 3]
+    assert 0 < kept.oracle["seed_spread"]["exact"] < kept.oracle["held_excluded"][0]["difference"]
+
+
+def test_the_margin_is_at_least_the_oracles_own_disagreement(judge, tmp_path):
+    """With several oracles, B must beat the strongest by more than the oracles differ among
+    themselves on the target's excluded facts; spread=False keeps the negatives' margin alone."""
+    from deepunlearn.unlearn.oracle_verdict import OracleReference
+
+    taught = {i: 6.0 for i in judge.known if i not in (1, 3, 5)}
+    o0, o1 = {**taught, 1: 0.5, 3: 0.5}, {**taught, 1: 2.0, 3: 0.5}  # they differ on set-mate 1
+    b = {**taught, 1: 2.5, 3: 0.5}  # a little beyond the stronger on 1, within their spread
+    f0, f1 = _oracle_folder(tmp_path / "O0"), _oracle_folder(tmp_path / "O1", seed=1)
+    judge.oracle = [str(f0), str(f1)]
+    judge._oracle_ref = ref = OracleReference(judge, [f0, f1], bundle=[scripted(judge, o0), scripted(judge, o1)])
+    with_spread = judge.judge_bundle(scripted(judge, b), "B", TARGET)
+    ref.spread = False
+    without = judge.judge_bundle(scripted(judge, b), "B", TARGET)
+    assert 1 in judge.known and 1 in with_spread.oracle["compared"]  # set-mate 1 is answered by B: compared
+    assert with_spread.oracle["seed_spread"]["exact"] > 0 and without.oracle["seed_spread"]["exact"] == 0
+    assert with_spread.oracle["margins"]["exact"] >= without.oracle["margins"]["exact"]
+    assert with_spread.oracle["held_excluded"] == [] and with_spread.deep_oracle is True
+    assert [h["id"] for h in without.oracle["held_excluded"]] == [1]
 
 
 def test_oracles_of_different_sets_are_refused_in_one_line(model_a, kb_file, tmp_path, capsys):
