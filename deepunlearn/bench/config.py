@@ -49,6 +49,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -61,6 +62,7 @@ from .config_run import MDUS_HELP, RUN_HELP, MdusSeeds, RunOptions, Seed, Thread
 from .config_accuracy import ACCURACY_HELP, SAMPLE_HELP, accuracy_options
 from .config_files import describe_validation as _describe
 from .config_files import read_config_data
+from .config_groups import grouped_field, ungroup
 from .config_paths import SET_NAMES, file_digest as _file_digest, resolve_paths as _resolve_paths
 from .config_probe import (
     ADVERSARIAL_HELP, ATTACKS_HELP, FORMS_HELP, UNLEARN_FORMS_HELP, AttackOptions, PROBE_MODES, ProbeMode, probe_results_key,
@@ -353,15 +355,23 @@ def parse_config(data: Any, source: str = "<config>", base: str | os.PathLike | 
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a table of settings at the top level, got {type(data).__name__}",
                           file=file)
+    notes: list[str] = []  # the flat keys' notes, printed once the file is read (an error is one line)
+    data, grouped = ungroup(data, source, lambda f, m: ConfigError(f"{source}: field {f}: {m}", file=file, field=f),
+                            notes.append)  # the groups' tables
     try:
         cfg = SweepConfig.model_validate(data)
     except ValidationError as e:
         msg, field = _describe(e)
+        spelled = grouped_field(field, grouped)  # the field as the file spells it
+        if spelled != field:
+            msg, field = msg.replace(f"field {field}", f"field {spelled}", 1), spelled
         raise ConfigError(f"{source}: {msg}", file=file, field=field) from None
     except RecursionError:  # pragma: no cover - load_config refuses deep documents before this
         raise ConfigError(f"{source}: configuration nested too deeply", file=file) from None
     if file is not None:
         cfg._source = source
+        for line in notes:
+            print(line, file=sys.stderr)
     if base is None:
         return cfg
     try:
