@@ -361,7 +361,7 @@ def evaluate(original: str | os.PathLike, unlearned: str | os.PathLike | Sequenc
              adversarial_modes: Sequence[str] | None = None, adversarial_calibration=None,
              relearn: Sequence[int] | None = None, relearn_size: int = 16, relearn_lr: float | None = None,
              quantize: str | None = None, seed: int = 0, scores: bool = False, retain: str | os.PathLike | None = None,
-             **kw) -> Verdict | list[Verdict]:
+             probing=None, checks=None, measures=None, **kw) -> Verdict | list[Verdict]:
     """Judge ``unlearned`` (one model, or a list: A is probed once) against ``original`` for
     ``target`` (a fact id or ``"S|r|O"``) on ``kb`` (a KnowledgeBase or a KB file). Keywords:
     ``protocol``, ``device``, ``dtype``, ``prompt``, ``answer_format``, ``trust_remote_code``,
@@ -371,8 +371,9 @@ def evaluate(original: str | os.PathLike, unlearned: str | os.PathLike | Sequenc
     The checks (:mod:`.evaluate_checks`): ``adversarial`` (with ``adversarial_modes``,
     ``adversarial_calibration``), the attacks ``relearn`` (a grid of step counts, e.g. ``[1, 2, 4]``),
     ``relearn_size``, ``relearn_lr``, ``quantize`` (``"int8"``, ``"int4"``, ``"nf4"``), ``seed``,
-    and ``scores`` (with ``retain``, a retain model's checkpoint). Returns a :class:`Verdict` (a
-    list of them for a list).
+    and ``scores`` (with ``retain``, a retain model's checkpoint). The probe, check and measure
+    options may be given as TargetRunner's groups instead (``probing``, ``checks``, ``measures``:
+    :mod:`.evaluate_options`). Returns a :class:`Verdict` (a list of them for a list).
 
     A model judged against itself has forgotten nothing (here A is the tiny model finetuned on
     a four-person family; ``examples/evaluate_own_model.py`` judges a model unlearned by plain
@@ -390,6 +391,15 @@ def evaluate(original: str | os.PathLike, unlearned: str | os.PathLike | Sequenc
     >>> v.forgotten, v.target_forgotten, v.deep, v.recall
     ([], False, False, 0.0)
     """
+    if probing is not None or checks is not None or measures is not None:  # the groups, by their keywords
+        import inspect
+
+        from .evaluate_options import merged
+
+        given = {k: v for k, v in locals().items() if k in _KEYWORDS}
+        defaults = {k: p.default for k, p in inspect.signature(evaluate).parameters.items()}
+        return evaluate(original, unlearned, kb, target, **merged(
+            {"probing": probing, "checks": checks, "measures": measures}, {**given, **kw}, defaults))
     from .evaluate_checks import EvalChecks
 
     checks = EvalChecks.build(adversarial=adversarial, adversarial_modes=adversarial_modes,
@@ -401,3 +411,7 @@ def evaluate(original: str | os.PathLike, unlearned: str | os.PathLike | Sequenc
         return judge.verdict(unlearned, target, checks=checks)
     return [judge.verdict(u, target, checks=checks) for u in unlearned]
 
+
+#: evaluate()'s own keywords that a group may also give
+_KEYWORDS = ("rules", "mode", "forms", "adversarial", "adversarial_modes", "adversarial_calibration", "relearn",
+             "relearn_size", "relearn_lr", "quantize", "seed", "scores", "retain")
