@@ -156,9 +156,12 @@ class TargetRunner:
         self.protected: frozenset[int] = frozenset()
         from .baselines import Baselines
 
-        self.baselines = Baselines(self, scores=mo.scores or mo.reference is not None, holdout=mo.holdout,
-                                   min_k=mo.min_k, reference=mo.reference, retrain_cache=mo.retrain_cache)
-        self.sampler = AccuracySampler(self, mo.accuracy, mo.accuracy_sample, seed, full_only=(
+        self.baselines = Baselines(bundle, kb, self.known, self.evaluator, self.point_for, probe_mode=probe_mode,
+                                   batch_size=po.batch_size, seed=seed, progress=progress,
+                                   scores=mo.scores or mo.reference is not None, holdout=mo.holdout, min_k=mo.min_k,
+                                   reference=mo.reference, retrain_cache=mo.retrain_cache)
+        self.sampler = AccuracySampler(kb, self.known, self.evaluator, self.point_for, mo.accuracy, mo.accuracy_sample,
+                                       seed, protocol=self.protocol.name, full_only=(
             "scores" if self.baselines.on else "the adversarial and attack checks" if self.checks.active else None))
 
     # ------------------------------------------------------------------ pieces
