@@ -23,6 +23,10 @@ A sweep runs every (model, target, method) trajectory over the method's hyper-pa
 
 Errors name the file and the field (``sweep.toml: field models.0.lr: ...``).
 
+The runner's options are written in the tables of their groups (``[probing] mode``,
+``[minimal_sets] sets``, ``[measures] scores``, ``[checks] adversarial``, ...: :mod:`.config_groups`);
+below they go by the flat names the configuration stores them under (``probe_mode``, ``sets``, ...).
+
 The protocol (``deepunlearn.probe.protocol``): ``protocol = "default"`` (the default) or
 ``"reference"`` (the paper's public code) at the top level, or per model (``protocol`` in a
 ``[[models]]`` table). ``probe_mode``, ``k_mode``, ``sets`` ("exact", "mdus", "release" or a
