@@ -53,7 +53,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -152,6 +151,13 @@ class SweepConfig(StrictModel):
     _source: str | None = PrivateAttr(default=None)
     #: methods whose [methods] grid was left empty (they get each model's default grid)
     _unset: frozenset[str] = PrivateAttr(default=frozenset())
+    _notes: tuple[str, ...] = PrivateAttr(default=())
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """The file's notes (a flat key read in its group: :mod:`.config_groups`); a sweep prints
+        them once its configuration passed every check."""
+        return self._notes
 
     def error(self, field: str, message: str) -> "ConfigError":
         """A :class:`ConfigError` naming this configuration's file (when it came from one) and the field."""
@@ -359,7 +365,7 @@ def parse_config(data: Any, source: str = "<config>", base: str | os.PathLike | 
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a table of settings at the top level, got {type(data).__name__}",
                           file=file)
-    notes: list[str] = []  # the flat keys' notes, printed once the file is read (an error is one line)
+    notes: list[str] = []  # the flat keys' notes, printed once the sweep passed its checks (an error is one line)
     data, grouped = ungroup(data, source, lambda f, m: ConfigError(f"{source}: field {f}: {m}", file=file, field=f),
                             notes.append)  # the groups' tables
     try:
@@ -373,9 +379,7 @@ def parse_config(data: Any, source: str = "<config>", base: str | os.PathLike | 
     except RecursionError:  # pragma: no cover - load_config refuses deep documents before this
         raise ConfigError(f"{source}: configuration nested too deeply", file=file) from None
     if file is not None:
-        cfg._source = source
-        for line in notes:
-            print(line, file=sys.stderr)
+        cfg._source, cfg._notes = source, tuple(notes)
     if base is None:
         return cfg
     try:
@@ -410,6 +414,7 @@ def load_config(path: str | os.PathLike, **overrides: Any) -> SweepConfig:
     cfg = parse_config(data, source=str(p), base=p.resolve().parent)
     cfg._source = str(p)
     overrides = {k: v for k, v in overrides.items() if v is not None}
+    notes = cfg._notes
     if overrides:
         try:
             cfg = SweepConfig.model_validate({**cfg.model_dump(), **overrides})
@@ -419,5 +424,5 @@ def load_config(path: str | os.PathLike, **overrides: Any) -> SweepConfig:
         for key in ("output", "cache_dir"):
             if key in overrides:
                 cfg = cfg.model_copy(update={key: str(Path(overrides[key]).resolve())})
-        cfg._source = str(p)
+        cfg._source, cfg._notes = str(p), notes
     return cfg

@@ -225,6 +225,8 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             check_cache_dir(folder, where=key)
         except CacheDirError as e:
             raise cfg.error(key, str(e).removeprefix(f"{key} ")) from None
+    for line in cfg.notes:  # flat keys read in their groups (config_groups): once the checks passed
+        print(line, file=sys.stderr)
     cfg = cfg.model_copy(update={"rules": resolved_rules(cfg, kb)})
     executor = executor or make_executor(cfg.executor, cfg.ray_address)
     out = cfg.output_dir

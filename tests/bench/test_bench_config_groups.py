@@ -7,10 +7,12 @@ from __future__ import annotations
 import pickle
 
 import pytest
+from bench_helpers import FakeExecutor
 
 from deepunlearn.bench.config import ConfigError, load_config
 from deepunlearn.bench.config_groups import PLACES, SECTIONS
 from deepunlearn.bench.jobs import work_spec
+from deepunlearn.bench.runner import run_sweep
 from deepunlearn.kg.io import load_kb
 from deepunlearn.unlearn.runner_options import FLAT, GROUPS
 
@@ -56,9 +58,9 @@ relearn = [2, 4]
 
 def test_the_nested_spelling_is_the_flat_sweep_and_the_flat_keys_print_their_place(sweep_files, tmp_path, capsys):
     flat = load_config(sweep_files(name="flat.toml", extra=FLAT_OPTIONS))
-    notes = capsys.readouterr().err.splitlines()
     nested = load_config(sweep_files(name="nested.toml", extra=NESTED_OPTIONS))
-    assert capsys.readouterr().err == ""  # the nested spelling prints nothing
+    assert capsys.readouterr().err == "" and nested.notes == ()  # printed by the sweep, once its checks pass
+    notes = list(flat.notes)
     assert flat.recorded() == nested.recorded() and flat.fingerprint("kb") == nested.fingerprint("kb")
     kb = load_kb(tmp_path / "kb.json")
     a, b = work_spec(flat, kb), work_spec(nested, kb)
@@ -100,3 +102,15 @@ def test_an_error_in_a_group_names_the_key_as_the_file_spells_it(sweep_files, ca
         load_config(path)
     assert e.value.field == field and str(e.value).startswith(f"{path}: ") and message in str(e.value)
     assert "note:" not in capsys.readouterr().err  # an error is one line
+
+
+def test_a_sweep_prints_the_notes_once_its_checks_pass_and_an_error_stays_one_line(sweep_files, capsys):
+    from deepunlearn.cli import main
+
+    path = sweep_files(extra='k_mode = "dataset"\n')
+    run_sweep(load_config(path), executor=FakeExecutor(), progress=False)
+    assert capsys.readouterr().err.splitlines() == [f"note: {path}: k_mode is read as [probing] k_mode"]
+    bad = sweep_files(name="bad.toml", extra='k_mode = "dataset"\nforms = "nope"\n')
+    assert main(["bench", "--config", str(bad), "--quiet"]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and "field forms: 'nope' is not a form of this KB" in err[0]
