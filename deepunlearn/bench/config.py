@@ -65,7 +65,7 @@ from .config_run import MDUS_HELP, RUN_HELP, MdusSeeds, RunOptions, Seed, Thread
 from .config_accuracy import ACCURACY_HELP, SAMPLE_HELP, accuracy_options
 from .config_files import describe_validation as _describe
 from .config_files import read_config_data
-from .config_groups import grouped_field, ungroup
+from .config_groups import SECTIONS, grouped_field, ungroup
 from .config_paths import SET_NAMES, file_digest as _file_digest, resolve_paths as _resolve_paths
 from .config_probe import (
     ADVERSARIAL_HELP, ATTACKS_HELP, FORMS_HELP, UNLEARN_FORMS_HELP, AttackOptions, PROBE_MODES, ProbeMode, probe_results_key,
@@ -171,6 +171,8 @@ class SweepConfig(StrictModel):
         # empty decides each model's grids (a GPT-2 model gets GPT2-XL's), so it is kept aside
         # and written back as [] by model_dump (a dumped config reloads to the same sweep).
         data = split_seeds(data)  # the top-level ``seeds = N`` of older configs (config_run)
+        if isinstance(data, dict) and any(g in data for g in SECTIONS):  # the groups' tables (config_groups)
+            data = ungroup(data, "", lambda f, m: ValueError(f"field {f}: {m}"), lambda line: None)[0]
         unset = unset_methods(data) if isinstance(data, dict) else None
         cfg = handler(data)
         if unset is not None:

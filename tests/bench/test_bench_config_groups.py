@@ -114,3 +114,14 @@ def test_a_sweep_prints_the_notes_once_its_checks_pass_and_an_error_stays_one_li
     assert main(["bench", "--config", str(bad), "--quiet"]) == 1
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and "field forms: 'nope' is not a form of this KB" in err[0]
+
+
+def test_the_python_api_takes_the_groups_too():
+    from deepunlearn.bench.config import SweepConfig
+
+    base = {"kb": "kb.json", "models": ["m"], "methods": {"ga": [1]}}
+    nested = SweepConfig.model_validate({**base, "probing": {"mode": "rank"}, "checks": {"attacks": {"relearn": [1]}}})
+    flat = SweepConfig.model_validate({**base, "probe_mode": "rank", "attacks": {"relearn": [1]}})
+    assert nested.recorded() == flat.recorded() and nested.probe_mode == "rank"
+    with pytest.raises(ValueError, match=r"field probing.nope: unknown option 'nope' of \[probing\]"):
+        SweepConfig.model_validate({**base, "probing": {"nope": 1}})
