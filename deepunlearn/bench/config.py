@@ -23,8 +23,7 @@ A sweep runs every (model, target, method) trajectory over the method's hyper-pa
 
 Errors name the file and the field (``sweep.toml: field models.0.lr: ...``).
 
-The runner's options are written in the tables of their groups (``[probing] mode``,
-``[minimal_sets] sets``, ``[measures] scores``, ``[checks] adversarial``, ...: :mod:`.config_groups`);
+The runner's options are written in their groups' tables (``[probing] mode``, ...: :mod:`.config_groups`);
 below they go by the flat names the configuration stores them under (``probe_mode``, ``sets``, ...).
 
 The protocol (``deepunlearn.probe.protocol``): ``protocol = "default"`` (the default) or
@@ -151,13 +150,11 @@ class SweepConfig(StrictModel):
     _source: str | None = PrivateAttr(default=None)
     #: methods whose [methods] grid was left empty (they get each model's default grid)
     _unset: frozenset[str] = PrivateAttr(default=frozenset())
-    _notes: tuple[str, ...] = PrivateAttr(default=())
+    _notes: tuple[str, ...] = PrivateAttr(default=())  # a flat key read in its group (config_groups)
 
     @property
     def notes(self) -> tuple[str, ...]:
-        """The file's notes (a flat key read in its group: :mod:`.config_groups`); a sweep prints
-        them once its configuration passed every check."""
-        return self._notes
+        return self._notes  # printed by a sweep once its configuration passed every check
 
     def error(self, field: str, message: str) -> "ConfigError":
         """A :class:`ConfigError` naming this configuration's file (when it came from one) and the field."""
@@ -369,14 +366,11 @@ def parse_config(data: Any, source: str = "<config>", base: str | os.PathLike | 
                           file=file)
     notes: list[str] = []  # the flat keys' notes, printed once the sweep passed its checks (an error is one line)
     data, grouped = ungroup(data, source, lambda f, m: ConfigError(f"{source}: field {f}: {m}", file=file, field=f),
-                            notes.append)  # the groups' tables
+                            notes.append)
     try:
         cfg = SweepConfig.model_validate(data)
     except ValidationError as e:
-        msg, field = _describe(e)
-        spelled = grouped_field(field, grouped)  # the field as the file spells it
-        if spelled != field:
-            msg, field = msg.replace(f"field {field}", f"field {spelled}", 1), spelled
+        msg, field = grouped_field(*_describe(e), grouped)  # the field as the file spells it
         raise ConfigError(f"{source}: {msg}", file=file, field=field) from None
     except RecursionError:  # pragma: no cover - load_config refuses deep documents before this
         raise ConfigError(f"{source}: configuration nested too deeply", file=file) from None

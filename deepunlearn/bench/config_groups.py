@@ -89,10 +89,16 @@ def ungroup(data: dict[str, Any], source: str, fail: Callable[[str, str], Except
     return out, where
 
 
-def grouped_field(field: str | None, where: dict[str, str]) -> str | None:
-    """A field of an error as the file spells it: ``probe_mode`` -> ``probing.mode`` when it was
-    given in [probing] (a sub-field keeps its tail: ``attacks.relearn`` -> ``checks.attacks.relearn``)."""
-    if not field:
-        return field
-    head, _, tail = field.partition(".")
-    return where[head] + (f".{tail}" if tail else "") if head in where else field
+def grouped_field(message: str, field: str | None, where: dict[str, str]) -> tuple[str, str | None]:
+    """An error's message and field with the field as the file spells it: ``probe_mode`` ->
+    ``probing.mode`` when it was given in [probing] (a sub-field keeps its tail:
+    ``attacks.relearn`` -> ``checks.attacks.relearn``).
+
+    >>> grouped_field("field attacks.relearn: bad", "attacks.relearn", {"attacks": "checks.attacks"})
+    ('field checks.attacks.relearn: bad', 'checks.attacks.relearn')
+    """
+    head, _, tail = (field or "").partition(".")
+    if head not in where:
+        return message, field
+    spelled = where[head] + (f".{tail}" if tail else "")
+    return message.replace(f"field {field}", f"field {spelled}", 1), spelled

@@ -392,14 +392,9 @@ def evaluate(original: str | os.PathLike, unlearned: str | os.PathLike | Sequenc
     ([], False, False, 0.0)
     """
     if probing is not None or checks is not None or measures is not None:  # the groups, by their keywords
-        import inspect
+        from .evaluate_options import by_keywords
 
-        from .evaluate_options import merged
-
-        given = {k: v for k, v in locals().items() if k in _KEYWORDS}
-        defaults = {k: p.default for k, p in inspect.signature(evaluate).parameters.items()}
-        return evaluate(original, unlearned, kb, target, **merged(
-            {"probing": probing, "checks": checks, "measures": measures}, {**given, **kw}, defaults))
+        return evaluate(original, unlearned, kb, target, **by_keywords(evaluate, locals()))
     from .evaluate_checks import EvalChecks
 
     checks = EvalChecks.build(adversarial=adversarial, adversarial_modes=adversarial_modes,
@@ -411,7 +406,3 @@ def evaluate(original: str | os.PathLike, unlearned: str | os.PathLike | Sequenc
         return judge.verdict(unlearned, target, checks=checks)
     return [judge.verdict(u, target, checks=checks) for u in unlearned]
 
-
-#: evaluate()'s own keywords that a group may also give
-_KEYWORDS = ("rules", "mode", "forms", "adversarial", "adversarial_modes", "adversarial_calibration", "relearn",
-             "relearn_size", "relearn_lr", "quantize", "seed", "scores", "retain")

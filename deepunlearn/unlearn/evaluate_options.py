@@ -64,10 +64,20 @@ def _attack_keywords(attacks: Any) -> dict:
     return {k: given[k] for k in ATTACK_KEYWORDS if k in given and given[k] != default[k]}
 
 
-def merged(groups: dict, given: dict, defaults: dict) -> dict:
-    """``given`` (evaluate()'s keywords as called) with the groups' keywords: a keyword set both
-    ways (not at its default in ``given``) is a TypeError."""
-    grouped = keywords(groups.get("probing"), groups.get("checks"), groups.get("measures"))
+#: evaluate()'s own keywords that a group may also give (besides those of ``**kw``)
+OWN = ("rules", "mode", "forms", "adversarial", "adversarial_modes", "adversarial_calibration", "relearn",
+       "relearn_size", "relearn_lr", "quantize", "seed", "scores", "retain")
+
+
+def by_keywords(evaluate, called: dict) -> dict:
+    """evaluate()'s keyword arguments of a call whose ``locals()`` are ``called`` (with its groups
+    ``probing``, ``checks``, ``measures`` and its ``kw``), the groups spelled as keywords; a
+    keyword set both ways (not at its default in the call) is a TypeError."""
+    import inspect
+
+    given = {**{k: v for k, v in called.items() if k in OWN}, **called.get("kw", {})}
+    defaults = {k: p.default for k, p in inspect.signature(evaluate).parameters.items()}
+    grouped = keywords(called.get("probing"), called.get("checks"), called.get("measures"))
     twice = sorted(k for k in grouped if k in given and given[k] != defaults.get(k))
     if twice:
         raise TypeError(f"evaluate(): {twice[0]} is given twice, by keyword and in its group")

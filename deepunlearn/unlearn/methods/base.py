@@ -140,24 +140,18 @@ class Session:
             optimiser = OptimiserConfig(lr=lr, **settings)
         elif lr is not None or settings:
             optimiser = replace(optimiser, **({"lr": lr} if lr is not None else {}), **settings)
-        #: the optimiser settings (frozen)
-        self.optimiser: OptimiserConfig = optimiser
+        self.optimiser: OptimiserConfig = optimiser  # the optimiser settings (frozen)
         self.model, self.batch, self.snapshot, self.lora = model, batch, snapshot, lora
+        #: the loss and the learning rate of every optimiser step taken so far (reinforcement included)
         self.losses: list[float] = []
-        #: the learning rate of every optimiser step taken so far (reinforcement included)
         self.rates: list[float] = []
         #: the facts of ``batch``, one per row (the forget set), and the targets they serve
         self.forget_ids, self.targets = list(forget_ids), list(targets)
-        #: retain batches (:class:`~.retain.RetainSampler`); None when the method uses none
-        self.retain = retain
-        #: fact ids -> collated batch on the model's device (changing the forget set mid-run)
-        self.encode = encode
-        #: (question, answer) pairs -> collated batch, answer-only labels (IDK's refusal answers)
-        self.encode_pairs = encode_pairs
-        #: fact ids -> their (question, answer) pairs
-        self.qa = qa
-        #: fact ids -> one key per row ``encode`` gives them ((fact, form name) with several forms)
-        self.row_keys = row_keys
+        #: retain batches (:class:`~.retain.RetainSampler`; None: the method uses none); fact ids ->
+        #: collated batch (``encode``); (question, answer) pairs -> batch, answer-only labels
+        #: (``encode_pairs``); fact ids -> their pairs (``qa``); fact ids -> one key per row of
+        #: ``encode`` (``row_keys``: (fact, form name) with several forms)
+        self.retain, self.encode, self.encode_pairs, self.qa, self.row_keys = retain, encode, encode_pairs, qa, row_keys
         #: what rule-aware methods ask about the rules (probe facts, choose sets, check derivability)
         self.rules = rules
         #: the optimiser step being taken (1-based; 0 before the first)
