@@ -23,6 +23,9 @@ A sweep runs every (model, target, method) trajectory over the method's hyper-pa
 
 Errors name the file and the field (``sweep.toml: field models.0.lr: ...``).
 
+The runner's options are written in their groups' tables (``[probing] mode``, ...: :mod:`.config_groups`);
+below they go by the flat names the configuration stores them under (``probe_mode``, ``sets``, ...).
+
 The protocol (``deepunlearn.probe.protocol``): ``protocol = "default"`` (the default) or
 ``"reference"`` (the paper's public code) at the top level, or per model (``protocol`` in a
 ``[[models]]`` table). ``probe_mode``, ``k_mode``, ``sets`` ("exact", "mdus", "release" or a
@@ -64,6 +67,7 @@ from .config_accuracy import ACCURACY_HELP, SAMPLE_HELP, accuracy_options
 from .config_files import describe_validation as _describe
 from .config_files import read_config_data
 from .config_params import PARAMS_HELP, param_tables, typed_params
+from .config_groups import SECTIONS, grouped_field, ungroup
 from .config_paths import SET_NAMES, file_digest as _file_digest, resolve_paths as _resolve_paths
 from .config_probe import (
     ADVERSARIAL_HELP, ATTACKS_HELP, FORMS_HELP, UNLEARN_FORMS_HELP, AttackOptions, PROBE_MODES, ProbeMode, probe_results_key,
@@ -149,6 +153,11 @@ class SweepConfig(StrictModel):
     _unset: frozenset[str] = PrivateAttr(default=frozenset())
     #: the [params.<method>] tables as the file gave them: what the sweep records (config_params)
     _params_given: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
+    _notes: tuple[str, ...] = PrivateAttr(default=())  # a flat key read in its group (config_groups)
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return self._notes  # printed by a sweep once its configuration passed every check
 
     def error(self, field: str, message: str) -> "ConfigError":
         """A :class:`ConfigError` naming this configuration's file (when it came from one) and the field."""
@@ -162,6 +171,8 @@ class SweepConfig(StrictModel):
         # empty decides each model's grids (a GPT-2 model gets GPT2-XL's), so it is kept aside
         # and written back as [] by model_dump (a dumped config reloads to the same sweep).
         data = split_seeds(data)  # the top-level ``seeds = N`` of older configs (config_run)
+        if isinstance(data, dict) and any(g in data for g in SECTIONS):  # the groups' tables (config_groups)
+            data = ungroup(data, "", lambda f, m: ValueError(f"field {f}: {m}"), lambda line: None)[0]
         unset = unset_methods(data) if isinstance(data, dict) else None
         given = data.get("params") if isinstance(data, dict) else None
         cfg = handler(data)
@@ -369,15 +380,18 @@ def parse_config(data: Any, source: str = "<config>", base: str | os.PathLike | 
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a table of settings at the top level, got {type(data).__name__}",
                           file=file)
+    notes: list[str] = []  # the flat keys' notes, printed once the sweep passed its checks (an error is one line)
+    data, grouped = ungroup(data, source, lambda f, m: ConfigError(f"{source}: field {f}: {m}", file=file, field=f),
+                            notes.append)
     try:
         cfg = SweepConfig.model_validate(data)
     except ValidationError as e:
-        msg, field = _describe(e)
+        msg, field = grouped_field(*_describe(e), grouped)  # the field as the file spells it
         raise ConfigError(f"{source}: {msg}", file=file, field=field) from None
     except RecursionError:  # pragma: no cover - load_config refuses deep documents before this
         raise ConfigError(f"{source}: configuration nested too deeply", file=file) from None
     if file is not None:
-        cfg._source = source
+        cfg._source, cfg._notes = source, tuple(notes)
     if base is None:
         return cfg
     try:
@@ -428,6 +442,7 @@ def load_config(path: str | os.PathLike, **overrides: Any) -> SweepConfig:
     cfg = parse_config(data, source=str(p), base=p.resolve().parent)
     cfg._source = str(p)
     overrides = {k: v for k, v in overrides.items() if v is not None}
+    notes = cfg._notes
     if overrides:
         try:
             cfg = SweepConfig.model_validate({**cfg.model_dump(), **overrides})
@@ -437,5 +452,5 @@ def load_config(path: str | os.PathLike, **overrides: Any) -> SweepConfig:
         for key in ("output", "cache_dir"):
             if key in overrides:
                 cfg = cfg.model_copy(update={key: str(Path(overrides[key]).resolve())})
-        cfg._source = str(p)
+        cfg._source, cfg._notes = str(p), notes
     return cfg

@@ -62,18 +62,20 @@ class WorkSpec:
     """Everything a worker needs to run jobs, as plain picklable data (a Ray actor on another
     node gets a copy: the KB travels as its JSON document; model paths must be reachable there).
 
-    ``models[name]`` is the model's config entry plus ``"run"``: its resolved protocol
-    (``Protocol.describe()``), ``sets`` (a name or a folder), ``tie``, ``probe_mode``, ``k_mode``."""
+    ``models[name]`` is the model's config entry plus ``"run"``: ``{"protocol": ...}``, its resolved
+    protocol (``Protocol.describe()``); ``options[name]`` are the option groups its
+    ``TargetRunner`` is built with (:class:`~deepunlearn.unlearn.runner_options.RunnerOptions`:
+    the protocol's choices resolved, the holdout KB as its JSON document, the probe cache folder
+    set per model when it loads)."""
 
     kb: dict[str, Any]
     models: dict[str, dict[str, Any]]
+    options: dict[str, Any] = field(default_factory=dict)
     rules: str | None = None
-    seeds: int = 100  # MDUS seeds (the config's mdus_seeds)
-    batch_size: int | str = "auto"
-    lora: bool = False
     cache_dir: str | None = None
     threads: int | None = None
-    runner_options: dict[str, Any] = field(default_factory=dict)
+    #: a calibration path with ``{seed}``: per run seed, its calibration (its JSON)
+    calibration_by_seed: dict[str, Any] | None = None
     #: the sweep's methods (the memory fit check plans them before a model is loaded)
     methods: tuple[str, ...] = ()
     #: per method, its hyper-parameters besides the grid (the config's [params.METHOD])
@@ -86,6 +88,49 @@ class WorkSpec:
     oracle_cache: str | None = None
     #: the calibration (its JSON) each point's p_chance uses; None: none (the config's chance_calibration)
     chance_calibration: dict[str, Any] | None = None
+
+    def options_of(self, model: str) -> Any:
+        """The option groups of ``model``'s runner (the defaults when the spec has none)."""
+        from ..unlearn.runner_options import RunnerOptions
+
+        return self.options.get(model) or RunnerOptions()
+
+
+def work_spec(cfg: Any, kb: Any, holdout: dict[str, Any] | None = None, chance: dict[str, Any] | None = None) -> WorkSpec:
+    """The :class:`WorkSpec` of a sweep configuration (a :class:`~.config.SweepConfig`): per
+    model its protocol and the runner's option groups, from the configuration's options (the
+    protocol's where it leaves one unset); ``holdout`` / ``chance``: the holdout KB and the
+    p_chance calibration, read."""
+    from ..kg.io import to_dict
+    from ..unlearn.runner_options import (CheckOptions, MeasureOptions, ProbeOptions, RunnerOptions, SetOptions,
+                                          TrainOptions)
+    from .config_probe import runner_probe_options
+    from .oracle import oracle_cache
+
+    probe = runner_probe_options(cfg)  # the forms, checks and attacks, as the runner takes them
+    measures = MeasureOptions(accuracy=cfg.accuracy, accuracy_sample=cfg.accuracy_sample, **(
+        {"scores": True, "holdout": holdout, "min_k": cfg.min_k, "reference": None if cfg.reference == "none"
+         else cfg.reference, "retrain_cache": str(cfg.cache_path / "retrain")} if cfg.measured else {}))
+    checks = CheckOptions(adversarial=cfg.adversarial, attacks=probe.get("attacks"), modes=probe.get("adversarial_modes"),
+                          calibration=probe.get("adversarial_calibration"))
+
+    def options(m: Any) -> RunnerOptions:
+        p = cfg.protocol_for(m)
+        return RunnerOptions(
+            probing=ProbeOptions(mode=cfg.probe_mode_for(m), forms=cfg.forms, k_mode=p.k_mode, batch_size=cfg.batch_size),
+            minimal_sets=SetOptions(sets=cfg.sets_for(m), tie=p.tie, seeds=cfg.mdus_seeds),
+            training=TrainOptions(lr=m.lr, lora=cfg.lora, unlearn_forms=cfg.unlearn_forms),
+            measures=measures, checks=checks)
+
+    return WorkSpec(
+        kb=to_dict(kb), models={m.name: {**m.model_dump(mode="json"), "run": {"protocol": cfg.protocol_for(m).describe()}}
+                                for m in cfg.models},
+        options={m.name: options(m) for m in cfg.models}, rules=cfg.rules, cache_dir=str(cfg.cache_path),
+        threads=cfg.threads, calibration_by_seed=probe.get("adversarial_calibration_by_seed"), methods=tuple(cfg.methods),
+        method_params=cfg.param_tables(), model_derived=cfg.model_derived,
+        sequential=cfg.targets.sequential_options() if cfg.targets.sequential else {},
+        oracle_cache=str(oracle_cache(cfg.cache_path)) if cfg.oracle else None, chance_calibration=chance,
+    )
 
 
 class ModelWorker:
@@ -121,7 +166,7 @@ class ModelWorker:
 
         m = self.spec.models[model]
         # a per-seed checkpoint or calibration: one runner (and probe cache) per run seed
-        seeded = seed is not None and (is_per_seed(m["path"]) or "adversarial_calibration_by_seed" in self.spec.runner_options)
+        seeded = seed is not None and (is_per_seed(m["path"]) or self.spec.calibration_by_seed is not None)
         path = per_seed(m["path"], seed) if seeded else m["path"]
         if self._model == (model, path, seed if seeded else None) and self._runner is not None:
             return self._runner, 0.0
@@ -139,8 +184,9 @@ class ModelWorker:
         from .guard import check_fit
 
         # on CUDA: refuse a model whose plan does not fit the free memory, before loading it
-        check_fit(model, path, methods=self.spec.methods, lora=self.spec.lora, dtype=m.get("dtype"),
-                  device=m.get("device"), batch_size=self.spec.batch_size, params=self.spec.method_params)
+        opts = self.spec.options_of(model)
+        check_fit(model, path, methods=self.spec.methods, lora=opts.training.lora, dtype=m.get("dtype"),
+                  device=m.get("device"), batch_size=opts.probing.batch_size, params=self.spec.method_params)
         from .progress import quiet_library_bars
 
         with quiet_library_bars():  # their bars inside the sweep's bar wrote ESC[A
@@ -213,31 +259,26 @@ class ModelWorker:
 
 def new_target_runner(spec: WorkSpec, model: str, bundle: Any, kb: Any, cache_dir: str | None,
                       seed: int | None = None) -> Any:
-    """The unlearn layer's ``TargetRunner`` for ``model``: its protocol and the protocol's
-    choices the bench resolved (sets, tie, probe and K mode), passed explicitly; ``seed``: the run
-    seed of a per-seed model (a ``{seed}`` in a calibration path is that seed's file)."""
+    """The unlearn layer's ``TargetRunner`` for ``model``: its protocol and its option groups
+    (:attr:`WorkSpec.options`), with the probe cache ``cache_dir``; ``seed``: the run seed of a
+    per-seed model (a ``{seed}`` in a calibration path is that seed's file)."""
+    from dataclasses import replace
+
     from ..probe.protocol import Protocol
     from ..unlearn import TargetRunner
-    from ..unlearn.runner_options import ProbeOptions, SetOptions, TrainOptions
 
-    m = spec.models[model]
-    run = m["run"]
-    options = dict(spec.runner_options)
-    by_seed = options.pop("adversarial_calibration_by_seed", None)
+    opts = spec.options_of(model)
+    probing, checks, measures = replace(opts.probing, cache_dir=cache_dir), opts.checks, opts.measures
+    by_seed = spec.calibration_by_seed
     if by_seed is not None:  # a calibration path with {seed}: this run seed's (config_run)
-        options["adversarial_calibration"] = by_seed[str(seed if seed is not None else min(map(int, by_seed)))]
-    if options.get("holdout") is not None:
+        checks = replace(checks, calibration=by_seed[str(seed if seed is not None else min(map(int, by_seed)))])
+    if measures.holdout is not None:
         from ..kg.io import from_dict
 
-        options["holdout"] = from_dict(options["holdout"], source="sweep holdout KB")
-    return TargetRunner(
-        bundle, kb, rules=spec.rules, protocol=Protocol.model_validate(run["protocol"]), progress=False,
-        probing=ProbeOptions(mode=run["probe_mode"], k_mode=run["k_mode"], cache_dir=cache_dir,
-                             batch_size=spec.batch_size),
-        minimal_sets=SetOptions(sets=run["sets"], tie=run["tie"], seeds=spec.seeds),
-        training=TrainOptions(lr=m.get("lr"), lora=spec.lora),
-        **options,  # the config's runner options, by their flat keywords
-    )
+        measures = replace(measures, holdout=from_dict(measures.holdout, source="sweep holdout KB"))
+    protocol = Protocol.model_validate(spec.models[model]["run"]["protocol"])
+    return TargetRunner(bundle, kb, rules=spec.rules, protocol=protocol, progress=False,
+                        **{**opts.groups(), "probing": probing, "measures": measures, "checks": checks})
 
 
 def model_derived_questions(runner: Any, target: int) -> list:

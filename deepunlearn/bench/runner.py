@@ -36,11 +36,11 @@ from ..probe.fingerprint import kb_fingerprint
 from ..probe.protocol import get_protocol
 from .config import SET_NAMES, SweepConfig
 from .config_run import model_paths, per_seed, run_seeds, seeds_manifest
-from .config_accuracy import accuracy_options, check_accuracy
-from .config_probe import check_attacks, check_forms, runner_probe_options
+from .config_accuracy import check_accuracy
+from .config_probe import check_attacks, check_forms
 from .executors import Executor, make_executor
 from .guard import SweepLock, check_children, check_models, model_identity, overlaps_model, record_models
-from .jobs import Job, WorkSpec
+from .jobs import Job, work_spec
 from .oracle import ORACLE, check_oracle, oracle_cache
 from .point_controls import check_chance
 from .scheduling import grids_with_baselines, plan_jobs  # noqa: F401  (plan_jobs: re-exported)
@@ -250,6 +250,8 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             check_cache_dir(folder, where=key)
         except CacheDirError as e:
             raise cfg.error(key, str(e).removeprefix(f"{key} ")) from None
+    for line in cfg.notes:  # flat keys read in their groups (config_groups): once the checks passed
+        print(line, file=sys.stderr)
     cfg = cfg.model_copy(update={"rules": resolved_rules(cfg, kb)})
     executor = executor or make_executor(cfg.executor, cfg.ray_address)
     out = cfg.output_dir
@@ -336,7 +338,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             print(f"resuming {out}: {done_points} of {total} points already stored, {n_jobs} job(s) to run",
                   file=sys.stderr)
         try:
-            executor.run(_work_spec(cfg, kb, holdout, chance), jobs, sink)
+            executor.run(work_spec(cfg, kb, holdout, chance), jobs, sink)
             run_rec["status"] = "finished"
         except BaseException as e:
             run_rec["status"] = f"stopped: {type(e).__name__}"
@@ -381,25 +383,3 @@ def _holdout(cfg: SweepConfig, kb: KnowledgeBase) -> dict[str, Any] | None:
     except KBError as e:
         raise cfg.error("holdout", str(e)) from None
     return to_dict(hold)
-
-
-def _work_spec(cfg: SweepConfig, kb: KnowledgeBase, holdout: dict[str, Any] | None = None,
-               chance: dict[str, Any] | None = None) -> WorkSpec:
-    def run(m) -> dict[str, Any]:
-        p = cfg.protocol_for(m)
-        return {"protocol": p.describe(), "sets": cfg.sets_for(m), "tie": p.tie, "probe_mode": cfg.probe_mode_for(m),
-                "k_mode": p.k_mode}
-
-    options = {"scores": True, "holdout": holdout, "min_k": cfg.min_k,
-               "reference": None if cfg.reference == "none" else cfg.reference,
-               "retrain_cache": str(cfg.cache_path / "retrain")} if cfg.measured else {}
-
-    return WorkSpec(
-        kb=to_dict(kb),
-        models={m.name: {**m.model_dump(mode="json"), "run": run(m)} for m in cfg.models},
-        rules=cfg.rules, seeds=cfg.mdus_seeds, batch_size=cfg.batch_size, lora=cfg.lora, cache_dir=str(cfg.cache_path),
-        threads=cfg.threads, methods=tuple(cfg.methods), method_params=cfg.param_tables(), model_derived=cfg.model_derived,
-        sequential=cfg.targets.sequential_options() if cfg.targets.sequential else {},
-        runner_options={**options, **runner_probe_options(cfg), **accuracy_options(cfg)},
-        oracle_cache=str(oracle_cache(cfg.cache_path)) if cfg.oracle else None, chance_calibration=chance,
-    )

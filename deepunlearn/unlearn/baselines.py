@@ -19,9 +19,14 @@ from .measures import ORIGINAL, RETRAIN, Measurer, Reference, reference_set
 
 
 class Baselines:
-    """The measuring side of a :class:`~deepunlearn.unlearn.loop.TargetRunner` (``runner``)."""
+    """The measuring side of a :class:`~deepunlearn.unlearn.loop.TargetRunner`: the model
+    (``bundle``), ``kb``, K (``known``), the rules layer's ``evaluator`` on K, ``point_for`` (makes
+    a point from the facts lost: :meth:`~deepunlearn.unlearn.loop.TargetRunner.point_for`), how the
+    retain model is probed (``probe_mode``, ``batch_size``), the seed of the measures' samples and
+    progress bars for retraining."""
 
-    def __init__(self, runner, *, scores: bool, holdout=None, min_k: float = 20.0, reference: str | None = None,
+    def __init__(self, bundle, kb, known, evaluator, point_for, *, probe_mode: str, batch_size=None, seed: int = 0,
+                 progress: bool = False, scores: bool, holdout=None, min_k: float = 20.0, reference: str | None = None,
                  retrain_cache=None):
         from .methods import UnlearnError
 
@@ -29,11 +34,13 @@ class Baselines:
             raise UnlearnError(f"reference must be 'retrain' or None, got {reference!r}")
         if holdout is not None and not scores:
             raise UnlearnError("a holdout KB is used by the measures: give scores=True too")
-        self.runner, self.reference_mode, self.retrain_cache = runner, reference, retrain_cache
+        self.bundle, self.kb, self.known, self.evaluator, self.point_for = bundle, kb, known, evaluator, point_for
+        self.probe_mode, self.batch_size, self.progress = probe_mode, batch_size, progress
+        self.reference_mode, self.retrain_cache = reference, retrain_cache
         self.measurer = None
         if scores:
-            self.measurer = Measurer(runner.bundle, runner.kb, runner._probe_ids, holdout=holdout, k=min_k,
-                                     seed=runner.seed, batch_size=runner.batch_size)
+            self.measurer = Measurer(bundle, kb, sorted(known), holdout=holdout, k=min_k, seed=seed,
+                                     batch_size=batch_size)
         self._refs: dict[int, tuple[Reference, Any]] = {}
 
     @property
@@ -41,7 +48,7 @@ class Baselines:
         return self.measurer is not None
 
     def ref_set(self, target: int) -> list[int]:
-        return reference_set(self.runner.evaluator, target)
+        return reference_set(self.evaluator, target)
 
     def measure(self, target: int, model_fn, forgotten, reference: Reference | None) -> Callable | None:
         """``set_ids -> measures`` of the model as it is now (None when scores are off)."""
@@ -54,7 +61,7 @@ class Baselines:
     # ------------------------------------------------------------------ rows
     def original_point(self, target: int):
         self._check_known(target)
-        return self.runner.point_for(target, ORIGINAL, 0, [], None, self.measure(target, None, [], self.reference(target)))
+        return self.point_for(target, ORIGINAL, 0, [], None, self.measure(target, None, [], self.reference(target)))
 
     def retrain_point(self, target: int):
         from .methods import UnlearnError
@@ -77,8 +84,8 @@ class Baselines:
     def _check_known(self, target: int) -> None:
         from .points import TargetNotKnownError
 
-        if target not in self.runner.known:
-            raise TargetNotKnownError(f"target {target} {list(self.runner.kb.facts[target])} is not known by the "
+        if target not in self.known:
+            raise TargetNotKnownError(f"target {target} {list(self.kb.facts[target])} is not known by the "
                                       "model before unlearning: no baseline rows")
 
     def _build(self, target: int) -> tuple[Reference, Any]:
@@ -86,17 +93,17 @@ class Baselines:
         from .methods import UnlearnError
         from .retrain import retrain
 
-        r = self.runner
         if self.retrain_cache is None:
             raise UnlearnError("reference='retrain' needs retrain_cache (a folder for the retain models)")
         F = self.ref_set(target)
-        path = retrain(r.bundle, r.kb, F, cache_dir=self.retrain_cache, progress=r.progress)
-        device = str(next(r.bundle.model.parameters()).device)
-        ret = load_model(str(path), device=device, prompt=r.bundle.prompt)
+        path = retrain(self.bundle, self.kb, F, cache_dir=self.retrain_cache, progress=self.progress)
+        device = str(next(self.bundle.model.parameters()).device)
+        ret = load_model(str(path), device=device, prompt=self.bundle.prompt)
         try:
-            res = probe(ret, r.kb, r._probe_ids, mode=r.probe_mode, batch_size=r.batch_size, progress=False)
+            res = probe(ret, self.kb, sorted(self.known), mode=self.probe_mode, batch_size=self.batch_size,
+                        progress=False)
             answered = res.known_ids()
-            forgotten = sorted(r.known - answered)
+            forgotten = sorted(self.known - answered)
             scores = hold = None
             if self.on:
                 scores, hold = self.measurer.score(bundle=ret)
@@ -106,6 +113,6 @@ class Baselines:
         measure = None
         if self.on:
             measure = lambda set_ids: self.measurer.measures(target, set_ids, F, scores, hold, None)  # noqa: E731
-        point = r.point_for(target, RETRAIN, 0, forgotten, None, measure)
+        point = self.point_for(target, RETRAIN, 0, forgotten, None, measure)
         point.notes = {"answers_target": target in answered, "answers_set": sorted(i for i in F if i in answered)}
         return ref, point

@@ -379,7 +379,7 @@ def evaluate(original: str | os.PathLike, unlearned: str | os.PathLike | Sequenc
              adversarial_modes: Sequence[str] | None = None, adversarial_calibration=None,
              relearn: Sequence[int] | None = None, relearn_size: int = 16, relearn_lr: float | None = None,
              quantize: str | None = None, seed: int = 0, scores: bool = False, retain: str | os.PathLike | None = None,
-             **kw) -> Verdict | list[Verdict]:
+             probing=None, checks=None, measures=None, **kw) -> Verdict | list[Verdict]:
     """Judge a model unlearned anywhere against its original: did it forget the target deeply?
 
     Parameters
@@ -403,6 +403,9 @@ def evaluate(original: str | os.PathLike, unlearned: str | os.PathLike | Sequenc
         The relearning and quantisation attacks (see Notes).
     scores, retain : optional
         The likelihood scores, against a retain model's checkpoint (see Notes).
+    probing, checks, measures : optional
+        The probe, check and measure options as TargetRunner's groups instead of keywords
+        (:mod:`.evaluate_options`); an option given both ways is a ``TypeError``.
     **kw
         The other keywords (see Notes).
 
@@ -426,8 +429,9 @@ def evaluate(original: str | os.PathLike, unlearned: str | os.PathLike | Sequenc
     The checks (:mod:`.evaluate_checks`): ``adversarial`` (with ``adversarial_modes``,
     ``adversarial_calibration``), the attacks ``relearn`` (a grid of step counts, e.g. ``[1, 2, 4]``),
     ``relearn_size``, ``relearn_lr``, ``quantize`` (``"int8"``, ``"int4"``, ``"nf4"``), ``seed``,
-    and ``scores`` (with ``retain``, a retain model's checkpoint). Returns a :class:`Verdict` (a
-    list of them for a list).
+    and ``scores`` (with ``retain``, a retain model's checkpoint). The probe, check and measure
+    options may be given as TargetRunner's groups instead (``probing``, ``checks``, ``measures``:
+    :mod:`.evaluate_options`). Returns a :class:`Verdict` (a list of them for a list).
 
     Examples
     --------
@@ -447,6 +451,10 @@ def evaluate(original: str | os.PathLike, unlearned: str | os.PathLike | Sequenc
     >>> v.forgotten, v.target_forgotten, v.deep, v.recall
     ([], False, False, 0.0)
     """
+    if probing is not None or checks is not None or measures is not None:  # the groups, by their keywords
+        from .evaluate_options import by_keywords
+
+        return evaluate(original, unlearned, kb, target, **by_keywords(evaluate, locals()))
     from .evaluate_checks import EvalChecks
 
     checks = EvalChecks.build(adversarial=adversarial, adversarial_modes=adversarial_modes,

@@ -16,27 +16,31 @@ again.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
+from .lr import OptimiserConfig
 from .methods import RetainSampler, Session, retain_pool
 from .methods.retain import retain_term
-from .run_session import optimisation
 
 
-def heal(runner, u, kept: Sequence[int], protected: Sequence[int], goal: float, accuracy, *,
-         steps: int, start: float, every: int = 8, batch: int = 32, seed: int = 0) -> dict:
-    """Finetune ``runner``'s model on K minus ``protected`` minus ``kept`` until ``accuracy()``
+def heal(model, encode, known, optimiser: OptimiserConfig, kept: Sequence[int], protected: Sequence[int], goal: float,
+         accuracy, *, steps: int, start: float, every: int = 8, batch: int = 32, seed: int = 0,
+         snapshot=None) -> dict:
+    """Finetune ``model`` on K (``known``) minus ``protected`` minus ``kept`` until ``accuracy()``
     (a callable measuring the model as it is now) reaches ``goal`` or ``steps`` are spent;
-    ``start`` is the accuracy now. The learning rate and optimisation settings are those of a run
-    of ``u``, with a constant schedule. Returns ``{"steps": taken, "accuracy": last measured}``."""
-    pool = retain_pool(runner.known, kept, protected)
+    ``start`` is the accuracy now. ``encode`` turns fact ids into a batch; the optimiser settings
+    are ``optimiser`` (a run's, :meth:`~deepunlearn.unlearn.loop.TargetRunner.optimiser`) with a
+    constant schedule; ``snapshot``: the original weights (the KL retain term's model). Returns
+    ``{"steps": taken, "accuracy": last measured}``."""
+    pool = retain_pool(known, kept, protected)
     if steps <= 0 or not pool:
         return {"steps": 0, "accuracy": None}
     if start >= goal:
         return {"steps": 0, "accuracy": start}
-    session = Session(runner.bundle.model, runner.encode(pool[:1]), **{**optimisation(runner, u),
-                      "schedule": "constant", "warmup_steps": 0}, encode=runner.encode)
-    session.retain = RetainSampler(runner.encode, pool, size=batch, seed=seed)
+    session = Session(model, encode(pool[:1]), optimiser=replace(optimiser, schedule="constant", warmup_steps=0),
+                      snapshot=snapshot, encode=encode)
+    session.retain = RetainSampler(encode, pool, size=batch, seed=seed)
     taken, acc = 0, start
     it = session.descend(lambda s: retain_term(s, "nll"), steps)
     try:

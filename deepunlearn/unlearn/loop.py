@@ -22,12 +22,12 @@ import sys
 import time
 from typing import Iterable, Iterator, Sequence
 
-from .lr import runner_lr
-from .methods import MethodParams, Unlearner, UnlearnError
+from .lr import OptimiserConfig, optimiser_config
+from .methods import MethodParams, Session, Unlearner, UnlearnError
 from .points import (  # noqa: F401  (Point, TargetNotKnownError, seed_everything: re-exported)
     Point, TargetNotKnownError, _evaluator, _lora_methods, _number, _opt, _unlearner, seed_everything,
 )
-from .run_session import runner_session
+from .run_session import forget_batch, retain_sampler
 from .runner_options import (CheckOptions, MeasureOptions, ProbeOptions, SetOptions, TrainOptions,
                              group_options)
 from .sampled import AccuracySampler
@@ -132,10 +132,10 @@ class TargetRunner:
         if k_mode not in ("probed", "dataset"):
             raise UnlearnError(f"k_mode must be 'probed' or 'dataset', got {k_mode!r}")
         lr, forms, unlearn_forms = to.lr, po.forms, to.unlearn_forms
-        if lr is not None and lr <= 0:
-            raise UnlearnError(f"lr must be positive, got {lr}")
         self.bundle, self.kb = bundle, kb
         self.probe_mode, self.k_mode = probe_mode, k_mode
+        #: how the methods train (``training.lr``: the explicit rate, checked by the rule, :mod:`.lr`)
+        self.training = to
         self.lr, self.lora, self.lora_params = lr, to.lora, to.lora_params or LoraParams()
         self.batch_size, self.seed, self.progress = po.batch_size, seed, progress
         from ..kg.forms import parse_selection
@@ -170,9 +170,12 @@ class TargetRunner:
         self.protected: frozenset[int] = frozenset()
         from .baselines import Baselines
 
-        self.baselines = Baselines(self, scores=mo.scores or mo.reference is not None, holdout=mo.holdout,
-                                   min_k=mo.min_k, reference=mo.reference, retrain_cache=mo.retrain_cache)
-        self.sampler = AccuracySampler(self, mo.accuracy, mo.accuracy_sample, seed, full_only=(
+        self.baselines = Baselines(bundle, kb, self.known, self.evaluator, self.point_for, probe_mode=probe_mode,
+                                   batch_size=po.batch_size, seed=seed, progress=progress,
+                                   scores=mo.scores or mo.reference is not None, holdout=mo.holdout, min_k=mo.min_k,
+                                   reference=mo.reference, retrain_cache=mo.retrain_cache)
+        self.sampler = AccuracySampler(kb, self.known, self.evaluator, self.point_for, mo.accuracy, mo.accuracy_sample,
+                                       seed, protocol=self.protocol.name, full_only=(
             "scores" if self.baselines.on else "the adversarial and attack checks" if self.checks.active else None))
 
     # ------------------------------------------------------------------ pieces
@@ -242,8 +245,34 @@ class TargetRunner:
         skip = {float(s) for s in skip_params}
         return u, values, skip, sum(1 for v in values if float(v) not in skip)
 
-    #: the :class:`Session` a run of ``u`` works in: ``self.session(u, target, forget=None)``
-    session = runner_session
+    def optimiser(self, u: Unlearner) -> OptimiserConfig:
+        """The optimiser settings of a run of ``u``: its rate by the rule of :mod:`.lr` (the
+        method's own ``lr``, else ``TrainOptions.lr``, as given), the method's own optimisation
+        settings where it sets them, else the protocol's."""
+        return optimiser_config(u, lr=self.training.lr, lora=self.lora, bundle=self.bundle, protocol=self.protocol)
+
+    def session(self, u: Unlearner, target: int | Sequence[int], forget: Sequence[int] | None = None) -> Session:
+        """The :class:`Session` a run of ``u`` works in: :meth:`optimiser`'s settings, the forget
+        set (``forget``, default the target(s)) as its batch, a seeded retain sampler when the
+        method uses a retain term (:func:`~.run_session.retain_sampler`) and the rules context
+        (:class:`~.deep.DeepContext`) for rule-aware methods."""
+        from .data import row_keys
+
+        targets, forget_ids = forget_batch(target, forget)
+        kb, forms = self.kb, self.unlearn_forms
+        session = Session(self.bundle.model, self.encode(forget_ids), optimiser=self.optimiser(u),
+                          snapshot=self.snapshot, forget_ids=forget_ids, targets=targets, encode=self.encode,
+                          encode_pairs=self.encode_pairs, row_keys=lambda ids: row_keys(kb, ids, forms),
+                          qa=lambda ids: [(p.question, p.answer) for p in (kb.probe(int(i)) for i in ids)])
+        if u.needs_rules:
+            from .deep import DeepContext
+
+            session.rules = DeepContext(self, targets, choice=getattr(u.params, "choice", "fewest"))
+        if u.uses_retain:
+            avoid = [f for t in targets for f in self.chosen_set(t)] + sorted(self.protected)
+            session.retain = retain_sampler(self.encode, self.known, forget_ids, avoid, u.params.retain_size,
+                                            self.seed, targets)
+        return session
 
     def encode(self, ids: Sequence[int]) -> dict:
         """The facts encoded as in finetuning (answer-only labels), collated on the model's device:
@@ -306,7 +335,7 @@ class TargetRunner:
         if n_todo == 0:
             return
         session = self.session(u, targets)
-        lr = session.lr
+        lr = session.optimiser.lr
         # before the weights change (a retain model is trained once)
         reference = self.baselines.reference(targets[0]) if len(targets) == 1 else None
         if seed is not None:
@@ -334,8 +363,6 @@ class TargetRunner:
             if restore:
                 session.restore()
             bar.close()
-
-    _lr = runner_lr  # the rate of a run of method u: self._lr(u)
 
     def original_point(self, target: int | str) -> Point:
         """The ``original`` baseline row: the model before unlearning, with its measures."""

@@ -156,10 +156,53 @@ def _tidy(x: float) -> float:
     return float(f"{x:.12g}")
 
 
+@dataclass(frozen=True)
+class OptimiserConfig:
+    """The optimiser settings of one method run (what :meth:`~deepunlearn.unlearn.methods.Session.descend`
+    builds its AdamW and schedule from); the run's state (model, batches, step counts) is the
+    :class:`~deepunlearn.unlearn.methods.Session`'s.
+
+    ``lr``: the base rate; ``schedule`` / ``warmup_steps``: how the rate moves over a trajectory
+    (:func:`~deepunlearn.unlearn.methods.base.lr_factor`); ``max_grad_norm``: gradient clipping
+    (None: none); ``weight_decay``: AdamW's, on matrices only; the ``reinforce_*`` settings: TV's
+    and WHP's reinforcing run; ``master_weights``: float32 copies of half-precision weights;
+    ``sam_rho``: the sharpness-aware radius (0: plain steps)."""
+
+    lr: float
+    max_grad_norm: float | None = None
+    weight_decay: float = 0.01
+    schedule: str = "linear"
+    warmup_steps: int = 0
+    reinforce_steps: int = 10
+    reinforce_schedule: str = "linear"
+    reinforce_warmup_steps: int = 0
+    master_weights: bool = True
+    sam_rho: float = 0.0
+
+
+def run_lr(method, *, lr: float | None, lora: bool, bundle) -> float:
+    """The rate a run of ``method`` on ``bundle``'s model uses: :func:`choose_lr` with the
+    method's own ``lr``, else the run's ``lr`` (``TrainOptions.lr``), as the explicit rate."""
+    given = method.params.lr if method.params.lr is not None else lr
+    n_params = sum(p.numel() for p in bundle.model.parameters())
+    return choose_lr(method, meta=getattr(bundle, "meta", None), n_params=n_params, lr=given, lora=lora).value
+
+
+def optimiser_config(method, *, lr: float | None, lora: bool, bundle, protocol) -> OptimiserConfig:
+    """The :class:`OptimiserConfig` of a run of ``method``: its rate (:func:`run_lr`), the
+    method's own optimisation settings where it sets them, else the ``protocol``'s
+    (:class:`~deepunlearn.probe.protocol.Protocol`)."""
+    pr, mp = protocol, method.params
+    pick = lambda own, default: default if own is None else own  # noqa: E731
+    return OptimiserConfig(
+        lr=run_lr(method, lr=lr, lora=lora, bundle=bundle),
+        max_grad_norm=pick(mp.max_grad_norm, pr.max_grad_norm) or None,
+        weight_decay=pick(mp.weight_decay, pr.weight_decay), schedule=pick(mp.schedule, pr.schedule),
+        warmup_steps=pick(mp.warmup_steps, pr.warmup_steps), reinforce_steps=pr.reinforce_steps,
+        reinforce_schedule=pr.reinforce_schedule, reinforce_warmup_steps=pr.reinforce_warmup_steps)
+
+
 def runner_lr(runner, method) -> float:
-    """The rate a :class:`~deepunlearn.unlearn.loop.TargetRunner` run of ``method`` uses:
-    :func:`choose_lr` with the method's own ``lr``, else the runner's, as the explicit rate."""
-    lr = method.params.lr if method.params.lr is not None else runner.lr
-    n_params = sum(p.numel() for p in runner.bundle.model.parameters())
-    return choose_lr(method, meta=getattr(runner.bundle, "meta", None), n_params=n_params, lr=lr,
-                     lora=runner.lora).value
+    """The rate a :class:`~deepunlearn.unlearn.loop.TargetRunner` run of ``method`` uses
+    (:func:`run_lr` with the runner's ``lr`` and ``lora``)."""
+    return run_lr(method, lr=runner.lr, lora=runner.lora, bundle=runner.bundle)

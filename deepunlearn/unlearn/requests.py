@@ -110,7 +110,8 @@ def _heal(runner, u, kept: list[int], forgotten: list[int], goal: float, steps: 
         now["forgotten"] = sorted(runner.known - runner.known_after())
         return _accuracy(runner, kept, now["forgotten"])[1]
 
-    record = heal(runner, u, kept, protected, goal, accuracy, steps=steps, start=start, seed=seed)
+    record = heal(runner.bundle.model, runner.encode, runner.known, runner.optimiser(u), kept, protected, goal,
+                  accuracy, steps=steps, start=start, seed=seed, snapshot=runner.snapshot)
     return now["forgotten"], record  # healing ends on a measurement (or takes no step)
 
 

@@ -18,7 +18,7 @@ TypeError: TargetRunner: unknown option 'stride'
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Sequence
 
 
@@ -109,6 +109,26 @@ class CheckOptions:
 #: TargetRunner's keyword for each group, and the group's class
 GROUPS = {"probing": ProbeOptions, "minimal_sets": SetOptions, "training": TrainOptions,
           "measures": MeasureOptions, "checks": CheckOptions}
+
+@dataclass(frozen=True)
+class RunnerOptions:
+    """The five groups together, as a sweep's work specification carries them per model
+    (picklable); :meth:`groups` gives TargetRunner's keywords.
+
+    >>> RunnerOptions(training=TrainOptions(lr=1e-4)).groups()["training"].lr
+    0.0001
+    """
+
+    probing: ProbeOptions = field(default_factory=ProbeOptions)
+    minimal_sets: SetOptions = field(default_factory=SetOptions)
+    training: TrainOptions = field(default_factory=TrainOptions)
+    measures: MeasureOptions = field(default_factory=MeasureOptions)
+    checks: CheckOptions = field(default_factory=CheckOptions)
+
+    def groups(self) -> dict[str, Any]:
+        """TargetRunner's keyword arguments: group keyword -> options object."""
+        return {name: getattr(self, name) for name in GROUPS}
+
 
 #: flat keyword -> (group keyword, field)
 FLAT: dict[str, tuple[str, str]] = {

@@ -127,12 +127,15 @@ def wilson(p: float, n: float, z: float) -> tuple[float, float]:
 class AccuracySampler:
     """What a runner probes per target and how it turns that into accuracy (module docstring)."""
 
-    def __init__(self, runner, mode: str = "auto", sample: int = DEFAULT_SAMPLE, seed: int = 0,
-                 full_only: str | None = None):
-        self.runner, self.sample, self.seed = runner, sample, seed
+    def __init__(self, kb, known, evaluator, point_for, mode: str = "auto", sample: int = DEFAULT_SAMPLE,
+                 seed: int = 0, protocol: str = "default", full_only: str | None = None):
+        """``kb``, ``known`` (K) and ``evaluator`` (the rules layer's, on K) say what a target's
+        points need; ``point_for`` makes a point (:meth:`TargetRunner.point_for
+        <deepunlearn.unlearn.loop.TargetRunner.point_for>`); ``protocol``: the run's protocol name."""
+        self.kb, self.known, self.evaluator, self.point_for = kb, known, evaluator, point_for
+        self.sample, self.seed = sample, seed
         self.requested = mode
-        self.mode = resolve_accuracy(mode, sample, n_known=len(runner.known), protocol=runner.protocol.name,
-                                     full_only=full_only)
+        self.mode = resolve_accuracy(mode, sample, n_known=len(known), protocol=protocol, full_only=full_only)
         self._plans: dict[int, dict] = {}
 
     @property
@@ -145,11 +148,10 @@ class AccuracySampler:
     def exact_part(self, target: int) -> list[int]:
         """The facts of K every point of ``target`` probes: its derivation cone in K, its minimal
         sets and itself (recall and deep need no other)."""
-        r = self.runner
-        graph, t = r.evaluator.graph, int(target)
-        part = {int(f) for f in graph.cone(t).nodes.tolist() if f < graph.n_kb and f in r.known}
-        for s in r.evaluator.minimal_sets(t).sets:
-            part |= {int(f) for f in s if int(f) in r.known}
+        graph, t, known = self.evaluator.graph, int(target), self.known
+        part = {int(f) for f in graph.cone(t).nodes.tolist() if f < graph.n_kb and f in known}
+        for s in self.evaluator.minimal_sets(t).sets:
+            part |= {int(f) for f in s if int(f) in known}
         return sorted(part | {t})
 
     def plan(self, target: int) -> dict:
@@ -158,12 +160,11 @@ class AccuracySampler:
         got = self._plans.get(t)
         if got is not None:
             return got
-        r = self.runner
         exact = self.exact_part(t)
-        rest = strata(r.kb, sorted(r.known - set(exact)))
+        rest = strata(self.kb, sorted(self.known - set(exact)))
         sizes = [len(v) for v in rest.values()]
         rng = np.random.default_rng([int(self.seed), t])
-        weights = np.zeros(len(r.kb), dtype=float)
+        weights = np.zeros(len(self.kb), dtype=float)
         weights[exact] = 1.0
         drawn: dict[str, list[int]] = {}
         for (g, ids), k in zip(rest.items(), allocate(sizes, self.sample)):
@@ -179,7 +180,7 @@ class AccuracySampler:
     def point(self, target: int, method: str, param, forgotten: list[int], lr: float | None):
         """The runner's point for ``forgotten`` (of the planned probe): weighted accuracies and
         the interval in its notes."""
-        p = self.runner.point_for(target, method, param, forgotten, lr, weights=self.plan(target)["weights"])
+        p = self.point_for(target, method, param, forgotten, lr, weights=self.plan(target)["weights"])
         p.notes.update(self.interval(target, p.set, forgotten))
         return p
 

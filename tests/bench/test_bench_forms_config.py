@@ -13,7 +13,8 @@ import yaml
 from bench_helpers import FakeExecutor
 from deepunlearn.bench import jobs, runner
 from deepunlearn.bench.config import ConfigError, load_config, parse_config
-from deepunlearn.bench.runner import _work_spec, check_config, run_sweep
+from deepunlearn.bench.jobs import work_spec
+from deepunlearn.bench.runner import check_config, run_sweep
 from deepunlearn.cli import main
 from deepunlearn.kg.io import load_kb
 
@@ -82,7 +83,7 @@ def _runner_kwargs(monkeypatch, cfg, kb):
 
     _Capture.seen = []
     monkeypatch.setattr(unlearn, "TargetRunner", _Capture)
-    jobs.new_target_runner(_work_spec(cfg, kb), cfg.models[0].name, None, kb, None)
+    jobs.new_target_runner(work_spec(cfg, kb), cfg.models[0].name, None, kb, None)
     return _Capture.seen[-1]
 
 
@@ -164,7 +165,8 @@ def test_forms_are_checked_against_the_kb_before_anything_is_written(sweep_files
     seen = []
     ex.run = lambda spec, jobs, sink, _run=ex.run: seen.append(spec) or _run(spec, jobs, sink)
     assert run_sweep(cfg, executor=ex, progress=False).computed == 8
-    assert seen[0].runner_options == {"forms": "test,st1,no1", "adversarial": True}
+    opts = seen[0].options["tiny"]
+    assert (opts.probing.forms, opts.checks.adversarial, opts.training.unlearn_forms) == ("test,st1,no1", True, None)
 
 
 def test_attack_checks_that_need_the_models_and_targets(sweep_files):

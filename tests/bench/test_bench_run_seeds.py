@@ -296,15 +296,17 @@ def test_each_seed_gets_its_own_calibration_and_checkpoint(tmp_path, monkeypatch
     loaded = []
     monkeypatch.setattr(probe, "load_model", lambda path, **k: loaded.append(path) or object())
     kb = to_dict(KnowledgeBase.build({"A": {}, "B": {}}, [("A", "child", "B")]))
-    run = {"protocol": {"answer_format": None, "name": "default"}, "probe_mode": "exact", "k_mode": "probed",
-           "sets": "exact", "tie": "accuracy"}
+    run = {"protocol": {"answer_format": None, "name": "default"}}
+    from deepunlearn.unlearn.runner_options import CheckOptions, ProbeOptions, RunnerOptions, SetOptions
+
+    options = RunnerOptions(probing=ProbeOptions(mode="exact", k_mode="probed"),
+                            minimal_sets=SetOptions(sets="exact", tie="accuracy"), checks=CheckOptions(adversarial=True))
     from deepunlearn.probe.protocol import Protocol
 
     monkeypatch.setattr(Protocol, "model_validate", staticmethod(lambda d: d))    # the runner is a stand-in
     spec = jobs.WorkSpec(kb=kb, models={"m": {"path": str(tmp_path / "m-s{seed}"), "run": run}},
-                         cache_dir=str(tmp_path / "cache"),
-                         runner_options={"adversarial": True,
-                                         "adversarial_calibration_by_seed": {"0": {"cal": 0}, "7": {"cal": 7}}})
+                         options={"m": options}, cache_dir=str(tmp_path / "cache"),
+                         calibration_by_seed={"0": {"cal": 0}, "7": {"cal": 7}})
     w = jobs.ModelWorker(spec)
     w._load("m", 7)
     w._load("m", 7)                                    # the same seed: the loaded runner is kept
@@ -312,4 +314,3 @@ def test_each_seed_gets_its_own_calibration_and_checkpoint(tmp_path, monkeypatch
     assert loaded == [str(tmp_path / "m-s7"), str(tmp_path / "m-s0")]
     assert [k["adversarial_calibration"] for k in got] == [{"cal": 7}, {"cal": 0}]
     assert [Path(k["cache_dir"]).name for k in got] == ["seed-7", "seed-0"]
-    assert all("adversarial_calibration_by_seed" not in k for k in got)

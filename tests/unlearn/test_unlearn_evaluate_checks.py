@@ -241,3 +241,32 @@ def test_manifest_rows_know_their_lines(tmp_path):
     rows = read_manifest(csv)
     assert [(r["checkpoint"], r["line"]) for r in rows] == [("a", 4), ("b\nc", 6)]
     assert where(csv, 0, rows[0]) == f"--manifest {csv}: row 1 (line 4)"
+
+
+def test_evaluate_with_option_groups_equals_the_keyword_spelling(setup):
+    """TargetRunner's groups (probing, checks, measures) give evaluate() the verdict its keywords give."""
+    import deepunlearn
+    from deepunlearn.unlearn.runner_options import CheckOptions, ProbeOptions
+
+    common = dict(device="cpu", progress=False)
+    args = (setup["a"], setup["b"], setup["kb_file"], setup["t"])
+    by_keyword = deepunlearn.evaluate(*args, mode="rank", adversarial=True, adversarial_modes=["exact", "rank"],
+                                      relearn=[1], relearn_size=4, cache_dir=setup["tmp"] / "cache-kw", **common)
+    by_group = deepunlearn.evaluate(*args, probing=ProbeOptions(mode="rank", cache_dir=setup["tmp"] / "cache-g"),
+                                    checks=CheckOptions(adversarial=True, modes=["exact", "rank"],
+                                                        attacks={"relearn": [1], "relearn_size": 4}), **common)
+    assert by_group.model_dump() == by_keyword.model_dump()
+    assert by_group.adversarial["modes"] == ["exact", "rank"] and by_group.attacks["recall_relearn"]
+
+
+def test_evaluate_refuses_a_group_option_it_cannot_take_or_one_given_twice(setup):
+    import deepunlearn
+    from deepunlearn.unlearn.runner_options import MeasureOptions, ProbeOptions
+
+    args = (setup["a"], setup["b"], setup["kb_file"], setup["t"])
+    with pytest.raises(TypeError, match=r"probing.k_mode is not an option of evaluate\(\)"):
+        deepunlearn.evaluate(*args, probing=ProbeOptions(k_mode="dataset"), progress=False)
+    with pytest.raises(TypeError, match=r"measures.reference is not an option"):
+        deepunlearn.evaluate(*args, measures=MeasureOptions(reference="retrain"), progress=False)
+    with pytest.raises(TypeError, match="mode is given twice"):
+        deepunlearn.evaluate(*args, mode="exact", probing=ProbeOptions(mode="rank"), progress=False)

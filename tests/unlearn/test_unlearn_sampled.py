@@ -20,6 +20,11 @@ def _fake_runner(kb, known=None):
     return SimpleNamespace(kb=kb, known=k, evaluator=ev, protocol=SimpleNamespace(name="default"))
 
 
+def _sampler(runner, mode, sample, seed=0):
+    return AccuracySampler(runner.kb, runner.known, runner.evaluator, getattr(runner, "point_for", None), mode, sample, seed=seed,
+                           protocol=runner.protocol.name)
+
+
 def _sampled_eval(runner, sampler, t, lost):
     plan = sampler.plan(t)
     seen = sorted(set(lost) & set(plan["probe"]))
@@ -34,7 +39,7 @@ def test_recall_and_deep_match_the_full_probe_on_random_losses(small_kb):
 
     runner = _fake_runner(small_kb)
     runner.evaluator.tie = "first"
-    sampler = AccuracySampler(runner, "sampled", 20, seed=3)
+    sampler = _sampler(runner, "sampled", 20, seed=3)
     rng = np.random.default_rng(0)
     g = runner.evaluator.graph
     for t in sorted(set(small_kb.targets)):
@@ -51,8 +56,8 @@ def test_recall_and_deep_match_the_full_probe_on_random_losses(small_kb):
 def test_sample_is_deterministic_from_the_seed_and_stratified(small_kb):
     runner = _fake_runner(small_kb)
     t = small_kb.targets[0]
-    a, b = AccuracySampler(runner, "sampled", 30, seed=7), AccuracySampler(runner, "sampled", 30, seed=7)
-    c = AccuracySampler(runner, "sampled", 30, seed=8)
+    a, b = _sampler(runner, "sampled", 30, seed=7), _sampler(runner, "sampled", 30, seed=7)
+    c = _sampler(runner, "sampled", 30, seed=8)
     assert a.plan(t)["sample"] == b.plan(t)["sample"] and a.plan(t)["sample"] != c.plan(t)["sample"]
     plan = a.plan(t)
     assert len(plan["sample"]) == 30 and not set(plan["sample"]) & set(plan["exact"])
@@ -71,7 +76,7 @@ def test_interval_covers_the_full_accuracy(small_kb):
     targets = sorted(set(small_kb.targets))
     for k in range(60):
         t = targets[k % len(targets)]
-        sampler = AccuracySampler(runner, "sampled", 40, seed=k)
+        sampler = _sampler(runner, "sampled", 40, seed=k)
         lost = rng.choice(len(small_kb), int(rng.uniform(0.05, 0.5) * len(small_kb)), replace=False).tolist()
         full = runner.evaluator.evaluate(t, lost)
         ev, _, iv = _sampled_eval(runner, sampler, t, lost)
@@ -86,7 +91,7 @@ def test_interval_covers_the_full_accuracy(small_kb):
 def test_a_sample_as_large_as_the_rest_is_the_full_probe(small_kb):
     runner = _fake_runner(small_kb)
     t = small_kb.targets[0]
-    sampler = AccuracySampler(runner, "sampled", 10_000)
+    sampler = _sampler(runner, "sampled", 10_000)
     lost = list(range(0, len(small_kb), 3))
     full = runner.evaluator.evaluate(t, lost)
     ev, _, iv = _sampled_eval(runner, sampler, t, lost)
@@ -120,7 +125,7 @@ def test_sampled_points_match_full_points_on_the_model(five_people_runner):
     targets = sorted(r.known)[:4]
     full = [p for t in targets for p in r.run(t, "ga", grid=[1, 4, 8], seed=0)]
     assert r.sampler.mode == "full"  # auto: 25 facts
-    r.sampler = AccuracySampler(r, "sampled", 3, seed=0)
+    r.sampler = _sampler(r, "sampled", 3, seed=0)
     samp = [p for t in targets for p in r.run(t, "ga", grid=[1, 4, 8], seed=0)]
     for f, s in zip(full, samp):
         assert (s.recall, s.notes["deep"], s.target_forgotten, s.set) == (f.recall, f.notes["deep"],

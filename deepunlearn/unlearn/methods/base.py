@@ -16,12 +16,14 @@ in the state to probe; the per-target loop (``loop.py``) probes it and restores 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, ClassVar, Iterator, Mapping, Sequence
 
 import torch
 from pydantic import ValidationError
 
+from ...limits import MAX_STEPS, bound_message, too_large
+from ..lr import OptimiserConfig
 from ..sam import sam_gradients
 from ..snapshot import LoraAdapter, WeightSnapshot
 from .params import (MethodParams, UnlearnError, check_grid, check_kind, describe_params_error,  # noqa: F401
@@ -31,6 +33,8 @@ from .retain import RetainSampler, retain_term
 #: ``model_fn(input_ids, attention_mask) -> logits [B, T, V]``: replaces the model's forward
 #: while probing (the probe layer's hook; WHP uses it for its mixed distribution).
 ModelFn = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+#: the settings a :class:`Session` reads from its :class:`~deepunlearn.unlearn.lr.OptimiserConfig`
+OPTIMISER_FIELDS = tuple(f.name for f in fields(OptimiserConfig))
 
 
 class MethodCache(Mapping[str, type["Unlearner"]]):
@@ -151,55 +155,54 @@ def decay_groups(params: Sequence[torch.nn.Parameter], weight_decay: float) -> l
             if g["params"]]
 
 
-@dataclass
 class Session:
-    """What one method run works on.
+    """What one method run works on: its optimiser settings (:attr:`optimiser`, a frozen
+    :class:`~deepunlearn.unlearn.lr.OptimiserConfig`) and its run state.
 
     ``batch``: the target's question/answer, collated (``input_ids``, ``attention_mask``,
     ``labels`` with -100 on the prompt), on the model's device. ``snapshot``: the original
     weights (full mode); ``lora``: the adapter being trained (LoRA mode); exactly one is set.
-    ``schedule``/``warmup_steps`` shape the rate of a trajectory over its total step count
-    (:func:`lr_factor`); the ``reinforce_*`` fields are those of TV's and WHP's reinforcing run.
+    The optimiser settings are given as ``optimiser`` or by their names (``lr``, ``schedule``,
+    ``warmup_steps``, ...: :class:`~deepunlearn.unlearn.lr.OptimiserConfig`'s fields), and read
+    by the same names (``session.lr``); setting one replaces :attr:`optimiser` by a copy.
     """
 
-    model: torch.nn.Module
-    batch: dict[str, torch.Tensor]
-    lr: float
-    max_grad_norm: float | None = None
-    weight_decay: float = 0.01
-    schedule: str = "linear"
-    warmup_steps: int = 0
-    reinforce_steps: int = 10
-    reinforce_schedule: str = "linear"
-    reinforce_warmup_steps: int = 0
-    snapshot: WeightSnapshot | None = None
-    lora: LoraAdapter | None = None
-    master_weights: bool = True
-    #: sharpness-aware minimisation's radius (0: plain steps; :func:`deepunlearn.unlearn.sam.sam_gradients`)
-    sam_rho: float = 0.0
-    losses: list[float] = field(default_factory=list)
-    #: the learning rate of every optimiser step taken so far (reinforcement included)
-    rates: list[float] = field(default_factory=list)
-    #: the facts of ``batch``, one per row (the forget set), and the targets they serve
-    forget_ids: list[int] = field(default_factory=list)
-    targets: list[int] = field(default_factory=list)
-    #: retain batches (:class:`~.retain.RetainSampler`); None when the method uses none
-    retain: "RetainSampler | None" = None
-    #: fact ids -> collated batch on the model's device (changing the forget set mid-run)
-    encode: Callable[[list[int]], dict] | None = None
-    #: (question, answer) pairs -> collated batch, answer-only labels (IDK's refusal answers)
-    encode_pairs: Callable[[list[tuple[str, str]]], dict] | None = None
-    #: fact ids -> their (question, answer) pairs
-    qa: Callable[[list[int]], list[tuple[str, str]]] | None = None
-    #: fact ids -> one key per row ``encode`` gives them ((fact, form name) with several forms)
-    row_keys: Callable[[list[int]], list] | None = None
-    #: what rule-aware methods ask the runner (probe facts, choose sets, check derivability)
-    rules: Any = None
-    #: the optimiser step being taken (1-based; 0 before the first)
-    step: int = 0
-    #: checks every step of :meth:`descend` and may undo it (:class:`~.du_guard.StepGuard`)
-    step_guard: Any = None
-    _original: torch.nn.Module | None = None
+    def __init__(self, model: torch.nn.Module, batch: dict[str, torch.Tensor], lr: float | None = None, *,
+                 optimiser: OptimiserConfig | None = None, snapshot: WeightSnapshot | None = None,
+                 lora: LoraAdapter | None = None, forget_ids: Sequence[int] = (), targets: Sequence[int] = (),
+                 retain: "RetainSampler | None" = None, encode: Callable[[list[int]], dict] | None = None,
+                 encode_pairs: Callable[[list[tuple[str, str]]], dict] | None = None,
+                 qa: Callable[[list[int]], list[tuple[str, str]]] | None = None,
+                 row_keys: Callable[[list[int]], list] | None = None, rules: Any = None, step_guard: Any = None,
+                 **settings: Any):
+        unknown = sorted(set(settings) - set(OPTIMISER_FIELDS))
+        if unknown:
+            raise TypeError(f"Session: unknown argument {unknown[0]!r}")
+        if optimiser is None:
+            if lr is None:
+                raise TypeError("Session: give lr or optimiser")
+            optimiser = OptimiserConfig(lr=lr, **settings)
+        elif lr is not None or settings:
+            optimiser = replace(optimiser, **({"lr": lr} if lr is not None else {}), **settings)
+        self.optimiser: OptimiserConfig = optimiser  # the optimiser settings (frozen)
+        self.model, self.batch, self.snapshot, self.lora = model, batch, snapshot, lora
+        #: the loss and the learning rate of every optimiser step taken so far (reinforcement included)
+        self.losses: list[float] = []
+        self.rates: list[float] = []
+        #: the facts of ``batch``, one per row (the forget set), and the targets they serve
+        self.forget_ids, self.targets = list(forget_ids), list(targets)
+        #: retain batches (:class:`~.retain.RetainSampler`; None: the method uses none); fact ids ->
+        #: collated batch (``encode``); (question, answer) pairs -> batch, answer-only labels
+        #: (``encode_pairs``); fact ids -> their pairs (``qa``); fact ids -> one key per row of
+        #: ``encode`` (``row_keys``: (fact, form name) with several forms)
+        self.retain, self.encode, self.encode_pairs, self.qa, self.row_keys = retain, encode, encode_pairs, qa, row_keys
+        #: what rule-aware methods ask about the rules (probe facts, choose sets, check derivability)
+        self.rules = rules
+        #: the optimiser step being taken (1-based; 0 before the first)
+        self.step = 0
+        #: checks every step of :meth:`descend` and may undo it (:class:`~.du_guard.StepGuard`)
+        self.step_guard = step_guard
+        self._original: torch.nn.Module | None = None
 
     def logits(self, model: torch.nn.Module | None = None) -> torch.Tensor:
         """The logits of ``model`` (default: the session's) on the forget batch."""
@@ -274,21 +277,23 @@ class Session:
         params = self.trainable() if params is None else list(params)
         if not params:
             raise UnlearnError("the model has no trainable parameters")
+        cfg = self.optimiser
         masters = [
             p.detach().float().clone().requires_grad_(True)
-            if self.master_weights and p.dtype in (torch.float16, torch.bfloat16) else p
+            if cfg.master_weights and p.dtype in (torch.float16, torch.bfloat16) else p
             for p in params
         ]
-        schedule = self.schedule if schedule is None else schedule
-        warmup = self.warmup_steps if warmup is None else warmup
-        opt = torch.optim.AdamW(decay_groups(masters, self.weight_decay), lr=self.lr)
+        schedule = cfg.schedule if schedule is None else schedule
+        warmup = cfg.warmup_steps if warmup is None else warmup
+        opt = torch.optim.AdamW(decay_groups(masters, cfg.weight_decay), lr=cfg.lr)
         guard, state = self.step_guard, params + [m for p, m in zip(params, masters) if m is not p]
         try:
             for step in range(1, steps + 1):
                 while True:  # a guard may undo the step and have it taken again (at a smaller rate)
                     if guard is not None:
                         guard.save(state, opt)
-                    rate = self.lr * lr_factor(step - 1, steps, schedule, warmup) * (guard.scale if guard else 1.0)
+                    scale = guard.scale if guard else 1.0  # the rate is read per step (it may be changed between steps)
+                    rate = self.optimiser.lr * lr_factor(step - 1, steps, schedule, warmup) * scale
                     self._one_step(loss_fn, opt, params, masters, rate)
                     if guard is None or guard.accept(state, opt):
                         break
@@ -312,13 +317,14 @@ class Session:
             m.grad = None
         loss = loss_fn(self)
         loss.backward()
-        if self.sam_rho:
-            sam_gradients(params, lambda: loss_fn(self), self.sam_rho)
+        cfg = self.optimiser
+        if cfg.sam_rho:
+            sam_gradients(params, lambda: loss_fn(self), cfg.sam_rho)
         for p, m in zip(params, masters):
             if m is not p and p.grad is not None:
                 m.grad, p.grad = p.grad.float(), None
-        if self.max_grad_norm:
-            torch.nn.utils.clip_grad_norm_(masters, self.max_grad_norm)
+        if cfg.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(masters, cfg.max_grad_norm)
         opt.step()
         with torch.no_grad():
             for p, m in zip(params, masters):
@@ -334,6 +340,20 @@ class Session:
             self.lora.remove()
         if self.snapshot is not None:
             self.snapshot.restore(self.model)
+
+
+def _optimiser_setting(name: str) -> property:
+    def get(self: Session) -> Any:
+        return getattr(self.optimiser, name)
+
+    def put(self: Session, value: Any) -> None:
+        self.optimiser = replace(self.optimiser, **{name: value})
+
+    return property(get, put, doc=f"``optimiser.{name}`` (setting it replaces :attr:`Session.optimiser` by a copy)")
+
+
+for _name in OPTIMISER_FIELDS:
+    setattr(Session, _name, _optimiser_setting(_name))
 
 
 class Unlearner(ABC):
