@@ -76,7 +76,7 @@ from .config_probe import (
 from .grids import GRID_PRESETS, PAPER_GRIDS, check_grid, family_default, folder_digest, is_gpt2_family, resolve_grids
 from .grids import refuse_bools, unset_methods
 from .modelspec import ModelSpec, protocol_name, StrictModel, prompt_format
-from .oracle import ORACLE_HELP
+from .oracle import ORACLE_HELP, ORACLE_SEEDS_HELP
 from .point_controls import CHANCE_HELP
 from .targets import TargetSpec
 from .tracking import TRACKER_HELP
@@ -115,6 +115,8 @@ class SweepConfig(StrictModel):
     model_derived: bool = Field(default=False, strict=True, description="at every point also ask the target's compose "
                                 "questions and store deep_model (model-derived deep unlearning) beside the rules' deep")
     oracle: bool = Field(default=False, strict=True, description=ORACLE_HELP)
+    oracle_seeds: list[Annotated[int, Field(ge=0, strict=True)]] = Field(default_factory=list,
+                                                                           description=ORACLE_SEEDS_HELP)
     chance_calibration: str | None = Field(default=None, description=CHANCE_HELP)
     k_mode: Literal["probed", "dataset"] | None = Field(default=None, description="override; None: the protocol's")
     exact: bool | None = Field(default=None, description="override, older spelling: true = sets 'exact', "
@@ -248,6 +250,10 @@ class SweepConfig(StrictModel):
             raise ValueError("field adversarial_modes: the modes of the adversarial aggregate: set adversarial = true too")
         if self.model_derived and "whp" in self.methods:
             raise ValueError("field model_derived: WHP changes the output distribution, not the weights; drop whp")
+        if self.oracle_seeds and not self.oracle:
+            raise ValueError("field oracle_seeds: more seeds of each target's oracle: set oracle = true too")
+        if len(set(self.oracle_seeds)) != len(self.oracle_seeds):
+            raise ValueError(f"field oracle_seeds: a seed given twice in {self.oracle_seeds}")
         if self.oracle and (self.targets.batch or self.targets.sequential):
             raise ValueError("field oracle: an oracle is retrained per target; batch and sequential requests are "
                              "not single targets: set oracle = false or drop the requests")
@@ -316,9 +322,11 @@ class SweepConfig(StrictModel):
 
     def recorded(self) -> dict[str, Any]:
         """The configuration as a sweep records it (its store's ``config``, a tracker's params):
-        the JSON dump, without ``chance_calibration`` when it is unset, so a sweep without
-        p_chance records what it did before that option existed."""
-        return self.model_dump(mode="json", exclude={"chance_calibration"} if self.chance_calibration is None else None)
+        the JSON dump, without ``chance_calibration`` and ``oracle_seeds`` when they are unset, so a
+        sweep without them records what it did before those options existed."""
+        unset = {k for k, v in (("chance_calibration", self.chance_calibration is None),
+                                ("oracle_seeds", not self.oracle_seeds)) if v}
+        return self.model_dump(mode="json", exclude=unset or None)
 
     def param_tables(self) -> dict[str, dict[str, Any]]:
         """Each method's ``[params.<method>]`` table as the file gave it (the run's workers make
@@ -345,6 +353,7 @@ class SweepConfig(StrictModel):
             "lora": self.lora,
             **probe_results_key(self),
             **({"model_derived": True} if self.model_derived else {}),
+            **({"oracle_seeds": list(self.oracle_seeds)} if self.oracle_seeds else {}),  # deep_oracle's references
             **accuracy_options(self),
             **({"measures": {"min_k": self.min_k, "reference": self.reference, "holdout":
                              _file_digest(Path(self.holdout)) if self.holdout and Path(self.holdout).is_file()

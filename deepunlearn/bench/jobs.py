@@ -86,6 +86,8 @@ class WorkSpec:
     sequential: dict[str, Any] = field(default_factory=dict)
     #: where the ``oracle`` rows' retrained models are cached; None: no oracle rows (the config's oracle)
     oracle_cache: str | None = None
+    #: more seeds of each target's oracle: deep_oracle against the strongest of them (the config's oracle_seeds)
+    oracle_seeds: tuple[int, ...] = ()
     #: the calibration (its JSON) each point's p_chance uses; None: none (the config's chance_calibration)
     chance_calibration: dict[str, Any] | None = None
 
@@ -130,6 +132,7 @@ def work_spec(cfg: Any, kb: Any, holdout: dict[str, Any] | None = None, chance: 
         method_params=cfg.param_tables(), model_derived=cfg.model_derived,
         sequential=cfg.targets.sequential_options() if cfg.targets.sequential else {},
         oracle_cache=str(oracle_cache(cfg.cache_path)) if cfg.oracle else None, chance_calibration=chance,
+        oracle_seeds=tuple(cfg.oracle_seeds),
     )
 
 

@@ -35,6 +35,10 @@ from typing import Any, Iterator
 #: the method label of the oracle rows
 ORACLE = "oracle"
 
+ORACLE_SEEDS_HELP = ("with oracle = true: more seeds of each target's oracle (the model's recipe with another seed); "
+                     "deep_oracle then compares each point against the strongest of them, with a margin of at least "
+                     "their own disagreement (the oracle row stays the model's own seed); [] (default): one oracle")
+
 ORACLE_HELP = ("per target also retrain the model's own finetune recipe on the KB minus the target's smallest "
                "minimal set (exact unlearning, cached in CACHE/retrain) and store it as an 'oracle' row, probed and "
                "judged like a grid point; needs a model deepunlearn finetuned")

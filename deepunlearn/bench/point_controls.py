@@ -12,6 +12,9 @@
   before the job's trajectory starts, so the job's seed and points are those of a sweep without it.
   ``oracle_exact`` records that the oracle's training set no longer derives the target (true by
   the choice of :func:`~.oracle.oracle_set`; false only with approximate minimal sets).
+  With ``oracle_seeds``, the same set is retrained with each of those seeds too (cached alike),
+  and B is compared against the strongest of the oracles, its margin at least their own
+  disagreement on the target's excluded facts (:mod:`deepunlearn.unlearn.oracle_verdict`).
 - ``p_chance`` (:mod:`deepunlearn.unlearn.chance_verdict`): for a point not deep, the probability
   that a model that learned none of the point's minimal set, answering its facts at their
   relation's raw false-positive rate, is judged not deep too (``p_chance_se`` beside it when it is
@@ -60,8 +63,9 @@ def check_chance(cfg: Any) -> dict | None:
 class PointControls:
     """One worker's controls: the oracle references by target, the chance rates (module docstring)."""
 
-    def __init__(self, oracle_cache: str | None, calibration: dict | None):
+    def __init__(self, oracle_cache: str | None, calibration: dict | None, oracle_seeds: tuple[int, ...] = ()):
         self.oracle_cache = oracle_cache
+        self.oracle_seeds = tuple(oracle_seeds)
         self.calibration = calibration
         self._refs: dict[int, Any] = {}
         self._rates = None
@@ -99,19 +103,22 @@ class PointControls:
 
         removed = oracle_set(runner, target)
         bundle = runner.bundle
-        with torch.random.fork_rng(devices=[]):
-            path = retrain(bundle, runner.kb, removed, cache_dir=self.oracle_cache, progress=False,
-                           device=str(bundle.device))
-        loaded = load_model(str(path), device=str(bundle.device), dtype=bundle.dtype, prompt=bundle.prompt)
-        oracle = replace(bundle, model=loaded.model, meta=loaded.meta, path=loaded.path)
+        paths, oracles = [], []
+        for seed in (None, *self.oracle_seeds):  # the model's own seed (the oracle row's), then the others
+            with torch.random.fork_rng(devices=[]):
+                path = retrain(bundle, runner.kb, removed, cache_dir=self.oracle_cache, progress=False,
+                               device=str(bundle.device), seed=seed)
+            loaded = load_model(str(path), device=str(bundle.device), dtype=bundle.dtype, prompt=bundle.prompt)
+            paths.append(path)
+            oracles.append(replace(bundle, model=loaded.model, meta=loaded.meta, path=loaded.path))
         view = _JudgeView(runner)
         if self._negatives is None:
             from ..unlearn.oracle_verdict import default_negatives
 
             self._negatives = default_negatives(runner.kb, view.rules)[0]
-        ref = _Reference(view, path, self._negatives, bundle=oracle)
+        ref = _Reference(view, paths, self._negatives, bundle=oracles)
         ref.exact = ref.derives(target) is False
-        del oracle, loaded
+        del oracles, loaded
         self._refs = {(id(runner), target): ref}  # one target at a time: the previous one's is dropped
         return ref
 
@@ -200,4 +207,5 @@ def _Reference(*args, **kwargs):  # noqa: N802  (the class is made lazily: no un
 def point_controls(spec: Any) -> PointControls | None:
     """The controls of a sweep's work specification; None when it asks for neither."""
     cache, cal = getattr(spec, "oracle_cache", None), getattr(spec, "chance_calibration", None)
-    return PointControls(cache, cal) if cache or cal is not None else None
+    seeds = tuple(getattr(spec, "oracle_seeds", ()) or ())
+    return PointControls(cache, cal, seeds) if cache or cal is not None else None

@@ -266,3 +266,46 @@ def test_chance_calibration_errors_are_one_line(family, tmp_path):
             run_sweep(load_config(cfg), progress=False)
         assert message in str(e.value) and "\n" not in str(e.value)
     assert not (tmp_path / "o").exists()
+
+
+def test_oracle_seeds_train_each_seed_once_and_judge_against_all(family, reference, tmp_path):
+    """oracle_seeds = [1]: each target's set is retrained with the model's seed (the oracle row's,
+    already in the cache) and seed 1; deep_oracle compares against both; a resumed sweep retrains
+    nothing; the fingerprint of a sweep without the option is unchanged."""
+    from deepunlearn.probe.models import read_meta
+
+    d, kb = family
+    base = load_config(_config(d, kb, "plain-seeds.toml", out="ref"))
+    assert "oracle_seeds" not in base.recorded() and "oracle_seeds" not in base.results_key("kb")
+    cfg = load_config(_config(d, kb, "seeds.toml", out="seeds", extra="oracle_seeds = [1]"))
+    assert cfg.recorded()["oracle_seeds"] == [1] and cfg.fingerprint("kb") != base.fingerprint("kb")
+    res = run_sweep(cfg, progress=False)
+    cache = d / "seeds" / "cache" / "retrain"
+    seeds = sorted(read_meta(p)["retrain"]["seed"] for p in cache.iterdir() if (p / "deepunlearn.json").is_file())
+    assert len(seeds) == 2 * 2 and seeds.count(1) == 2  # two targets, each with its own seed and seed 1
+    ga = [p for p in res.points if p.method == "ga"]
+    assert ga and all(isinstance(p.extra["deep_oracle"], bool) and (p.extra["deep_oracle"] or not p.extra["deep"])
+                      for p in ga)
+    # the oracle rows are the model's own recipe, as without the option
+    own = {p.target: p.extra["oracle_key"] for p in reference.points if p.method == "oracle"}
+    assert {p.target: p.extra["oracle_key"] for p in res.points if p.method == "oracle"} == own
+    before = _cached(cache)
+    again = run_sweep(load_config(_config(d, kb, "seeds.toml", out="seeds", extra="oracle_seeds = [1]")),
+                      progress=False)
+    assert _cached(cache) == before and len(again.points) == len(res.points)
+    from deepunlearn.bench.report import write_report
+
+    report = write_report(res.output).read_text()
+    assert "strongest of the oracles of seeds [1]" in report
+
+
+@pytest.mark.parametrize("lines, message", [
+    ("oracle_seeds = [1]", "field oracle_seeds: more seeds of each target's oracle: set oracle = true too"),
+    ("oracle = true\noracle_seeds = [1, 1]", "field oracle_seeds: a seed given twice in [1, 1]"),
+    ("oracle = true\noracle_seeds = [-1]", "field oracle_seeds.0: Input should be greater than or equal to 0"),
+])
+def test_oracle_seeds_config_values(tmp_path, lines, message):
+    (tmp_path / "s.toml").write_text(f'kb = "kb.json"\n{lines}\n[[models]]\nname = "m"\npath = "m"\n[methods]\nga = [1]\n')
+    with pytest.raises(ConfigError) as e:
+        load_config(tmp_path / "s.toml")
+    assert message in str(e.value) and "\n" not in str(e.value)

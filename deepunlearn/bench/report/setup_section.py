@@ -58,7 +58,9 @@ def setup_lines(config: Mapping[str, Any], manifest: Mapping[str, Any] | None, k
     if config.get("oracle"):
         md.append("- **oracle** (exact unlearning): per target, the model's own finetune recipe retrained on the KB minus "
                   "the target's smallest minimal set, probed and judged like a grid point (the `oracle` rows: the "
-                  "ceiling a method can reach under this probe, and the accuracy exact unlearning keeps)")
+                  "ceiling a method can reach under this probe, and the accuracy exact unlearning keeps)"
+                  + (f"; `deep_oracle` against the strongest of the oracles of seeds {config['oracle_seeds']} and "
+                     "the model's own" if config.get("oracle_seeds") else ""))
     checks = probe_checks_text(config)
     if checks:
         md.append("- **has it really forgotten?**: " + checks)
