@@ -36,8 +36,8 @@ from typing import Any, Iterator
 ORACLE = "oracle"
 
 ORACLE_SEEDS_HELP = ("with oracle = true: more seeds of each target's oracle (the model's recipe with another seed); "
-                     "deep_oracle then compares each point against the strongest of them, with a margin of at least "
-                     "their own disagreement (the oracle row stays the model's own seed); [] (default): one oracle")
+                     "deep_oracle then compares each point against the strongest of them, each fact beyond "
+                     "their own disagreement on it (the oracle row stays the model's own seed); [] (default): one oracle")
 
 ORACLE_HELP = ("per target also retrain the model's own finetune recipe on the KB minus the target's smallest "
                "minimal set (exact unlearning, cached in CACHE/retrain) and store it as an 'oracle' row, probed and "

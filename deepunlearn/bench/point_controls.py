@@ -14,7 +14,7 @@
   the choice of :func:`~.oracle.oracle_set`; false only with approximate minimal sets).
   With ``oracle_seeds``, the same set is retrained with each of those seeds too (cached alike),
   and B is compared against the strongest of the oracles, its margin at least their own
-  disagreement on the target's excluded facts (:mod:`deepunlearn.unlearn.oracle_verdict`).
+  disagreement on each excluded fact (:mod:`deepunlearn.unlearn.oracle_verdict`).
 - ``p_chance`` (:mod:`deepunlearn.unlearn.chance_verdict`): for a point not deep, the probability
   that a model that learned none of the point's minimal set, answering its facts at their
   relation's raw false-positive rate, is judged not deep too (``p_chance_se`` beside it when it is

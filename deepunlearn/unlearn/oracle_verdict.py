@@ -17,10 +17,10 @@ on the excluded facts and on the negatives alike, and it answers a fact where on
 Exact unlearning of another seed may infer an excluded fact back more surely than one
 reference run does; against several, B holds a fact only where it beats what every one of them
 infers (the margin is calibrated on the same maximum over the negatives). With ``spread`` (the
-default for several), the margin of a target is also at least the oracles' own disagreement on
-the excluded facts of its cone (per mode, the largest ``|score_i - score_j|`` over those facts and
-pairs of oracles): how far apart exact unlearning of two seeds lands on the very facts compared,
-which new people's facts (the negatives) do not show. ``deep_oracle``: the
+default for several), B must beat them on a fact also by more than they disagree on that fact
+(per mode, the largest ``|score_i - score_j|`` over pairs of oracles): how far apart exact
+unlearning of two seeds lands on the very fact compared, which new people's facts (the
+negatives) do not show. ``deep_oracle``: the
 target is not derivable (rules closure) from B's held facts.
 
 Evidence is the probe mode's continuous per-fact score (:mod:`deepunlearn.probe.calibration`
@@ -85,10 +85,12 @@ def margins(neg_b: dict[str, np.ndarray], neg_o: dict[str, np.ndarray], fpr: flo
 
 
 def held_facts(known_b: set[int], excluded: Sequence[int], ev_b: dict[str, np.ndarray], ev_o: dict[str, np.ndarray],
-               margin: dict[str, float], o_answers: np.ndarray | None = None) -> tuple[set[int], list[dict]]:
+               margin: dict[str, float], o_answers: np.ndarray | None = None,
+               spread: dict[str, np.ndarray] | None = None) -> tuple[set[int], list[dict]]:
     """(B's held facts, the excluded facts among them with their scores). ``ev_b`` / ``ev_o``:
     scores per mode over ``excluded`` (in its order); ``o_answers``: whether the oracle answers
-    each (raw), recorded with a held fact."""
+    each (raw), recorded with a held fact; ``spread``: per mode and fact, a bar of its own (the
+    oracles' disagreement on it) that the difference must exceed too."""
     excluded = [int(i) for i in excluded]
     ex = set(excluded)
     held = {int(i) for i in known_b if int(i) not in ex}
@@ -99,7 +101,7 @@ def held_facts(known_b: set[int], excluded: Sequence[int], ev_b: dict[str, np.nd
         best = None
         for m in ev_b:
             d = float(differences(ev_b[m][j:j + 1], ev_o[m][j:j + 1])[0])
-            bar = max(margin[m], 0.0)
+            bar = max(margin[m], 0.0, 0.0 if spread is None else float(spread[m][j]))
             if d > bar and (best is None or d - bar > best["excess"]):
                 best = {"id": f, "mode": m, "score": _num(ev_b[m][j]), "oracle_score": _num(ev_o[m][j]),
                         "oracle_answers": None if o_answers is None else bool(o_answers[j]),
@@ -235,22 +237,18 @@ class OracleReference:
         cone = {f for s in ms.sets for f in s}
         return sorted(f for f in self.excluded if f in cone and f in known_b)
 
-    def seed_spread(self, target: int) -> dict[str, float]:
-        """Per mode, the oracles' largest disagreement on the excluded facts of ``target``'s cone
-        (0 with one oracle, or without ``spread``)."""
-        out = {m: 0.0 for m in self.modes}
+    def seed_spread(self) -> dict[str, np.ndarray]:
+        """Per mode and excluded fact, the oracles' largest disagreement on it (``|score_i -
+        score_j|`` over pairs where both score it; 0 with one oracle, or without ``spread``)."""
+        out = {m: np.zeros(len(self.excluded)) for m in self.modes}
         if not self.spread or len(self.ev_each) < 2:
             return out
-        ms = self.judge.evaluator.minimal_sets(int(target))
-        cone = {f for s in ms.sets for f in s}
-        rows = [j for j, f in enumerate(self.excluded) if f in cone]
         for m in self.modes:
             for a in range(len(self.ev_each)):
                 for b in range(a + 1, len(self.ev_each)):
-                    x, y = self.ev_each[a][m][rows], self.ev_each[b][m][rows]
+                    x, y = self.ev_each[a][m], self.ev_each[b][m]
                     ok = np.isfinite(x) & np.isfinite(y)
-                    if ok.any():
-                        out[m] = max(out[m], float(np.max(np.abs(x[ok] - y[ok]))))
+                    out[m] = np.where(ok, np.maximum(out[m], np.abs(np.where(ok, x - y, 0.0))), out[m])
         return out
 
     def judge_b(self, bundle, known_b: set[int], target: int, model_fn=None) -> tuple[bool, dict[str, Any]]:
@@ -262,9 +260,8 @@ class OracleReference:
         relevant = self.relevant(target, known_b)
         per_fact = self.fpr / max(1, len(relevant)) if self.correction == "family" else self.fpr
         margin = margins(neg_b, self.neg_o, per_fact, answered=neg_answered)
-        spread = self.seed_spread(target)
-        margin = {m: max(v, spread[m]) for m, v in margin.items()}
-        held, beyond = held_facts(set(known_b), self.excluded, ev_b, self.ev_o, margin, self.answers_o)
+        spread = self.seed_spread()
+        held, beyond = held_facts(set(known_b), self.excluded, ev_b, self.ev_o, margin, self.answers_o, spread)
         deep, rest = deep_relative(kb, self.judge.rules, held, target, self.judge.budget)
         for b in beyond:
             b["fact"] = list(kb.facts[b["id"]])
@@ -278,7 +275,8 @@ class OracleReference:
             "held_excluded": beyond, "held": len(held), "target_held": target in held,
             "surviving_ids": rest, "negatives": self.neg_name, "n_negatives": len(self.neg_kb.facts),
             "fpr": self.fpr, "correction": self.correction, "compared": relevant, "fpr_per_fact": per_fact,
-            "margins": {m: _num(v) for m, v in margin.items()}, "seed_spread": {m: _num(v) for m, v in spread.items()},
+            "margins": {m: _num(v) for m, v in margin.items()}, "seed_spread": {m: _num(float(np.max(v[[self.excluded.index(f) for f in relevant]], initial=0.0)))
+                            for m, v in spread.items()},
             "informative": any(math.isfinite(v) for v in margin.values())}
 
 
