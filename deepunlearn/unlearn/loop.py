@@ -265,14 +265,27 @@ class TargetRunner:
                           encode_pairs=self.encode_pairs, row_keys=lambda ids: row_keys(kb, ids, forms),
                           qa=lambda ids: [(p.question, p.answer) for p in (kb.probe(int(i)) for i in ids)])
         if u.needs_rules:
-            from .deep import DeepContext
-
-            session.rules = DeepContext(self, targets, choice=getattr(u.params, "choice", "fewest"))
+            session.rules = self.deep_context(targets, choice=getattr(u.params, "choice", "fewest"))
         if u.uses_retain:
             avoid = [f for t in targets for f in self.chosen_set(t)] + sorted(self.protected)
             session.retain = retain_sampler(self.encode, self.known, forget_ids, avoid, u.params.retain_size,
                                             self.seed, targets)
         return session
+
+    def deep_model(self) -> Any:
+        """What the rule-aware methods read of this runner's model (:class:`~.deep.DeepModel`)."""
+        from .deep import DeepModel
+
+        return DeepModel(bundle=self.bundle, kb=self.kb, evaluator=self.evaluator, known=frozenset(self.known),
+                         protected=frozenset(self.protected), seed=self.seed, forms=getattr(self, "forms", None),
+                         unlearn_forms=self.unlearn_forms, checks=self.checks, known_among=self.known_among,
+                         deep=self.deep, chosen_set=self.chosen_set)
+
+    def deep_context(self, targets: Sequence[int], choice: str = "fewest") -> Any:
+        """The rules context of a rule-aware run on ``targets`` (:class:`~.deep.DeepContext`)."""
+        from .deep import DeepContext
+
+        return DeepContext(self.deep_model(), targets, choice=choice)
 
     def encode(self, ids: Sequence[int]) -> dict:
         """The facts encoded as in finetuning (answer-only labels), collated on the model's device:

@@ -116,9 +116,9 @@ def test_a_guard_that_never_fires_keeps_the_trajectory(runner):
 
 def test_at_a_wrecking_rate_the_guard_undoes_steps_and_keeps_more_of_its_sample(runner):
     t = _deep_target(runner)
-    sample = DeepContext(runner, [t]).guard_sample(64)
-    assert sample and not set(sample) & (set(DeepContext(runner, [t]).watch) | {t})
-    assert sample == sorted(set(runner.known) - set(DeepContext(runner, [t]).watch))  # 64 > the pool: all of it
+    sample = runner.deep_context([t]).guard_sample(64)
+    assert sample and not set(sample) & (set(runner.deep_context([t]).watch) | {t})
+    assert sample == sorted(set(runner.known) - set(runner.deep_context([t]).watch))  # 64 > the pool: all of it
     u = runner.unlearner("du_loop", grid=[4])
     plain = list(runner.run(t, type(u)(u.params, lr=0.3), seed=0))[-1]
     guarded = list(runner.run(t, type(u)(u.params, lr=0.3, guard=64, guard_drop=0.05, guard_min_scale=1e-4),

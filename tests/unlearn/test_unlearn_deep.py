@@ -119,9 +119,13 @@ def test_du_loop_heal_trains_outside_the_sets_until_the_sample_recovers(runner, 
         """Deep from the second probe; the third probe (the first healing round) finds the target
         back once; the heal sample forgets one fact, then knows all again at the next probe."""
 
+        seed = property(lambda self: self.model.seed)  # what du_loop's healing reads of its context
+        known = property(lambda self: self.model.known)
+        protected = property(lambda self: self.model.protected)
+
         def __init__(self, *a, **k):
             super().__init__(*a, **k)
-            self.runner, self.samples = runner, 0
+            self.model, self.samples = runner, 0
 
         def forgotten_now(self):
             self.calls += 1

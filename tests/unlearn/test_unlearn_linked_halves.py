@@ -24,7 +24,7 @@ def test_links_are_what_an_independent_datalog_derives_from_one_fact_and_the_res
     kb, known = runner.kb, set(runner.known)
     checked = 0
     for t in sorted(known)[:12]:
-        ctx = DeepContext(runner, [t])
+        ctx = runner.deep_context([t])
         inside = set(runner.chosen_set(t)) | {t}
         brute = set()
         for a in sorted(inside):

@@ -36,7 +36,7 @@ def test_the_lookahead_gradient_is_the_loss_gradient_after_sign_steps_of_the_att
 
     t = _deep_target(runner)
     chosen = {t: runner.chosen_set(t)}
-    ctx = DeepContext(runner, [t])
+    ctx = runner.deep_context([t])
     model = runner.bundle.model
     params = [p for p in model.parameters() if p.requires_grad]
     before = [p.detach().clone() for p in params]

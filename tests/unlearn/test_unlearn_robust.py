@@ -42,7 +42,7 @@ def test_fragile_is_the_first_fact_whose_return_alone_derives_the_target(five_pe
     r = five_people_runner
     seen = 0
     for t in _with_two_sets(r):
-        ctx = DeepContext(r, [t])
+        ctx = r.deep_context([t])
         sets = r.evaluator.minimal_sets(t).sets
         gone = set(r.chosen_set(t))
         members = {f for s in sets for f in s}
@@ -120,7 +120,7 @@ def test_healing_goes_on_past_its_budget_only_while_the_sample_is_below_the_floo
     answers = iter([None] + shares)  # None: the sample as it stood before the run, all of it
 
     class Ctx:
-        watch, runner = [], SimpleNamespace(known=set(range(40)), protected=frozenset())
+        watch, known, protected = [], set(range(40)), frozenset()
 
         def known_among(self, ids):
             share = next(answers, None)

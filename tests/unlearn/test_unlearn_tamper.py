@@ -27,9 +27,10 @@ class OneFact:
     ``forgotten_now`` and sets ``fact``."""
 
     fact = None
+    seed = property(lambda self: self.model.seed)  # what du_loop reads of a rules context (deep.DeepContext)
 
     def __init__(self, runner_, targets, choice="fewest"):
-        self.runner, self.targets, self.watch = runner_, list(targets), [self.fact]
+        self.model, self.targets, self.watch = runner_, list(targets), [self.fact]
         self.calls, self.attacks, self.attacking = 0, 0, False
 
     def deep(self, target, forgotten):
@@ -80,8 +81,10 @@ def test_tamper_steps_until_the_simulated_attack_leaves_the_target_deep(runner, 
         """Deep (target and ``other`` forgotten) from the second probe. The first simulated attack
         brings the target back; the others relearn ``other`` only, which counts as before."""
 
+        seed = property(lambda self: self.model.seed)
+
         def __init__(self, runner_, targets, choice="fewest"):
-            self.runner, self.targets, self.watch = runner_, list(targets), [t, other]
+            self.model, self.targets, self.watch = runner_, list(targets), [t, other]
             self.calls, self.attacks, self.halves, self.attacking, self.on = 0, 0, [], False, []
 
         def forgotten_now(self):
@@ -214,8 +217,10 @@ def test_after_a_meta_step_a_check_tries_the_winning_halves_first_then_the_other
         """Deep (t, a and b forgotten) from the second probe; the set {t, a, b} has the halves
         {a} and {b}; relearning {b} brings the target back the first two times, {a} never."""
 
+        seed = property(lambda self: self.model.seed)
+
         def __init__(self, runner_, targets, choice="fewest"):
-            self.runner, self.targets, self.watch = runner_, list(targets), [t, a, b]
+            self.model, self.targets, self.watch = runner_, list(targets), [t, a, b]
             self.calls, self.halves, self.wins, self.attacking = 0, [], 0, None
 
         def forgotten_now(self):

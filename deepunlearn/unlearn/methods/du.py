@@ -153,11 +153,11 @@ class DULoop(_RuleAware):
         phase = "forget"  # then "margin" (overshoot), "heal", "tamper", "done"
         sets_tried = [sorted(_union(session.targets, chosen))]
         last_sets = dict(chosen)
-        healer = du_heal.Healer(self.params, session, ctx, ctx.runner.seed) if self.params.heal else None
+        healer = du_heal.Healer(self.params, session, ctx, ctx.seed) if self.params.heal else None
         trained = self.train_parameters(session)
-        tamper = (du_tamper.Tamper(self.params, session, ctx, ctx.runner.seed, trained, probe_now)
+        tamper = (du_tamper.Tamper(self.params, session, ctx, ctx.seed, trained, probe_now)
                   if self.params.tamper else None)
-        look = (du_tamper.Lookahead(self.params, session, ctx, ctx.runner.seed, trained)
+        look = (du_tamper.Lookahead(self.params, session, ctx, ctx.seed, trained)
                 if self.params.lookahead == "all" or (self.params.lookahead == "margin" and self.params.overshoot)
                 else None)
 

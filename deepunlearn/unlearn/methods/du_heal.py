@@ -35,7 +35,7 @@ class Healer:
         self.taken, self.share = 0, None
         self.ctx = ctx
         pool = session.retain.pool if session.retain is not None else sorted(
-            set(ctx.runner.known) - set(ctx.watch) - set(ctx.runner.protected))
+            set(ctx.known) - set(ctx.watch) - set(ctx.protected))
         self.sample = draw(pool, params.heal_sample, seed)
         self.before = set(ctx.known_among(self.sample))
         self.batches = RetainSampler(session.encode, pool, size=params.heal_batch, seed=seed)
