@@ -163,7 +163,7 @@ class OptimiserConfig:
     :class:`~deepunlearn.unlearn.methods.Session`'s.
 
     ``lr``: the base rate; ``schedule`` / ``warmup_steps``: how the rate moves over a trajectory
-    (:func:`~deepunlearn.unlearn.methods.base.lr_factor`); ``max_grad_norm``: gradient clipping
+    (:func:`~deepunlearn.unlearn.methods.session.lr_factor`); ``max_grad_norm``: gradient clipping
     (None: none); ``weight_decay``: AdamW's, on matrices only; the ``reinforce_*`` settings: TV's
     and WHP's reinforcing run; ``master_weights``: float32 copies of half-precision weights;
     ``sam_rho``: the sharpness-aware radius (0: plain steps)."""

@@ -86,7 +86,7 @@ def test_sam_steps_equal_the_hand_computed_update(rho):
 
 
 def test_sam_rho_zero_is_bit_for_bit_the_plain_loop(monkeypatch):
-    import deepunlearn.unlearn.methods.base as base
+    import deepunlearn.unlearn.methods.session as base
 
     monkeypatch.setattr(base, "sam_gradients", lambda *a, **k: pytest.fail("SAM ran with sam_rho = 0"))
     model = Two(1.0, 0.5)
@@ -102,7 +102,7 @@ def test_sam_rho_zero_is_bit_for_bit_the_plain_loop(monkeypatch):
 
 
 def test_every_gradient_method_takes_sam_steps_and_tv_refuses_them(five_people_runner, monkeypatch):
-    import deepunlearn.unlearn.methods.base as base
+    import deepunlearn.unlearn.methods.session as base
 
     calls = []
     real = base.sam_gradients

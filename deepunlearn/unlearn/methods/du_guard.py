@@ -12,7 +12,7 @@ deep-unlearning set of the targets (the facts du_loop must keep;
 * after every step :meth:`StepGuard.accept` probes the sample again. If the step lost more than
   ``guard_drop`` of what the sample knew before it, the step is undone (the copies put back, bit
   for bit) and the rate factor halved for the rest of the run; :meth:`Session.descend
-  <deepunlearn.unlearn.methods.base.Session.descend>` then takes the same step again (same step
+  <deepunlearn.unlearn.methods.session.Session.descend>` then takes the same step again (same step
   number, hence the same retain batch) at the smaller rate.
 * A step that would need a factor below ``guard_min_scale`` is accepted as it is (counted as
   ``guard_forced``): the guard never stops the loop, it only slows it down.

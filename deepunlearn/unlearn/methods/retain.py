@@ -10,7 +10,7 @@ shared loop composes ``forget loss + retain_weight * retain term``:
 * ``nll``: the finetuning loss on the retain batch (TOFU's gradient difference, MUSE's GDR);
 * ``kl``: ``KL(p_original || p_current)`` over the retain answers' tokens (TOFU's KL
   minimisation, MUSE's KLR), the original model being the weights before the run
-  (:meth:`~deepunlearn.unlearn.methods.base.Session.original_logits`).
+  (:meth:`~deepunlearn.unlearn.methods.session.Session.original_logits`).
 
 A method states only its own loss; the retain term is an option of every gradient method
 (``retain = "none" | "nll" | "kl"``, ``retain_weight``, ``retain_size`` in its params).
