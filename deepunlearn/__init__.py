@@ -46,7 +46,7 @@ _API = {
     "probe_model": "deepunlearn.probe.probing:probe",
     "TargetRunner": "deepunlearn.unlearn.loop:TargetRunner",
     "evaluate": "deepunlearn.unlearn.evaluate:evaluate",
-    "Verdict": "deepunlearn.unlearn.evaluate:Verdict",
+    "Verdict": "deepunlearn.unlearn.verdict:Verdict",
     "load_config": "deepunlearn.bench.config:load_config",
     "run_sweep": "deepunlearn.bench.runner:run_sweep",
 }
