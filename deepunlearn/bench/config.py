@@ -63,17 +63,18 @@ from ..probe.protocol import PROTOCOL_NAMES, Protocol, get_protocol
 from ..probe.modes import DESCRIPTIONS as MODE_DESCRIPTIONS, AnyMode
 from ..unlearn.methods.params import MethodParams
 from .config_run import MDUS_HELP, RUN_HELP, MdusSeeds, RunOptions, Seed, Threads, check_seed, split_seeds
-from .config_accuracy import ACCURACY_HELP, SAMPLE_HELP, accuracy_options
+from .config_accuracy import ACCURACY_HELP, SAMPLE_HELP
 from .config_files import describe_validation as _describe
 from .config_files import read_config_data
 from .config_params import PARAMS_HELP, param_tables, typed_params
 from .config_groups import SECTIONS, grouped_field, ungroup
-from .config_paths import SET_NAMES, file_digest as _file_digest, resolve_paths as _resolve_paths
+from .config_checks import cross_checks, results_key
+from .config_paths import SET_NAMES, resolve_paths as _resolve_paths
 from .config_probe import (
-    ADVERSARIAL_HELP, ATTACKS_HELP, FORMS_HELP, UNLEARN_FORMS_HELP, AttackOptions, PROBE_MODES, ProbeMode, probe_results_key,
+    ADVERSARIAL_HELP, ATTACKS_HELP, FORMS_HELP, UNLEARN_FORMS_HELP, AttackOptions, PROBE_MODES, ProbeMode,
     protocol_override,
 )
-from .grids import GRID_PRESETS, PAPER_GRIDS, check_grid, family_default, folder_digest, is_gpt2_family, resolve_grids
+from .grids import GRID_PRESETS, PAPER_GRIDS, check_grid, family_default, is_gpt2_family, resolve_grids
 from .grids import refuse_bools, unset_methods
 from .modelspec import ModelSpec, protocol_name, StrictModel, prompt_format
 from .oracle import ORACLE_HELP, ORACLE_SEEDS_HELP
@@ -231,38 +232,7 @@ class SweepConfig(StrictModel):
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "SweepConfig":
-        names = [m.name for m in self.models]
-        dup = {n for n in names if names.count(n) > 1}
-        if dup:
-            raise ValueError(f"models: names must be unique, {sorted(dup)} repeat (set name = ...)")
-        for i, m in enumerate(self.models):
-            for method, grid in (m.grids.items() if isinstance(m.grids, dict) else ()):
-                if method not in self.methods:
-                    raise ValueError(f"field models.{i}.grids.{method}: method {method!r} is not in [methods] "
-                                     f"({', '.join(self.methods)}); add it there to run it")
-                if not grid and family_default(method, False) is None:
-                    raise ValueError(f"field models.{i}.grids.{method}: method {method!r} has no default grid: "
-                                     "give its parameters")
-        if self.adversarial_calibration is not None and not self.adversarial:
-            raise ValueError("field adversarial_calibration: calibrates the adversarial aggregate: set adversarial = "
-                             "true too")
-        if self.adversarial_modes is not None and not self.adversarial:
-            raise ValueError("field adversarial_modes: the modes of the adversarial aggregate: set adversarial = true too")
-        if self.model_derived and "whp" in self.methods:
-            raise ValueError("field model_derived: WHP changes the output distribution, not the weights; drop whp")
-        if self.oracle_seeds and not self.oracle:
-            raise ValueError("field oracle_seeds: more seeds of each target's oracle: set oracle = true too")
-        if len(set(self.oracle_seeds)) != len(self.oracle_seeds):
-            raise ValueError(f"field oracle_seeds: a seed given twice in {self.oracle_seeds}")
-        if self.oracle and (self.targets.batch or self.targets.sequential):
-            raise ValueError("field oracle: an oracle is retrained per target; batch and sequential requests are "
-                             "not single targets: set oracle = false or drop the requests")
-        if self.holdout is not None and not (self.scores or self.reference != "none"):
-            raise ValueError("field holdout: the holdout facts serve the measures: set scores = true too")
-        if self.exact is not None and self.sets is not None and self.sets != ("exact" if self.exact else "mdus"):
-            raise ValueError(f"field exact: exact = {str(self.exact).lower()} means sets = "
-                             f"{'exact' if self.exact else 'mdus'!r}, but sets = {self.sets!r}; give only sets")
-        return self
+        return cross_checks(self)  # config_checks
 
     # ------------------------------------------------------------------ per model
     def model(self, name: str) -> ModelSpec:
@@ -336,29 +306,7 @@ class SweepConfig(StrictModel):
     def results_key(self, kb_fingerprint: str) -> dict[str, Any]:
         """The part of the configuration that decides the results (not where or how they run):
         per model its resolved protocol, sets and grids (not how they were spelled)."""
-        def sets(m: ModelSpec) -> str:
-            s = self.sets_for(m)
-            return s if s in SET_NAMES else f"{s} ({folder_digest(s) if Path(s).is_dir() else 'missing'})"
-
-        return {
-            "kb": kb_fingerprint,
-            "rules": _file_digest(Path(self.rules)) if self.rules and Path(self.rules).is_file() else self.rules,
-            "models": [{**m.model_dump(exclude={"device", "protocol", "grids"}), "protocol": self.protocol_for(m).describe(),
-                        "sets": sets(m), "grids": self.grids_for(m)} for m in self.models],
-            "methods": list(self.methods),
-            **({"params": self.param_tables()} if self.params else {}),
-            "targets": self.targets.results_key(),
-            "seeds": self.mdus_seeds,  # the MDUS seed count, under its older key: fingerprints unchanged
-            "seed": self.seed,  # [run] seeds are not in the key: every point is stored with its seed
-            "lora": self.lora,
-            **probe_results_key(self),
-            **({"model_derived": True} if self.model_derived else {}),
-            **({"oracle_seeds": list(self.oracle_seeds)} if self.oracle_seeds else {}),  # deep_oracle's references
-            **accuracy_options(self),
-            **({"measures": {"min_k": self.min_k, "reference": self.reference, "holdout":
-                             _file_digest(Path(self.holdout)) if self.holdout and Path(self.holdout).is_file()
-                             else self.holdout}} if self.measured else {}),
-        }
+        return results_key(self, kb_fingerprint)  # config_checks
 
     def fingerprint(self, kb_fingerprint: str) -> str:
         """sha256 over :meth:`results_key`: a store written under another fingerprint holds
