@@ -14,6 +14,7 @@ is *established* when its p_chance is below 0.05, else *not established*.
 
 from __future__ import annotations
 
+import statistics
 from typing import Any, Sequence
 
 from ...unlearn.chance_verdict import ESTABLISHED
@@ -48,9 +49,8 @@ def chance_rows(points: Sequence[Any]) -> list[dict[str, Any]]:
             r["established" if pc < ESTABLISHED else "not_established"] += 1
     out = []
     for r in rows.values():
-        ps = sorted(r.pop("_p"))
-        r["median"] = (ps[len(ps) // 2] if len(ps) % 2 else (ps[len(ps) // 2 - 1] + ps[len(ps) // 2]) / 2) if ps \
-            else None
+        ps = r.pop("_p")
+        r["median"] = statistics.median(ps) if ps else None
         out.append(r)
     return out
 
