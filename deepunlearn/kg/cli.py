@@ -45,10 +45,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = dsub.add_parser("import-edu-relat", help="convert the paper's public EDU-RELAT release (shipped with deepunlearn)")
     p.add_argument("folder", nargs="?", default=None,
                    help="a folder with the release's .pt files (default: the copy shipped with deepunlearn)")
-    p.add_argument("--questions", choices=("relation", "entity"), default="relation",
-                   help="relation (default, the release's \"Who is {o2} to {o1}?\" -> \"father\") or entity "
-                        "(father, mother, husband, wife asked \"Who is {o1}'s father?\" -> the person); recorded "
-                        "in the KB")
+    p.add_argument("--questions", choices=("relation", "entity", "person"), default="relation",
+                   help="relation (default, the release's \"Who is {o2} to {o1}?\" -> \"father\"), entity "
+                        "(father, mother, husband, wife asked \"Who is {o1}'s father?\" -> the person) or person "
+                        "(every relation asked for the person; the other right answers of a question set aside); "
+                        "recorded in the KB")
     p.add_argument("-o", "--output", required=True, help="KB file to write (missing folders are created)")
     add_force(p)
     add_json(p)
@@ -126,6 +127,7 @@ def summary(kb) -> dict:
     from .forms import forms_table
 
     from .domains.family.questions import describe_data, question_format
+    from .other_answers import other_answers_rule
 
     forms = {"forms": forms_table(kb, explicit_only=True), "form_splits": dict(sorted(kb.form_splits.items()))}
     data = {}
@@ -144,6 +146,7 @@ def summary(kb) -> dict:
         "target_ids": list(kb.targets),  # what --target takes; targets[i] is fact target_ids[i]
         **(forms if kb.forms or kb.form_splits else {}),  # only for a KB with forms: older output unchanged
         **data,
+        **({"other_answers": other_answers_rule(kb)} if other_answers_rule(kb) != "wrong" else {}),
     }
 
 
@@ -160,6 +163,8 @@ def summary_text(kb, path: str) -> str:
 
     if describe_data(kb) is not None:
         lines.append(f"  data    {describe_data(kb)}")
+    elif "other_answers" in s:
+        lines.append("  data    a question with several right answers probes each with the others set aside")
     lines.append(f"  targets {len(s['targets'])}:")
     lines += [f"    [{t}] {kb.facts[t][2]} is {kb.facts[t][0]}'s {kb.facts[t][1]}" for t in kb.targets[:10]]
     if len(kb.targets) > 10:

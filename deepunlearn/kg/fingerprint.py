@@ -30,4 +30,9 @@ def kb_fingerprint(kb: KnowledgeBase) -> str:
         h.update(json.dumps([[f.fact_id, f.kind, f.text, f.answer, f.name, f.split] for f in kb.forms],
                             ensure_ascii=False).encode())
         h.update(json.dumps(sorted(kb.form_splits.items())).encode())
+    from .other_answers import other_answers_rule
+
+    rule = other_answers_rule(kb)
+    if rule != "wrong":  # how a question with several right answers is judged changes what is known
+        h.update(f"other_answers={rule}".encode())
     return h.hexdigest()[:32]

@@ -166,8 +166,9 @@ def make_holdout(kb: KnowledgeBase, seed: int, people: int | None = None) -> Kno
         "holdout": {"of": kb.name, "kb_fingerprint": kb_fingerprint(kb), "seed": int(seed), "people": int(n)},
         "params": gen.metadata["params"],
     }
-    if "rules" in kb.metadata:
-        metadata["rules"] = kb.metadata["rules"]
+    for key in ("rules", "other_answers"):  # what the KB's facts are derived and probed by
+        if key in kb.metadata:
+            metadata[key] = kb.metadata[key]
     hold = KnowledgeBase(
         entities={names[p]: dict(a) for p, a in gen.entities.items()},
         relations={r: relations[r] for r in relations if r in shared},
@@ -265,7 +266,8 @@ def _domain_holdout(kb: KnowledgeBase, seed: int, people: int | None) -> Knowled
         targets=[], name=f"{kb.name}-holdout-seed{seed}", background=kb.background,
         metadata={"generator": "deepunlearn.kg.holdout.make_holdout",
                   "holdout": {"of": kb.name, "kb_fingerprint": kb_fingerprint(kb), "seed": seed, "people": int(n)},
-                  **{k: kb.metadata[k] for k in ("domain", "domain_folder", "rules") if k in kb.metadata}},
+                  **{k: kb.metadata[k] for k in ("domain", "domain_folder", "rules", "other_answers")
+                     if k in kb.metadata}},
     )
     hold.validate()
     check_disjoint(kb, hold)

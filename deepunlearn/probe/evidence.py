@@ -140,19 +140,10 @@ def evidence_passes(bundle, kb: KnowledgeBase, uniq: Sequence[int], modes: Seque
 def _rank_margins(run, forms) -> tuple[np.ndarray, np.ndarray]:
     """Per rankable form: gold's length-normalised log-probability minus the best wrong
     candidate's, and whether it is positive (the raw rule: rank 1)."""
-    from ..kg.candidates import answer_candidates
-    from .form_encoding import rank_texts
-    from .scoring import candidate_rows
+    from .forms_probe import rank_rows
 
-    b, kb = run.bundle, run.kb
-
-    def build(fs):  # the same rows as forms_probe's rank mode (one cache entry per form)
-        cands = [answer_candidates(kb, f.fact_id) for f in fs]
-        rows = candidate_rows(b.tokenizer, [rank_texts(b.prompt, f, c) for f, c in zip(fs, cands)],
-                              what=[f"form {f.name!r} of fact {f.fact_id}" for f in fs])
-        return [(r, c.index(f.answer)) for f, r, c in zip(fs, rows, cands)]
-
-    built = run.encoded("rank", forms, build)
+    # the same rows as forms_probe's rank mode (one cache entry per form)
+    built = run.encoded("rank", forms, lambda fs: rank_rows(run.bundle, run.kb, fs))
     out = np.zeros(len(forms))
     for j, ((sums, lens), (_, gold)) in enumerate(zip(run.candidate_logprobs([r for r, _ in built]), built)):
         norm = sums / lens

@@ -108,14 +108,35 @@ class _Runner:
         b = self.bundle
         todo = [f for f in dict.fromkeys(forms) if f not in self.tf_done]
         rows = self.encoded("tf", todo, lambda fs: encode_forms(b.tokenizer, b.prompt, fs))
+        blocks = self.blocks(todo, rows)
         lp, hit = np.zeros(len(rows)), np.zeros(len(rows), dtype=bool)
         for batch in self._order([len(p) + len(a) for p, a in rows]):
             got_lp, got_hit = teacher_forced([rows[j] for j in batch], self.model_fn, self.default_fn, b.pad_id,
-                                              self.device)
+                                              self.device, None if blocks is None else [blocks[j] for j in batch])
             lp[batch], hit[batch] = got_lp, got_hit
         self.tf_done.update((f, (float(v), bool(h))) for f, v, h in zip(todo, lp, hit))
         got = [self.tf_done[f] for f in forms]
         return np.array([v for v, _ in got], dtype=float), np.array([h for _, h in got], dtype=bool)
+
+    def blocks(self, forms: list[Form], rows: list) -> list | None:
+        """Per form: the tokens its other right answers continue with, set aside by the exact
+        rule (:func:`~deepunlearn.probe.passes.answer_blocks`); ``None`` when the KB judges
+        another right answer wrong."""
+        from ..kg.other_answers import other_answers_rule, other_forms
+        from .passes import answer_blocks
+
+        if other_answers_rule(self.kb) != "aside":
+            return None
+        b = self.bundle
+
+        def build(fs):
+            out = []
+            for f, row in zip(fs, self.encoded("tf", fs, None)):
+                others = other_forms(self.kb, f)
+                out.append(answer_blocks(row, encode_forms(b.tokenizer, b.prompt, others)) if others else [])
+            return out
+
+        return self.encoded("tf-blocks", forms, build)
 
     def generate(self, forms: list[Form]) -> tuple[list[str], np.ndarray]:
         """Greedy output and "answer in output" per form."""
@@ -167,25 +188,33 @@ class _Runner:
         return right
 
     def rank(self, forms: list[Form]) -> np.ndarray:
-        """Per rankable form: the gold answer ranks first among its type's candidates."""
-        from ..kg.candidates import answer_candidates
+        """Per rankable form: the gold answer ranks first among its type's candidates (less the
+        other right answers the KB sets aside)."""
         from .scores import candidate_stats
-        from .scoring import candidate_rows
 
-        b, kb = self.bundle, self.kb
-
-        def build(fs):
-            cands = [answer_candidates(kb, f.fact_id) for f in fs]
-            rows = candidate_rows(b.tokenizer, [rank_texts(b.prompt, f, c) for f, c in zip(fs, cands)],
-                                  what=[f"form {f.name!r} of fact {f.fact_id}" for f in fs])
-            return [(r, c.index(f.answer)) for f, r, c in zip(fs, rows, cands)]
-
-        built = self.encoded("rank", forms, build)
+        built = self.encoded("rank", forms, lambda fs: rank_rows(self.bundle, self.kb, fs))
         known = np.zeros(len(forms), dtype=bool)
         for j, ((sums, lens), (_, gold)) in enumerate(zip(self.candidate_logprobs([r for r, _ in built]), built)):
             rank = candidate_stats(np.exp(sums / lens), gold, [])[0]
             known[j] = rank == 1.0
         return known
+
+
+def rank_rows(bundle, kb: KnowledgeBase, forms: list[Form]) -> list:
+    """Per rankable form: its candidate row and the gold answer's place among the candidates,
+    the answers of its type less the other right answers the KB sets aside
+    (:func:`deepunlearn.kg.other_answers.form_others`). The rows of ``rank`` and of its evidence."""
+    from ..kg.candidates import answer_candidates
+    from ..kg.other_answers import form_others
+    from .scoring import candidate_rows
+
+    cands = []
+    for f in forms:
+        others = form_others(kb, f)
+        cands.append([c for c in answer_candidates(kb, f.fact_id) if c not in others])
+    rows = candidate_rows(bundle.tokenizer, [rank_texts(bundle.prompt, f, c) for f, c in zip(forms, cands)],
+                          what=[f"form {f.name!r} of fact {f.fact_id}" for f in forms])
+    return [(r, c.index(f.answer)) for f, r, c in zip(forms, rows, cands)]
 
 
 def _form_cache(bundle, kb: KnowledgeBase) -> dict:

@@ -7,6 +7,7 @@ this module imports neither, so the probe modules form no import circle."""
 from __future__ import annotations
 
 import inspect
+import math
 from typing import Callable, Iterable
 
 import numpy as np
@@ -61,6 +62,24 @@ def encoded(bundle: ModelBundle, kb: KnowledgeBase) -> tuple[list[tuple[list[int
     return cache[key]
 
 
+def primary_blocks(bundle: ModelBundle, kb: KnowledgeBase, ids) -> list | None:
+    """Per fact of ``ids``: :func:`answer_blocks` of its primary question's other right answers
+    (:func:`deepunlearn.kg.other_answers.primary_others`), or ``None`` when the KB judges another
+    right answer wrong (nothing is set aside anywhere)."""
+    from ..kg.other_answers import other_answers_rule, primary_others
+
+    if other_answers_rule(kb) != "aside":
+        return None
+    enc, _ = encoded(bundle, kb)
+    out = []
+    for i in ids:
+        others = sorted(primary_others(kb, int(i)))
+        q = kb.probe(int(i)).question
+        out.append(answer_blocks(enc[int(i)], encode_pairs(bundle.tokenizer, bundle.prompt, [(q, a) for a in others]))
+                   if others else [])
+    return out
+
+
 def model_device(bundle: ModelBundle):
     import torch
 
@@ -83,8 +102,31 @@ def checked_ids(kb: KnowledgeBase, fact_ids: Iterable[int] | None, batch_size) -
     return ids
 
 
-def teacher_forced(b_rows, model_fn, default_fn, pad: int, device):
-    """Summed answer log-probability and "argmax is gold at every answer token" per row."""
+def answer_blocks(row: tuple[list[int], list[int]], others: list[tuple[list[int], list[int]]]) -> list[tuple[int, int]]:
+    """The (answer position, token) pairs set aside for ``row`` = (prompt ids, answer ids): where
+    another right answer's ids (``others``, encoded as the row was) leave the row's own, the token
+    they continue with (:mod:`deepunlearn.kg.other_answers`). An answer that leaves it inside the
+    prompt, or that ends before leaving it, sets nothing aside.
+
+    >>> answer_blocks(([1, 2], [5, 6, 7]), [([1, 2], [5, 8]), ([1, 2], [9]), ([1, 2], [5])])
+    [(0, 9), (1, 8)]
+    """
+    full, start = row[0] + row[1], len(row[0])
+    out = set()
+    for p, a in others:
+        o = p + a
+        k = 0
+        while k < len(full) and k < len(o) and full[k] == o[k]:
+            k += 1
+        if start <= k < len(full) and k < len(o):
+            out.add((k - start, o[k]))
+    return sorted(out)
+
+
+def teacher_forced(b_rows, model_fn, default_fn, pad: int, device, blocks=None):
+    """Summed answer log-probability and "argmax is gold at every answer token" per row;
+    ``blocks[r]``: the (answer position, token) pairs the argmax of row ``r`` leaves out
+    (:func:`answer_blocks`; the log-probability is the model's own)."""
     import torch
 
     seqs = [p + a for p, a in b_rows]
@@ -116,6 +158,11 @@ def teacher_forced(b_rows, model_fn, default_fn, pad: int, device):
     logp = torch.log_softmax(picked.float(), dim=-1)
     tok_lp = logp.gather(-1, gold.unsqueeze(-1)).squeeze(-1)
     lp = (tok_lp * valid).sum(-1)
+    if blocks is not None and any(blocks):
+        rows_, pos_, toks_ = zip(*[(r, k, t) for r, bl in enumerate(blocks) for k, t in (bl or ())])
+        at = (torch.as_tensor(rows_, device=logp.device), torch.as_tensor(pos_, device=logp.device),
+              torch.as_tensor(toks_, device=logp.device))
+        logp = logp.index_put(at, torch.tensor(-math.inf, device=logp.device))
     hit = (logp.argmax(-1) == gold) | ~valid
     return lp.double().cpu().numpy(), hit.all(-1).cpu().numpy()
 

@@ -42,7 +42,7 @@ from ..kg.kb import KnowledgeBase
 from .models import ModelBundle
 from .modes import probe_mode
 from .passes import (  # noqa: F401  (re-exported: the forward passes lived here)
-    accepts, encoded, generate_answers, model_device, right_pad, teacher_forced, checked_ids, logits_fn,
+    accepts, encoded, generate_answers, model_device, primary_blocks, right_pad, teacher_forced, checked_ids, logits_fn,
 )
 from .result import MODES, MAX_NEW_TOKENS, Mode, ProbeResult, ProbeResultError  # noqa: F401  (re-exported)
 
@@ -147,6 +147,7 @@ def probe(
 
     enc, q_alone = encoded(bundle, kb)
     rows = [enc[i] for i in ids]
+    blocks = primary_blocks(bundle, kb, ids)
     gen_prompts = [q_alone[i] for i in ids]
     # Longest first: batches hold rows of similar length (little padding), and running out of
     # memory shows at the first batch.
@@ -180,7 +181,8 @@ def probe(
             for start in range(0, len(order), batch_size):
                 batch = order[start:start + batch_size]
                 b_rows = [rows[j] for j in batch]
-                lp, exact = teacher_forced(b_rows, model_fn, default_fn, pad, device)
+                lp, exact = teacher_forced(b_rows, model_fn, default_fn, pad, device,
+                                           None if blocks is None else [blocks[j] for j in batch])
                 logprob[batch] = lp
                 if not spec.decodes:
                     known[batch] = exact

@@ -140,3 +140,36 @@ def test_the_release_can_be_imported_with_entity_questions(tmp_path, capsys):
     assert kb.metadata["questions"] == "entity"
     code, text, _ = cli(capsys, "data", "show", str(out))
     assert any(line.startswith("  data    questions entity") for line in text.splitlines())  # no generator: no names
+
+
+def test_person_questions_ask_every_relation_for_the_person_and_set_other_answers_aside(tmp_path, capsys):
+    from deepunlearn.kg.kb import FAMILY_RELATIONS
+    from deepunlearn.kg.other_answers import other_answers_rule, primary_others
+
+    kb = generate_family(60, seed=3, params=FamilyParams(names="independent"), questions="person")
+    assert other_answers_rule(kb) == "aside" and kb.metadata["questions"] == "person"
+    for r in FAMILY_RELATIONS:
+        i = next(i for i, f in enumerate(kb.facts) if f[1] == r)
+        s, _, o = kb.facts[i]
+        assert kb.probe(i).question == f"Who is {s}'s {r}?" and kb.probe(i).answer == o
+        # every other right answer of the question is another stored fact's object, and none is this one
+        assert primary_others(kb, i) == {oo for ss, rr, oo in kb.facts if (ss, rr) == (s, r)} - {o}
+        no = next(f for f in forms_of(kb, i) if f.name == "no1")
+        assert not any(f"Is {x} " in no.text for x in primary_others(kb, i) | {o})
+    assert any(primary_others(kb, i) for i, f in enumerate(kb.facts) if f[1] == "child")  # several children
+    hold = make_holdout(kb, seed=1)
+    assert other_answers_rule(hold) == "aside"
+    out = tmp_path / "kb.json"
+    code, _, err = cli(capsys, "data", "generate", "--people", "15", "--seed", "9", "--names", "independent",
+                       "--questions", "person", "-o", str(out))
+    assert code == 0, err
+    code, text, _ = cli(capsys, "data", "show", str(out), "--json")
+    assert (json.loads(text)["questions"], json.loads(text)["other_answers"]) == ("person", "aside")
+    code, _, err = cli(capsys, "data", "generate", "--domain", "geo", "--other-answers", "aside",
+                       "-o", str(tmp_path / "geo.json"))
+    assert code == 0, err
+    geo = load_kb(tmp_path / "geo.json")
+    i = next(i for i, f in enumerate(geo.facts) if f[1] == "neighbour" and primary_others(geo, i))
+    assert other_answers_rule(geo) == "aside" and geo.facts[i][2] not in primary_others(geo, i)
+    code, text, _ = cli(capsys, "data", "show", str(tmp_path / "geo.json"))
+    assert "several right answers probes each with the others set aside" in text

@@ -55,10 +55,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--names", choices=("inherited", "independent"), default=None,
                    help="family only: inherited (default, the paper's: a child takes the father's surname) or "
                         "independent (every surname drawn on its own: names carry no kinship); recorded in the KB")
-    p.add_argument("--questions", choices=("relation", "entity"), default=None,
-                   help="family only: relation (default, the paper's \"Who is {o2} to {o1}?\" -> \"father\") or "
-                        "entity (father, mother, husband, wife asked \"Who is {o1}'s father?\" -> the person); "
-                        "recorded in the KB, so finetune and probe ask it")
+    p.add_argument("--questions", choices=("relation", "entity", "person"), default=None,
+                   help="family only: relation (default, the paper's \"Who is {o2} to {o1}?\" -> \"father\"), "
+                        "entity (father, mother, husband, wife asked \"Who is {o1}'s father?\" -> the person) or "
+                        "person (every relation asked for the person, \"Who is {o1}'s child?\"; the other right "
+                        "answers of a question are set aside when one is probed); recorded in the KB, so finetune "
+                        "and probe ask it")
+    p.add_argument("--other-answers", choices=("wrong", "aside"), default=None,
+                   help="how a question with several right answers (\"Which country borders X?\") is probed: "
+                        "wrong (default; another right answer counts as wrong) or aside (each right answer is "
+                        "probed with the others set aside: filtered greedy answer and rank); recorded in the KB "
+                        "(--questions person sets aside)")
     p.add_argument("-o", "--output", required=True, help="KB file to write (missing folders are created)")
     add_force(p)
     add_json(p)
@@ -92,6 +99,13 @@ def _family(args):
 
         kb = add_canaries(kb, args.canaries, repeat=args.repeat or 1, seed=args.seed)
     return kb
+
+
+def _other_answers(kb, args) -> None:
+    if args.other_answers is not None:
+        from ...kg.other_answers import set_other_answers
+
+        set_other_answers(kb, args.other_answers)
 
 
 def _generate(args) -> int:
@@ -131,6 +145,7 @@ def _generate(args) -> int:
                                    "--stored-share)")
     if family:
         kb = _family(args)
+        _other_answers(kb, args)
         out = save_kb(kb, args.output)
         s = summary(kb)
         extra = {"canaries": len(kb.metadata["canaries"]["facts"])} if "canaries" in kb.metadata else {}
@@ -155,6 +170,7 @@ def _generate(args) -> int:
     warned += print_warnings(relation_warnings(dom, graph))
     depths = derivation_depths(graph)
     chain = deepest_chain(graph, depths)
+    _other_answers(kb, args)
     out = save_kb(kb, args.output)
     st = kb.metadata["stats"]
     obj = {"output": str(out), "domain": kb.metadata["domain"], "rules": kb.metadata["rules"],

@@ -1,4 +1,4 @@
-"""Question formats of the family relations: the paper's, and entity answers for the functional ones.
+"""Question formats of the family relations: the paper's, and questions answered with the person.
 
 The paper asks every family fact ``(o1, r, o2)`` ("o2 is o1's r") as "Who is {o2} to {o1}?" and
 expects the relation's name ("father"). That answer is one of eleven words, and a model can often
@@ -13,6 +13,12 @@ several objects per subject (children, siblings, ...), so their question keeps t
 format. Candidates for ``rank`` are then every person of the KB
 (:mod:`deepunlearn.kg.candidates`).
 
+``person`` questions ask *every* family relation for the person ("Who is {o1}'s child?",
+"Name a sister of {o1}."), so no question has a relation word for an answer. A question about
+a person with several children (siblings, aunts, ...) then has several right answers, one per
+fact; the KB records ``other_answers = "aside"`` (:mod:`deepunlearn.kg.other_answers`): each of
+them is probed with the others set aside.
+
 :func:`use_question_format` rewrites a KB's relations and records the choice in
 ``metadata["questions"]`` (absent: the paper's format); finetuning and every probe mode read the
 KB's templates, so they ask the chosen format without any flag.
@@ -22,10 +28,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ...kb import KBError, KnowledgeBase, Relation
+from ...kb import FAMILY_RELATIONS, KBError, KnowledgeBase, Relation
 
-#: The question formats: ``relation`` (the paper's, the default) and ``entity``.
-QUESTION_FORMATS = ("relation", "entity")
+#: The question formats: ``relation`` (the paper's, the default), ``entity`` and ``person``.
+QUESTION_FORMATS = ("relation", "entity", "person")
 #: The family relations with one object per subject: asked for the person under ``entity``.
 FUNCTIONAL_RELATIONS = ("father", "mother", "husband", "wife")
 
@@ -46,6 +52,26 @@ def entity_relation(rel: Relation) -> Relation:
     return replace(rel, question=questions[0], answer="{o2}", paraphrases=questions[1:], statements=statements)
 
 
+def person_relation(rel: Relation) -> Relation:
+    """``rel`` (any family relation) asked for its object; a functional one as
+    :func:`entity_relation`, one with several objects per subject with an indefinite article
+    ("Who is a child of {o1}?").
+
+    >>> r = person_relation(Relation.default("aunt", "entity"))
+    >>> r.question, r.paraphrases[0], r.answer, r.statements[0]
+    ("Who is {o1}'s aunt?", 'Who is an aunt of {o1}?', '{o2}', 'An aunt of {o1} is {o2}.')
+    """
+    if rel.name in FUNCTIONAL_RELATIONS:
+        return entity_relation(rel)
+    r = rel.name
+    a = "an" if r[0] in "aeiou" else "a"
+    questions = (f"Who is {{o1}}'s {r}?", f"Who is {a} {r} of {{o1}}?", f"Which person is {a} {r} of {{o1}}?",
+                 f"Name {a} {r} of {{o1}}.")
+    statements = (f"{a.capitalize()} {r} of {{o1}} is {{o2}}.", f"{{o1}}'s {r} is {{o2}}.",
+                  f"{{o1}} has {{o2}} as {r}.")
+    return replace(rel, question=questions[0], answer="{o2}", paraphrases=questions[1:], statements=statements)
+
+
 def question_format(kb: KnowledgeBase) -> str:
     """The question format a KB records (``metadata["questions"]``; absent: ``relation``)."""
     q = kb.metadata.get("questions") if isinstance(kb.metadata, dict) else None
@@ -61,18 +87,24 @@ def use_question_format(kb: KnowledgeBase, fmt: str) -> KnowledgeBase:
         raise KBError(f"--questions: expected one of {', '.join(QUESTION_FORMATS)}, got {fmt!r}", field="--questions")
     if fmt == "relation":
         return kb
-    rels = [r for r in FUNCTIONAL_RELATIONS if r in kb.relations and kb.relations[r].kind == "entity"]
+    asked = FUNCTIONAL_RELATIONS if fmt == "entity" else FAMILY_RELATIONS
+    rels = [r for r in asked if r in kb.relations and kb.relations[r].kind == "entity"]
     if not rels:
-        raise KBError(f"--questions entity: KB {kb.name!r} has none of the functional family relations "
-                      f"({', '.join(FUNCTIONAL_RELATIONS)})", field="--questions")
+        raise KBError(f"--questions {fmt}: KB {kb.name!r} has none of the "
+                      f"{'functional ' if fmt == 'entity' else ''}family relations ({', '.join(asked)})",
+                      field="--questions")
     worded = [i for i in kb.probe_overrides if kb.facts[i][1] in rels]
     if worded:
-        raise KBError(f"--questions entity: KB {kb.name!r} words {len(worded)} of these facts' probes itself "
+        raise KBError(f"--questions {fmt}: KB {kb.name!r} words {len(worded)} of these facts' probes itself "
                       f"(e.g. fact {worded[0]}); its own wording would be asked instead", field="--questions")
     for r in rels:
-        kb.relations[r] = entity_relation(kb.relations[r])
+        kb.relations[r] = (entity_relation if fmt == "entity" else person_relation)(kb.relations[r])
     kb.metadata["questions"] = fmt
-    for cache in ("_forms_cache", "_answer_candidates_cache"):
+    if fmt == "person":
+        from ...other_answers import set_other_answers
+
+        set_other_answers(kb, "aside")
+    for cache in ("_forms_cache", "_answer_candidates_cache", "_other_answers_siblings"):
         kb.__dict__.pop(cache, None)
     return kb
 
@@ -92,5 +124,7 @@ def describe_data(kb: KnowledgeBase) -> str | None:
     q = question_format(kb)
     parts.append(f"questions {q}" + (" (\"Who is {o2} to {o1}?\" -> relation, the paper's)" if q == "relation"
                                      else f" ({', '.join(FUNCTIONAL_RELATIONS)} asked \"Who is {{o1}}'s father?\" -> "
-                                          "person)"))
+                                          "person)" if q == "entity"
+                                     else " (every relation asked \"Who is {o1}'s child?\" -> person; the other "
+                                          "right answers of a question set aside)"))
     return ", ".join(parts)
