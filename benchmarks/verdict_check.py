@@ -191,7 +191,7 @@ def enrich_oracle(judge, kb, negatives, rows, model_key: str = "oracle") -> None
 
     for row in rows:
         several = len(row.get("references") or []) > 1
-        if "deep_oracle" in row and "deep_oracle_fact" in row and (not several or "deep_oracle_max" in row):
+        if "deep_oracle" in row and "deep_oracle_fact" in row and (not several or "deep_oracle_pooled" in row):
             continue
         ref = reference(row.get("references") or [row["reference"]])
         bundle = judge.load(row[model_key])
@@ -208,6 +208,9 @@ def enrich_oracle(judge, kb, negatives, rows, model_key: str = "oracle") -> None
             row["deep_oracle_first"] = reference(row["references"][:1]).judge_b(bundle, known_b, row["target"])[0]
             ref.spread = False  # the strongest of the oracles, margin from the negatives alone
             row["deep_oracle_max"] = ref.judge_b(bundle, known_b, row["target"])[0]
+            ref.spread = "pooled"  # and the reference's seed noise over all its excluded facts
+            row["deep_oracle_pooled"], pooled = ref.judge_b(bundle, known_b, row["target"])
+            row["oracle_check_pooled"] = {k: pooled[k] for k in ("held_excluded", "margins")}
             ref.spread = True
         del bundle
 
@@ -241,7 +244,7 @@ def summary(out: Path) -> dict:
     rel = {} if not ro else {"deep_oracle": sum(r["deep_oracle"] for r in ro), "deep_oracle_of": len(ro),
                              "deep_oracle_rate": sum(r["deep_oracle"] for r in ro) / len(ro),
                              "deep_oracle_fact": sum(r.get("deep_oracle_fact", r["deep_oracle"]) for r in ro)}
-    for k in ("deep_oracle_first", "deep_oracle_max"):
+    for k in ("deep_oracle_first", "deep_oracle_max", "deep_oracle_pooled"):
         if any(k in r for r in ro):
             rel[k] = sum(r[k] for r in ro if k in r)
     return {"targets": n, "raw_deep": deep, "raw_deep_rate": deep / n if n else None, **chance, **rel,
@@ -265,6 +268,8 @@ def tp_summary(out: Path) -> dict:
         res["tp_not_deep_oracle"] = sum(r.get("deep_oracle") is False for r in ok)
         res["tp_not_deep_oracle_first"] = sum(r.get("deep_oracle_first", r.get("deep_oracle")) is False for r in ok)
         res["tp_not_deep_oracle_max"] = sum(r.get("deep_oracle_max", r.get("deep_oracle")) is False for r in ok)
+        if any("deep_oracle_pooled" in r for r in ok):
+            res["tp_not_deep_oracle_pooled"] = sum(r.get("deep_oracle_pooled") is False for r in ok)
     if any("p_chance" in r for r in ok):
         res["tp_established"] = sum(r.get("p_chance") is not None and r["p_chance"] < 0.05 for r in ok)
         res["tp_p_chance"] = sorted(round(r["p_chance"], 3) for r in ok if r.get("p_chance") is not None)

@@ -20,7 +20,9 @@ infers (the margin is calibrated on the same maximum over the negatives). With `
 default for several), B must beat them on a fact also by more than they disagree on that fact
 (per mode, the largest ``|score_i - score_j|`` over pairs of oracles): how far apart exact
 unlearning of two seeds lands on the very fact compared, which new people's facts (the
-negatives) do not show. ``deep_oracle``: the
+negatives) do not show. With ``spread = "pooled"`` the bar of every fact is at least the seed
+noise of the whole reference (:func:`pooled_noise`): how far one oracle beats the strongest of
+the others on any excluded fact it answers, at the verdict's false-positive rate. ``deep_oracle``: the
 target is not derivable (rules closure) from B's held facts.
 
 Evidence is the probe mode's continuous per-fact score (:mod:`deepunlearn.probe.calibration`
@@ -81,6 +83,35 @@ def margins(neg_b: dict[str, np.ndarray], neg_o: dict[str, np.ndarray], fpr: flo
         if answered is not None:
             d = np.where(np.asarray(answered, dtype=bool), d, -math.inf)
         out[m] = threshold(d, fpr / len(modes))
+    return out
+
+
+def pooled_noise(ev_each: Sequence[dict[str, np.ndarray]], answers_each: Sequence[np.ndarray], rate: float
+                 ) -> dict[str, float]:
+    """Per mode: the seed noise of a reference of several oracles, a bar that at most ``rate`` of
+    its leave-one-out differences pass: on every excluded fact an oracle answers (raw), its score
+    minus the strongest of the other oracles' (where both score it). One oracle against the
+    strongest of the rest stands for B, an exact unlearning of another seed, against the strongest
+    of them all (which is at least as strong: the bar errs on the side of deep). 0 where no
+    difference is there (one oracle, or none answered).
+
+    >>> ev = [{"exact": np.array([-1.0, -2.0, -5.0])}, {"exact": np.array([-1.5, -0.5, -4.0])}]
+    >>> pooled_noise(ev, [np.array([True, True, False]), np.array([True, True, True])], 0.01)
+    {'exact': 1.5}
+    """
+    from ..probe.calibration import threshold
+
+    out: dict[str, float] = {}
+    for m in (ev_each[0] if ev_each else {}):
+        pool = []
+        for i, ev in enumerate(ev_each):
+            rest = [e[m] for j, e in enumerate(ev_each) if j != i]
+            if not rest:
+                continue
+            strongest = np.max(np.stack(rest), axis=0)
+            ok = np.isfinite(ev[m]) & np.isfinite(strongest) & np.asarray(answers_each[i], dtype=bool)
+            pool.extend((ev[m] - np.where(ok, strongest, 0.0))[ok].tolist())
+        out[m] = max(0.0, float(threshold(np.array(pool), rate))) if pool else 0.0
     return out
 
 
@@ -166,12 +197,14 @@ class OracleReference:
         self.forms = judge.forms or spec.forms
         self.ev_o = self.answers_o = self.neg_o = None
         self.ev_each: list[dict[str, np.ndarray]] = []
+        self.answers_each: list[np.ndarray] = []
         for i, f in enumerate(self.folders):
             o = bundles[i] if bundles is not None else judge.load(f, "--oracle")
             ev, answers = self.evidence(o, judge.kb, self.excluded, model_fn)
             neg, _ = self.evidence(o, self.neg_kb, range(len(self.neg_kb.facts)), model_fn)
             del o
             self.ev_each.append(ev)
+            self.answers_each.append(answers)
             if self.ev_o is None:
                 self.ev_o, self.answers_o, self.neg_o = ev, answers, neg
             else:  # the strongest of the oracles, per fact and mode
@@ -260,6 +293,9 @@ class OracleReference:
         relevant = self.relevant(target, known_b)
         per_fact = self.fpr / max(1, len(relevant)) if self.correction == "family" else self.fpr
         margin = margins(neg_b, self.neg_o, per_fact, answered=neg_answered)
+        if self.spread == "pooled":
+            noise = pooled_noise(self.ev_each, self.answers_each, per_fact)
+            margin = {m: max(v, noise[m]) for m, v in margin.items()}
         spread = self.seed_spread()
         held, beyond = held_facts(set(known_b), self.excluded, ev_b, self.ev_o, margin, self.answers_o, spread)
         deep, rest = deep_relative(kb, self.judge.rules, held, target, self.judge.budget)

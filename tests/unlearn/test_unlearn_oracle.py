@@ -404,3 +404,27 @@ def test_oracles_of_different_sets_are_refused_in_one_line(model_a, kb_file, tmp
                  "--oracle", str(f1)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"--oracle {f1}: leaves out 4 facts, --oracle {f0} 3" in err
+
+
+def test_a_pooled_bar_is_the_references_seed_noise_over_all_its_excluded_facts(judge, tmp_path):
+    """Two oracles agree on set-mate 1 and disagree widely on set-mate 3. B beats both on 1 by less
+    than one oracle beats the other on 3: per fact (spread) B holds 1, against the pooled seed noise
+    it does not. A B keeping every set-mate far beyond both is superficial under both readings."""
+    from deepunlearn.unlearn.oracle_verdict import OracleReference
+
+    taught = {i: 6.0 for i in judge.known if i not in (1, 3, 5)}
+    o0, o1 = {**taught, 1: 0.5, 3: 0.5}, {**taught, 1: 0.5, 3: 3.0}
+    f0, f1 = _oracle_folder(tmp_path / "O0"), _oracle_folder(tmp_path / "O1", seed=1)
+    judge.oracle = [str(f0), str(f1)]
+    judge._oracle_ref = ref = OracleReference(judge, [f0, f1], bundle=[scripted(judge, o0), scripted(judge, o1)])
+    b = {**taught, 1: 2.0, 3: 0.5}
+    per_fact = judge.judge_bundle(scripted(judge, b), "B", TARGET)
+    ref.spread = "pooled"
+    pooled = judge.judge_bundle(scripted(judge, b), "B", TARGET)
+    assert [h["id"] for h in per_fact.oracle["held_excluded"]] == [1]
+    assert pooled.oracle["held_excluded"] == [] and pooled.deep_oracle is True
+    low = per_fact.oracle["margins"]["exact"]  # the negatives' margin (-inf: none of them answered)
+    assert pooled.oracle["margins"]["exact"] > (-1e9 if low is None else low) and pooled.oracle["margins"]["exact"] > 0
+    keeps_all = {i: 12.0 for i in judge.known if i != TARGET}
+    kept = judge.judge_bundle(scripted(judge, keeps_all), "B", TARGET)
+    assert kept.deep_oracle is False and sorted(h["id"] for h in kept.oracle["held_excluded"]) == [1, 3]
