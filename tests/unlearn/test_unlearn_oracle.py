@@ -427,4 +427,5 @@ def test_a_pooled_bar_is_the_references_seed_noise_over_all_its_excluded_facts(j
     assert pooled.oracle["margins"]["exact"] > (-1e9 if low is None else low) and pooled.oracle["margins"]["exact"] > 0
     keeps_all = {i: 12.0 for i in judge.known if i != TARGET}
     kept = judge.judge_bundle(scripted(judge, keeps_all), "B", TARGET)
-    assert kept.deep_oracle is False and sorted(h["id"] for h in kept.oracle["held_excluded"]) == [1, 3]
+    # 1 is held beyond the noise; 3 is not (B beats the stronger oracle there by less than the two differ)
+    assert kept.deep_oracle is False and [h["id"] for h in kept.oracle["held_excluded"]] == [1]
