@@ -122,7 +122,7 @@ def _patch_int4():
 
     def attack(self, points, targets, model_fn, lr):
         real(self, points, targets, model_fn, lr)
-        r = self.runner
+        r = self.model
         ks = quantize_attack(r.bundle.model, lambda: r.known_after(model_fn), how="int4")
         for p, (rec, acc) in zip(points, self._measure(points, ks)):
             p.notes["recall_int4"], p.notes["accuracy_int4"] = rec, acc
@@ -144,11 +144,13 @@ def _patch_adversarial_last():
     real = ForgettingChecks.annotate
 
     def annotate(self, points, targets, step, forgotten, *, last, lr):
-        keep, self.adversarial = self.adversarial, self.adversarial and last
+        from dataclasses import replace
+
+        keep, self.spec = self.spec, replace(self.spec, adversarial=self.spec.adversarial and last)
         try:
             real(self, points, targets, step, forgotten, last=last, lr=lr)
         finally:
-            self.adversarial = keep
+            self.spec = keep
 
     ForgettingChecks.annotate = annotate
 

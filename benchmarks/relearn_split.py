@@ -48,35 +48,34 @@ def _run(args) -> None:
     targets = [t for t in kb.targets if t in runner.known][:args.targets]
     record: dict = {}
 
-    class Both(ForgettingChecks):  # both attacks at the same unlearned point
-        def _attack(self, points, ts, model_fn, lr):
-            r, a = self.runner, self.attacks
-            t = int(ts[0])
-            held = [f for f in r.chosen_set(t) if f != t] + [t]
-            # recovery needs only the chosen set and the target: probe those, not all of K
-            known = lambda: r.known_among(held, model_fn)  # noqa: E731
-            before = known()
-            t0 = time.perf_counter()
-            other = relearn_attack(r.bundle.model, r.encode, self.relearn_pool(ts), a.relearn, lr=lr,
-                                   size=a.relearn_size, seed=r.seed, known=known)
-            record["other_seconds"] = round(time.perf_counter() - t0, 1)
-            whole = SplitPlan(t, [], held)
-            record["other"] = {str(n): recovered(whole, before, k) for n, k in other.items()}
-            record["other_target"] = {str(n): t in k for n, k in other.items()}
-            record["forgotten_before"] = sorted(set(held) - before)
-            t0 = time.perf_counter()
-            plan = split_plan(r.kb, r.chosen_set(t), t, seed=r.seed, probe_forms=r.forms)
-            if args.no_forms:  # the half of the set alone, to see what the target's forms add
-                plan = SplitPlan(plan.target, plan.relearned, plan.held_out, [])
-            _, after = run_split(r.bundle.model, lambda: split_batch(r.bundle, r.kb, plan, r.unlearn_forms), plan,
-                                 a.relearn, lr=lr, known=known, before=before)
-            record["split_seconds"] = round(time.perf_counter() - t0, 1)
-            record.update(split={str(n): recovered(plan, before, k) for n, k in after.items()},
-                          split_target={str(n): t in k for n, k in after.items()}, relearn_facts=plan.relearned,
-                          relearn_forms=[f.name for f in plan.forms], held_out=plan.held_out, chosen=held[:-1],
-                          relearn_lr=lr)
+    def both(self, points, ts, model_fn, lr):  # both attacks at the same unlearned point
+        r, a = self.model, self.attacks
+        t = int(ts[0])
+        held = [f for f in r.chosen_set(t) if f != t] + [t]
+        # recovery needs only the chosen set and the target: probe those, not all of K
+        known = lambda: runner.known_among(held, model_fn)  # noqa: E731
+        before = known()
+        t0 = time.perf_counter()
+        other = relearn_attack(r.bundle.model, r.encode, self.relearn_pool(ts), a.relearn, lr=lr,
+                               size=a.relearn_size, seed=r.seed, known=known)
+        record["other_seconds"] = round(time.perf_counter() - t0, 1)
+        whole = SplitPlan(t, [], held)
+        record["other"] = {str(n): recovered(whole, before, k) for n, k in other.items()}
+        record["other_target"] = {str(n): t in k for n, k in other.items()}
+        record["forgotten_before"] = sorted(set(held) - before)
+        t0 = time.perf_counter()
+        plan = split_plan(r.kb, r.chosen_set(t), t, seed=r.seed, probe_forms=r.forms)
+        if args.no_forms:  # the half of the set alone, to see what the target's forms add
+            plan = SplitPlan(plan.target, plan.relearned, plan.held_out, [])
+        _, after = run_split(r.bundle.model, lambda: split_batch(r.bundle, r.kb, plan, r.unlearn_forms), plan,
+                             a.relearn, lr=lr, known=known, before=before)
+        record["split_seconds"] = round(time.perf_counter() - t0, 1)
+        record.update(split={str(n): recovered(plan, before, k) for n, k in after.items()},
+                      split_target={str(n): t in k for n, k in after.items()}, relearn_facts=plan.relearned,
+                      relearn_forms=[f.name for f in plan.forms], held_out=plan.held_out, chosen=held[:-1],
+                      relearn_lr=lr)
 
-    runner.checks = Both(runner, attacks=runner.checks.attacks)
+    ForgettingChecks._attack = both  # the runner's checks run both attacks
     with out.open("a") as fh:
         for method, value in methods:
             for t in targets:

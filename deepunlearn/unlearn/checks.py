@@ -40,74 +40,41 @@ attacks (``attacks``: :class:`~deepunlearn.unlearn.attacks.AttackParams`)
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from typing import Sequence
 
 from .attack_kinds import SPLIT_ON
+from .check_spec import CheckModel, CheckSpec
 from .methods import UnlearnError
 
 
-def _attack_params(attacks: Any):
-    if attacks is None:
-        return None
-    from .attacks import AttackParams
-
-    if isinstance(attacks, AttackParams):
-        return attacks if attacks.enabled() else None
-    if not isinstance(attacks, dict):
-        raise UnlearnError(f"attacks: expected AttackParams or a dict of its fields, got {type(attacks).__name__}",
-                           field="attacks")
-    from pydantic import ValidationError
-
-    try:
-        params = AttackParams(**attacks)
-    except ValidationError as e:
-        err = e.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        raise UnlearnError(f"attacks.{where}: {err['msg']}", field=f"attacks.{where}") from None
-    return params if params.enabled() else None
-
-
-def _calibration(calibration: Any):
-    if calibration is None:
-        return None
-    from ..probe.calibration import Calibration, load_calibration
-
-    if isinstance(calibration, Calibration):
-        return calibration
-    if isinstance(calibration, dict):
-        return Calibration.from_json(calibration, source="adversarial_calibration")
-    return load_calibration(calibration, flag="adversarial_calibration")
-
-
 class ForgettingChecks:
-    """The adversarial probe and the attacks of one :class:`~deepunlearn.unlearn.loop.TargetRunner`."""
+    """The adversarial probe and the attacks (``spec``, a :class:`~.check_spec.CheckSpec`) on one
+    model (``model``, a :class:`~.check_spec.CheckModel`): a runner's points are checked through
+    :attr:`TargetRunner.checks <deepunlearn.unlearn.loop.TargetRunner.checks>`."""
 
-    def __init__(self, runner, *, adversarial: bool = False, attacks: Any = None,
-                 modes: Sequence[str] | None = None, calibration: Any = None):
-        from ..probe.forms_probe import check_any_modes
-        from ..probe.modes import any_modes, mode_names, probe_mode
+    def __init__(self, spec: CheckSpec, model: CheckModel):
+        self.spec, self.model = spec, model
 
-        self.runner = runner
-        self.adversarial = bool(adversarial)
-        self.attacks = _attack_params(attacks)
-        try:
-            modes = check_any_modes(modes)
-        except ValueError as e:
-            raise UnlearnError(f"adversarial_modes: {e}", field="adversarial_modes") from None
-        primary = getattr(runner, "probe_mode", None)
-        members = any_modes()
-        aggregate = primary in mode_names() and probe_mode(primary).aggregate
-        wanted = set(modes) | ({primary} if primary in members else set(members) if aggregate else set())
-        #: the modes of the adversarial aggregate, in run order (the primary probe's included)
-        self.modes = tuple(m for m in members if m in wanted)
-        self.calibration = _calibration(calibration)
-        if self.calibration is not None and not self.adversarial:
-            raise UnlearnError("adversarial_calibration: calibrates the adversarial aggregate: set adversarial too",
-                               field="adversarial_calibration")
+    @property
+    def adversarial(self) -> bool:
+        return self.spec.adversarial
+
+    @property
+    def attacks(self):
+        return self.spec.attacks
+
+    @property
+    def modes(self) -> tuple[str, ...]:
+        """The modes of the adversarial aggregate, in run order (the primary probe's included)."""
+        return self.spec.modes
+
+    @property
+    def calibration(self):
+        return self.spec.calibration
 
     @property
     def active(self) -> bool:
-        return self.adversarial or self.attacks is not None
+        return self.spec.active
 
     def annotate(self, points: list, targets: Sequence[int], step, forgotten: Sequence[int], *, last: bool,
                  lr: float | None) -> None:
@@ -128,7 +95,7 @@ class ForgettingChecks:
         """Which of ``ids`` the adversarial aggregate knows: any form under any mode."""
         from ..probe import probe
 
-        r = self.runner
+        r = self.model
         ids = sorted({int(i) for i in ids})
         if not ids:
             return set()
@@ -143,7 +110,7 @@ class ForgettingChecks:
             from .checks_calibrated import annotate_calibrated
 
             return annotate_calibrated(self, points, forgotten, model_fn)
-        r = self.runner
+        r = self.model
         still = self.adversarial_known(forgotten, model_fn)
         forgotten_adv = sorted(set(forgotten) - still)
         n = len(forgotten)
@@ -155,7 +122,7 @@ class ForgettingChecks:
     # ------------------------------------------------------------------ attacks
     def relearn_pool(self, targets: Sequence[int]) -> list[int]:
         """K minus the targets and their chosen minimal sets: the facts a relearning attack may use."""
-        r = self.runner
+        r = self.model
         out = set(r.known) - {int(t) for t in targets}
         for t in targets:
             out -= set(r.chosen_set(int(t)))
@@ -163,7 +130,7 @@ class ForgettingChecks:
 
     def _measure(self, points: list, known: set[int]) -> list[tuple[float, float]]:
         """(recall, accuracy) of each point's target when the model knows ``known``."""
-        r = self.runner
+        r = self.model
         forgotten = sorted(r.known - set(known))
         return [(float(ev.recall), float(ev.accuracy))
                 for ev in (r.evaluator.evaluate(p.target, forgotten) for p in points)]
@@ -171,7 +138,7 @@ class ForgettingChecks:
     def _attack(self, points: list, targets: Sequence[int], model_fn, lr: float | None) -> None:
         from .attacks import quantize_attack, relearn_attack
 
-        a, r = self.attacks, self.runner
+        a, r = self.attacks, self.model
         known = lambda: r.known_after(model_fn)  # noqa: E731
         if a.relearn:
             relearn_lr = a.relearn_lr if a.relearn_lr is not None else lr

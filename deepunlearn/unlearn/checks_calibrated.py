@@ -19,7 +19,7 @@ def calibrated_known(checks, ids: Sequence[int], model_fn=None) -> tuple[set[int
     """(calibrated, raw) sets of ``ids`` the adversarial aggregate still knows."""
     from ..probe.evidence import fact_groups, mode_evidence
 
-    r, cal = checks.runner, checks.calibration
+    r, cal = checks.model, checks.calibration
     ids = sorted({int(i) for i in ids})
     if not ids:
         return set(), set()
@@ -34,7 +34,7 @@ def calibrated_known(checks, ids: Sequence[int], model_fn=None) -> tuple[set[int
 
 
 def annotate_calibrated(checks, points: list, forgotten: Sequence[int], model_fn) -> None:
-    r, cal = checks.runner, checks.calibration
+    r, cal = checks.model, checks.calibration
     still, still_raw = calibrated_known(checks, forgotten, model_fn)
     n = len(forgotten)
     for p in points:

@@ -116,11 +116,12 @@ class EvalChecks:
         return out
 
     def _adversarial(self, judge, bundle, target: int, forgotten: Sequence[int]) -> dict[str, Any]:
+        from .check_spec import CheckModel, CheckSpec
         from .checks import ForgettingChecks
 
-        runner = SimpleNamespace(bundle=bundle, kb=judge.kb, batch_size=judge.batch_size, probe_mode=judge.mode,
-                                 evaluator=judge.evaluator)
-        checks = ForgettingChecks(runner, adversarial=True, modes=self.adversarial_modes, calibration=self.calibration)
+        spec = CheckSpec.build(judge.mode, adversarial=True, modes=self.adversarial_modes, calibration=self.calibration)
+        checks = ForgettingChecks(spec, CheckModel(bundle=bundle, kb=judge.kb, evaluator=judge.evaluator,
+                                                   batch_size=judge.batch_size))
         point = SimpleNamespace(target=target, notes={})
         checks.adversarial_check([point], forgotten)
         return {"modes": list(checks.modes), **point.notes}

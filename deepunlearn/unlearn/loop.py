@@ -22,6 +22,7 @@ import sys
 import time
 from typing import Iterable, Iterator, Sequence
 
+from .check_spec import CheckModel, CheckSpec
 from .lr import OptimiserConfig, optimiser_config
 from .methods import MethodParams, Session, Unlearner, UnlearnError
 from .points import (  # noqa: F401  (Point, TargetNotKnownError, seed_everything: re-exported)
@@ -146,10 +147,9 @@ class TargetRunner:
         self.forms, self.unlearn_forms = forms, unlearn_forms
         #: what every probe of the primary kind passes: the forms, when not the primary question
         self._probe_kw = {} if forms in (None, "default") else {"forms": forms}
-        from .checks import ForgettingChecks
-
-        self.checks = ForgettingChecks(self, adversarial=co.adversarial, attacks=co.attacks,  # checked before any work
-                                       modes=co.modes, calibration=co.calibration)
+        #: the checks after unlearning, checked before any work (:attr:`checks` runs them)
+        self.check_spec = CheckSpec.build(probe_mode, adversarial=co.adversarial, attacks=co.attacks,
+                                          modes=co.modes, calibration=co.calibration)
         bundle.model.eval()
         bundle.answer_rule = rule_of(self.protocol)  # when a generated answer counts (the protocol's)
         #: called at every point as ``hook(points, step, forgotten)``, the weights at the point (a
@@ -176,7 +176,7 @@ class TargetRunner:
                                    reference=mo.reference, retrain_cache=mo.retrain_cache)
         self.sampler = AccuracySampler(kb, self.known, self.evaluator, self.point_for, mo.accuracy, mo.accuracy_sample,
                                        seed, protocol=self.protocol.name, full_only=(
-            "scores" if self.baselines.on else "the adversarial and attack checks" if self.checks.active else None))
+            "scores" if self.baselines.on else "the adversarial and attack checks" if self.check_spec.active else None))
 
     # ------------------------------------------------------------------ pieces
     def unlearner(self, method: str | Unlearner, grid: Sequence[float] | None = None,
@@ -280,6 +280,21 @@ class TargetRunner:
                          protected=frozenset(self.protected), seed=self.seed, forms=getattr(self, "forms", None),
                          unlearn_forms=self.unlearn_forms, checks=self.checks, known_among=self.known_among,
                          deep=self.deep, chosen_set=self.chosen_set)
+
+    def check_model(self) -> CheckModel:
+        """What the checks read of this runner's model (:class:`~.check_spec.CheckModel`)."""
+        return CheckModel(bundle=self.bundle, kb=self.kb, evaluator=self.evaluator, batch_size=self.batch_size,
+                          known=frozenset(self.known), seed=self.seed, forms=self.forms,
+                          unlearn_forms=self.unlearn_forms, encode=self.encode, chosen_set=self.chosen_set,
+                          known_after=self.known_after)
+
+    @property
+    def checks(self) -> Any:
+        """The adversarial probe and the attacks of :attr:`check_spec` on the model as it is now
+        (:class:`~.checks.ForgettingChecks` on :meth:`check_model`)."""
+        from .checks import ForgettingChecks
+
+        return ForgettingChecks(self.check_spec, self.check_model())
 
     def deep_context(self, targets: Sequence[int], choice: str = "fewest") -> Any:
         """The rules context of a rule-aware run on ``targets`` (:class:`~.deep.DeepContext`)."""

@@ -1,10 +1,12 @@
-"""A memory plan: the peak GPU memory of a run of this code, from the model's config alone
-(item 5). ``deepunlearn plan`` prints it; a sweep on CUDA checks it before loading a
+"""A memory plan: the peak GPU memory of a run of this code, from the model's config alone.
+``deepunlearn plan`` prints it; a sweep on CUDA checks it before loading a
 model (:func:`deepunlearn.bench.guard.check_fit`).
 
-The model is built on the ``meta`` device (no memory for values) to count its parameters exactly
-(tied embeddings once) and, in LoRA mode, peft's default adapter for the architecture is applied
-to it (:class:`~deepunlearn.unlearn.snapshot.LoraAdapter` does the same on the real model).
+Its parameters are counted exactly (tied embeddings once), in LoRA mode with peft's default
+adapter for the architecture (:class:`~deepunlearn.unlearn.snapshot.LoraAdapter` applies the same
+to the real model): by formula from the config for the architectures the tool builds
+(:mod:`.plan_count`; neither torch nor a transformers model class is imported), else by building
+the model on torch's ``meta`` device (no memory for values; this imports torch).
 Parts, in bytes, following what :meth:`Session.descend <deepunlearn.unlearn.methods.Session.descend>`,
 the methods, the loop and the probe do (``N`` parameters, ``n`` trainable ones, ``d`` bytes of
 the dtype):
@@ -138,9 +140,10 @@ _SKELETONS: dict[tuple[str, int | None], Skeleton] = {}
 
 
 def skeleton(config: Any, *, lora_r: int | None = None, source: str = "config") -> Skeleton:
-    """Build the model on the ``meta`` device and count (tied tensors once); with ``lora_r``,
-    also peft's default LoRA adapter of that rank for the architecture. Remembered per config
-    (a sweep plans every method of a model; the fix re-plans)."""
+    """Count the model's parameters (tied tensors once) and buffer bytes; with ``lora_r``, also
+    peft's default LoRA adapter of that rank for the architecture. By formula, without torch,
+    for the architectures :mod:`.plan_count` knows; else by :func:`meta_skeleton`. Remembered
+    per config (a sweep plans every method of a model; the fix re-plans)."""
     key = (config.to_json_string(use_diff=False), lora_r)
     if key not in _SKELETONS:
         if len(_SKELETONS) > 32:
@@ -150,6 +153,18 @@ def skeleton(config: Any, *, lora_r: int | None = None, source: str = "config") 
 
 
 def _skeleton(config: Any, lora_r: int | None, source: str) -> Skeleton:
+    from .plan_count import count
+
+    counted = count(config, lora_r)
+    if counted is not None:
+        return Skeleton(*counted)
+    return meta_skeleton(config, lora_r, source)
+
+
+def meta_skeleton(config: Any, lora_r: int | None, source: str = "config") -> Skeleton:
+    """:class:`Skeleton` of the model built on torch's ``meta`` device (imports torch,
+    transformers' model classes and, with ``lora_r``, peft): the count for an architecture
+    :mod:`.plan_count` has no formula for, and the reference its formulas are tested against."""
     import torch
     from transformers import AutoModelForCausalLM
 

@@ -115,16 +115,23 @@ def _gguf_config(path: Path, flag: str):
 
 
 def config_from_dict(data: dict, *, source: str) -> Any:
-    """A transformers config from a ``config.json`` document; an unknown or missing
-    ``model_type`` or bad values is a :class:`PlanError` naming ``source`` and the field."""
+    """The config of a ``config.json`` document: a :class:`~.plan_count.PlainConfig` (no torch)
+    for an architecture :mod:`.plan_count` counts, else transformers' config; an unknown or
+    missing ``model_type`` or bad values is a :class:`PlanError` naming ``source`` and the field."""
     from transformers import __version__ as tf_version
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    from ..probe.hf_tables import known_model_types
 
     mt = data.get("model_type")
     if not isinstance(mt, str) or not mt:
         raise PlanError(f"{source}: field model_type: missing (which architecture is this?)", file=source,
                         field="model_type")
-    if mt not in CONFIG_MAPPING:
+    known = known_model_types()
+    if known is None or mt not in known:  # the table read from source may lack a name added later
+        from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+        known = CONFIG_MAPPING
+    if mt not in known:
         extra = " (the config asks for its own code, auto_map: not supported)" if data.get("auto_map") else ""
         raise PlanError(f"{source}: field model_type: unknown architecture {mt!r} (transformers {tf_version} does not "
                         f"know it){extra}", file=source, field="model_type")
@@ -136,6 +143,13 @@ def config_from_dict(data: dict, *, source: str) -> Any:
         if key in data and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise PlanError(f"{source}: field {key}: {v!r}; expected a whole number of layers >= 1", file=source,
                             field=key)
+    from .plan_count import plain_config
+
+    plain = plain_config(data)  # an architecture counted by formula: no transformers config class, no torch
+    if plain is not None:
+        return plain
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
     try:
         return CONFIG_MAPPING[mt].from_dict({k: v for k, v in data.items() if k != "model_type"})
     except Exception as e:  # noqa: BLE001 - a value the config class refuses

@@ -218,16 +218,16 @@ def split_notes(plan: SplitPlan, before: set[int], after: dict[int, set[int]], g
 
 
 def annotate_split(checks, points: list, targets: Sequence[int], known: Callable[[], set[int]], lr: float) -> None:
-    """A split relearning attack at one grid point of a single-target trajectory of
-    ``checks.runner`` (a :class:`~deepunlearn.unlearn.checks.ForgettingChecks`): the points gain
+    """A split relearning attack at one grid point of a single-target trajectory, on the model
+    ``checks`` checks (a :class:`~deepunlearn.unlearn.checks.ForgettingChecks`): the points gain
     ``recall_relearn`` / ``accuracy_relearn`` (relearned facts as before the attack),
     ``relearn_lr`` and :func:`split_notes`."""
-    r = checks.runner
+    r = checks.model
     if len(targets) != 1:
         raise UnlearnError(f"attacks.relearn_on: {checks.attacks.relearn_on!r} relearns one target's chosen set: "
                            "attack single targets", field="attacks.relearn_on")
     t = int(targets[0])
-    plan = split_plan(r.kb, r.chosen_set(t), t, seed=r.seed, probe_forms=getattr(r, "forms", None),
+    plan = split_plan(r.kb, r.chosen_set(t), t, seed=r.seed, probe_forms=r.forms,
                       on=checks.attacks.relearn_on)
     before, after = run_split(r.bundle.model, lambda: split_batch(r.bundle, r.kb, plan, r.unlearn_forms), plan,
                               checks.attacks.relearn, lr=lr, known=known)

@@ -13,28 +13,80 @@
   guard (``min_accuracy``: a request that would take accuracy below it is undone and marked
   ``skipped``, or ends the sequence) and a re-check (``recheck``: after each request an earlier
   target that came back through the rules is unlearnt again; docs/unlearning.md).
+
+Both take the runner; the sequence itself reads only a :class:`Served`, the few things it uses of
+the model being served (:func:`serving` builds it from the runner).
 """
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
 
 from .loop import Point, seed_everything
 from .methods import GradientUnlearner, MethodParams, UnlearnError, catalog
 
 
+@dataclass(frozen=True)
+class Served:
+    """What a sequence of requests reads and does of the model it serves: the torch ``model`` with
+    its ``snapshot`` (the original weights), K (``known``), the rules' ``evaluator``, and
+
+    * ``serve(targets, u, values, seed)``: run ``u`` on ``targets`` over the grid ``values`` and
+      leave the weights unlearned (one list of points per grid value),
+    * ``known_after()``: the facts of K the model answers now,
+    * ``deep(target, forgotten)``: whether the target is out of the closure,
+    * ``protect(ids)``: the facts no run's retain term nor healing may train on from now on;
+
+    for healing (``heal_steps``) also ``encode(ids)`` (facts as a training batch) and the run's
+    ``optimiser`` (an :class:`~deepunlearn.unlearn.lr.OptimiserConfig`)."""
+
+    model: Any
+    snapshot: Any
+    known: frozenset[int]
+    evaluator: Any
+    serve: Callable[..., Iterator[list[Point]]]
+    known_after: Callable[[], set[int]]
+    deep: Callable[[int, Sequence[int]], bool]
+    protect: Callable[[frozenset[int]], None]
+    encode: Callable[[Sequence[int]], dict] | None = None
+    optimiser: Any = None
+
+
+def serving(runner, u=None) -> Served:
+    """The :class:`Served` of ``runner`` (a :class:`~deepunlearn.unlearn.loop.TargetRunner`); with
+    ``u`` (a method), what healing after its requests needs too."""
+
+    def serve(targets, method, values, seed):
+        return runner.steps(targets, method, values, set(), len(values), seed, restore=False)
+
+    def protect(ids: frozenset[int]) -> None:
+        runner.protected = frozenset(ids)
+
+    return Served(model=runner.bundle.model, snapshot=runner.snapshot, known=frozenset(runner.known),
+                  evaluator=runner.evaluator, serve=serve, known_after=runner.known_after, deep=runner.deep,
+                  protect=protect, encode=None if u is None else runner.encode,
+                  optimiser=None if u is None else runner.optimiser(u))
+
+
 def check_targets(runner, targets: Sequence[int | str]) -> list[int]:
     """Fact ids of the requests, refusing an empty list, a target named twice and a target the
     model did not know."""
-    ids = [runner.kb.resolve(t) for t in targets]
+    return request_ids(runner.kb, runner.known_target, targets)
+
+
+def request_ids(kb, known_target: Callable[..., int], targets: Sequence[int | str]) -> list[int]:
+    """:func:`check_targets` on the KB and ``known_target(t, field=...)`` (which refuses a target
+    outside K)."""
+    ids = [kb.resolve(t) for t in targets]
     if not ids:
         raise UnlearnError("no target given", field="targets")
     seen: set[int] = set()
     for given, t in zip(targets, ids):
         if t in seen:
-            raise UnlearnError(f"target {given!r} (fact {t} {list(runner.kb.facts[t])}) is named twice in one "
+            raise UnlearnError(f"target {given!r} (fact {t} {list(kb.facts[t])}) is named twice in one "
                                "request list", field="targets")
-        seen.add(runner.known_target(t, field="targets"))
+        seen.add(known_target(t, field="targets"))
     return ids
 
 
@@ -85,33 +137,34 @@ def run_sequential(runner, targets: Sequence[int | str], method, grid: Sequence[
     if int(heal_steps) < 0:
         raise UnlearnError(f"heal_steps must be 0 or more, got {heal_steps}", field="heal_steps")
     values = u.check_grid(u.params.grid)
-    return _sequential(runner, ids, u, values, seed, min_accuracy, on_guard, recheck, int(heal_steps), bool(protect))
+    m = serving(runner, u if int(heal_steps) else None)
+    return _sequential(m, ids, u, values, seed, min_accuracy, on_guard, recheck, int(heal_steps), bool(protect))
 
 
-def _serve(runner, t: int, u, values: list[float], seed: int | None) -> list[Point]:
-    return [ps[0] for ps in runner.steps([t], u, values, set(), len(values), seed, restore=False)]
+def _serve(m: Served, t: int, u, values: list[float], seed: int | None) -> list[Point]:
+    return [ps[0] for ps in m.serve([t], u, values, seed)]
 
 
-def _accuracy(runner, kept: Sequence[int], forgotten: Sequence[int]) -> tuple[list, float]:
-    evals = [runner.evaluator.evaluate(s, forgotten) for s in kept]
+def _accuracy(evaluator, kept: Sequence[int], forgotten: Sequence[int]) -> tuple[list, float]:
+    evals = [evaluator.evaluate(s, forgotten) for s in kept]
     union = {int(f) for e in evals for f in e.set}
-    return evals, float(runner.evaluator.accuracies(union, forgotten)[0])
+    return evals, float(evaluator.accuracies(union, forgotten)[0])
 
 
-def _heal(runner, u, kept: list[int], forgotten: list[int], goal: float, steps: int, seed: int):
+def _heal(m: Served, kept: list[int], forgotten: list[int], goal: float, steps: int, seed: int):
     """Heal after a request (:func:`.heal.heal`): the facts forgotten afterwards and the record."""
     from .heal import heal
 
-    evals, start = _accuracy(runner, kept, forgotten)
+    evals, start = _accuracy(m.evaluator, kept, forgotten)
     protected = {int(f) for e in evals for f in e.set}
     now = {"forgotten": forgotten}  # the facts forgotten at the last measurement
 
     def accuracy() -> float:
-        now["forgotten"] = sorted(runner.known - runner.known_after())
-        return _accuracy(runner, kept, now["forgotten"])[1]
+        now["forgotten"] = sorted(m.known - m.known_after())
+        return _accuracy(m.evaluator, kept, now["forgotten"])[1]
 
-    record = heal(runner.bundle.model, runner.encode, runner.known, runner.optimiser(u), kept, protected, goal,
-                  accuracy, steps=steps, start=start, seed=seed, snapshot=runner.snapshot)
+    record = heal(m.model, m.encode, m.known, m.optimiser, kept, protected, goal,
+                  accuracy, steps=steps, start=start, seed=seed, snapshot=m.snapshot)
     return now["forgotten"], record  # healing ends on a measurement (or takes no step)
 
 
@@ -120,16 +173,16 @@ def _heal(runner, u, kept: list[int], forgotten: list[int], goal: float, steps: 
 RECHECK_PASSES = 3
 
 
-def _protected(runner, targets: Sequence[int], forgotten: Sequence[int]) -> frozenset[int]:
+def _protected(evaluator, targets: Sequence[int], forgotten: Sequence[int]) -> frozenset[int]:
     """The facts a run must not retain on while other requests are served: each of ``targets``
     and its chosen set on the model as it is (``forgotten``)."""
     out = {int(t) for t in targets}
     for s in targets:
-        out |= {int(f) for f in runner.evaluator.evaluate(s, forgotten).set}
+        out |= {int(f) for f in evaluator.evaluate(s, forgotten).set}
     return frozenset(out)
 
 
-def _recheck(runner, u, values: list[float], earlier: Sequence[int], forgotten: list[int], seed: int | None,
+def _recheck(m: Served, u, values: list[float], earlier: Sequence[int], forgotten: list[int], seed: int | None,
              batch: bool = False, protect: bool = True, served: Sequence[int] = ()):
     """Unlearn again every target of ``earlier`` that is derivable on the model as it is now (one
     after another in serving order, or with ``batch`` all together as one request), pass after
@@ -140,59 +193,59 @@ def _recheck(runner, u, values: list[float], earlier: Sequence[int], forgotten: 
     served = list(served) or earlier
     redone = []
     for n in range(RECHECK_PASSES):
-        back = [s for s in earlier if not runner.deep(s, forgotten)]
+        back = [s for s in earlier if not m.deep(s, forgotten)]
         if not back:
             break
         groups = [back] if batch else [[s] for s in back]
         for group in groups:
-            if not batch and runner.deep(group[0], forgotten):
+            if not batch and m.deep(group[0], forgotten):
                 continue  # an earlier re-unlearning of this pass made it deep again
             if protect:
-                runner.protected = _protected(runner, [s for s in served if s not in group], forgotten)
+                m.protect(_protected(m.evaluator, [s for s in served if s not in group], forgotten))
             run_seed = None if seed is None else seed + 1000 * (n + 1) + (0 if batch else earlier.index(group[0]))
-            last = list(runner.steps(group, u, values, set(), len(values), run_seed, restore=False))[-1]
+            last = list(m.serve(group, u, values, run_seed))[-1]
             forgotten = list(last[0].forgotten)
-            redone += [{"target": s, "deep": runner.deep(s, forgotten), "steps": last[0].notes.get("steps_used"),
+            redone += [{"target": s, "deep": m.deep(s, forgotten), "steps": last[0].notes.get("steps_used"),
                         "pass": n + 1} for s in group]
     return forgotten, redone
 
 
-def _sequential(runner, ids: list[int], u, values: list[float], seed: int | None, min_accuracy: float | None,
+def _sequential(m: Served, ids: list[int], u, values: list[float], seed: int | None, min_accuracy: float | None,
                 on_guard: str, recheck: bool | str, heal_steps: int = 0, protect: bool = True) -> Iterator[Point]:
     from .snapshot import WeightSnapshot
 
     kept: list[int] = []
     measured = recheck or min_accuracy is not None or heal_steps > 0
-    forgotten = sorted(runner.known - runner.known_after()) if measured else []
-    acc_before = _accuracy(runner, kept, forgotten)[1] if heal_steps else None
+    forgotten = sorted(m.known - m.known_after()) if measured else []
+    acc_before = _accuracy(m.evaluator, kept, forgotten)[1] if heal_steps else None
     try:
         for j, t in enumerate(ids):
-            before = WeightSnapshot(runner.bundle.model) if min_accuracy is not None else None
+            before = WeightSnapshot(m.model) if min_accuracy is not None else None
             if protect:
-                runner.protected = _protected(runner, kept, forgotten)
-            points = _serve(runner, t, u, values, None if seed is None else seed + j)
+                m.protect(_protected(m.evaluator, kept, forgotten))
+            points = _serve(m, t, u, values, None if seed is None else seed + j)
             last = points[-1]
             now = list(last.forgotten)
             redone: list[dict] = []
             if heal_steps:
-                now, last.notes["healed"] = _heal(runner, u, kept + [t], now, acc_before, heal_steps,
+                now, last.notes["healed"] = _heal(m, kept + [t], now, acc_before, heal_steps,
                                                    0 if seed is None else seed + j)
             if recheck:
-                now, redone = _recheck(runner, u, values, kept + [t] if heal_steps else kept, now, seed,
+                now, redone = _recheck(m, u, values, kept + [t] if heal_steps else kept, now, seed,
                                        batch=recheck == "batch", protect=protect, served=kept + [t])
-            evals, acc = _accuracy(runner, kept + [t], now)
+            evals, acc = _accuracy(m.evaluator, kept + [t], now)
             skipped = min_accuracy is not None and acc < float(min_accuracy)
             if skipped:
-                before.restore(runner.bundle.model)
-                runner.bundle.model.eval()
+                before.restore(m.model)
+                m.model.eval()
                 last.notes.update(skipped=True, accuracy_would_be=acc)
-                evals, acc = _accuracy(runner, kept, forgotten)
+                evals, acc = _accuracy(m.evaluator, kept, forgotten)
                 served = kept
             else:
                 kept.append(t)
                 forgotten, served = now, kept
             acc_before = acc
-            last.notes["earlier"] = [{"target": s, "recall": float(e.recall), "deep": runner.deep(s, forgotten)}
+            last.notes["earlier"] = [{"target": s, "recall": float(e.recall), "deep": m.deep(s, forgotten)}
                                      for s, e in zip(served, evals)]
             last.notes["accuracy_after"] = acc
             if recheck:
@@ -203,9 +256,9 @@ def _sequential(runner, ids: list[int], u, values: list[float], seed: int | None
             if skipped and on_guard == "stop":
                 break
     finally:
-        runner.protected = frozenset()
-        runner.snapshot.restore(runner.bundle.model)
-        runner.bundle.model.eval()
+        m.protect(frozenset())
+        m.snapshot.restore(m.model)
+        m.model.eval()
         if seed is not None:
             seed_everything(seed)
 

@@ -15,8 +15,8 @@ import argparse
 DESCRIPTION = """\
 Estimate the peak GPU memory of finetuning or unlearning a model with this code: weights,
 gradients, float32 master copies, AdamW states, the copy a method keeps, activations, logits
-and a probe batch, from the model's config alone (built on the meta device; nothing is
-loaded). Verdicts for 24, 40, 80 and 141 GiB GPUs; when it does not fit 80 GiB, the fix.
+and a probe batch, from the model's config alone (counted by formula for the architectures
+the tool builds, else built on torch's meta device; nothing is loaded). Verdicts for 24, 40, 80 and 141 GiB GPUs; when it does not fit 80 GiB, the fix.
 
 MODEL: a config.json, a checkpoint folder, a .gguf file, a hub name, or one of
 llama-1.3b, llama-2-7b, llama-3-8b, smollm2-135m.
