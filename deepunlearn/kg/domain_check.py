@@ -111,7 +111,8 @@ def several_warnings(dom: Domain, objects: dict[str, int] | None = None) -> list
                 "them: a model naming another true one is marked wrong",
                 f"ask for the relation (answer = \"{{r}}\", a question naming {{o1}} and {{o2}}, shared with "
                 f"related relations), or for one of them (\"Name one of {{o1}}'s ...\"), or make it one {spec.object} "
-                "per subject (shape = \"one\")"))
+                "per subject (shape = \"one\"), or probe each with the others set aside (data generate "
+                "--other-answers aside)"))
     return out
 
 
