@@ -13,7 +13,9 @@ rules layer's :class:`~deepunlearn.rules.Evaluator`, built once on ``K``, turns 
 model never answered counts as forgotten at every point, as in the reference code.
 
 The runner snapshots the model's weights when it is made and puts them back after every run, so
-it owns the weights while it is used: change the model through it only.
+it owns the weights while it is used: change the model through it only. What the rule-aware
+methods and the checks read of it (the chosen set, ``deep``, the narrow views) is
+:mod:`.runner_views`.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import sys
 import time
 from typing import Iterable, Iterator, Sequence
 
-from .check_spec import CheckModel, CheckSpec
+from .check_spec import CheckSpec
 from .lr import OptimiserConfig, optimiser_config
 from .methods import MethodParams, Session, Unlearner, UnlearnError
 from .points import (  # noqa: F401  (Point, TargetNotKnownError, seed_everything: re-exported)
@@ -31,11 +33,12 @@ from .points import (  # noqa: F401  (Point, TargetNotKnownError, seed_everythin
 from .run_session import forget_batch, retain_sampler
 from .runner_options import (CheckOptions, MeasureOptions, ProbeOptions, SetOptions, TrainOptions,
                              group_options)
+from .runner_views import RunnerViews
 from .sampled import AccuracySampler
 from .snapshot import LoraAdapter, LoraParams, WeightSnapshot
 
 
-class TargetRunner:
+class TargetRunner(RunnerViews):
     """Unlearn one target at a time from one model and measure every grid point.
 
     Parameters
@@ -272,36 +275,6 @@ class TargetRunner:
                                             self.seed, targets)
         return session
 
-    def deep_model(self) -> Any:
-        """What the rule-aware methods read of this runner's model (:class:`~.deep.DeepModel`)."""
-        from .deep import DeepModel
-
-        return DeepModel(bundle=self.bundle, kb=self.kb, evaluator=self.evaluator, known=frozenset(self.known),
-                         protected=frozenset(self.protected), seed=self.seed, forms=getattr(self, "forms", None),
-                         unlearn_forms=self.unlearn_forms, checks=self.checks, known_among=self.known_among,
-                         deep=self.deep, chosen_set=self.chosen_set)
-
-    def check_model(self) -> CheckModel:
-        """What the checks read of this runner's model (:class:`~.check_spec.CheckModel`)."""
-        return CheckModel(bundle=self.bundle, kb=self.kb, evaluator=self.evaluator, batch_size=self.batch_size,
-                          known=frozenset(self.known), seed=self.seed, forms=self.forms,
-                          unlearn_forms=self.unlearn_forms, encode=self.encode, chosen_set=self.chosen_set,
-                          known_after=self.known_after)
-
-    @property
-    def checks(self) -> Any:
-        """The adversarial probe and the attacks of :attr:`check_spec` on the model as it is now
-        (:class:`~.checks.ForgettingChecks` on :meth:`check_model`)."""
-        from .checks import ForgettingChecks
-
-        return ForgettingChecks(self.check_spec, self.check_model())
-
-    def deep_context(self, targets: Sequence[int], choice: str = "fewest") -> Any:
-        """The rules context of a rule-aware run on ``targets`` (:class:`~.deep.DeepContext`)."""
-        from .deep import DeepContext
-
-        return DeepContext(self.deep_model(), targets, choice=choice)
-
     def encode(self, ids: Sequence[int]) -> dict:
         """The facts encoded as in finetuning (answer-only labels), collated on the model's device:
         one row per fact, or with ``unlearn_forms`` one row per selected form."""
@@ -314,38 +287,6 @@ class TargetRunner:
         from .data import encode_pair_batch
 
         return encode_pair_batch(self.bundle, pairs)
-
-    def chosen_set(self, target: int, forgotten: Sequence[int] = (), how: str = "fewest",
-                   avoid: Iterable[int] = ()) -> list[int]:
-        """The minimal deep-unlearning set of ``target`` to forget (:func:`~deepunlearn.rules.choice.choose_set`:
-        fewest facts still to forget, then least collateral; ``how="mincut"``: least total
-        expected collateral), among the sets holding no fact of ``avoid``, sorted; it holds
-        ``target``'s own fact only if that set does."""
-        from ..rules.choice import Collateral, choose_set
-
-        if self._collateral is None:
-            self._collateral = Collateral(self.kb, self.known)
-        away = {int(f) for f in avoid}
-        sets = [s for s in self.evaluator.minimal_sets(int(target)).sets if not away & set(s)]
-        return sorted(choose_set(sets, self._collateral, forgotten, how=how))
-
-    def deep(self, target: int, forgotten: Sequence[int]) -> bool:
-        """Whether ``target`` is out of Ω(K \\ forgotten, R): deeply unlearned."""
-        from ..rules import derivable
-
-        lost = [int(f) for f in forgotten if int(f) in self.known]
-        return not derivable(self.evaluator.graph, int(target), removed=lost)
-
-    def soft(self, target: int, forgotten: Sequence[int]) -> dict:
-        """``{"deep_p": ...}`` with soft rules (:func:`~deepunlearn.rules.soft.soft_deep_p`), else ``{}``;
-        past the budget ``deep_p`` None and the one-line reason in ``deep_p_error`` (the run goes on)."""
-        from ..rules.soft import SoftBudgetError, soft_deep_p
-
-        try:
-            p = soft_deep_p(self.evaluator.graph, int(target), [int(f) for f in forgotten if int(f) in self.known])
-        except SoftBudgetError as e:
-            return {"deep_p": None, "deep_p_error": str(e)}
-        return {} if p is None else {"deep_p": p}
 
     def _run(self, t: int, u: Unlearner, values: list[float], skip: set[float], n_todo: int,
              seed: int | None = None) -> Iterator[Point]:
