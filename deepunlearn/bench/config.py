@@ -101,7 +101,7 @@ class SweepConfig(StrictModel):
     params: dict[str, SerializeAsAny[MethodParams]] = Field(default_factory=dict, description=PARAMS_HELP)
     protocol: str = Field(default="default", description="protocol preset of every model without its own: "
                           + ", ".join(repr(n) for n in PROTOCOL_NAMES) + " (deepunlearn.probe.protocol)")
-    probe_mode: ProbeMode | None = Field(
+    probe_mode: str | None = Field(
         default=None, description="override: how a probe answer counts as known: "
         + "; ".join(f"'{m}': {MODE_DESCRIPTIONS[m]}" for m in PROBE_MODES) + " (see config_probe); None: the protocol's")
     forms: str | None = Field(default=None, description=FORMS_HELP)
@@ -229,6 +229,21 @@ class SweepConfig(StrictModel):
     @classmethod
     def _protocol(cls, v: str) -> str:
         return protocol_name(v)
+
+    @field_validator("probe_mode", mode="before")
+    @classmethod
+    def _probe_mode(cls, v: Any) -> Any:
+        """A mode a fact is asked under, read from the registry now (a mode registered by a
+        plug-in is one), with pydantic's wording of a choice."""
+        from pydantic_core import PydanticCustomError
+
+        from ..probe.modes import mode_names
+
+        names = mode_names(fact=True)
+        if v is not None and v not in names:
+            expected = ", ".join(repr(n) for n in names[:-1]) + f" or {names[-1]!r}"
+            raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+        return v
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "SweepConfig":

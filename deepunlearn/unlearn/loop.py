@@ -128,10 +128,10 @@ class TargetRunner(RunnerViews):
         if sets is None:
             sets = "mdus" if so.exact is False else self.protocol.sets
         self.sets, self.tie = str(sets), so.tie or self.protocol.tie
-        from ..probe.modes import FACT_MODES
+        from ..probe.modes import mode_names
 
-        if probe_mode not in FACT_MODES:
-            raise UnlearnError(f"probe_mode must be one of {', '.join(FACT_MODES)}, got {probe_mode!r}",
+        if probe_mode not in mode_names(fact=True):  # the registry now: a plug-in's mode is one
+            raise UnlearnError(f"probe_mode must be one of {', '.join(mode_names(fact=True))}, got {probe_mode!r}",
                                field="probe_mode")
         if k_mode not in ("probed", "dataset"):
             raise UnlearnError(f"k_mode must be 'probed' or 'dataset', got {k_mode!r}")

@@ -156,3 +156,19 @@ def test_a_registered_mode_probes_a_tiny_model_alone_in_any_and_from_the_command
     out = json.loads(capsys.readouterr().out)
     assert out["mode"] == "greedy" and out["known"] == len(toy.known_ids())
     assert set(out["per_form"]) == set(toy.per_form)
+
+
+def test_a_registered_mode_is_a_sweeps_and_a_runners_probe_mode(greedy, five_people_kb, five_people_model_dir):
+    from deepunlearn.bench.config import SweepConfig
+    from deepunlearn.probe import load_model
+    from deepunlearn.unlearn.loop import TargetRunner
+
+    cfg = SweepConfig.model_validate({"kb": "kb.json", "models": [{"name": "m", "path": "m"}], "methods": ["ga"],
+                                      "probe_mode": "greedy"})
+    assert cfg.probe_mode == "greedy"
+    with pytest.raises(Exception, match="Input should be 'exact', 'generate', 'yesno', 'rank', 'any' or 'greedy'"):
+        SweepConfig.model_validate({"kb": "kb.json", "models": [{"name": "m", "path": "m"}], "methods": ["ga"],
+                                    "probe_mode": "loud"})
+    runner = TargetRunner(load_model(five_people_model_dir, device="cpu"), five_people_kb, probe_mode="greedy",
+                          progress=False)
+    assert runner.probe_mode == "greedy"
