@@ -32,25 +32,54 @@ def two_families() -> KnowledgeBase:
                                name="two-families")
 
 
-def answer_fn(bundle, answer: str):
-    """A ``model_fn`` that says ``answer`` and stops, whatever it is asked: the next token is the
-    answer's token after the last one given, its first token when the last one given is not in it,
-    and end of sequence after its last token (so greedy decoding outputs exactly ``answer``)."""
-    toks = bundle.tokenizer(answer, add_special_tokens=False)["input_ids"]
-    assert toks and bundle.eos_id is not None
+def rule_fn(bundle, rule):
+    """A ``model_fn`` whose logits at each position are ``rule(ids, c)``: ``{token id: logit}``
+    for the next token after row ``ids`` up to column ``c`` (every other token 0)."""
     vocab = len(bundle.tokenizer)
 
     def fn(ids, mask):
         logits = torch.zeros(ids.shape[0], ids.shape[1], vocab)
         for r in range(ids.shape[0]):
             for c in range(ids.shape[1]):
-                last = int(ids[r, c])
-                nxt = toks[toks.index(last) + 1] if last in toks[:-1] else bundle.eos_id if last == toks[-1] \
-                    else toks[0]
-                logits[r, c, nxt] = 1.0
+                for tok, v in rule([int(x) for x in ids[r, :c + 1]], c).items():
+                    logits[r, c, tok] = v
         return logits
 
     return fn
+
+
+def answer_fn(bundle, answer: str):
+    """A ``model_fn`` that says ``answer`` and stops, whatever it is asked: the next token is the
+    answer's token after the last one given, its first token when the last one given is not in it,
+    and end of sequence after its last token (so greedy decoding outputs exactly ``answer``)."""
+    toks = bundle.tokenizer(answer, add_special_tokens=False)["input_ids"]
+    assert toks and bundle.eos_id is not None
+
+    def rule(seq, c):
+        last = seq[-1]
+        return {toks[toks.index(last) + 1] if last in toks[:-1] else bundle.eos_id if last == toks[-1] else toks[0]: 1.0}
+
+    return rule_fn(bundle, rule)
+
+
+def ranked_fn(bundle, answers: list[str], junk: str):
+    """A ``model_fn`` answering any question "Answer:" then ``answers[0]``, ``answers[1]``, ...
+    in that order of preference (logits 3, 2, ...), then ``junk`` (logit 0.5), every other token
+    0; after an answer, end of sequence (the tiny word-level tokenizer: a name is one token)."""
+    tid = bundle.tokenizer.convert_tokens_to_ids
+    q_end, ans, colon = tid("Ċ"), tid("Answer"), tid(":")
+    names = [tid(a) for a in answers]
+
+    def rule(seq, c):
+        if seq[-1] == q_end:
+            return {ans: 1.0}
+        if seq[-1] == ans:
+            return {colon: 1.0}
+        if seq[-1] == colon and len(seq) > 1 and seq[-2] == ans:
+            return {**{n: 3.0 - k for k, n in enumerate(names)}, tid(junk): 0.5}
+        return {bundle.eos_id: 1.0}
+
+    return rule_fn(bundle, rule)
 
 
 def derived_pair(model_dir, kb):

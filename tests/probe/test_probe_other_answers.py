@@ -19,6 +19,8 @@ from deepunlearn.kg.other_answers import form_others, other_answers_rule, primar
 from deepunlearn.probe import build_tiny_model, load_model, probe
 from deepunlearn.probe.passes import answer_blocks, teacher_forced
 
+from scripted import ranked_fn
+
 PEOPLE = {"Ann": "female", "Bob": "male", "Cara": "female", "Dan": "male", "Eve": "female"}
 
 
@@ -34,35 +36,6 @@ def _kb(rule: str) -> KnowledgeBase:
 def bundle(tmp_path_factory):
     return load_model(build_tiny_model(_kb("aside"), tmp_path_factory.mktemp("kids") / "m", hidden=16, heads=2,
                                        layers=1), device="cpu")
-
-
-def ranked_fn(bundle, answers: list[str], junk: str):
-    """A ``model_fn`` answering any question "Answer:" then ``answers[0]``, ``answers[1]``, ...
-    in that order of preference (logits 3, 2, ...), then ``junk`` (logit 0.5), every other token
-    0; after an answer, end of sequence."""
-    tid = bundle.tokenizer.convert_tokens_to_ids
-    q_end, ans, colon = tid("Ċ"), tid("Answer"), tid(":")
-    names = [tid(a) for a in answers]
-    vocab = len(bundle.tokenizer)
-
-    def fn(ids, mask):
-        logits = torch.zeros(ids.shape[0], ids.shape[1], vocab)
-        for r in range(ids.shape[0]):
-            for c in range(ids.shape[1]):
-                last = int(ids[r, c])
-                if last == q_end:
-                    logits[r, c, ans] = 1.0
-                elif last == ans:
-                    logits[r, c, colon] = 1.0
-                elif last == colon and c > 0 and int(ids[r, c - 1]) == ans:
-                    for k, n in enumerate(names):
-                        logits[r, c, n] = 3.0 - k
-                    logits[r, c, tid(junk)] = 0.5
-                else:
-                    logits[r, c, bundle.eos_id] = 1.0
-        return logits
-
-    return fn
 
 
 def test_the_rule_is_the_kbs_and_wrong_by_default():
