@@ -57,7 +57,7 @@ class Judge:
                  cache_dir: str | os.PathLike | None = None, batch_size: int = 64, progress: bool = True,
                  grounding_budget: int | None = None, model_derived: bool = False,
                  oracle: str | os.PathLike | None = None, negatives=None, oracle_correction: str = "family",
-                 rule_prob: str | None = None, soft_budget: int | None = None):
+                 oracle_noise: str = "fact", rule_prob: str | None = None, soft_budget: int | None = None):
         from ..probe.protocol import get_protocol
         from ..rules.budget import DEFAULT_MAX_GROUNDINGS
         from ..rules.load import load_rules
@@ -85,7 +85,7 @@ class Judge:
         self.trust_remote_code = trust_remote_code
         self.model_derived = model_derived  # also ask B the target's compose questions (deep_model)
         self.oracle, self.negatives = oracle, negatives  # deep_oracle relative to an oracle (.oracle_verdict)
-        self.oracle_correction = oracle_correction
+        self.oracle_correction, self.oracle_noise = oracle_correction, oracle_noise
         self.original = str(original)
         self.bundle = load_original(self.original, self.kb, device=device, dtype=dtype, prompt=prompt,
                                     answer_format=answer_format or proto.answer_format,

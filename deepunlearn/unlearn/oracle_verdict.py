@@ -57,6 +57,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .evaluate_models import EvaluateError
+from .oracle_noise import NOISES, pooled_noise
 
 DEFAULT_FPR = 0.05
 #: how the margin's false-positive rate is shared among the facts compared (module docstring)
@@ -83,35 +84,6 @@ def margins(neg_b: dict[str, np.ndarray], neg_o: dict[str, np.ndarray], fpr: flo
         if answered is not None:
             d = np.where(np.asarray(answered, dtype=bool), d, -math.inf)
         out[m] = threshold(d, fpr / len(modes))
-    return out
-
-
-def pooled_noise(ev_each: Sequence[dict[str, np.ndarray]], answers_each: Sequence[np.ndarray], rate: float
-                 ) -> dict[str, float]:
-    """Per mode: the seed noise of a reference of several oracles, a bar that at most ``rate`` of
-    its leave-one-out differences pass: on every excluded fact an oracle answers (raw), its score
-    minus the strongest of the other oracles' (where both score it). One oracle against the
-    strongest of the rest stands for B, an exact unlearning of another seed, against the strongest
-    of them all (which is at least as strong: the bar errs on the side of deep). 0 where no
-    difference is there (one oracle, or none answered).
-
-    >>> ev = [{"exact": np.array([-1.0, -2.0, -5.0])}, {"exact": np.array([-1.5, -0.5, -4.0])}]
-    >>> pooled_noise(ev, [np.array([True, True, False]), np.array([True, True, True])], 0.01)
-    {'exact': 1.5}
-    """
-    from ..probe.calibration import threshold
-
-    out: dict[str, float] = {}
-    for m in (ev_each[0] if ev_each else {}):
-        pool = []
-        for i, ev in enumerate(ev_each):
-            rest = [e[m] for j, e in enumerate(ev_each) if j != i]
-            if not rest:
-                continue
-            strongest = np.max(np.stack(rest), axis=0)
-            ok = np.isfinite(ev[m]) & np.isfinite(strongest) & np.asarray(answers_each[i], dtype=bool)
-            pool.extend((ev[m] - np.where(ok, strongest, 0.0))[ok].tolist())
-        out[m] = max(0.0, float(threshold(np.array(pool), rate))) if pool else 0.0
     return out
 
 
@@ -313,7 +285,8 @@ class OracleReference:
             "fpr": self.fpr, "correction": self.correction, "compared": relevant, "fpr_per_fact": per_fact,
             "margins": {m: _num(v) for m, v in margin.items()}, "seed_spread": {m: _num(float(np.max(v[[self.excluded.index(f) for f in relevant]], initial=0.0)))
                             for m, v in spread.items()},
-            "informative": any(math.isfinite(v) for v in margin.values())}
+            "informative": any(math.isfinite(v) for v in margin.values()),
+            **({"noise": "pooled"} if self.spread == "pooled" else {})}
 
 
 def _excluded(record: dict) -> list[int]:
@@ -349,8 +322,12 @@ def judge_oracle(judge, bundle, known_b: set[int], target: int) -> tuple[bool, d
     with ``oracle=DIR`` (the reference is loaded once per judge)."""
     ref = judge.__dict__.get("_oracle_ref")
     if ref is None:
+        noise = getattr(judge, "oracle_noise", "fact")
+        if noise not in NOISES:
+            raise EvaluateError(f"oracle noise must be one of {', '.join(NOISES)}, got {noise!r}", field="--oracle-noise")
         ref = judge._oracle_ref = OracleReference(judge, judge.oracle, judge.negatives,
-                                                  correction=getattr(judge, "oracle_correction", "family"))
+                                                  correction=getattr(judge, "oracle_correction", "family"),
+                                                  spread=True if noise == "fact" else noise)
     return ref.judge_b(bundle, known_b, target)
 
 

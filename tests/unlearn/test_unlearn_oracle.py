@@ -429,3 +429,16 @@ def test_a_pooled_bar_is_the_references_seed_noise_over_all_its_excluded_facts(j
     kept = judge.judge_bundle(scripted(judge, keeps_all), "B", TARGET)
     # 1 is held beyond the noise; 3 is not (B beats the stronger oracle there by less than the two differ)
     assert kept.deep_oracle is False and [h["id"] for h in kept.oracle["held_excluded"]] == [1]
+
+
+def test_the_oracle_noise_is_checked_where_the_reference_is_made(judge, tmp_path):
+    from deepunlearn.unlearn.evaluate_models import EvaluateError
+    from deepunlearn.unlearn.oracle_verdict import judge_oracle
+
+    judge.oracle, judge.oracle_noise = [str(_oracle_folder(tmp_path / "O0"))], "loud"
+    judge.__dict__.pop("_oracle_ref", None)
+    try:
+        with pytest.raises(EvaluateError, match="oracle noise must be one of fact, pooled, got 'loud'"):
+            judge_oracle(judge, judge.bundle, set(judge.known), TARGET)
+    finally:
+        judge.oracle_noise = "fact"

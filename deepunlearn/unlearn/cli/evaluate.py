@@ -81,6 +81,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--oracle-correction", choices=("family", "fact"), default="family",
                    help="with --oracle: the margin's 5 %% false-positive rate bounds the whole verdict (family: "
                         "shared among the excluded facts of the target's cone B answers, default) or each fact (fact)")
+    p.add_argument("--oracle-noise", choices=("fact", "pooled"), default="fact",
+                   help="with several --oracle: the seed noise B must also beat on an excluded fact: the oracles' "
+                        "disagreement on that fact (fact, default) or, besides, how far one oracle beats the "
+                        "strongest of the others on any excluded fact it answers (pooled)")
     p.add_argument("--negatives", default=None, metavar="HOLD.json",
                    help="with --oracle: the never-seen facts the margin is calibrated on (a holdout KB from "
                         "deepunlearn data holdout, or never-true facts; default: a holdout drawn with seed 0, of at least "
@@ -127,7 +131,8 @@ def _judge(args):
                  answer_format=fmt["answer_format"], trust_remote_code=fmt["trust_remote_code"],
                  cache_dir=args.cache_dir, batch_size=args.batch_size, progress=not args.json,
                  model_derived=args.model_derived, oracle=args.oracle, negatives=_negatives(args),
-                 oracle_correction=args.oracle_correction, rule_prob=args.rule_prob, soft_budget=args.soft_budget)
+                 oracle_correction=args.oracle_correction, oracle_noise=args.oracle_noise, rule_prob=args.rule_prob,
+                 soft_budget=args.soft_budget)
 
 
 def _negatives(args):
