@@ -14,7 +14,8 @@ the second seed are judged against A: the raw verdict, and, where the tool has t
 relative to the first seed's oracle (``deep_oracle``) and the chance of each verdict
 (``p_chance``, rates from ``--negatives``). With three seeds or more (``--seeds a,11,7``) every
 seed but the last forms the reference (``deep_oracle`` against the strongest of them, as
-``evaluate --oracle DIR --oracle DIR2``; ``deep_oracle_first`` against the first alone).
+``evaluate --oracle DIR --oracle DIR2``; ``deep_oracle_first`` against the first alone;
+``deep_oracle_pooled`` with the reference's pooled seed noise, ``evaluate --oracle-noise pooled``).
 
 ``--true-positives`` adds the case a valid verdict must call superficial: per group, A's recipe
 retrained on the KB minus the group's **targets alone** (the target's set facts still taught, so
