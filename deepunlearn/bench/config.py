@@ -72,6 +72,7 @@ from .config_checks import cross_checks, results_key
 from .config_paths import SET_NAMES, resolve_paths as _resolve_paths
 from .config_probe import (
     ADVERSARIAL_HELP, ATTACKS_HELP, FORMS_HELP, UNLEARN_FORMS_HELP, AttackOptions, PROBE_MODES, ProbeMode,
+    registered_fact_mode,
     protocol_override,
 )
 from .grids import GRID_PRESETS, PAPER_GRIDS, check_grid, family_default, is_gpt2_family, resolve_grids
@@ -233,17 +234,7 @@ class SweepConfig(StrictModel):
     @field_validator("probe_mode", mode="before")
     @classmethod
     def _probe_mode(cls, v: Any) -> Any:
-        """A mode a fact is asked under, read from the registry now (a mode registered by a
-        plug-in is one), with pydantic's wording of a choice."""
-        from pydantic_core import PydanticCustomError
-
-        from ..probe.modes import mode_names
-
-        names = mode_names(fact=True)
-        if v is not None and v not in names:
-            expected = ", ".join(repr(n) for n in names[:-1]) + f" or {names[-1]!r}"
-            raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
-        return v
+        return registered_fact_mode(v)  # config_probe
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "SweepConfig":

@@ -195,3 +195,17 @@ def check_attacks(cfg: Any) -> None:
     if cfg.targets.batch or cfg.targets.sequential:
         raise cfg.error("attacks", "attacks run on single-target trajectories; batch and sequential requests are "
                         "not attacked: leave [attacks] out or run single targets")
+
+
+def registered_fact_mode(v: Any) -> Any:
+    """``probe_mode`` checked against the registry when the file is read (a mode a plug-in
+    registered is one), with pydantic's wording of a choice; ``None`` passes."""
+    from pydantic_core import PydanticCustomError
+
+    from ..probe.modes import mode_names
+
+    names = mode_names(fact=True)
+    if v is not None and v not in names:
+        expected = ", ".join(repr(n) for n in names[:-1]) + f" or {names[-1]!r}"
+        raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
+    return v
