@@ -226,12 +226,3 @@ def param_label(x: float) -> str:
     if x != 0 and (abs(x) >= 1e4 or abs(x) < 1e-3):
         return f"{x:.0e}".replace("e+0", "e").replace("e+", "e").replace("e-0", "e-")
     return f"{x:g}"
-
-
-def method_params_of(method: str, values: dict[str, Any] | None):
-    """The method's Params with the config's values (None when the config gives none)."""
-    if not values:
-        return None
-    from ..unlearn import get_method
-
-    return get_method(method).Params.model_validate(values)

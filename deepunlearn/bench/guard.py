@@ -307,7 +307,7 @@ SWEEP_FIX_NAMES = {"lora": "LoRA (lora = true in the config)", "batch": "",
 
 def check_fit(name: str, path: str, *, methods: Any, lora: bool, dtype: str | None = None,
               device: str | None = None, batch_size: Any = 64, free_bytes: int | None = None,
-              params: dict[str, dict[str, Any]] | None = None) -> dict[str, Any] | None:
+              params: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """Refuse a model that cannot fit the GPU it is about to be loaded on.
 
     For every method of the sweep (each has a memory profile in the method catalogue), plan

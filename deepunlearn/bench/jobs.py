@@ -78,8 +78,9 @@ class WorkSpec:
     calibration_by_seed: dict[str, Any] | None = None
     #: the sweep's methods (the memory fit check plans them before a model is loaded)
     methods: tuple[str, ...] = ()
-    #: per method, its hyper-parameters besides the grid (the config's [params.METHOD])
-    method_params: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: per method, its hyper-parameters besides the grid (the config's [params.METHOD]), typed and
+    #: checked where the file was read (only the keys given are set)
+    method_params: dict[str, Any] = field(default_factory=dict)
     #: ask each point's compose questions and record deep_model (the config's model_derived)
     model_derived: bool = False
     #: sequential requests' guard and re-check (the config's [targets] min_accuracy, on_guard, recheck)
@@ -129,7 +130,7 @@ def work_spec(cfg: Any, kb: Any, holdout: dict[str, Any] | None = None, chance: 
                                 for m in cfg.models},
         options={m.name: options(m) for m in cfg.models}, rules=cfg.rules, cache_dir=str(cfg.cache_path),
         threads=cfg.threads, calibration_by_seed=probe.get("adversarial_calibration_by_seed"), methods=tuple(cfg.methods),
-        method_params=cfg.param_tables(), model_derived=cfg.model_derived,
+        method_params=dict(cfg.params), model_derived=cfg.model_derived,
         sequential=cfg.targets.sequential_options() if cfg.targets.sequential else {},
         oracle_cache=str(oracle_cache(cfg.cache_path)) if cfg.oracle else None, chance_calibration=chance,
         oracle_seeds=tuple(cfg.oracle_seeds),
@@ -251,7 +252,7 @@ class ModelWorker:
         if not known:
             yield {"event": "skipped", "reason": "the model knows none of the job's targets before unlearning"}
             return
-        for rows in request_points(runner, job, known, self.spec.method_params.get(job.base or "", {}),
+        for rows in request_points(runner, job, known, given_params(self.spec.method_params, job.base),
                                    self.spec.sequential):
             yield {"event": "points", "points": [{**r, "model": job.model} for r in rows]}
         yield {"event": "done"}
@@ -291,11 +292,16 @@ def model_derived_questions(runner: Any, target: int) -> list:
     return compose_questions(runner.kb, runner.evaluator.rules, target, graph=runner.evaluator.graph)
 
 
-def job_points(runner: Any, job: Job, method_params: dict[str, dict[str, Any]] | None = None) -> Iterator[Any]:
-    """The job's trajectory: one point per grid value not in ``skip_params``, seeded with the job's seed."""
-    from .grids import method_params_of
+def given_params(method_params: dict[str, Any] | None, method: str | None):
+    """The method's typed parameters from a sweep's ``[params.METHOD]``, or None where the sweep
+    sets none of them (the method's defaults)."""
+    p = (method_params or {}).get(method or "")
+    return p if p is not None and p.model_fields_set else None
 
-    params = method_params_of(job.method, (method_params or {}).get(job.method))
+
+def job_points(runner: Any, job: Job, method_params: dict[str, Any] | None = None) -> Iterator[Any]:
+    """The job's trajectory: one point per grid value not in ``skip_params``, seeded with the job's seed."""
+    params = given_params(method_params, job.method)
     return runner.run(job.target, job.method, list(job.grid), skip_params=tuple(job.skip_params), seed=job.seed,
                       params=params)
 

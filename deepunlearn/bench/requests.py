@@ -33,14 +33,14 @@ def batches(targets: Sequence[int], size: int) -> list[list[int]]:
     return [list(targets[i:i + size]) for i in range(0, len(targets), size)]
 
 
-def request_points(runner, job, targets: list[int], params: dict[str, Any] | None,
-                   sequential: dict[str, Any] | None = None) -> Iterator[list[dict]]:
-    """Per grid value (batch) or per point (sequential), the rows to store, as dicts;
+def request_points(runner, job, targets: list[int], params, sequential: dict[str, Any] | None = None
+                   ) -> Iterator[list[dict]]:
+    """Per grid value (batch) or per point (sequential), the rows to store, as dicts; ``params``:
+    the base method's typed parameters or None (:func:`~deepunlearn.bench.jobs.given_params`);
     ``sequential``: the guard and re-check (:meth:`~deepunlearn.bench.targets.TargetSpec.sequential_options`)."""
     from ..unlearn.requests import run_batch, run_sequential
-    from .grids import method_params_of
 
-    method_params = method_params_of(job.base, params)
+    method_params = params
     if job.mode == "batch":
         extra = {"base_method": job.base, "batch_size": len(job.targets), "batch": job.batch,
                  "batch_targets": list(job.targets)}

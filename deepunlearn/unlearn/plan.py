@@ -225,9 +225,11 @@ def has_guard(method: str) -> bool:
         raise PlanError(str(e), field="--method") from None
 
 
-def memory_params(params: dict[str, Any]) -> dict[str, Any]:
+def memory_params(params: Any) -> dict[str, Any]:
     """The keywords of :func:`plan_memory` that a method's parameters (a sweep's
-    ``[params.METHOD]``) set: SAM's radius and whether the step guard is on."""
+    ``[params.METHOD]``, as a table or typed) set: SAM's radius and whether the step guard is on."""
+    if hasattr(params, "model_dump"):
+        params = params.model_dump(exclude_unset=True)
     out: dict[str, Any] = {}
     if params.get("sam_rho"):
         out["sam_rho"] = float(params["sam_rho"])
