@@ -40,15 +40,14 @@ def request_points(runner, job, targets: list[int], params, sequential: dict[str
     ``sequential``: the guard and re-check (:meth:`~deepunlearn.bench.targets.TargetSpec.sequential_options`)."""
     from ..unlearn.requests import run_batch, run_sequential
 
-    method_params = params
     if job.mode == "batch":
         extra = {"base_method": job.base, "batch_size": len(job.targets), "batch": job.batch,
                  "batch_targets": list(job.targets)}
         for points in run_batch(runner, targets, job.base, list(job.grid), skip_params=job.skip_params,
-                                params=method_params, seed=job.seed):
+                                params=params, seed=job.seed):
             yield [{**p.to_dict(), **extra, "method": job.method} for p in points]
     elif job.mode == "sequential":
-        for p in run_sequential(runner, targets, job.base, list(job.grid), params=method_params, seed=job.seed,
+        for p in run_sequential(runner, targets, job.base, list(job.grid), params=params, seed=job.seed,
                                 **(sequential or {})):
             yield [{**p.to_dict(), "base_method": job.base, "method": job.method}]
     else:

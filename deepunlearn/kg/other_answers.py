@@ -72,17 +72,13 @@ def _siblings(kb: KnowledgeBase, fact_id: int) -> list[int]:
 
 
 def primary_others(kb: KnowledgeBase, fact_id: int) -> set[str]:
-    """The other right answers of fact ``fact_id``'s primary question that the probe sets aside
-    (empty under ``wrong``)."""
+    """The other right answers of fact ``fact_id``'s primary question that the probe sets aside:
+    :func:`~deepunlearn.kg.candidates.true_answers` less its own (empty under ``wrong``)."""
+    from .candidates import true_answers
+
     if other_answers_rule(kb) != "aside":
         return set()
-    p = kb.probe(int(fact_id))
-    out = set()
-    for j in _siblings(kb, fact_id):
-        q = kb.probe(j)
-        if q.question == p.question and q.answer != p.answer:
-            out.add(q.answer)
-    return out
+    return true_answers(kb, fact_id) - {kb.probe(int(fact_id)).answer}
 
 
 def other_forms(kb: KnowledgeBase, form) -> list:

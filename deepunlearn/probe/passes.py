@@ -49,10 +49,8 @@ def logits_fn(model) -> Callable:
 def encoded(bundle: ModelBundle, kb: KnowledgeBase) -> tuple[list[tuple[list[int], list[int]]], list[list[int]]]:
     """Per fact of ``kb``: (question part, continuation) ids as in finetuning, and the question
     part tokenised alone (the generate prompt); computed once per (bundle, KB content)."""
-    from .fingerprint import kb_fingerprint
-
     cache = bundle.__dict__.setdefault("_encoded_cache", {})
-    key = (kb_fingerprint(kb), bundle.prompt.model_dump_json(), id(bundle.tokenizer))
+    key = _encoding_key(bundle, kb)
     if key not in cache:
         if len(cache) > 8:
             cache.clear()
@@ -62,22 +60,39 @@ def encoded(bundle: ModelBundle, kb: KnowledgeBase) -> tuple[list[tuple[list[int
     return cache[key]
 
 
+def _encoding_key(bundle: ModelBundle, kb: KnowledgeBase) -> tuple:
+    """What a KB's encoding under a bundle depends on: the KB's content, the answer format and
+    the tokenizer."""
+    from .fingerprint import kb_fingerprint
+
+    return kb_fingerprint(kb), bundle.prompt.model_dump_json(), id(bundle.tokenizer)
+
+
 def primary_blocks(bundle: ModelBundle, kb: KnowledgeBase, ids) -> list | None:
     """Per fact of ``ids``: :func:`answer_blocks` of its primary question's other right answers
     (:func:`deepunlearn.kg.other_answers.primary_others`), or ``None`` when the KB judges another
-    right answer wrong (nothing is set aside anywhere)."""
+    right answer wrong (nothing is set aside anywhere). Computed once per fact, bundle and KB
+    content, as :func:`encoded` is (a sweep probes the same facts at every grid point)."""
     from ..kg.other_answers import other_answers_rule, primary_others
 
     if other_answers_rule(kb) != "aside":
         return None
-    enc, _ = encoded(bundle, kb)
-    out = []
-    for i in ids:
-        others = sorted(primary_others(kb, int(i)))
-        q = kb.probe(int(i)).question
-        out.append(answer_blocks(enc[int(i)], encode_pairs(bundle.tokenizer, bundle.prompt, [(q, a) for a in others]))
-                   if others else [])
-    return out
+    caches = bundle.__dict__.setdefault("_blocks_cache", {})
+    key = _encoding_key(bundle, kb)
+    if key not in caches:
+        if len(caches) > 8:
+            caches.clear()
+        caches[key] = {}
+    cache = caches[key]
+    todo = [int(i) for i in dict.fromkeys(int(i) for i in ids) if int(i) not in cache]
+    if todo:
+        enc, _ = encoded(bundle, kb)
+        for i in todo:
+            others = sorted(primary_others(kb, i))
+            q = kb.probe(i).question
+            cache[i] = answer_blocks(enc[i], encode_pairs(bundle.tokenizer, bundle.prompt, [(q, a) for a in others])
+                                     ) if others else []
+    return [cache[int(i)] for i in ids]
 
 
 def model_device(bundle: ModelBundle):
