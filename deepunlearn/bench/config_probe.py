@@ -27,16 +27,13 @@ once the KB is loaded (:func:`check_forms`, called by ``run_sweep`` before anyth
 from __future__ import annotations
 
 import math
-import typing
 from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from ..probe.modes import PROTOCOL_MODES
 from ..unlearn.attack_kinds import AttackAt, QuantKind, RelearnOn, relearn_on_help
 from .modelspec import StrictModel
-
-#: every probe mode a sweep accepts (``exact`` and ``generate`` are also protocol fields; not ``compose``)
-from ..probe.modes import FACT_MODES as PROBE_MODES, FactMode as ProbeMode  # noqa: E402,F401
 
 FORMS_HELP = ("the primary probe's forms: a selection of deepunlearn.kg.forms ('default', 'all', a split "
               "train/test/unlearn or form names, comma-separated); None: the primary form, today's probe")
@@ -109,19 +106,6 @@ class AttackOptions(StrictModel):
         return self
 
 
-def protocol_modes() -> tuple[str, ...]:
-    """The probe modes the protocol itself can hold (its ``probe_mode`` field's values); a sweep's
-    other modes are passed to the runner beside the protocol."""
-    from ..probe.protocol import Protocol
-
-    return tuple(typing.get_args(Protocol.model_fields["probe_mode"].annotation)) or ("exact", "generate")
-
-
-def protocol_override(mode: str | None) -> str | None:
-    """The ``probe_mode`` override a protocol can take: the mode, or None for a mode it cannot hold."""
-    return mode if mode in protocol_modes() else None
-
-
 def runner_probe_options(cfg: Any) -> dict[str, Any]:
     """``TargetRunner`` keyword arguments of these options, only those that are set (a sweep
     without them builds its runner exactly as before)."""
@@ -161,7 +145,7 @@ def probe_results_key(cfg: Any) -> dict[str, Any]:
         # one file per run seed: keyed by its path pattern, so adding a seed extends the same sweep
         # (the manifest records each seed's file digest; a file changed in place is not detected)
         key["adversarial_calibration"] = cfg.adversarial_calibration
-    if cfg.probe_mode is not None and protocol_override(cfg.probe_mode) is None:
+    if cfg.probe_mode is not None and cfg.probe_mode not in PROTOCOL_MODES:
         key["probe_mode"] = cfg.probe_mode
     return {"probe": key} if key else {}
 
@@ -195,17 +179,3 @@ def check_attacks(cfg: Any) -> None:
     if cfg.targets.batch or cfg.targets.sequential:
         raise cfg.error("attacks", "attacks run on single-target trajectories; batch and sequential requests are "
                         "not attacked: leave [attacks] out or run single targets")
-
-
-def registered_fact_mode(v: Any) -> Any:
-    """``probe_mode`` checked against the registry when the file is read (a mode a plug-in
-    registered is one), with pydantic's wording of a choice; ``None`` passes."""
-    from pydantic_core import PydanticCustomError
-
-    from ..probe.modes import mode_names
-
-    names = mode_names(fact=True)
-    if v is not None and v not in names:
-        expected = ", ".join(repr(n) for n in names[:-1]) + f" or {names[-1]!r}"
-        raise PydanticCustomError("literal_error", "Input should be {expected}", {"expected": expected})
-    return v

@@ -193,6 +193,24 @@ def any_modes() -> tuple[str, ...]:
     return tuple(s.name for s in sorted(members, key=lambda s: s.cost))
 
 
+def check_fact_mode(mode: Any) -> str:
+    """``mode`` if a fact can be asked under it (a registered mode that is not derived: a
+    plug-in's mode is one), else a ``ValueError`` in the wording of a choice, what every entry
+    that takes a probe mode (a sweep file, ``TargetRunner``) says.
+
+    >>> check_fact_mode("rank")
+    'rank'
+    >>> check_fact_mode("compose")
+    Traceback (most recent call last):
+    ...
+    ValueError: Input should be 'exact', 'generate', ... or 'any'
+    """
+    names = mode_names(fact=True)
+    if mode not in names:
+        raise ValueError("Input should be " + ", ".join(repr(n) for n in names[:-1]) + f" or {names[-1]!r}")
+    return mode
+
+
 def check_mode(mode: str) -> str:
     """``mode`` if it is a registered mode, else a ``ValueError`` naming the choices (the
     entries check the user's mode first; one reaching the probe unchecked is a bug)."""
