@@ -26,25 +26,14 @@ Errors name the file and the field (``sweep.toml: field models.0.lr: ...``).
 The runner's options are written in their groups' tables (``[probing] mode``, ...: :mod:`.config_groups`);
 below they go by the flat names the configuration stores them under (``probe_mode``, ``sets``, ...).
 
-The protocol (``deepunlearn.probe.protocol``): ``protocol = "default"`` (the default) or
-``"reference"`` (the paper's public code) at the top level, or per model (``protocol`` in a
-``[[models]]`` table). ``probe_mode``, ``k_mode``, ``sets`` ("exact", "mdus", "release" or a
-folder of stored minimal sets, relative to the file) and ``tie`` override the protocol's value
-for every model; ``exact = false`` is the older spelling of ``sets = "mdus"``. The options of probe forms and checks
-(``probe_mode`` yesno/rank/any, ``forms``, ``unlearn_forms``, ``adversarial``, ``[attacks]``) are
-described in :mod:`.config_probe`; ``accuracy`` / ``accuracy_sample`` (probe all of K at every point,
-or the target's cone plus a sample) in :mod:`.config_accuracy`. ``model_derived = true`` records the
-model-derived verdict (``deep_model``, :mod:`deepunlearn.unlearn.derived`) at every point (not with WHP).
-``oracle = true`` adds per target an ``oracle`` row, the model's own recipe retrained without the
-target's minimal set (:mod:`.oracle`).
-
-Grids: ``[methods]`` gives every model's grids; a model overrides them with a preset
-(``grids = "gpt2-xl"``: one of ``GRID_PRESETS``) or a table (``[models.grids]``, methods of
-``[methods]`` only). An empty grid is the model's default: under a protocol with
-``family_grids`` (both presets) a GPT-2-family model gets the reference's GPT2-XL grids, any
-other model the paper's. ``seed`` seeds every trajectory (each job gets its own, see ``job_seed``);
-``[run] seeds = [0, 1, 2]`` repeats the sweep per seed and ``mdus_seeds`` (older spelling: a
-top-level ``seeds = N``) counts the MDUS seeds, see :mod:`.config_run`.
+The protocol (``deepunlearn.probe.protocol``) is ``protocol = "default"`` or ``"reference"`` (the
+paper's public code), at the top level or per model; ``probe_mode``, ``k_mode``, ``sets`` and
+``tie`` override its value for every model. The probe options (forms, checks, attacks) are in
+:mod:`.config_probe`, accuracy in :mod:`.config_accuracy`, the oracle in :mod:`.oracle`, seeds in
+:mod:`.config_run`. An empty grid in ``[methods]`` is the model's default (a GPT-2-family model
+gets the reference's GPT2-XL grids under a protocol with ``family_grids``); a model overrides
+grids with a preset (``grids = "gpt2-xl"``) or a ``[models.grids]`` table. docs/sweeps.md has
+every option.
 """
 
 from __future__ import annotations
@@ -60,21 +49,17 @@ from pydantic import (Field, PrivateAttr, SerializeAsAny, ValidationError, Valid
 
 from ..errors import UserError
 from ..probe.protocol import PROTOCOL_NAMES, Protocol, get_protocol
-from ..probe.modes import DESCRIPTIONS as MODE_DESCRIPTIONS, AnyMode
-from ..unlearn.methods.params import MethodParams
+from ..probe.modes import DESCRIPTIONS as MODE_DESCRIPTIONS, FACT_MODES, PROTOCOL_MODES, AnyMode, check_fact_mode
+from ..unlearn.methods.params import MethodParams, typed_params
 from .config_run import MDUS_HELP, RUN_HELP, MdusSeeds, RunOptions, Seed, Threads, check_seed, split_seeds
-from .config_accuracy import ACCURACY_HELP, SAMPLE_HELP
+from .config_accuracy import ACCURACY_HELP, HOLDOUT_HELP, REFERENCE_HELP, SAMPLE_HELP, SCORES_HELP
 from .config_files import describe_validation as _describe
 from .config_files import read_config_data
-from .config_params import PARAMS_HELP, param_tables, typed_params
+from .config_params import PARAMS_HELP, param_tables
 from .config_groups import SECTIONS, grouped_field, ungroup
 from .config_checks import cross_checks, results_key
 from .config_paths import SET_NAMES, resolve_paths as _resolve_paths
-from .config_probe import (
-    ADVERSARIAL_HELP, ATTACKS_HELP, FORMS_HELP, UNLEARN_FORMS_HELP, AttackOptions, PROBE_MODES, ProbeMode,
-    registered_fact_mode,
-    protocol_override,
-)
+from .config_probe import ADVERSARIAL_HELP, ATTACKS_HELP, FORMS_HELP, UNLEARN_FORMS_HELP, AttackOptions
 from .grids import GRID_PRESETS, PAPER_GRIDS, check_grid, family_default, is_gpt2_family, resolve_grids
 from .grids import refuse_bools, unset_methods
 from .modelspec import ModelSpec, protocol_name, StrictModel, prompt_format
@@ -104,7 +89,7 @@ class SweepConfig(StrictModel):
                           + ", ".join(repr(n) for n in PROTOCOL_NAMES) + " (deepunlearn.probe.protocol)")
     probe_mode: str | None = Field(
         default=None, description="override: how a probe answer counts as known: "
-        + "; ".join(f"'{m}': {MODE_DESCRIPTIONS[m]}" for m in PROBE_MODES) + " (see config_probe); None: the protocol's")
+        + "; ".join(f"'{m}': {MODE_DESCRIPTIONS[m]}" for m in FACT_MODES) + "; None: the protocol's")
     forms: str | None = Field(default=None, description=FORMS_HELP)
     unlearn_forms: str | None = Field(default=None, description=UNLEARN_FORMS_HELP)
     adversarial: bool = Field(default=False, strict=True, description=ADVERSARIAL_HELP)
@@ -136,16 +121,10 @@ class SweepConfig(StrictModel):
     threads: Threads | None = Field(default=None, description="torch intra-op threads per worker; None: torch's "
                                 "default in-process, Ray's CPUs per worker under Ray")
     lora: bool = False
-    scores: bool = Field(default=False, description="store how much remains with every point: answer probability, "
-                         "truth ratio, exposure, ROUGE-L, Min-K%/PPL/zlib, TOFU/MUSE summaries (costs a scoring pass "
-                         "over K with every answer candidate per point) and an 'original' baseline row per target")
-    holdout: str | None = Field(default=None, description="holdout KB (deepunlearn data holdout) for the membership "
-                                "measures (Min-K% AUC, PrivLeak); needs scores")
+    scores: bool = Field(default=False, description=SCORES_HELP)
+    holdout: str | None = Field(default=None, description=HOLDOUT_HELP)
     min_k: float = Field(default=20.0, gt=0, le=100, allow_inf_nan=False, description="Min-K% Prob's k, in percent of the tokens")
-    reference: Literal["none", "retrain"] = Field(
-        default="none", description="'retrain': per target a retain model trained without the target's reference set "
-        "(cached), a 'retrain' baseline row and the reference-based measures (forget quality, PrivLeak, generalised "
-        "exposure); turns scores on")
+    reference: Literal["none", "retrain"] = Field(default="none", description=REFERENCE_HELP)
     output: str = Field(default="bench-results", description="results folder")
     cache_dir: str | None = Field(default=None, description="probe/minimal-set cache; default OUTPUT/cache")
     executor: Literal["local", "ray"] = "local"
@@ -234,7 +213,7 @@ class SweepConfig(StrictModel):
     @field_validator("probe_mode", mode="before")
     @classmethod
     def _probe_mode(cls, v: Any) -> Any:
-        return registered_fact_mode(v)  # config_probe
+        return v if v is None else check_fact_mode(v)  # the registry's modes: a plug-in's is one
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "SweepConfig":
@@ -251,11 +230,12 @@ class SweepConfig(StrictModel):
         sets = self.sets if self.sets in SET_NAMES else ("release" if self.sets else None)
         if sets is None and self.exact is not None:
             sets = "exact" if self.exact else "mdus"
-        return get_protocol(m.protocol or self.protocol, probe_mode=protocol_override(self.probe_mode),
+        mode = self.probe_mode if self.probe_mode in PROTOCOL_MODES else None  # one the protocol can hold
+        return get_protocol(m.protocol or self.protocol, probe_mode=mode,
                             k_mode=self.k_mode, sets=sets, tie=self.tie)
 
     def probe_mode_for(self, model: ModelSpec | str) -> str:
-        """The model's probe mode: the sweep's override (any of ``config_probe.PROBE_MODES``), else its protocol's."""
+        """The model's probe mode: the sweep's override (any mode a fact is asked under), else its protocol's."""
         return self.probe_mode or self.protocol_for(model).probe_mode
 
     def sets_for(self, model: ModelSpec | str) -> str:

@@ -1,4 +1,5 @@
-"""The sweep options ``accuracy`` and ``accuracy_sample``: how each grid point measures accuracy.
+"""The sweep options ``accuracy`` and ``accuracy_sample``: how each grid point measures accuracy
+(and the help texts of the other measures a point can carry: ``scores``, ``holdout``, ``reference``).
 
 In a sweep configuration (top level)::
 
@@ -28,6 +29,13 @@ ACCURACY_HELP = ("how a grid point measures accuracy: 'full' probes all of K (th
                  "2,000 facts, full otherwise and always under the reference protocol")
 SAMPLE_HELP = "facts sampled (stratified by relation group) outside each target's cone when accuracy is sampled"
 DEFAULT_SAMPLE = 300
+SCORES_HELP = ("store how much remains with every point: answer probability, truth ratio, exposure, ROUGE-L, "
+               "Min-K%/PPL/zlib, TOFU/MUSE summaries (costs a scoring pass over K with every answer candidate per "
+               "point) and an 'original' baseline row per target")
+HOLDOUT_HELP = "holdout KB (deepunlearn data holdout) for the membership measures (Min-K% AUC, PrivLeak); needs scores"
+REFERENCE_HELP = ("'retrain': per target a retain model trained without the target's reference set (cached), a "
+                  "'retrain' baseline row and the reference-based measures (forget quality, PrivLeak, generalised "
+                  "exposure); turns scores on")
 
 
 def accuracy_options(cfg: Any) -> dict[str, Any]:

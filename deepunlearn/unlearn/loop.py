@@ -26,9 +26,9 @@ from typing import Iterable, Iterator, Sequence
 
 from .check_spec import CheckSpec
 from .lr import OptimiserConfig, optimiser_config
-from .methods import MethodParams, Session, Unlearner, UnlearnError
+from .methods import MethodParams, Session, Unlearner, UnlearnError, get_method
 from .points import (  # noqa: F401  (Point, TargetNotKnownError, seed_everything: re-exported)
-    Point, TargetNotKnownError, _evaluator, _lora_methods, _number, _opt, _unlearner, seed_everything,
+    Point, TargetNotKnownError, _evaluator, _lora_methods, _number, _opt, seed_everything,
 )
 from .run_session import forget_batch, retain_sampler
 from .runner_options import (CheckOptions, MeasureOptions, ProbeOptions, SetOptions, TrainOptions,
@@ -128,11 +128,12 @@ class TargetRunner(RunnerViews):
         if sets is None:
             sets = "mdus" if so.exact is False else self.protocol.sets
         self.sets, self.tie = str(sets), so.tie or self.protocol.tie
-        from ..probe.modes import mode_names
+        from ..probe.modes import check_fact_mode
 
-        if probe_mode not in mode_names(fact=True):  # the registry now: a plug-in's mode is one
-            raise UnlearnError(f"probe_mode must be one of {', '.join(mode_names(fact=True))}, got {probe_mode!r}",
-                               field="probe_mode")
+        try:  # the registry's modes (a plug-in's is one), as a sweep file checks them
+            check_fact_mode(probe_mode)
+        except ValueError as e:
+            raise UnlearnError(f"probe_mode: {e}, got {probe_mode!r}", field="probe_mode") from None
         if k_mode not in ("probed", "dataset"):
             raise UnlearnError(f"k_mode must be 'probed' or 'dataset', got {k_mode!r}")
         lr, forms, unlearn_forms = to.lr, po.forms, to.unlearn_forms
@@ -184,8 +185,11 @@ class TargetRunner(RunnerViews):
     # ------------------------------------------------------------------ pieces
     def unlearner(self, method: str | Unlearner, grid: Sequence[float] | None = None,
                   params: MethodParams | None = None) -> Unlearner:
-        """A method instance with its grid (default: the paper's)."""
-        return _unlearner(method, grid, params)
+        """A method instance with its grid (default: the paper's) and ``params`` (a method's
+        typed ``Params``, as a sweep file's ``[params.METHOD]`` gives them; None: its defaults)."""
+        if isinstance(method, Unlearner):
+            return method if grid is None else type(method)(method.params, grid=list(grid))
+        return get_method(method)(params, **({"grid": list(grid)} if grid is not None else {}))
 
     def known_among(self, ids: Sequence[int], model_fn=None) -> set[int]:
         """Which of ``ids`` the model answers now."""

@@ -102,15 +102,6 @@ def _evaluator(kb, rules, known, sets: str, tie: str, seeds: int):
     return Evaluator(kb, rules=rules, known=known, exact=False, seeds=seeds, sets=stored, tie=tie)
 
 
-def _unlearner(method, grid=None, params=None):
-    """The runner's method instance: ``method`` (a name or an Unlearner) with ``grid`` if given."""
-    from .methods import Unlearner, get_method
-
-    if isinstance(method, Unlearner):
-        return method if grid is None else type(method)(method.params, grid=list(grid))
-    return get_method(method)(params, **({"grid": list(grid)} if grid is not None else {}))
-
-
 def _lora_methods() -> list[str]:
     from .methods import METHODS
 

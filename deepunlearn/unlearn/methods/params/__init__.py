@@ -165,3 +165,56 @@ def method_params(name: str, values: Mapping[str, Any]) -> MethodParams:
 
     spec = get_spec(name)
     return checked_params(spec.name, spec.kind, load_params(spec), values)
+
+
+def typed_params(tables: Any, methods: Mapping[str, Any] | None) -> Any:
+    """``tables`` (method -> table) as method -> its ``Params`` (only the keys given are set);
+    :class:`ValueError` ``field params.<method>[.<key>]: ...`` for a method not in ``methods``
+    (the configuration's ``[methods]``), a table that is not one, an unknown key or a bad value.
+    Anything but a table of tables is left to the schema; ``methods`` None (they did not
+    validate) leaves the tables unchecked. What a sweep file's ``[params.<method>]`` tables are
+    checked with when the file is read, as each method's class checks them when a run makes it.
+
+    >>> typed_params({"npo": {"beta": 0.5}}, {"npo": [1, 2]})["npo"].beta
+    0.5
+    >>> typed_params({"npo": {"betta": 0.5}}, {"npo": [1, 2]})
+    Traceback (most recent call last):
+    ...
+    ValueError: field params.npo.betta: [params.npo] has no key 'betta'; npo's keys: beta, grid, lr, ...
+    """
+    from ..catalog import CatalogError
+
+    if not isinstance(tables, Mapping) or methods is None:
+        return tables if methods is not None else {}
+    out: dict[str, MethodParams] = {}
+    for method, values in tables.items():
+        if method not in methods:
+            raise ValueError(f"field params.{method}: method {method!r} is not in [methods] "
+                             f"({', '.join(methods)}); add it there to run it")
+        if isinstance(values, MethodParams):
+            out[method] = values
+            continue
+        if not isinstance(values, Mapping):
+            raise ValueError(f"field params.{method}: expected a table of {method}'s parameters "
+                             f"([params.{method}]), got {type(values).__name__}")
+        try:
+            out[method] = method_params(method, values)
+        except CatalogError as e:  # an unknown method, or a plug-in whose spec cannot be read
+            raise ValueError(f"field params.{method}: {e}") from None
+        except UnlearnError as e:
+            raise ValueError(_table_error(method, values, e)) from None
+    return out
+
+
+def _table_error(method: str, values: Mapping[str, Any], e: UnlearnError) -> str:
+    """The one line of a bad ``[params.<method>]`` table, naming the table and the key."""
+    key = getattr(e, "field", None)
+    if key is None:
+        return f"field params.{method}: {e}"
+    from ..catalog import get_spec, load_params
+
+    fields = load_params(get_spec(method)).model_fields
+    if key in values and key not in fields:
+        return (f"field params.{method}.{key}: [params.{method}] has no key {key!r}; {method}'s keys: "
+                f"{', '.join(sorted(fields))}")
+    return f"field params.{method}.{key}: {e}"
