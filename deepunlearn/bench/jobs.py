@@ -58,18 +58,27 @@ class Job:
 
 
 @dataclass(frozen=True)
+class ModelRun:
+    """One model of a sweep as its workers load it: its ``[[models]]`` entry
+    (:class:`~.modelspec.ModelSpec`) and its resolved protocol."""
+
+    model: Any
+    protocol: Any
+
+
+@dataclass(frozen=True)
 class WorkSpec:
     """Everything a worker needs to run jobs, as plain picklable data (a Ray actor on another
     node gets a copy: the KB travels as its JSON document; model paths must be reachable there).
 
-    ``models[name]`` is the model's config entry plus ``"run"``: ``{"protocol": ...}``, its resolved
-    protocol (``Protocol.describe()``); ``options[name]`` are the option groups its
+    ``models[name]`` is the model's :class:`ModelRun` (its config entry and resolved protocol);
+    ``options[name]`` are the option groups its
     ``TargetRunner`` is built with (:class:`~deepunlearn.unlearn.runner_options.RunnerOptions`:
     the protocol's choices resolved, the holdout KB as its JSON document, the probe cache folder
     set per model when it loads)."""
 
     kb: dict[str, Any]
-    models: dict[str, dict[str, Any]]
+    models: dict[str, "ModelRun"]
     options: dict[str, Any] = field(default_factory=dict)
     rules: str | None = None
     cache_dir: str | None = None
@@ -126,8 +135,7 @@ def work_spec(cfg: Any, kb: Any, holdout: dict[str, Any] | None = None, chance: 
             measures=measures, checks=checks)
 
     return WorkSpec(
-        kb=to_dict(kb), models={m.name: {**m.model_dump(mode="json"), "run": {"protocol": cfg.protocol_for(m).describe()}}
-                                for m in cfg.models},
+        kb=to_dict(kb), models={m.name: ModelRun(m, cfg.protocol_for(m)) for m in cfg.models},
         options={m.name: options(m) for m in cfg.models}, rules=cfg.rules, cache_dir=str(cfg.cache_path),
         threads=cfg.threads, calibration_by_seed=probe.get("adversarial_calibration_by_seed"), methods=tuple(cfg.methods),
         method_params=dict(cfg.params), model_derived=cfg.model_derived,
@@ -168,10 +176,11 @@ class ModelWorker:
         path holds ``{seed}`` loads run seed ``seed``'s checkpoint (``config_run``)."""
         from .config_run import is_per_seed, per_seed
 
-        m = self.spec.models[model]
+        run = self.spec.models[model]
+        m = run.model
         # a per-seed checkpoint or calibration: one runner (and probe cache) per run seed
-        seeded = seed is not None and (is_per_seed(m["path"]) or self.spec.calibration_by_seed is not None)
-        path = per_seed(m["path"], seed) if seeded else m["path"]
+        seeded = seed is not None and (is_per_seed(m.path) or self.spec.calibration_by_seed is not None)
+        path = per_seed(m.path, seed) if seeded else m.path
         if self._model == (model, path, seed if seeded else None) and self._runner is not None:
             return self._runner, 0.0
         self._runner = None  # free the previous model before loading the next one
@@ -189,13 +198,13 @@ class ModelWorker:
 
         # on CUDA: refuse a model whose plan does not fit the free memory, before loading it
         opts = self.spec.options_of(model)
-        check_fit(model, path, methods=self.spec.methods, lora=opts.training.lora, dtype=m.get("dtype"),
-                  device=m.get("device"), batch_size=opts.probing.batch_size, params=self.spec.method_params)
+        check_fit(model, path, methods=self.spec.methods, lora=opts.training.lora, dtype=m.dtype,
+                  device=m.device, batch_size=opts.probing.batch_size, params=self.spec.method_params)
         from .progress import quiet_library_bars
 
         with quiet_library_bars():  # their bars inside the sweep's bar wrote ESC[A
-            bundle = load_model(path, device=m.get("device"), dtype=m.get("dtype"),
-                                prompt=prompt_format(m.get("prompt")), answer_format=m["run"]["protocol"]["answer_format"])
+            bundle = load_model(path, device=m.device, dtype=m.dtype, prompt=prompt_format(m.prompt),
+                                answer_format=run.protocol.answer_format)
         cache = None
         if self.spec.cache_dir:
             from pathlib import Path
@@ -268,7 +277,6 @@ def new_target_runner(spec: WorkSpec, model: str, bundle: Any, kb: Any, cache_di
     per-seed model (a ``{seed}`` in a calibration path is that seed's file)."""
     from dataclasses import replace
 
-    from ..probe.protocol import Protocol
     from ..unlearn import TargetRunner
 
     opts = spec.options_of(model)
@@ -280,8 +288,7 @@ def new_target_runner(spec: WorkSpec, model: str, bundle: Any, kb: Any, cache_di
         from ..kg.io import from_dict
 
         measures = replace(measures, holdout=from_dict(measures.holdout, source="sweep holdout KB"))
-    protocol = Protocol.model_validate(spec.models[model]["run"]["protocol"])
-    return TargetRunner(bundle, kb, rules=spec.rules, protocol=protocol, progress=False,
+    return TargetRunner(bundle, kb, rules=spec.rules, protocol=spec.models[model].protocol, progress=False,
                         **{**opts.groups(), "probing": probing, "measures": measures, "checks": checks})
 
 

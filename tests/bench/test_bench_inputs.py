@@ -152,7 +152,10 @@ def test_worker_cache_of_a_model_named_dotdot_stays_inside(tmp_path, monkeypatch
     from deepunlearn.kg.kb import KnowledgeBase
 
     kb = to_dict(KnowledgeBase.build({"A": {}, "B": {}}, [("A", "child", "B")]))
-    spec = jobs.WorkSpec(kb=kb, models={"..": {"path": "x", "run": {"protocol": {"answer_format": None}}}},
+    from deepunlearn.bench.modelspec import ModelSpec
+    from deepunlearn.probe.protocol import get_protocol
+
+    spec = jobs.WorkSpec(kb=kb, models={"..": jobs.ModelRun(ModelSpec(name="..", path="x"), get_protocol("default"))},
                          cache_dir=str(tmp_path / "cache"))
     jobs.ModelWorker(spec)._load("..")
     assert Path(seen["cache"]).resolve().parent == (tmp_path / "cache").resolve()

@@ -296,15 +296,15 @@ def test_each_seed_gets_its_own_calibration_and_checkpoint(tmp_path, monkeypatch
     loaded = []
     monkeypatch.setattr(probe, "load_model", lambda path, **k: loaded.append(path) or object())
     kb = to_dict(KnowledgeBase.build({"A": {}, "B": {}}, [("A", "child", "B")]))
-    run = {"protocol": {"answer_format": None, "name": "default"}}
     from deepunlearn.unlearn.runner_options import CheckOptions, ProbeOptions, RunnerOptions, SetOptions
 
     options = RunnerOptions(probing=ProbeOptions(mode="exact", k_mode="probed"),
                             minimal_sets=SetOptions(sets="exact", tie="accuracy"), checks=CheckOptions(adversarial=True))
-    from deepunlearn.probe.protocol import Protocol
+    from deepunlearn.bench.modelspec import ModelSpec
+    from deepunlearn.probe.protocol import get_protocol
 
-    monkeypatch.setattr(Protocol, "model_validate", staticmethod(lambda d: d))    # the runner is a stand-in
-    spec = jobs.WorkSpec(kb=kb, models={"m": {"path": str(tmp_path / "m-s{seed}"), "run": run}},
+    run = jobs.ModelRun(ModelSpec(name="m", path=str(tmp_path / "m-s{seed}")), get_protocol("default"))
+    spec = jobs.WorkSpec(kb=kb, models={"m": run},
                          options={"m": options}, cache_dir=str(tmp_path / "cache"),
                          calibration_by_seed={"0": {"cal": 0}, "7": {"cal": 7}})
     w = jobs.ModelWorker(spec)
