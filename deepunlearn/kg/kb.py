@@ -269,10 +269,6 @@ class KnowledgeBase:
         return {f: i for i, f in enumerate(self.facts)}
 
     @cached_property
-    def entity_names(self) -> list[str]:
-        return list(self.entities)
-
-    @cached_property
     def relation_names(self) -> list[str]:
         return list(self.relations)
 
