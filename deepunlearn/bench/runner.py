@@ -47,7 +47,8 @@ from .scheduling import grids_with_baselines, plan_jobs  # noqa: F401  (plan_job
 from .target_selection import select_targets  # noqa: F401  (re-exported)
 from .progress import SweepBar
 from .metrics import summarize
-from .store import Point, ResultsStore, known_key
+from .store import Point, ResultsStore
+from .sweep_sink import PointSink
 
 MANIFEST = "manifest.json"
 RESOLVED_CONFIG = "config.yaml"
@@ -178,6 +179,34 @@ def _hub_like(path: str) -> bool:
     return path.count("/") == 1 and not path.startswith((".", "/", "~"))
 
 
+def _checked_inputs(cfg: SweepConfig, kb: KnowledgeBase | None) -> tuple[KnowledgeBase, list[int], Any, Any]:
+    """Everything a sweep checks before it writes anything: the KB (read unless given), the
+    targets, the configuration against the KB, the oracle, the p_chance calibration, the holdout
+    and the output and cache folders. Returns the KB, the targets, the calibration and the
+    holdout, read; the flat keys' notes print once every check passed."""
+    if kb is None:
+        try:
+            kb = load_kb(cfg.kb)
+        except KBError as e:
+            raise cfg.error("kb", str(e)) from None
+    targets = select_targets(kb, cfg.targets, cfg)
+    if not targets:
+        raise cfg.error("targets", "no target facts selected")
+    check_config(cfg)
+    check_forms(cfg, kb)
+    check_oracle(cfg, kb)  # a model the tool cannot retrain, before anything is written
+    chance = check_chance(cfg)  # p_chance's calibration, read before anything is written
+    holdout = _holdout(cfg, kb)  # checked before anything is written
+    for key, folder in (("output", cfg.output_dir), ("cache_dir", cfg.cache_path)):  # folders, not files
+        try:
+            check_cache_dir(folder, where=key)
+        except CacheDirError as e:
+            raise cfg.error(key, str(e).removeprefix(f"{key} ")) from None
+    for line in cfg.notes:  # flat keys read in their groups (config_groups): once the checks passed
+        print(line, file=sys.stderr)
+    return kb, targets, chance, holdout
+
+
 def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: bool = False,
               progress: bool = True, kb: KnowledgeBase | None = None, tracker=None) -> SweepOutcome:
     r"""Run (or resume) a sweep; see the module docstring.
@@ -232,26 +261,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
     ``tracker`` (:mod:`.tracking`) gets every point as it is stored, and the points stored before.
     """
     t0 = time.perf_counter()
-    if kb is None:
-        try:
-            kb = load_kb(cfg.kb)
-        except KBError as e:
-            raise cfg.error("kb", str(e)) from None
-    targets = select_targets(kb, cfg.targets, cfg)
-    if not targets:
-        raise cfg.error("targets", "no target facts selected")
-    check_config(cfg)
-    check_forms(cfg, kb)
-    check_oracle(cfg, kb)  # a model the tool cannot retrain, before anything is written
-    chance = check_chance(cfg)  # p_chance's calibration, read before anything is written
-    holdout = _holdout(cfg, kb)  # checked before anything is written
-    for key, folder in (("output", cfg.output_dir), ("cache_dir", cfg.cache_path)):  # folders, not files
-        try:
-            check_cache_dir(folder, where=key)
-        except CacheDirError as e:
-            raise cfg.error(key, str(e).removeprefix(f"{key} ")) from None
-    for line in cfg.notes:  # flat keys read in their groups (config_groups): once the checks passed
-        print(line, file=sys.stderr)
+    kb, targets, chance, holdout = _checked_inputs(cfg, kb)
     cfg = cfg.model_copy(update={"rules": resolved_rules(cfg, kb)})
     executor = executor or make_executor(cfg.executor, cfg.ray_address)
     out = cfg.output_dir
@@ -276,18 +286,7 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
         atomic_write_text(out / RESOLVED_CONFIG, cfg.to_yaml())
         manifest_path = out / MANIFEST
         manifest = _read_manifest(manifest_path) if resumed else {"runs": []}
-        manifest.update({
-            "config_fingerprint": fp, "kb_fingerprint": kb_fp, "kb": cfg.kb, "kb_name": kb.name,
-            "kb_facts": len(kb), "targets": targets, "versions": _versions(),
-            "models": {m.name: model_manifest(cfg, m.name) for m in cfg.models},
-            "seed": cfg.seed, "job_seed": "first 4 bytes (big-endian) of sha256(json [seed, model, target, method])",
-            **seeds_manifest(cfg),
-            **({"oracle": {"cache": str(oracle_cache(cfg.cache_path)), "removed": "each target's smallest minimal "
-                           "set over K (the first of equal size)"}} if cfg.oracle else {}),
-            **({"chance_calibration": {"path": cfg.chance_calibration, "sha256": _digest(cfg.chance_calibration)}}
-               if chance is not None else {}),
-            "store": str(store.path),
-        })
+        manifest.update(_manifest_fields(cfg, kb, targets, fp, kb_fp, chance is not None, store))
         jobs, done_points = plan_jobs(cfg, targets, store)
         run_rec = {"started": _dt.datetime.now().isoformat(timespec="seconds"), "host": socket.gethostname(),
                    "pid": os.getpid(), "executor": executor.name, "points_before": done_points, "status": "running"}
@@ -297,42 +296,9 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
         requests = bool(cfg.targets.batch or cfg.targets.sequential)
         total = len(run_seeds(cfg)) * len(targets) * len(cfg.targets.batch or [1]) * sum(len(g) for m in cfg.models for g in (
             cfg.grids_for(m) if requests else grids_with_baselines(cfg, m)).values())
-        skipped: dict[tuple[str, int, str], str] = {k: r or "" for k, (s, r) in store.jobs().items() if s == "skipped"}
-        computed = 0
-        warned: set[tuple[str, int]] = set()
         bar = SweepBar(total, done_points, progress)
+        sink = PointSink(store, kb, bar, tracker, {k: r or "" for k, (s, r) in store.jobs().items() if s == "skipped"})
         n_jobs = len(jobs)
-
-        def sink(job: Job, ev: dict[str, Any]) -> None:
-            nonlocal computed
-            kind = ev.get("event")
-            if kind == "point":
-                store.add_point(new := Point.from_dict({**ev["point"], "seed": job.run_seed}, model=job.model))
-                computed += 1
-                if tracker is not None:
-                    tracker.log_points([new])
-                bar.advance(1)
-            elif kind == "points":  # a batch's rows of one grid value: one transaction
-                store.add_points(new := [Point.from_dict({**d, "seed": job.run_seed}, model=job.model) for d in ev["points"]])
-                computed += len(ev["points"])
-                if tracker is not None:
-                    tracker.log_points(new)
-                bar.advance(len(ev["points"]))
-            elif kind == "done":
-                store.finish_job(*job.key, seed=job.run_seed)
-            elif kind == "skipped":
-                store.finish_job(*job.key, status="skipped", reason=ev.get("reason"), seed=job.run_seed)
-                skipped[job.key] = ev.get("reason", "")
-                bar.advance(job.todo)
-                if (job.model, job.target) not in warned:
-                    warned.add((job.model, job.target))
-                    bar.message(f"warning: skipping target {job.target} {list(kb.facts[job.target])} for "
-                                f"{job.model}: {ev.get('reason')}")
-            elif kind == "status":
-                bar.message(ev.get("text", ""))
-            elif kind == "known":  # the model's K: the report draws what survives in it
-                store.set_meta({known_key(job.model, job.run_seed): json.dumps(ev["ids"])})
-            bar.postfix(f"{job.model} {job.method} target {job.target}")
 
         if resumed and progress:
             print(f"resuming {out}: {done_points} of {total} points already stored, {n_jobs} job(s) to run",
@@ -347,13 +313,31 @@ def run_sweep(cfg: SweepConfig, *, executor: Executor | None = None, overwrite: 
             bar.close()
             if tracker is not None:
                 tracker.stop(run_rec["status"])
-            run_rec.update({"ended": _dt.datetime.now().isoformat(timespec="seconds"), "points_computed": computed,
+            run_rec.update({"ended": _dt.datetime.now().isoformat(timespec="seconds"), "points_computed": sink.computed,
                             "seconds": round(time.perf_counter() - t0, 3)})
             _write_json_atomic(manifest_path, manifest)
         points = [p for p in store.points() if p.target in set(targets) and p.seed in run_seeds(cfg)
                   and (cfg.oracle or p.method != ORACLE)]  # oracle is not in the fingerprint: rows of an earlier run
-    return SweepOutcome(out, points, summarize(points, groups=kb.groups), targets, skipped, resumed, computed, time.perf_counter() - t0,
-                        cfg)
+    return SweepOutcome(out, points, summarize(points, groups=kb.groups), targets, sink.skipped, resumed, sink.computed,
+                        time.perf_counter() - t0, cfg)
+
+
+def _manifest_fields(cfg: SweepConfig, kb: KnowledgeBase, targets: list[int], fp: str, kb_fp: str, chance: bool,
+                     store: ResultsStore) -> dict[str, Any]:
+    """What the manifest records of this run's sweep: its fingerprints, KB, targets, versions,
+    models, seeds, the oracle's cache and the p_chance calibration when asked, and the store."""
+    return {
+        "config_fingerprint": fp, "kb_fingerprint": kb_fp, "kb": cfg.kb, "kb_name": kb.name,
+        "kb_facts": len(kb), "targets": targets, "versions": _versions(),
+        "models": {m.name: model_manifest(cfg, m.name) for m in cfg.models},
+        "seed": cfg.seed, "job_seed": "first 4 bytes (big-endian) of sha256(json [seed, model, target, method])",
+        **seeds_manifest(cfg),
+        **({"oracle": {"cache": str(oracle_cache(cfg.cache_path)), "removed": "each target's smallest minimal "
+                       "set over K (the first of equal size)"}} if cfg.oracle else {}),
+        **({"chance_calibration": {"path": cfg.chance_calibration, "sha256": _digest(cfg.chance_calibration)}}
+           if chance else {}),
+        "store": str(store.path),
+    }
 
 
 def _digest(path: str) -> str:
