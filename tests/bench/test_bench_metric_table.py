@@ -30,6 +30,8 @@ def test_a_metric_added_to_the_table_reaches_every_consumer(monkeypatch):
     for p in pts:
         by_target.setdefault(p["target"], []).append(p["recall"])
     expected = np.mean([max(v) for v in by_target.values()])  # brute force, outside the table
+    # the per-target values (the unlearn command's "summary" per target) carry it
+    assert us.target_metrics([p for p in pts if p["target"] == 0])["best_recall"] == max(by_target[0])
     s = bm.summarize(pts)["m"]["ga"]
     assert abs(s["best_recall"] - expected) < 1e-12
     assert "best_recall_std" in s and s["best_recall_ci_lo"] <= expected <= s["best_recall_ci_hi"]

@@ -89,6 +89,18 @@ def _spec_rates(cls: type["Unlearner"]) -> None:
         cls.paper_lr, cls.paper_lr_large, cls.paper_lr_ratio = spec.rates.lr, spec.rates.lr_large, spec.rates.ratio
 
 
+def _spec_grid(name: str) -> list[float] | None:
+    """The grid of a method's catalogue spec, None for a class without a spec."""
+    from . import catalog
+    from .params import spec_grid_values
+
+    try:
+        spec = catalog.find(name)
+    except catalog.CatalogError:  # a plug-in's bad spec is refused where it is looked up
+        return None
+    return None if spec is None else spec_grid_values(spec)
+
+
 def get_method(name: str) -> type["Unlearner"]:
     """A method's class by name, built in or a plug-in's, loaded from its catalogue spec
     (:func:`~.catalog.load_class`) on first use and kept in :data:`METHODS`."""
@@ -130,6 +142,9 @@ class Unlearner(ABC):
             _spec_rates(cls)
 
     def __init__(self, params: MethodParams | None = None, **overrides):
+        if params is None and "grid" not in overrides:  # the spec's grid, also under another method's Params
+            grid = _spec_grid(self.name)
+            overrides = overrides if grid is None else {"grid": grid, **overrides}
         base = params if params is not None else self.Params()
         if not isinstance(base, self.Params):
             raise UnlearnError(f"{self.name}: expected {self.Params.__name__}, got {type(base).__name__}")

@@ -59,10 +59,16 @@ def spec_grid(method: str) -> Any:
     def default() -> list[float]:
         from ..catalog import get_spec
 
-        spec = get_spec(method)  # a strength is a float, a step count a whole number
-        return [float(g) if spec.kind == "strength" else int(g) for g in spec.grid]
+        return spec_grid_values(get_spec(method))
 
     return Field(default_factory=default)
+
+
+def spec_grid_values(spec: Any) -> list[float]:
+    """A catalogue spec's grid as a ``Params`` holds it: a strength is a float, a step count a
+    whole number. A method's class made without a grid takes its own spec's this way, also when
+    its ``Params`` is another method's (``Unlearner``)."""
+    return [float(g) if spec.kind == "strength" else int(g) for g in spec.grid]
 
 
 def show_values(values: Sequence) -> str:
