@@ -142,7 +142,8 @@ class Unlearner(ABC):
             _spec_rates(cls)
 
     def __init__(self, params: MethodParams | None = None, **overrides):
-        if params is None and "grid" not in overrides:  # the spec's grid, also under another method's Params
+        if "grid" not in overrides and (params is None or "grid" not in params.model_fields_set):
+            # the method's own spec's grid, also under another method's Params
             grid = _spec_grid(self.name)
             overrides = overrides if grid is None else {"grid": grid, **overrides}
         base = params if params is not None else self.Params()
