@@ -17,24 +17,32 @@ again.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from .methods import RetainSampler, Session, retain_pool
 from .methods.retain import retain_term
 
-if TYPE_CHECKING:
-    from .requests import Served
+
+class Healed(Protocol):
+    """What healing reads of the model it heals (a
+    :class:`~deepunlearn.unlearn.requests.Served` built for healing): the torch ``model``, K
+    (``known``), ``encode`` (fact ids to a training batch), the run's ``optimiser`` settings and
+    the ``snapshot`` of the original weights."""
+
+    model: Any
+    known: frozenset[int]
+    encode: Callable[[Sequence[int]], dict] | None
+    optimiser: Any
+    snapshot: Any
 
 
-def heal(m: Served, kept: Sequence[int], protected: Sequence[int], goal: float, accuracy, *, steps: int,
+def heal(m: Healed, kept: Sequence[int], protected: Sequence[int], goal: float, accuracy, *, steps: int,
          start: float, every: int = 8, batch: int = 32, seed: int = 0) -> dict:
     """Finetune the served model on K minus ``protected`` minus ``kept`` until ``accuracy()``
     (a callable measuring the model as it is now) reaches ``goal`` or ``steps`` are spent;
-    ``start`` is the accuracy now. Of ``m`` (a :class:`~deepunlearn.unlearn.requests.Served` built
-    for healing) it reads the torch ``model``, K (``known``), ``encode`` (fact ids to a batch), the
-    run's ``optimiser`` settings (used with a constant schedule) and the ``snapshot`` of the
-    original weights (the KL retain term's model). Returns
-    ``{"steps": taken, "accuracy": last measured}``."""
+    ``start`` is the accuracy now. ``m``: the model healed (:class:`Healed`); its ``optimiser``
+    settings are used with a constant schedule and its ``snapshot`` is the KL retain term's
+    model. Returns ``{"steps": taken, "accuracy": last measured}``."""
     model, encode, snapshot = m.model, m.encode, m.snapshot
     pool = retain_pool(m.known, kept, protected)
     if steps <= 0 or not pool:
