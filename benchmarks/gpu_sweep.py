@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from deepunlearn.probe.models import resolve_dtype
     from deepunlearn.unlearn import TargetRunner, get_method
-    from deepunlearn.unlearn.plan import GiB, plan_memory
+    from deepunlearn.unlearn.plan import GiB, RunShape, plan_memory
 
     torch.set_num_threads(args.threads)
     device = torch.device(args.device or ("cuda" if torch.cuda.is_available() else "cpu"))
@@ -195,8 +195,8 @@ def main(argv: list[str] | None = None) -> dict:
 
         shape = {**CONFIGS[args.config], "model_type": "llama", "vocab_size": 512, "tie_word_embeddings": False}
         free = cuda_free_bytes(device)
-        worst = max((plan_memory(shape, m, lora=args.lora, dtype=dtype_name, probe_batch=1, snapshot_device="same",
-                                 fix_for=None) for m in methods), key=lambda p: p.peak)
+        run = RunShape(lora=args.lora, dtype=dtype_name, probe_batch=1, snapshot_device="same")
+        worst = max((plan_memory(shape, m, run, fix_for=None) for m in methods), key=lambda p: p.peak)
         if worst.peak > free:
             fix = suggest_fix(worst, worst_config(shape), None, free)
             raise SystemExit(f"gpu_sweep: --config {args.config} needs {worst.peak_gib:.1f} GiB ({worst.method}), "
@@ -255,8 +255,8 @@ def main(argv: list[str] | None = None) -> dict:
     from deepunlearn.probe.batching import resolve_batch_size
 
     probe_batch = min(len(kb), resolve_batch_size("auto", bundle.model, device, positions=8, seq=seq))
-    plans = {m: plan_memory(cfg, m, lora=args.lora, dtype=dtype_name, seq=seq, probe_batch=probe_batch,
-                            snapshot_device=snapshot_device, fix_for=None) for m in methods}
+    run = RunShape(lora=args.lora, dtype=dtype_name, seq=seq, probe_batch=probe_batch, snapshot_device=snapshot_device)
+    plans = {m: plan_memory(cfg, m, run, fix_for=None) for m in methods}
     plan_peak = max(p.peak for p in plans.values()) if plans else 0
     plan_alloc = plan_peak - (plans[methods[0]].parts["cuda_context"] if plans else 0)
 

@@ -21,6 +21,7 @@ import json
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -190,22 +191,40 @@ def run_demo(output: str | Path, *, kb_path: str | None = None, domain: str = "f
                        ours=results_folder(SWEEP_NAMES + ("kb.json", "model", DEMO_FILE), (DEMO_FILE, STORE_NAME)))
     check_children(out, f"-o {out}")
     with SweepLock(out):  # a second demo on the folder stops here, before touching the model
-        return _run_demo(out, kb_path, domain, people, seed, per_relation, methods, executor, ray_address, threads,
-                         overwrite, progress)
+        demo = DemoChoices(kb_path=kb_path, domain=domain, people=people, seed=seed, per_relation=per_relation,
+                           methods=methods, executor=executor, ray_address=ray_address, threads=threads)
+        return _run_demo(out, demo, overwrite=overwrite, progress=progress)
 
 
-def _run_demo(out: Path, kb_path: str | None, domain: str, people: int, seed: int, per_relation: int,
-              methods: Sequence[str] | None, executor: str, ray_address: str | None, threads: int | None,
-              overwrite: bool, progress: bool) -> SweepOutcome:
-    kb, kb_file = prepare_kb(out, kb_path, people, seed, progress, domain=domain, overwrite=overwrite)
+@dataclass(frozen=True)
+class DemoChoices:
+    """What a demo is run on and how (:func:`run_demo`'s keywords of the same names): the KB
+    (``kb_path``, else ``people`` of ``domain`` generated with ``seed``), ``per_relation`` targets
+    per relation, the ``methods`` swept and the sweep's ``executor``, ``ray_address`` and
+    ``threads``."""
+
+    kb_path: str | None
+    domain: str
+    people: int
+    seed: int
+    per_relation: int
+    methods: Sequence[str] | None
+    executor: str
+    ray_address: str | None
+    threads: int | None
+
+
+def _run_demo(out: Path, demo: DemoChoices, *, overwrite: bool, progress: bool) -> SweepOutcome:
+    seed, threads = demo.seed, demo.threads
+    kb, kb_file = prepare_kb(out, demo.kb_path, demo.people, seed, progress, domain=demo.domain, overwrite=overwrite)
     with torch_threads(threads):
         model_dir = prepare_model(out, kb, seed, progress)
         known = known_before(out, kb, model_dir)
-    targets = select_targets(kb, TargetSpec(stratified=per_relation, seed=seed), known=known)
-    cfg = demo_config(out, kb_file, model_dir, targets, methods=methods, executor=executor, ray_address=ray_address,
-                      threads=threads)
+    targets = select_targets(kb, TargetSpec(stratified=demo.per_relation, seed=seed), known=known)
+    cfg = demo_config(out, kb_file, model_dir, targets, methods=demo.methods, executor=demo.executor,
+                      ray_address=demo.ray_address, threads=threads)
     _say(f"[3/4] sweeping {', '.join(m.upper() for m in cfg.methods)} over {len(targets)} targets "
-         f"({per_relation} per relation, among the {len(known)} facts the model knows) on their default grids, "
+         f"({demo.per_relation} per relation, among the {len(known)} facts the model knows) on their default grids, "
          f"protocol {cfg.protocol!r}", progress)
     outcome = run_sweep(cfg, overwrite=overwrite, progress=progress, kb=kb)
     _say("[4/4] writing the report", progress)

@@ -321,7 +321,7 @@ def check_fit(name: str, path: str, *, methods: Any, lora: bool, dtype: str | No
     On CPU (``device`` cpu, or None on a machine without CUDA) there is no check and CUDA is
     never touched: host memory is not planned.
     """
-    from ..unlearn.plan import GiB, PlanError, load_config, memory_params, plan_memory, suggest_fix
+    from ..unlearn.plan import GiB, PlanError, RunShape, load_config, memory_params, plan_memory, suggest_fix
 
     import torch
 
@@ -341,8 +341,9 @@ def check_fit(name: str, path: str, *, methods: Any, lora: bool, dtype: str | No
     probe_batch = batch_size if isinstance(batch_size, int) and not isinstance(batch_size, bool) else 1
     try:  # the config is read once for every method's plan and the fix
         _, config = load_config(path)
-        plans = [plan_memory(config, m, lora=lora, dtype=dt, probe_batch=probe_batch, fix_for=None,
-                             **memory_params((params or {}).get(m, {}))) for m in todo]
+        plans = [plan_memory(config, m, RunShape(lora=lora, dtype=dt, probe_batch=probe_batch,
+                                                 **memory_params((params or {}).get(m, {}))), fix_for=None)
+                 for m in todo]
     except PlanError as e:
         raise ModelFitError(f"model {name!r}: cannot plan its memory before loading it: {e}", file=path,
                             field=f"models.{name}") from None

@@ -24,6 +24,7 @@ from .attack_kinds import SPLIT_ON
 
 if TYPE_CHECKING:
     from .attacks import AttackParams
+    from .runner_options import ProbeOptions
 
 #: the relearning lr when neither --relearn-lr nor the checkpoint gives one (the paper's finetuning lr)
 DEFAULT_RELEARN_LR = 2e-5
@@ -67,11 +68,13 @@ def encoder(bundle, kb):
     return encode
 
 
-def run_attacks(params: "AttackParams", bundle, kb, ctx: KContext, target: int, mode: str, *, forms: str | None = None,
-                batch_size: int | str | None = None, seed: int = 0, relearn_lr_given: float | None = None,
-                progress: bool = True, model_derived: bool = False) -> dict:
-    """Probe the unlearned model ``bundle`` on ``ctx.known`` (on ``forms``, in batches of
-    ``batch_size``), run the attacks of ``params`` (relearning seeded with ``seed``, at
+def run_attacks(params: "AttackParams", bundle, kb, ctx: KContext, target: int, probing: "ProbeOptions", *,
+                seed: int = 0, relearn_lr_given: float | None = None, progress: bool = True,
+                model_derived: bool = False) -> dict:
+    """Probe the unlearned model ``bundle`` on ``ctx.known`` as ``probing`` says (its ``mode``, on
+    its ``forms``, in batches of its ``batch_size``; a
+    :class:`~deepunlearn.unlearn.runner_options.ProbeOptions` whose mode is given), run the
+    attacks of ``params`` (relearning seeded with ``seed``, at
     ``relearn_lr_given`` or the checkpoint's lr, :func:`relearn_lr`) and build the result object.
     ``model_derived``: also ask the target's compose questions at every probe (before, after each
     relearning step count, quantised) and add ``deep_model``, ``deep_model_relearn``,
@@ -83,6 +86,7 @@ def run_attacks(params: "AttackParams", bundle, kb, ctx: KContext, target: int, 
     from ..rules.recall_inputs import deep_after
     from .attacks import quantize_attack, relearn_attack, relearn_sample
 
+    mode, forms, batch_size = probing.mode, probing.forms, probing.batch_size
     ids = sorted(ctx.known)
     extra = {"forms": forms} if forms else {}
 

@@ -16,30 +16,35 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from .measures import ORIGINAL, RETRAIN, Measurer, Reference, reference_set
+from .runner_options import MeasureOptions
 
 
 class Baselines:
     """The measuring side of a :class:`~deepunlearn.unlearn.loop.TargetRunner`: the model
     (``bundle``), ``kb``, K (``known``), the rules layer's ``evaluator`` on K, ``point_for`` (makes
     a point from the facts lost: :meth:`~deepunlearn.unlearn.loop.TargetRunner.point_for`), how the
-    retain model is probed (``probe_mode``, ``batch_size``), the seed of the measures' samples and
-    progress bars for retraining."""
+    retain model is probed (``probe_mode``, ``batch_size``), the seed of the measures' samples,
+    progress bars for retraining and ``measures``, the runner's
+    :class:`~deepunlearn.unlearn.runner_options.MeasureOptions`: its ``scores``, ``holdout``,
+    ``min_k``, ``reference`` and ``retrain_cache`` (``reference="retrain"`` turns the scores on,
+    as the reference-based measures need them)."""
 
     def __init__(self, bundle, kb, known, evaluator, point_for, *, probe_mode: str, batch_size=None, seed: int = 0,
-                 progress: bool = False, scores: bool, holdout=None, min_k: float = 20.0, reference: str | None = None,
-                 retrain_cache=None):
+                 progress: bool = False, measures: MeasureOptions):
         from .methods import UnlearnError
 
+        reference, holdout = measures.reference, measures.holdout
+        scores = measures.scores or reference is not None
         if reference not in (None, "retrain"):
             raise UnlearnError(f"reference must be 'retrain' or None, got {reference!r}")
         if holdout is not None and not scores:
             raise UnlearnError("a holdout KB is used by the measures: give scores=True too")
         self.bundle, self.kb, self.known, self.evaluator, self.point_for = bundle, kb, known, evaluator, point_for
         self.probe_mode, self.batch_size, self.progress = probe_mode, batch_size, progress
-        self.reference_mode, self.retrain_cache = reference, retrain_cache
+        self.reference_mode, self.retrain_cache = reference, measures.retrain_cache
         self.measurer = None
         if scores:
-            self.measurer = Measurer(bundle, kb, sorted(known), holdout=holdout, k=min_k, seed=seed,
+            self.measurer = Measurer(bundle, kb, sorted(known), holdout=holdout, k=measures.min_k, seed=seed,
                                      batch_size=batch_size)
         self._refs: dict[int, tuple[Reference, Any]] = {}
 

@@ -110,8 +110,10 @@ class EvalChecks:
         if self.attacks is not None:
             from .attack_run import run_attacks
 
-            out["attacks"] = run_attacks(self.attacks, bundle, judge.kb, judge, target, judge.mode,
-                                         forms=judge.forms, batch_size=judge.batch_size, seed=self.seed,
+            from .runner_options import ProbeOptions
+
+            probing = ProbeOptions(mode=judge.mode, forms=judge.forms, batch_size=judge.batch_size)
+            out["attacks"] = run_attacks(self.attacks, bundle, judge.kb, judge, target, probing, seed=self.seed,
                                          relearn_lr_given=self.relearn_lr, progress=judge.progress)
         return out
 

@@ -17,28 +17,39 @@ again.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Sequence
+from typing import Any, Callable, Protocol, Sequence
 
-from .lr import OptimiserConfig
 from .methods import RetainSampler, Session, retain_pool
 from .methods.retain import retain_term
 
 
-def heal(model, encode, known, optimiser: OptimiserConfig, kept: Sequence[int], protected: Sequence[int], goal: float,
-         accuracy, *, steps: int, start: float, every: int = 8, batch: int = 32, seed: int = 0,
-         snapshot=None) -> dict:
-    """Finetune ``model`` on K (``known``) minus ``protected`` minus ``kept`` until ``accuracy()``
+class Healed(Protocol):
+    """What healing reads of the model it heals (a
+    :class:`~deepunlearn.unlearn.requests.Served` built for healing): the torch ``model``, K
+    (``known``), ``encode`` (fact ids to a training batch), the run's ``optimiser`` settings and
+    the ``snapshot`` of the original weights."""
+
+    model: Any
+    known: frozenset[int]
+    encode: Callable[[Sequence[int]], dict] | None
+    optimiser: Any
+    snapshot: Any
+
+
+def heal(m: Healed, kept: Sequence[int], protected: Sequence[int], goal: float, accuracy, *, steps: int,
+         start: float, every: int = 8, batch: int = 32, seed: int = 0) -> dict:
+    """Finetune the served model on K minus ``protected`` minus ``kept`` until ``accuracy()``
     (a callable measuring the model as it is now) reaches ``goal`` or ``steps`` are spent;
-    ``start`` is the accuracy now. ``encode`` turns fact ids into a batch; the optimiser settings
-    are ``optimiser`` (a run's, :meth:`~deepunlearn.unlearn.loop.TargetRunner.optimiser`) with a
-    constant schedule; ``snapshot``: the original weights (the KL retain term's model). Returns
-    ``{"steps": taken, "accuracy": last measured}``."""
-    pool = retain_pool(known, kept, protected)
+    ``start`` is the accuracy now. ``m``: the model healed (:class:`Healed`); its ``optimiser``
+    settings are used with a constant schedule and its ``snapshot`` is the KL retain term's
+    model. Returns ``{"steps": taken, "accuracy": last measured}``."""
+    model, encode, snapshot = m.model, m.encode, m.snapshot
+    pool = retain_pool(m.known, kept, protected)
     if steps <= 0 or not pool:
         return {"steps": 0, "accuracy": None}
     if start >= goal:
         return {"steps": 0, "accuracy": start}
-    session = Session(model, encode(pool[:1]), optimiser=replace(optimiser, schedule="constant", warmup_steps=0),
+    session = Session(model, encode(pool[:1]), optimiser=replace(m.optimiser, schedule="constant", warmup_steps=0),
                       snapshot=snapshot, encode=encode)
     session.retain = RetainSampler(encode, pool, size=batch, seed=seed)
     taken, acc = 0, start

@@ -175,9 +175,7 @@ class TargetRunner(RunnerViews):
         from .baselines import Baselines
 
         self.baselines = Baselines(bundle, kb, self.known, self.evaluator, self.point_for, probe_mode=probe_mode,
-                                   batch_size=po.batch_size, seed=seed, progress=progress,
-                                   scores=mo.scores or mo.reference is not None, holdout=mo.holdout, min_k=mo.min_k,
-                                   reference=mo.reference, retrain_cache=mo.retrain_cache)
+                                   batch_size=po.batch_size, seed=seed, progress=progress, measures=mo)
         self.sampler = AccuracySampler(kb, self.known, self.evaluator, self.point_for, mo.accuracy, mo.accuracy_sample,
                                        seed, protocol=self.protocol.name, full_only=(
             "scores" if self.baselines.on else "the adversarial and attack checks" if self.check_spec.active else None))

@@ -172,23 +172,37 @@ class OracleResult:
                 "exact": self.record["exact"], "seconds": round(self.seconds, 3)}
 
 
-def build_oracle(model: str | os.PathLike, kb: KnowledgeBase, targets: Sequence[Any], *,
-                 chosen: str | Sequence[Any] = "smallest", seed: int | None = None,
-                 cache_dir: str | os.PathLike | None = None, out_dir: str | os.PathLike | None = None,
-                 rules=None, progress: bool = True, device: str | None = None,
-                 grounding_budget: int | None = None) -> OracleResult:
+@dataclass(frozen=True)
+class SetChoice:
+    """Which facts an oracle is trained without: ``chosen`` (``"smallest"``: each target's
+    smallest minimal set, or explicit fact ids; module docstring) under ``rules`` (a rule set
+    :func:`~deepunlearn.rules.load.load_rules` takes; ``None``: the KB's own), the sets
+    enumerated within ``grounding_budget`` groundings (``None``: the default budget)."""
+
+    chosen: str | Sequence[Any] = "smallest"
+    rules: Any = None
+    grounding_budget: int | None = None
+
+
+def build_oracle(model: str | os.PathLike, kb: KnowledgeBase, targets: Sequence[Any], choice: SetChoice | None = None,
+                 *, seed: int | None = None, cache_dir: str | os.PathLike | None = None,
+                 out_dir: str | os.PathLike | None = None, progress: bool = True,
+                 device: str | None = None) -> OracleResult:
     """The oracle of ``model`` (a checkpoint folder ``deepunlearn finetune`` wrote) for
     ``targets`` (fact ids or references) on ``kb`` (the model's own KB): trained, or taken from
     ``cache_dir`` (default :func:`default_cache_dir`); with ``out_dir`` it is written there
-    (atomically, with its ``oracle`` record). ``chosen``: ``"smallest"`` or explicit fact ids
-    (module docstring). ``seed`` overrides the recipe's seed (a second oracle to judge against
-    the first). Errors are :class:`~deepunlearn.unlearn.methods.params.UnlearnError` (one line)."""
+    (atomically, with its ``oracle`` record). ``choice``: which facts it is trained without
+    (:class:`SetChoice`; default: each target's smallest set under the KB's rules). ``seed``
+    overrides the recipe's seed (a second oracle to judge against the first). Errors are
+    :class:`~deepunlearn.unlearn.methods.params.UnlearnError` (one line)."""
     from ..kg.fingerprint import kb_fingerprint
     from ..kg.kb import KBError
     from ..rules.load import load_rules
     from .retrain import plan_retrain, train_planned
 
     t0 = time.perf_counter()
+    choice = choice or SetChoice()
+    chosen, rules = choice.chosen, choice.rules
     meta = recipe_meta(model)
     cache_dir = cache_dir if cache_dir is not None else default_cache_dir()
     plan_retrain(model, kb, [], cache_dir=cache_dir, seed=seed)  # recipe and KB checked before the sets
@@ -201,7 +215,7 @@ def build_oracle(model: str | os.PathLike, kb: KnowledgeBase, targets: Sequence[
     if not tids:
         raise _error("no target given", field="--target")
     taught = taught_facts(kb, meta)
-    sets, excluded, exact = choose_sets(kb, rules, taught, tids, given, budget=grounding_budget)
+    sets, excluded, exact = choose_sets(kb, rules, taught, tids, given, budget=choice.grounding_budget)
     own = sorted(set(range(len(kb.facts))) - set(taught))
     plan = plan_retrain(model, kb, sorted(set(excluded) | set(own)), cache_dir=cache_dir, seed=seed)
     cached = plan.cached

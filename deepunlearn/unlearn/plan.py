@@ -55,7 +55,7 @@ Allocator fragmentation is not modelled: keep ~10 % spare.
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..probe.batching import config_dims, probe_row_bytes
@@ -78,6 +78,32 @@ DEFAULT_PROBE_BATCH = 64
 #: trained-weights-sized tensors a SAM step (:func:`deepunlearn.unlearn.sam.sam_gradients`) holds
 #: besides the loop's gradients: the weights it puts back and the first gradient
 SAM_STEP_COPIES = 2
+
+
+@dataclass(frozen=True)
+class RunShape:
+    """How a run is set up, as far as its memory goes (every option of :func:`plan_memory` but
+    the model, the method and the fit).
+
+    ``lora``: LoRA mode (adapters of rank ``lora_r``); ``dtype``: ``"bf16"``, ``"fp16"`` or
+    ``"fp32"``; ``batch``: the training batch (``None``: :data:`DEFAULT_BATCH` of the method, else
+    1) of sequences of ``seq`` tokens; ``probe_batch``: the probe's batch under ``probe_mode``;
+    ``snapshot_device``: where the original weights are kept (``"cpu"`` or ``"same"``);
+    ``adam8bit``: bitsandbytes' 8-bit AdamW; ``sam_rho > 0``: the method's steps are
+    sharpness-aware (a gradient method's ``sam_rho``); ``guard``: du_loop's step guard is on
+    (``guard > 0``)."""
+
+    lora: bool = False
+    lora_r: int = 8
+    dtype: str = "bf16"
+    batch: int | None = None
+    seq: int = DEFAULT_SEQ
+    probe_batch: int = DEFAULT_PROBE_BATCH
+    probe_mode: str = "exact"
+    snapshot_device: str = "cpu"
+    adam8bit: bool = False
+    sam_rho: float = 0.0
+    guard: bool = False
 
 
 @dataclass
@@ -226,8 +252,8 @@ def has_guard(method: str) -> bool:
 
 
 def memory_params(params: Any) -> dict[str, Any]:
-    """The keywords of :func:`plan_memory` that a method's parameters (a sweep's
-    ``[params.METHOD]``, as a table or typed) set: SAM's radius and whether the step guard is on."""
+    """The fields of :class:`RunShape` that a method's parameters (a sweep's ``[params.METHOD]``,
+    as a table or typed) set: SAM's radius and whether the step guard is on."""
     if hasattr(params, "model_dump"):
         params = params.model_dump(exclude_unset=True)
     out: dict[str, Any] = {}
@@ -238,17 +264,17 @@ def memory_params(params: Any) -> dict[str, Any]:
     return out
 
 
-def plan_memory(model: Any, method: str, *, lora: bool = False, lora_r: int = 8, dtype: str = "bf16",
-                batch: int | None = None, seq: int = DEFAULT_SEQ, probe_batch: int = DEFAULT_PROBE_BATCH,
-                probe_mode: str = "exact", snapshot_device: str = "cpu", adam8bit: bool = False,
-                fix_for: float | None = 80, flag: str = "--model", sam_rho: float = 0.0,
-                guard: bool = False) -> MemoryPlan:
+def plan_memory(model: Any, method: str, shape: RunShape | None = None, *, fix_for: float | None = 80,
+                flag: str = "--model") -> MemoryPlan:
     """The memory plan of ``method`` (:func:`plan_methods`) on ``model`` (anything
-    :func:`load_config` takes). ``fix_for``: GiB the run should fit; when it does not, ``fix``
-    names what makes it fit (LoRA, 8-bit AdamW when bitsandbytes is installed, a smaller batch).
-    ``sam_rho > 0``: the method's steps are sharpness-aware (a gradient method's ``sam_rho``).
-    ``guard``: du_loop's step guard is on (``guard > 0``): every step keeps a copy of the trained
-    tensors, their float32 master copies and AdamW's state until its probe accepts it."""
+    :func:`load_config` takes), set up as ``shape`` (default: :class:`RunShape`'s defaults).
+    ``fix_for``: GiB the run should fit; when it does not, ``fix`` names what makes it fit (LoRA,
+    8-bit AdamW when bitsandbytes is installed, a smaller batch). ``shape.sam_rho > 0``: the
+    method's steps are sharpness-aware. ``shape.guard``: every step keeps a copy of the trained
+    tensors, their float32 master copies and AdamW's state until its probe accepts it. ``flag``
+    names the model in errors."""
+    shape = shape or RunShape()
+    lora, dtype, sam_rho, guard = shape.lora, shape.dtype, shape.sam_rho, shape.guard
     method = method.lower()
     if method not in plan_methods():
         raise PlanError(f"unknown method {method!r}; expected one of {', '.join(plan_methods())}", field="--method")
@@ -270,15 +296,15 @@ def plan_memory(model: Any, method: str, *, lora: bool = False, lora_r: int = 8,
         raise PlanError(f"--guard: the step guard is du_loop's (a method with a guard parameter), not {method}'s",
                         field="--guard")
     name, config = load_config(model, flag=flag)
-    sk = skeleton(config, lora_r=lora_r if lora else None, source=name)
-    return _plan(name, config, sk, method, lora=lora, lora_r=lora_r, dtype=dtype,
-                 batch=batch or DEFAULT_BATCH.get(method, 1), seq=seq, probe_batch=probe_batch, probe_mode=probe_mode,
-                 snapshot_device=snapshot_device, adam8bit=adam8bit, fix_for=fix_for, sam_rho=sam_rho, guard=guard)
+    sk = skeleton(config, lora_r=shape.lora_r if lora else None, source=name)
+    return _plan(name, config, sk, method, replace(shape, batch=shape.batch or DEFAULT_BATCH.get(method, 1)), fix_for)
 
 
-def _plan(name, config, sk: Skeleton, method: str, *, lora: bool, lora_r: int, dtype: str, batch: int, seq: int,
-          probe_batch: int, probe_mode: str, snapshot_device: str, adam8bit: bool, fix_for: float | None,
-          sam_rho: float = 0.0, guard: bool = False) -> MemoryPlan:
+def _plan(name, config, sk: Skeleton, method: str, shape: RunShape, fix_for: float | None) -> MemoryPlan:
+    """The plan of ``method`` set up as ``shape`` (its ``batch`` given)."""
+    lora, lora_r, dtype, batch, seq = shape.lora, shape.lora_r, shape.dtype, shape.batch, shape.seq
+    probe_batch, probe_mode, snapshot_device = shape.probe_batch, shape.probe_mode, shape.snapshot_device
+    adam8bit, sam_rho, guard = shape.adam8bit, shape.sam_rho, shape.guard
     dims = config_dims(config)
     d = DTYPE_BYTES[dtype]
     n_all, n = sk.params, (sk.lora if lora else sk.params)
@@ -363,10 +389,9 @@ def suggest_fix(plan: MemoryPlan, config: Any, sk: Skeleton | None, limit: int,
     if sk is None:
         sk = skeleton(config, lora_r=plan.options["lora_r"])
     o = plan.options
-    base = dict(lora=plan.lora, lora_r=o["lora_r"], dtype=plan.dtype, batch=plan.batch, seq=plan.seq,
-                probe_batch=plan.probe_batch, probe_mode=o["probe_mode"], snapshot_device=o["snapshot_device"],
-                adam8bit=o["adam8bit"], fix_for=None, sam_rho=o.get("sam_rho", 0.0),
-                guard=o.get("guard", False))
+    base = RunShape(lora=plan.lora, lora_r=o["lora_r"], dtype=plan.dtype, batch=plan.batch, seq=plan.seq,
+                    probe_batch=plan.probe_batch, probe_mode=o["probe_mode"], snapshot_device=o["snapshot_device"],
+                    adam8bit=o["adam8bit"], sam_rho=o.get("sam_rho", 0.0), guard=o.get("guard", False))
     gib = lambda q: f"{q.peak_gib:.1f} GiB"  # noqa: E731
     tries: list[tuple[str, dict]] = []
     if not plan.lora and plan.method != "finetune" and names["lora"]:
@@ -380,7 +405,7 @@ def suggest_fix(plan: MemoryPlan, config: Any, sk: Skeleton | None, limit: int,
     ok, best = [], None
     for label, change in tries:
         need_sk = sk if change.get("lora", plan.lora) == plan.lora else skeleton(config, lora_r=o["lora_r"])
-        q = _plan(plan.model, config, need_sk, plan.method, **{**base, **change})
+        q = _plan(plan.model, config, need_sk, plan.method, replace(base, **change), None)
         if q.peak <= limit:
             ok.append(f"{label}: {gib(q)}")
         elif best is None or q.peak < best[1].peak:

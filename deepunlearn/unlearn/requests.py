@@ -163,8 +163,7 @@ def _heal(m: Served, kept: list[int], forgotten: list[int], goal: float, steps: 
         now["forgotten"] = sorted(m.known - m.known_after())
         return _accuracy(m.evaluator, kept, now["forgotten"])[1]
 
-    record = heal(m.model, m.encode, m.known, m.optimiser, kept, protected, goal,
-                  accuracy, steps=steps, start=start, seed=seed, snapshot=m.snapshot)
+    record = heal(m, kept, protected, goal, accuracy, steps=steps, start=start, seed=seed)
     return now["forgotten"], record  # healing ends on a measurement (or takes no step)
 
 

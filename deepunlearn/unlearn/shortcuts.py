@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ..kg.kb import KnowledgeBase
 from ..kg.shortcut_floor import floor_text  # noqa: F401  (the floor's table, shared with data show)
@@ -69,25 +70,44 @@ def _table(kb: KnowledgeBase, known: dict[str, Sequence[bool]]) -> tuple[dict, d
     return relations, {g: row(ids) for g, ids in by_group.items()}, row(list(range(len(kb.facts))))
 
 
-def shortcut_floor(kb: KnowledgeBase, *, base: str | None = "tiny", recipe_from: str | Path | None = None,
-                   config=None, holdout_seed: int = 0, modes: Sequence[str] = FLOOR_MODES,
-                   tiny: dict | None = None, prompt=None, answer_format: str = "recorded",
-                   cache_dir: str | Path | None = None, device: str | None = None, dtype: str | None = None,
-                   progress: bool = True, make_config=None, recipe_key: dict | None = None) -> dict:
+@dataclass(frozen=True)
+class FloorBaseline:
+    """The baseline model a shortcut floor trains on the holdout: what it starts from and its
+    finetuning recipe.
+
+    ``base``: ``"tiny"`` (built for the KB with ``tiny``: arch, hidden, layers, heads, seed) or a
+    model folder or hub name to finetune, with ``prompt`` and ``answer_format``; ``recipe_from``:
+    a checkpoint ``deepunlearn finetune`` made, whose base and recipe are reused (instead of
+    ``base`` and ``config``). ``config``: a :class:`~deepunlearn.unlearn.finetune.FinetuneConfig`;
+    ``make_config(bundle)`` builds one from the loaded base where ``config`` is None
+    (``recipe_key``: what that recipe is made from, for the cache key)."""
+
+    base: str | None = "tiny"
+    recipe_from: str | Path | None = None
+    config: Any = None
+    make_config: Callable[[Any], Any] | None = None
+    recipe_key: dict | None = None
+    tiny: dict | None = None
+    prompt: Any = None
+    answer_format: str = "recorded"
+
+
+def shortcut_floor(kb: KnowledgeBase, baseline: FloorBaseline | None = None, *, holdout_seed: int = 0,
+                   modes: Sequence[str] = FLOOR_MODES, cache_dir: str | Path | None = None,
+                   device: str | None = None, dtype: str | None = None, progress: bool = True) -> dict:
     """The shortcut floor of ``kb`` (module docstring) as a JSON-ready dict: ``relations`` (per
     relation: ``group``, ``n`` and, per mode, the share known and ``<mode>_known``), ``groups``,
     ``overall``, ``holdout`` (seed, people, facts, and how much of it the baseline learned), the
     ``recipe`` and ``base``, and ``cached`` (whether the baseline was found trained).
 
-    ``base``: ``"tiny"`` (built for the KB with ``tiny``: arch, hidden, layers, heads, seed) or a
-    model folder or hub name to finetune; ``recipe_from``: a checkpoint ``deepunlearn finetune``
-    made, whose base and recipe are reused (instead of ``base`` and ``config``). ``config``: a
-    :class:`~deepunlearn.unlearn.finetune.FinetuneConfig`; ``make_config(bundle)`` builds one from
-    the loaded base where ``config`` is None (``recipe_key``: what that recipe is made from, for the
-    cache key). Errors: a KB whose domain has no holdout generator
+    ``baseline``: the model trained on the holdout (:class:`FloorBaseline`; default: a tiny model
+    with the tool's recipe). Errors: a KB whose domain has no holdout generator
     (:class:`~deepunlearn.kg.kb.KBError`), a checkpoint without a recipe
     (:class:`~deepunlearn.unlearn.methods.base.UnlearnError`).
     """
+    b = baseline or FloorBaseline()
+    base, recipe_from, config, prompt = b.base, b.recipe_from, b.config, b.prompt
+    make_config, recipe_key, answer_format = b.make_config, b.recipe_key, b.answer_format
     from tqdm.auto import tqdm
 
     from ..errors import atomic_dir, atomic_write_text, load_json
@@ -99,7 +119,7 @@ def shortcut_floor(kb: KnowledgeBase, *, base: str | None = "tiny", recipe_from:
     from .finetune import FinetuneConfig, finetune
 
     hold = make_holdout(kb, int(holdout_seed))  # first: a KB without a holdout generator fails at once
-    tiny = {"arch": "llama", "hidden": 512, "layers": 2, "heads": 8, "seed": 0, **(tiny or {})}
+    tiny = {"arch": "llama", "hidden": 512, "layers": 2, "heads": 8, "seed": 0, **(b.tiny or {})}
     if recipe_from is not None:
         from .retrain import _base_identity, _recipe, _source
 

@@ -59,14 +59,15 @@ def test_check_fit_plans_the_methods_params_that_hold_memory(llama7b_folder, mon
                                free_bytes=1000 * GiB, params=params)["planned_gib"]
 
     plain, guarded = planned(None), planned({"du_loop": {"guard": 32}})
-    want = plan.plan_memory(str(llama7b_folder), "du_loop", probe_batch=64, fix_for=None, guard=True)
+    want = plan.plan_memory(str(llama7b_folder), "du_loop", plan.RunShape(probe_batch=64, guard=True), fix_for=None)
     assert plain < guarded and guarded == pytest.approx(want.peak_gib, abs=0.01)
     assert planned({"du_loop": {"guard": 0, "sam_rho": 0}}) == plain
     seen, real = {}, plan.plan_memory
-    monkeypatch.setattr(plan, "plan_memory", lambda config, m, **kw: seen.setdefault(m, kw) and real(config, m, **kw))
+    monkeypatch.setattr(plan, "plan_memory", lambda config, m, shape, **kw: seen.setdefault(m, shape)
+                        and real(config, m, shape, **kw))
     planned({"du_loop": {"sam_rho": 0.05, "guard": 8}, "ga": {"sam_rho": 0.1}}, methods=("du_loop", "ga", "npo"))
-    assert (seen["du_loop"]["sam_rho"], seen["du_loop"]["guard"], seen["ga"]["sam_rho"]) == (0.05, True, 0.1)
-    assert "guard" not in seen["ga"] and "sam_rho" not in seen["npo"]
+    assert (seen["du_loop"].sam_rho, seen["du_loop"].guard, seen["ga"].sam_rho) == (0.05, True, 0.1)
+    assert not seen["ga"].guard and not seen["npo"].sam_rho
 
 
 def test_sweep_on_cuda_refuses_before_loading_the_model(tmp_path, llama7b_folder, monkeypatch, capsys):

@@ -289,12 +289,12 @@ def test_sequential_healing_wins_back_accuracy_and_never_trains_on_a_kept_set(ru
     plain = [p for p in run_sequential(runner, fam, u, seed=0, recheck=True) if "accuracy_after" in p.notes]
     pools, real = [], heal_mod.heal
 
-    def spy(model, encode, known, optimiser, kept, protected, goal, accuracy, **kw):
+    def spy(m, kept, protected, goal, accuracy, **kw):
         from deepunlearn.unlearn.methods import retain_pool
 
-        pools.append((list(kept), retain_pool(known, kept, protected)))
-        assert optimiser.schedule == "linear" and optimiser.lr == 5e-3  # the run's settings; heal makes it constant
-        return real(model, encode, known, optimiser, kept, protected, goal, accuracy, **kw)
+        pools.append((list(kept), retain_pool(m.known, kept, protected)))
+        assert m.optimiser.schedule == "linear" and m.optimiser.lr == 5e-3  # the run's settings; heal makes it constant
+        return real(m, kept, protected, goal, accuracy, **kw)
 
     monkeypatch.setattr(heal_mod, "heal", spy)
     healed = [p for p in run_sequential(runner, fam, u, seed=0, recheck=True, heal_steps=32)

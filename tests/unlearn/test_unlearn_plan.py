@@ -253,7 +253,7 @@ def test_sam_step_copies_match_what_a_sam_step_holds(dtype):
     import torch
     from transformers import AutoModelForCausalLM, LlamaConfig
 
-    from deepunlearn.unlearn.plan import plan_memory
+    from deepunlearn.unlearn.plan import RunShape, plan_memory
     from deepunlearn.unlearn.sam import sam_gradients
 
     cfg = LlamaConfig(hidden_size=64, intermediate_size=172, num_hidden_layers=2, num_attention_heads=4,
@@ -272,8 +272,8 @@ def test_sam_step_copies_match_what_a_sam_step_holds(dtype):
     loss_fn().backward()
     sam_gradients(params, loss_fn, 0.05)
     held = at[1] - at[0]
-    plain = plan_memory(cfg, "ga", dtype=dtype, fix_for=None)
-    sam = plan_memory(cfg, "ga", dtype=dtype, fix_for=None, sam_rho=0.05)
+    plain = plan_memory(cfg, "ga", RunShape(dtype=dtype), fix_for=None)
+    sam = plan_memory(cfg, "ga", RunShape(dtype=dtype, sam_rho=0.05), fix_for=None)
     extra = sam.parts.get("method_step", 0) - plain.parts.get("method_step", 0)
     assert extra == pytest.approx(held, rel=0.02) and extra > 0
     assert sam.phases["train"] - plain.phases["train"] == extra and sam.phases["step"] == plain.phases["step"]
@@ -288,7 +288,7 @@ def test_guard_copies_match_what_the_step_guard_saves(dtype):
     from transformers import AutoModelForCausalLM, LlamaConfig
 
     from deepunlearn.unlearn.methods.du_guard import StepGuard
-    from deepunlearn.unlearn.plan import PlanError, plan_memory
+    from deepunlearn.unlearn.plan import PlanError, RunShape, plan_memory
 
     cfg = LlamaConfig(hidden_size=64, intermediate_size=172, num_hidden_layers=2, num_attention_heads=4,
                       vocab_size=50)
@@ -307,13 +307,13 @@ def test_guard_copies_match_what_the_step_guard_saves(dtype):
     before = live_bytes()
     guard.save(state, opt)
     held = live_bytes() - before
-    plain = plan_memory(cfg, "du_loop", dtype=dtype, fix_for=None)
-    guarded = plan_memory(cfg, "du_loop", dtype=dtype, fix_for=None, guard=True)
+    plain = plan_memory(cfg, "du_loop", RunShape(dtype=dtype), fix_for=None)
+    guarded = plan_memory(cfg, "du_loop", RunShape(dtype=dtype, guard=True), fix_for=None)
     extra = guarded.parts["method_guard"]
     assert extra == pytest.approx(held, rel=0.02) and extra > 0 and "method_guard" not in plain.parts
     assert all(guarded.phases[k] - plain.phases[k] == extra for k in plain.phases)
     with pytest.raises(PlanError, match="--guard"):
-        plan_memory(cfg, "ga", dtype=dtype, fix_for=None, guard=True)
+        plan_memory(cfg, "ga", RunShape(dtype=dtype, guard=True), fix_for=None)
 
 
 def test_sam_rho_is_planned_for_gradient_methods_only(capsys):

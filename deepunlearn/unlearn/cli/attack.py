@@ -147,7 +147,8 @@ def _attack(args) -> int:
             runner.snapshot = None  # each attack keeps its own
         if params.quantize is not None:
             check_quantize(bundle.model, params.quantize)
-        obj = run_attacks(params, bundle, kb, runner, target, mode, forms=args.forms, batch_size=args.batch_size,
+        obj = run_attacks(params, bundle, kb, runner, target,
+                          ProbeOptions(mode=mode, forms=args.forms, batch_size=args.batch_size),
                           seed=args.seed, relearn_lr_given=args.relearn_lr, model_derived=args.model_derived)
     except UnlearnError as e:
         raise CLIError(str(e), field=e.field) from None

@@ -82,7 +82,7 @@ def _oracle(args: argparse.Namespace) -> int:
     from ...kg.io import load_kb
     from ...outputs import check_output, model_dir
     from ..evaluate import resolve_target_ref
-    from ..oracle import build_oracle, recipe_meta
+    from ..oracle import SetChoice, build_oracle, recipe_meta
 
     out_dir = check_output(args.output, force=args.force, folder=True, ours=model_dir,
                            what="a model folder (no config.json)")
@@ -94,8 +94,8 @@ def _oracle(args: argparse.Namespace) -> int:
         raise CLIError(f"--cache-dir {args.cache_dir}: exists and is not a folder", file=args.cache_dir,
                        field="--cache-dir")
     apply_threads(args)
-    res = build_oracle(args.model, kb, targets, chosen=chosen, seed=args.seed, cache_dir=args.cache_dir,
-                       out_dir=out_dir, rules=args.rules, progress=not args.json, device=args.device)
+    res = build_oracle(args.model, kb, targets, SetChoice(chosen=chosen, rules=args.rules), seed=args.seed,
+                       cache_dir=args.cache_dir, out_dir=out_dir, progress=not args.json, device=args.device)
     out = {**res.to_json(), "model": args.model, "kb": str(args.kb)}
 
     def text() -> str:

@@ -59,11 +59,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _plan(args: argparse.Namespace) -> int:
     from ...cli import emit
-    from ..plan import plan_memory
+    from ..plan import RunShape, plan_memory
 
-    plan = plan_memory(args.model, args.method, lora=args.lora, lora_r=args.lora_r, dtype=args.dtype,
-                       batch=args.batch, seq=args.seq, probe_batch=args.probe_batch, probe_mode=args.probe_mode,
-                       snapshot_device=args.snapshot_device, sam_rho=args.sam_rho, guard=args.guard)
+    plan = plan_memory(args.model, args.method, RunShape(
+        lora=args.lora, lora_r=args.lora_r, dtype=args.dtype, batch=args.batch, seq=args.seq,
+        probe_batch=args.probe_batch, probe_mode=args.probe_mode, snapshot_device=args.snapshot_device,
+        sam_rho=args.sam_rho, guard=args.guard))
     obj = plan.to_json()
     emit(args, obj, lambda: format_plan(obj))
     return 0

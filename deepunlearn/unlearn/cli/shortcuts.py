@@ -135,15 +135,14 @@ def _shortcuts(args: argparse.Namespace) -> int:
             def make_config(bundle):
                 return build_config(args, bundle, overrides)
 
-    from ..shortcuts import floor_text, shortcut_floor
+    from ..shortcuts import FloorBaseline, floor_text, shortcut_floor
 
-    floor = shortcut_floor(
-        kb, base=args.model, recipe_from=args.recipe_from, config=config, make_config=make_config,
-        recipe_key=recipe_key,
-        holdout_seed=args.holdout_seed, modes=modes, prompt=prompt,
-        tiny={"arch": args.arch or "llama", "hidden": args.tiny_hidden, "layers": args.tiny_layers,
-              "heads": args.tiny_heads, "seed": args.seed or 0},
-        cache_dir=args.cache_dir, device=args.device, dtype=args.dtype, progress=not args.json)
+    baseline = FloorBaseline(
+        base=args.model, recipe_from=args.recipe_from, config=config, make_config=make_config, recipe_key=recipe_key,
+        prompt=prompt, tiny={"arch": args.arch or "llama", "hidden": args.tiny_hidden, "layers": args.tiny_layers,
+                             "heads": args.tiny_heads, "seed": args.seed or 0})
+    floor = shortcut_floor(kb, baseline, holdout_seed=args.holdout_seed, modes=modes, cache_dir=args.cache_dir,
+                           device=args.device, dtype=args.dtype, progress=not args.json)
     floor = {"kb_file": str(args.kb), **floor}
     atomic_write_text(out, json.dumps(floor, indent=2, ensure_ascii=False) + "\n")
     emit(args, {"output": str(out), **floor}, lambda: floor_text(floor) + f"\nwrote {out}")
