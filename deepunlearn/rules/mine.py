@@ -38,7 +38,7 @@ import numpy as np
 from .budget import DEFAULT_MAX_GROUNDINGS, check_budget, check_time_budget
 from .errors import RulesError
 from .language import Atom, Neq, Rule, RuleSet, Var
-from .mine_index import BodyAtom, JoinTooLarge, MineIndex, _expand, bindings, uniq
+from .mine_index import BodyAtom, JoinTooLarge, MineIndex, expand, bindings, uniq
 from .mine_measures import BodyCounts, Guards, format_measures
 
 #: Most body atoms ``max_body`` may ask for (a closed body of four atoms has up to three fresh variables).
@@ -264,7 +264,7 @@ class _Miner:
                 else:
                     ptr, vals, at = ((ix.out_rel_ptr, ix.out_rels, table[a]) if a in table
                                      else (ix.in_rel_ptr, ix.in_rels, table[b]))
-                    rows, rels = _expand(ptr, vals, at, self.o.grounding_budget)
+                    rows, rels = expand(ptr, vals, at, self.o.grounding_budget)
             except JoinTooLarge:
                 self.skip(r, atoms + ((f"<any relation>", a, b),))
                 continue
