@@ -166,8 +166,8 @@ def reference_engine():
     """Run the package's engine on the reference tables inside the block."""
     saved = {(m, name): getattr(m, name) for m, name in
              [(engine, "Index"), (engine, "Facts"), (engine, "split_by_relation"), (engine, "_intern"),
-              (graph, "_csr")]}
-    engine.Index, engine.Facts, engine.split_by_relation, graph._csr = Index, Facts, split_by_relation, _csr
+              (graph, "csr")]}
+    engine.Index, engine.Facts, engine.split_by_relation, graph.csr = Index, Facts, split_by_relation, _csr
     engine._intern = _intern
     try:
         yield

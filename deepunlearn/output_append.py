@@ -19,7 +19,7 @@ import stat
 from pathlib import Path
 from typing import Callable, Mapping
 
-from .outputs import OutputError, _check_parent, _kind, input_clash, why, write_faults
+from .outputs import OutputError, check_parent, file_kind, input_clash, why, write_faults
 
 
 class AppendFile:
@@ -36,7 +36,7 @@ class AppendFile:
         where = f"{flag} {p}"
         if str(text).endswith(("/", os.sep)):
             raise OutputError(f"{where}: ends with '/' (names a folder); expected a file name", file=p, field=flag)
-        _check_parent(p, where, flag)
+        check_parent(p, where, flag)
         clash = input_clash(p, inputs)
         if clash is not None:
             raise OutputError(f"{where}: {clash}, an input of this command; refusing to append to it", file=p,
@@ -60,7 +60,7 @@ class AppendFile:
         if stat.S_ISDIR(st.st_mode):
             raise OutputError(f"{where}: is a folder, expected a file", file=p, field=flag)
         if not stat.S_ISREG(st.st_mode):
-            raise OutputError(f"{where}: is a {_kind(st.st_mode)}, not a regular file; refusing to append to it",
+            raise OutputError(f"{where}: is a {file_kind(st.st_mode)}, not a regular file; refusing to append to it",
                               file=p, field=flag)
         if st.st_nlink > 1:
             raise OutputError(f"{where}: has {st.st_nlink - 1} other hard link(s); refusing to append to a file that "

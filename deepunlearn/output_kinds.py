@@ -17,7 +17,8 @@ import stat
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-def _head(p: Path, n: int = 4096) -> bytes:
+def read_head(p: Path, n: int = 4096) -> bytes:
+    """The first ``n`` bytes of a file (empty if it cannot be read)."""
     try:
         with open(p, "rb") as f:
             return f.read(n)
@@ -28,19 +29,19 @@ def _head(p: Path, n: int = 4096) -> bytes:
 def json_file(p: Path) -> bool:
     """An empty file or any JSON document (object or array). Too loose to tell a command's own
     output (a KB or a ``config.json`` passes): writers use :func:`deepunlearn.output_kinds.json_output`."""
-    head = _head(p).lstrip()
+    head = read_head(p).lstrip()
     return not head or head[:1] in (b"{", b"[")
 
 
 def kb_file(p: Path) -> bool:
     """An empty file or a KB file (``"format": "deepunlearn-kb"`` at its top)."""
-    head = _head(p).lstrip()
+    head = read_head(p).lstrip()
     return not head or (head[:1] == b"{" and b'"deepunlearn-kb"' in head)
 
 
 def graphml_file(p: Path) -> bool:
     """An empty file or a GraphML document (a ``<graphml`` element near its top), not any XML."""
-    head = _head(p).lstrip()
+    head = read_head(p).lstrip()
     return not head or (head.startswith((b"<?xml", b"<graphml")) and b"<graphml" in head)
 
 
@@ -67,7 +68,7 @@ def figure_file(p: Path) -> bool:
     number alone: those carry no writer's name)."""
     if _regular_size(p) is None:
         return False
-    head = _head(p).lstrip()
+    head = read_head(p).lstrip()
     if not head:
         return True
     if not head.startswith(FIGURE_MAGIC):
@@ -111,7 +112,7 @@ def _read_doc(p: Path) -> tuple[bool, Any]:
     size = _regular_size(p)
     if size is None or size > JSON_READ_LIMIT:
         return False, None
-    data = _head(p, JSON_READ_LIMIT + 1)
+    data = read_head(p, JSON_READ_LIMIT + 1)
     if not data.strip():
         return True, None
     try:
@@ -130,7 +131,7 @@ def json_output(*shapes: Iterable[str], format: str | None = None,
     marker = None if format is None else json.dumps({"format": format})[1:-1].encode()
 
     def ours(p: Path) -> bool:
-        if marker is not None and marker in _head(p, 4096):  # a large output, told by its first bytes
+        if marker is not None and marker in read_head(p, 4096):  # a large output, told by its first bytes
             return True
         ok, doc = _read_doc(p)
         if not ok or doc is None:
@@ -158,7 +159,7 @@ def jsonl_output(*keys: str) -> Callable[[Path], bool]:
     def ours(p: Path) -> bool:
         if _regular_size(p) is None:
             return False
-        head = _head(p, 1 << 20)
+        head = read_head(p, 1 << 20)
         first = next((ln for ln in head.splitlines() if ln.strip()), None)
         if first is None:
             return True
@@ -176,7 +177,7 @@ def verdict_lines(p: Path) -> bool:
     decides; a file whose only line is torn (a run killed mid-write) is ours when it starts so."""
     if _regular_size(p) is None:
         return False
-    head = _head(p, 1 << 20)
+    head = read_head(p, 1 << 20)
     lines = [ln for ln in head.split(b"\n") if ln.strip()]
     if not lines:
         return True

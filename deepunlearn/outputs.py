@@ -97,12 +97,14 @@ def dir_mode() -> int:
 # --------------------------------------------------------------------------------------------- checks
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """The kind of a file that is not a regular file or a folder, by its ``st_mode``, for a message."""
     return ("character device" if stat.S_ISCHR(mode) else "block device" if stat.S_ISBLK(mode)
             else "FIFO" if stat.S_ISFIFO(mode) else "socket" if stat.S_ISSOCK(mode) else "special file")
 
 
-def _check_parent(p: Path, where: str, flag: str | None) -> None:
+def check_parent(p: Path, where: str, flag: str | None) -> None:
+    """Refuse an output whose nearest existing ancestor is a file, not a folder."""
     anc = p.parent
     while not os.path.lexists(anc) and anc != anc.parent:
         anc = anc.parent
@@ -165,7 +167,7 @@ def check_output(path: str | os.PathLike, *, flag: str | None = "-o", force: boo
     where = _where(p, flag)
     if not folder and str(text).endswith(("/", os.sep)):
         raise OutputError(f"{where}: ends with '/' (names a folder); expected a file name", file=p, field=flag)
-    _check_parent(p, where, flag)
+    check_parent(p, where, flag)
     clash = None if force else input_clash(p, inputs)
     if clash is not None:
         raise OutputError(f"{where}: {clash}, an input of this command; refusing to write over it (pass --force to "
@@ -182,7 +184,7 @@ def check_output(path: str | os.PathLike, *, flag: str | None = "-o", force: boo
                               "to replace the link itself)", file=p, field=flag)
         return p
     if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-        raise OutputError(f"{where}: is a {_kind(st.st_mode)}, not a regular file; refusing to replace it", file=p,
+        raise OutputError(f"{where}: is a {file_kind(st.st_mode)}, not a regular file; refusing to replace it", file=p,
                           field=flag)
     if folder and not stat.S_ISDIR(st.st_mode):
         raise OutputError(f"{where}: exists and is not a folder", file=p, field=flag)
@@ -281,13 +283,13 @@ def _refuse_special(p: Path, *, folder: bool) -> bool:
         if stat.S_ISREG(st.st_mode) and folder:
             raise OutputError(f"{p}: exists and is not a folder", file=p)
         return True
-    raise OutputError(f"{p}: is a {_kind(st.st_mode)}, not a regular file; refusing to replace it", file=p)
+    raise OutputError(f"{p}: is a {file_kind(st.st_mode)}, not a regular file; refusing to replace it", file=p)
 
 
 def _make_parent(p: Path) -> None:
     if str(p) in ("", "."):
         raise OutputError("output: empty path")
-    _check_parent(p, str(p), None)
+    check_parent(p, str(p), None)
     p.parent.mkdir(parents=True, exist_ok=True)
 
 

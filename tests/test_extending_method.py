@@ -56,11 +56,11 @@ def _copy(where: Path) -> Path:
     pkg = where / "deepunlearn"
     shutil.copytree(ROOT / "deepunlearn", pkg, ignore=shutil.ignore_patterns("__pycache__"))
     (pkg / "unlearn" / "methods" / "toy_ga.py").write_text(TOY_MODULE, encoding="utf-8")
-    cat = pkg / "unlearn" / "methods" / "catalog.py"
+    cat = pkg / "unlearn" / "methods" / "builtin.py"
     text = cat.read_text(encoding="utf-8")
-    end = "\n)\n\n_REQUIRED"
+    end = "\n)\n"  # the end of BUILTIN
     assert text.count(end) == 1
-    cat.write_text(text.replace(end, "\n" + TOY_SPEC.rstrip("\n") + "\n)\n\n_REQUIRED", 1), encoding="utf-8")
+    cat.write_text(text.replace(end, "\n" + TOY_SPEC.rstrip("\n") + end, 1), encoding="utf-8")
     return where
 
 
@@ -137,7 +137,7 @@ print(json.dumps(res))
 
 
 def test_the_guide_names_the_files_a_built_in_method_edits():
-    assert _method_paths() == ["deepunlearn/unlearn/methods/", "deepunlearn/unlearn/methods/catalog.py",
+    assert _method_paths() == ["deepunlearn/unlearn/methods/", "deepunlearn/unlearn/methods/builtin.py",
                                "deepunlearn/unlearn/methods/params/"]  # the third only for parameters of its own
 
 
@@ -148,7 +148,7 @@ def test_a_toy_method_added_as_the_guide_says_runs_through_unlearn_a_sweep_and_p
     where = _copy(tmp_path / "copy")
     # one new module in the methods' folder and the catalogue, nothing else: the files the guide names
     edited = _edited(where)
-    assert edited == ["deepunlearn/unlearn/methods/catalog.py", "deepunlearn/unlearn/methods/toy_ga.py"]
+    assert edited == ["deepunlearn/unlearn/methods/builtin.py", "deepunlearn/unlearn/methods/toy_ga.py"]
     named = _method_paths()
     assert all(f in named or f.rsplit("/", 1)[0] + "/" in named for f in edited)
 

@@ -131,8 +131,6 @@ def draw_family(kb: KnowledgeBase, path: str | os.PathLike, person: str | None =
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import FancyBboxPatch, Patch
 
     figure_path(path)  # a folder or an unknown suffix is refused before any drawing
     if person is not None and person not in kb.entities:
@@ -143,7 +141,40 @@ def draw_family(kb: KnowledgeBase, path: str | os.PathLike, person: str | None =
     total = len(kb.entities)
     comps, scope, note, direct = select_family(kb, fam, person, radius)
 
-    # lay out each family on its own; set them side by side, rows matched by birth years
+    pos, offset = _place_families(fam, comps)
+    max_level = max((lv for _, lv in pos.values()), default=0)
+
+    header = 0.95
+    title = f"{kb.name}: {scope} ({len(pos)} of {total} people{note})"
+    width_in = max(offset, 7.0, 0.6 + len(title) * 7.6 * 1.35 * 0.62 / 72)
+    height_in = (max_level + 1) * ROW + 0.2 + header
+    scale = min(1.0, 250.0 / width_in)          # keep huge pictures within PNG limits
+    fig = Figure(figsize=(width_in * scale, height_in * scale), dpi=110)   # no pyplot: no global state
+    FigureCanvasAgg(fig)
+    ax = fig.add_axes((0, 0, 1, 1 - header / height_in))
+    ax.set_xlim(-0.3, width_in - 0.3)
+    ax.set_ylim(-(max_level + 0.5) * ROW - 0.2, ROW / 2)
+    ax.axis("off")
+    fs = 7.6 * scale
+    box_h = 0.78
+
+    _draw_parent_links(ax, fam, pos, scale, fs, box_h)
+    _draw_spouse_links(ax, fam, pos, scale, fs)
+    if person is not None and len(comps) > 1:
+        _draw_unreached_relatives(ax, pos, person, comps, direct, scale, box_h)
+    _draw_people(ax, fam, pos, person, direct, scale, fs, box_h)
+    _title_and_legend(fig, title, person, width_in, height_in, fs)
+    return save_figure(fig, path, dpi=110)
+
+
+def _y_of(level: float) -> float:
+    """The y of a generation row in the picture."""
+    return -level * ROW
+
+
+def _place_families(fam, comps) -> tuple[dict[str, tuple[float, int]], float]:
+    """Each family laid out on its own, set side by side, rows matched by birth years: the
+    positions (x, row) by person and the total width."""
     pos: dict[str, tuple[float, int]] = {}
     offset = 0.0
     row_years: dict[int, list[int]] = defaultdict(list)
@@ -161,27 +192,12 @@ def draw_family(kb: KnowledgeBase, path: str | os.PathLike, person: str | None =
             if n in fam.year:
                 row_years[lv + shift].append(fam.year[n])
         offset += max((x for x, _ in p.values()), default=0.0) + SLOT / 2 + 2 * UNIT_GAP + 0.5
-    max_level = max((lv for _, lv in pos.values()), default=0)
+    return pos, offset
 
-    header = 0.95
-    title = f"{kb.name}: {scope} ({len(pos)} of {total} people{note})"
-    width_in = max(offset, 7.0, 0.6 + len(title) * 7.6 * 1.35 * 0.62 / 72)
-    height_in = (max_level + 1) * ROW + 0.2 + header
-    scale = min(1.0, 250.0 / width_in)          # keep huge pictures within PNG limits
-    fig = Figure(figsize=(width_in * scale, height_in * scale), dpi=110)   # no pyplot: no global state
-    FigureCanvasAgg(fig)
-    ax = fig.add_axes((0, 0, 1, 1 - header / height_in))
-    ax.set_xlim(-0.3, width_in - 0.3)
-    ax.set_ylim(-(max_level + 0.5) * ROW - 0.2, ROW / 2)
-    ax.axis("off")
-    fs = 7.6 * scale
-    box_h = 0.78
 
-    def y_of(level: float) -> float:
-        return -level * ROW
-
-    # parent -> child links: from the couple's marriage sign (or the single parent) down to a
-    # bar over the children; bars that would overlap get their own height and colour
+def _draw_parent_links(ax, fam, pos, scale: float, fs: float, box_h: float) -> None:
+    """Parent -> child links: from the couple's marriage sign (or the single parent) down to a
+    bar over the children; bars that would overlap get their own height and colour."""
     families: dict[tuple[str, ...], list[str]] = defaultdict(list)
     for c in pos:
         ps = tuple(sorted(p for p in fam.parents[c] if p in pos))
@@ -202,21 +218,23 @@ def draw_family(kb: KnowledgeBase, path: str | os.PathLike, person: str | None =
             track += 1
         track_end[(child_row, track)] = x1
         colour = _FAMILY_COLOURS[i % len(_FAMILY_COLOURS)]
-        py = y_of(max(pos[p][1] for p in ps))
+        py = _y_of(max(pos[p][1] for p in ps))
         couple = len(ps) == 2 and pos[ps[0]][1] == pos[ps[1]][1] and \
             abs(pos[ps[0]][0] - pos[ps[1]][0]) < SLOT + COUPLE_GAP + 1e-6
         top = py if couple else py - box_h / 2
-        bar_y = y_of(child_row) + box_h / 2 + 0.17 + 0.16 * (track % 5)
+        bar_y = _y_of(child_row) + box_h / 2 + 0.17 + 0.16 * (track % 5)
         ax.plot([px, px], [top, bar_y], color=colour, lw=lw, zorder=1)
         ax.plot([x0, x1], [bar_y, bar_y], color=colour, lw=lw, zorder=1)
         for k in kids:
-            ax.annotate("", xy=(pos[k][0], y_of(pos[k][1]) + box_h / 2), xytext=(pos[k][0], bar_y), zorder=1,
+            ax.annotate("", xy=(pos[k][0], _y_of(pos[k][1]) + box_h / 2), xytext=(pos[k][0], bar_y), zorder=1,
                         arrowprops=dict(arrowstyle="-|>", color=colour, lw=lw, mutation_scale=8 * scale,
                                         shrinkA=0, shrinkB=0))
         ax.text(px + 0.04, py - box_h / 2 - 0.09, "children" if len(kids) > 1 else "child",
                 fontsize=fs * 0.75, color=colour, ha="left", va="center", style="italic", zorder=2)
 
-    # spouse links
+
+def _draw_spouse_links(ax, fam, pos, scale: float, fs: float) -> None:
+    """A marriage sign between a couple side by side; a dashed arc for any other couple."""
     drawn: set[frozenset[str]] = set()
     for a in pos:
         for b in fam.spouses[a]:
@@ -226,36 +244,41 @@ def draw_family(kb: KnowledgeBase, path: str | os.PathLike, person: str | None =
             drawn.add(pair)
             (xa, la), (xb, lb) = pos[a], pos[b]
             if la == lb and abs(xa - xb) < SLOT + COUPLE_GAP + 1e-6:
-                y = y_of(la)
+                y = _y_of(la)
                 ax.plot([min(xa, xb) + SLOT / 2, max(xa, xb) - SLOT / 2], [y, y], color=_SPOUSE_COLOUR,
                         lw=2.2 * scale, zorder=1)
                 ax.text((xa + xb) / 2, y, "⚭", fontsize=fs * 1.5, color=_SPOUSE_COLOUR, ha="center",
                         va="center", zorder=3, bbox=dict(boxstyle="circle,pad=0.08", fc="white", ec="none"))
             else:   # a second marriage, or a couple the rows split: a dashed arc
-                ax.annotate("", xy=(xb, y_of(lb)), xytext=(xa, y_of(la)), zorder=0,
+                ax.annotate("", xy=(xb, _y_of(lb)), xytext=(xa, _y_of(la)), zorder=0,
                             arrowprops=dict(arrowstyle="-", color=_SPOUSE_COLOUR, lw=1.4 * scale, ls="--",
                                             connectionstyle="arc3,rad=0.25", shrinkA=12, shrinkB=12))
 
-    # relatives the tree lines do not reach: a dashed arc from the focus, under the boxes
-    if person is not None and len(comps) > 1:
-        fx, fl = pos[person]
-        for comp in comps[1:]:
-            for n in comp:
-                if n in pos and direct.get(n):
-                    x, lv = pos[n]
-                    start = (fx + (SLOT / 2 if x > fx else -SLOT / 2), y_of(fl) - box_h / 4)
-                    end = (x, y_of(lv) - box_h / 2 - 0.25)
-                    bend = 0.25 if x > fx else -0.25
-                    ax.annotate("", xy=end, xytext=start, zorder=0,
-                                arrowprops=dict(arrowstyle="-|>", color=_FOCUS, lw=1.2 * scale, ls="--",
-                                                connectionstyle=f"arc3,rad={bend}", shrinkA=0, shrinkB=0))
 
-    # people
+def _draw_unreached_relatives(ax, pos, person: str, comps, direct: dict, scale: float, box_h: float) -> None:
+    """Relatives the tree lines do not reach: a dashed arc from the focus, under the boxes."""
+    fx, fl = pos[person]
+    for comp in comps[1:]:
+        for n in comp:
+            if n in pos and direct.get(n):
+                x, lv = pos[n]
+                start = (fx + (SLOT / 2 if x > fx else -SLOT / 2), _y_of(fl) - box_h / 4)
+                end = (x, _y_of(lv) - box_h / 2 - 0.25)
+                bend = 0.25 if x > fx else -0.25
+                ax.annotate("", xy=end, xytext=start, zorder=0,
+                            arrowprops=dict(arrowstyle="-|>", color=_FOCUS, lw=1.2 * scale, ls="--",
+                                            connectionstyle=f"arc3,rad={bend}", shrinkA=0, shrinkB=0))
+
+
+def _draw_people(ax, fam, pos, person: str | None, direct: dict, scale: float, fs: float, box_h: float) -> None:
+    """A box per person: name, birth year, and the relation the KB stores to the focus."""
+    from matplotlib.patches import FancyBboxPatch
+
     first = person.split(" ")[0] if person else ""
     for n, (x, lv) in pos.items():
         fill, edge = _COLOURS.get(fam.gender.get(n, ""), _COLOURS[""])
         focus = n == person
-        y = y_of(lv)
+        y = _y_of(lv)
         ax.add_patch(FancyBboxPatch((x - SLOT / 2 + 0.04, y - box_h / 2), SLOT - 0.08, box_h,
                                     boxstyle="round,pad=0.0,rounding_size=0.1", fc=fill,
                                     ec=_FOCUS if focus else edge, lw=(3.0 if focus else 1.0) * scale, zorder=2))
@@ -267,6 +290,12 @@ def draw_family(kb: KnowledgeBase, path: str | os.PathLike, person: str | None =
         if direct.get(n):
             ax.text(x, y - box_h / 2 - 0.13, f"{first}'s {direct[n]}", fontsize=fs * 0.8, ha="center",
                     va="center", color="#8a5a00", style="italic", zorder=3)
+
+
+def _title_and_legend(fig, title: str, person: str | None, width_in: float, height_in: float, fs: float) -> None:
+    """The title and the legend above the picture."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
 
     top = 1 - 0.3 / height_in
     fig.text(0.3 / width_in, top, title, fontsize=fs * 1.35, ha="left", va="center", weight="bold")
@@ -281,4 +310,3 @@ def draw_family(kb: KnowledgeBase, path: str | os.PathLike, person: str | None =
         handles.append(Patch(fc="white", ec=_FOCUS, lw=2.5, label=f"{person}; italics: relations the KB stores"))
     fig.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.3 / width_in, 1 - 0.5 / height_in),
                fontsize=fs, frameon=False, ncol=min(len(handles), max(1, int(width_in // 3.2))))
-    return save_figure(fig, path, dpi=110)

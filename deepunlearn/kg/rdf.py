@@ -146,7 +146,8 @@ def local_name(iri: str) -> str:
     return unquote(re.split(r"[#/:]", iri.rstrip("/#"))[-1])
 
 
-def _short(term: Any) -> str:
+def short(term: Any) -> str:
+    """A term in N3, cut to 120 characters for a message."""
     s = term.n3()
     return s if len(s) <= 120 else s[:116] + '..."'
 

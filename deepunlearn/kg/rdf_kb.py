@@ -9,7 +9,7 @@ from typing import Any
 
 from .kb import Fact, KBError, KnowledgeBase, Relation
 from .names import name_problem, shown
-from .rdf import DU, RDF, Mapping, RdfImport, _short, local_name, parse_rdf, rdf_format, relation_name
+from .rdf import DU, RDF, Mapping, RdfImport, short, local_name, parse_rdf, rdf_format, relation_name
 
 #: Templates of a relation the graph does not describe; {label} is the predicate's words.
 QUESTION = "What is the {label} of {{o1}}?"
@@ -73,7 +73,7 @@ def import_rdf(path: str | os.PathLike, fmt: str | None = None, mapping: Mapping
 
     def at(t: tuple) -> str:
         ln = line_of.get(t)
-        return f"{where}:{ln}" if ln is not None else f"{where}: triple {' '.join(map(_short, t))}"
+        return f"{where}:{ln}" if ln is not None else f"{where}: triple {' '.join(map(short, t))}"
 
     du = lambda x: URIRef(DU + x)  # noqa: E731
     rdf_type = URIRef(RDF + "type")
@@ -115,23 +115,23 @@ def import_rdf(path: str | os.PathLike, fmt: str | None = None, mapping: Mapping
             first_use.setdefault(n, t)
     for n in sorted(nodes, key=str):
         lab = _label(labels.get(n, []))
-        where_n = (at(first_use[n]) if n in first_use else f"{where}: node {_short(n)}")
+        where_n = (at(first_use[n]) if n in first_use else f"{where}: node {short(n)}")
         if n in ent_map:
             name = ent_map[n]
         elif len(lab) == 1:
             name = lab[0]
         elif len(lab) > 1:
-            problems.append(f"{where_n}: node {_short(n)} has {len(lab)} labels ({', '.join(map(shown, lab[:3]))}); "
+            problems.append(f"{where_n}: node {short(n)} has {len(lab)} labels ({', '.join(map(shown, lab[:3]))}); "
                             "name it in the mapping's [entities]")
             continue
         elif isinstance(n, URIRef) and local_name(str(n)).strip():
             name = local_name(str(n)).strip()
         else:
-            problems.append(f"{where_n}: node {_short(n)} has no label and no local name to name it by")
+            problems.append(f"{where_n}: node {short(n)} has no label and no local name to name it by")
             continue
         bad = name_problem(name)
         if bad:
-            problems.append(f"{where_n}: node {_short(n)}: name {shown(name)} {bad}")
+            problems.append(f"{where_n}: node {short(n)}: name {shown(name)} {bad}")
             continue
         node_name[n] = name
     by_name: dict[str, list] = {}
@@ -139,7 +139,7 @@ def import_rdf(path: str | os.PathLike, fmt: str | None = None, mapping: Mapping
         by_name.setdefault(name, []).append(n)
     for name, ns in by_name.items():
         if len(ns) > 1:
-            problems.append(f"{where}: nodes {', '.join(_short(n) for n in ns[:3])} all have the name {shown(name)}; "
+            problems.append(f"{where}: nodes {', '.join(short(n) for n in ns[:3])} all have the name {shown(name)}; "
                             "name them apart in the mapping's [entities]")
     # relations: the mapping, else the predicate's label, else its local name
     rel_of: dict[Any, str] = {}
@@ -155,7 +155,7 @@ def import_rdf(path: str | os.PathLike, fmt: str | None = None, mapping: Mapping
         owners.setdefault(r, []).append(p)
     for r, ps in owners.items():
         if len(ps) > 1 and not all(p in rel_map for p in ps):
-            problems.append(f"{where}: predicates {', '.join(_short(p) for p in ps[:3])} all give the relation {r!r}; "
+            problems.append(f"{where}: predicates {', '.join(short(p) for p in ps[:3])} all give the relation {r!r}; "
                             "name them in the mapping's [relations] (the same name there merges them)")
     attr_names = {rel_of[a] for a in attributes}
     kinds: dict[str, Counter] = {}
@@ -203,7 +203,7 @@ def import_rdf(path: str | os.PathLike, fmt: str | None = None, mapping: Mapping
                 tuple((lists["questions"] or [])[1:]),
                 tuple(lists["statements"] if lists["statements"] is not None else [STATEMENT.format(label=words[r])]))
         except KBError as e:
-            problems.append(f"{where}: predicate {_short(p)}: {e}")
+            problems.append(f"{where}: predicate {short(p)}: {e}")
     facts = sorted(dict.fromkeys(facts), key=lambda f: (f[1], f[0], f[2]))
     index = {f: i for i, f in enumerate(facts)}
     targets = []
@@ -211,7 +211,7 @@ def import_rdf(path: str | os.PathLike, fmt: str | None = None, mapping: Mapping
         s, p, o = (g.value(n, URIRef(RDF + x)) for x in ("subject", "predicate", "object"))
         f = (node_name.get(s), rel_of.get(p), str(o) if isinstance(o, Literal) else node_name.get(o))
         if f not in index:
-            problems.append(f"{where}: a du:Target names the triple {' '.join(map(_short, (s, p, o)))}, which is "
+            problems.append(f"{where}: a du:Target names the triple {' '.join(map(short, (s, p, o)))}, which is "
                             "not a fact of the graph")
             continue
         targets.append(index[f])

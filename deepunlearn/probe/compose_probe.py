@@ -42,7 +42,7 @@ def probe_compose(bundle, kb: KnowledgeBase, questions: Sequence[ComposeQuestion
     from tqdm.auto import tqdm
 
     from .batching import resolve_batch_size
-    from .forms_probe import _Runner
+    from .forms_probe import Runner
     from .passes import model_device
     from .result import ProbeResult
 
@@ -65,7 +65,7 @@ def probe_compose(bundle, kb: KnowledgeBase, questions: Sequence[ComposeQuestion
     batch_size = resolve_batch_size(batch_size, model, device, positions=longest, seq=longest, mode="generate",
                                     model_fn=model_fn is not None)
     bar = tqdm(total=1, desc="probe (compose)", unit="mode", file=sys.stderr, disable=not progress, leave=False)
-    run = _Runner(bundle, kb, model_fn, device, batch_size, bar)
+    run = Runner(bundle, kb, model_fn, device, batch_size, bar)
     records = []
     try:
         with torch.inference_mode():

@@ -1,7 +1,7 @@
 """Per-fact evidence of each probe mode: the continuous scores calibration thresholds.
 
 :func:`mode_evidence` runs the modes of :mod:`deepunlearn.probe.forms_probe` on the same forms
-and the same batched passes (its ``_Runner``, sharing the encoded-form cache), but keeps a score
+and the same batched passes (its ``Runner``, sharing the encoded-form cache), but keeps a score
 instead of a yes/no: ``-inf`` where the mode's raw rule does not call the fact known, else the
 score :mod:`deepunlearn.probe.calibration` defines (answer log-probability per token for exact
 and generate, the gold-over-best-wrong margin for rank, the oriented yes-minus-no log-odds for
@@ -89,13 +89,13 @@ def generate_evidence(run, forms) -> tuple[np.ndarray, np.ndarray]:
 
 
 def rank_evidence(run, forms) -> tuple[np.ndarray, np.ndarray]:
-    """``rank``: gold's margin over the best wrong candidate (:func:`_rank_margins`)."""
-    return _rank_margins(run, forms)
+    """``rank``: gold's margin over the best wrong candidate (:func:`rank_margins`)."""
+    return rank_margins(run, forms)
 
 
 def yesno_evidence(run, forms) -> tuple[np.ndarray, np.ndarray]:
-    """``yesno``: the oriented yes-minus-no log-odds (:func:`_yesno_margins`); right iff positive."""
-    margins = _yesno_margins(run, forms)
+    """``yesno``: the oriented yes-minus-no log-odds (:func:`yesno_margins`); right iff positive."""
+    margins = yesno_margins(run, forms)
     return margins, margins > 0
 
 
@@ -113,7 +113,7 @@ def evidence_passes(bundle, kb: KnowledgeBase, uniq: Sequence[int], modes: Seque
     from ..kg.forms import FORM_KINDS, select_forms
     from .modes import TEXT_KINDS
     from .batching import resolve_batch_size
-    from .forms_probe import _Runner
+    from .forms_probe import Runner
     from .modes import probe_mode
     from .passes import model_device
     from .result import MAX_NEW_TOKENS
@@ -131,13 +131,13 @@ def evidence_passes(bundle, kb: KnowledgeBase, uniq: Sequence[int], modes: Seque
                                         mode="generate" if any(probe_mode(m).decodes for m in modes) else "exact",
                                         model_fn=model_fn is not None)
         with torch.inference_mode():
-            yield text, yn, _Runner(bundle, kb, model_fn, device, batch_size, None)
+            yield text, yn, Runner(bundle, kb, model_fn, device, batch_size, None)
     finally:
         if was_training:
             model.train()
 
 
-def _rank_margins(run, forms) -> tuple[np.ndarray, np.ndarray]:
+def rank_margins(run, forms) -> tuple[np.ndarray, np.ndarray]:
     """Per rankable form: gold's length-normalised log-probability minus the best wrong
     candidate's, and whether it is positive (the raw rule: rank 1)."""
     from .forms_probe import rank_rows
@@ -152,7 +152,7 @@ def _rank_margins(run, forms) -> tuple[np.ndarray, np.ndarray]:
     return out, out > 0
 
 
-def _yesno_margins(run, forms) -> np.ndarray:
+def yesno_margins(run, forms) -> np.ndarray:
     """Per yes/no form: ``log P(yes) - log P(no)``, negated on a distractor (answer no)."""
     from scipy.special import logsumexp
 

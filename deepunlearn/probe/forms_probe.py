@@ -77,7 +77,7 @@ def check_any_modes(any_modes: Sequence[str] | None) -> tuple[str, ...]:
     return tuple(m for m in members if m in modes)
 
 
-class _Runner:
+class Runner:
     """One probe call's state: the bundle, the model callable, the device and the batch size."""
 
     def __init__(self, bundle, kb: KnowledgeBase, model_fn, device, batch_size: int, bar):
@@ -241,23 +241,23 @@ EXACT_KINDS = TEXT_KINDS
 
 
 # The scorers of the built-in modes (``ProbeModeSpec.score``): ``(hits, outputs or None)`` per form.
-def score_exact(run: _Runner, forms: list[Form]) -> tuple[np.ndarray, None]:
+def score_exact(run: Runner, forms: list[Form]) -> tuple[np.ndarray, None]:
     """``exact``: the argmax is the gold token at every continuation position."""
     return run.teacher_forced(forms)[1], None
 
 
-def score_generate(run: _Runner, forms: list[Form]) -> tuple[np.ndarray, list[str]]:
+def score_generate(run: Runner, forms: list[Form]) -> tuple[np.ndarray, list[str]]:
     """``generate``: the answer is in the greedy output (the outputs are kept)."""
     texts, hits = run.generate(forms)
     return hits, texts
 
 
-def score_yesno(run: _Runner, forms: list[Form]) -> tuple[np.ndarray, None]:
+def score_yesno(run: Runner, forms: list[Form]) -> tuple[np.ndarray, None]:
     """``yesno``: the yes/no form is answered right."""
     return run.yesno(forms), None
 
 
-def score_rank(run: _Runner, forms: list[Form]) -> tuple[np.ndarray, None]:
+def score_rank(run: Runner, forms: list[Form]) -> tuple[np.ndarray, None]:
     """``rank``: the gold answer ranks first among its type's candidates."""
     return run.rank(forms), None
 
@@ -304,7 +304,7 @@ def probe_forms(bundle, kb: KnowledgeBase, ids: np.ndarray, *, mode: str, forms:
                                     model_fn=model_fn is not None)
     bar = tqdm(total=len(modes), desc=f"probe ({mode}, forms {sel.spec})", unit="mode", file=sys.stderr,
                disable=not progress, leave=False)
-    run = _Runner(bundle, kb, model_fn, device, batch_size, bar)
+    run = Runner(bundle, kb, model_fn, device, batch_size, bar)
     try:
         with torch.inference_mode():
             # The log-probability of each fact's first text form (of every one when a mode reads the pass).

@@ -52,7 +52,7 @@ class ProbeModeSpec:
         The form kinds it selects (``("qa", "statement")``, ``("yesno",)``).
     score : callable or str, optional
         ``score(run, forms) -> (hits, outputs or None)``: its verdict per asked form, ``run`` the
-        probe's passes (:class:`deepunlearn.probe.forms_probe._Runner`: ``teacher_forced``,
+        probe's passes (:class:`deepunlearn.probe.forms_probe.Runner`: ``teacher_forced``,
         ``generate``, ``yesno``, ``rank``). Required unless ``aggregate`` or ``derived``.
     asks : callable or str, optional
         ``asks(kb, form) -> bool``: which forms of ``kinds`` it asks (default: every one).

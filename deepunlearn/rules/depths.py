@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .graph import DerivationGraph, _csr
+from .graph import DerivationGraph, csr
 
 
 def derivation_depths(graph: DerivationGraph) -> np.ndarray:
@@ -33,7 +33,7 @@ def derivation_depths(graph: DerivationGraph) -> np.ndarray:
         return depth
     sizes = np.diff(graph.body_ptr)
     entry_edge = np.repeat(np.arange(m, dtype=np.int64), sizes)
-    ptr, order = _csr(graph.body.astype(np.int64), n)  # body entries by fact
+    ptr, order = csr(graph.body.astype(np.int64), n)  # body entries by fact
     missing = sizes.astype(np.int64).copy()
     frontier = np.flatnonzero(depth == 0)
     level = 0

@@ -22,7 +22,7 @@ from .load import load_rules
 from .tables import stable_order
 
 
-def _csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+def csr(keys: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Group positions ``0..len(keys)-1`` by key: ``items[ptr[k]:ptr[k+1]]`` hold key k's
     (in position order: the order of a stable argsort, by one sort of (key, position) pairs)."""
     order = stable_order(keys, n)
@@ -105,7 +105,7 @@ class DerivationGraph:
 
     @cached_property
     def _by_head(self) -> tuple[np.ndarray, np.ndarray]:
-        return _csr(self.edge_head, self.n_nodes)
+        return csr(self.edge_head, self.n_nodes)
 
     def edges_deriving(self, f: int) -> np.ndarray:
         """Hyperedges whose head is fact ``f``."""

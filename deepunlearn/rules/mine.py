@@ -31,15 +31,16 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from itertools import combinations, permutations
+from itertools import combinations
 
 import numpy as np
 
 from .budget import DEFAULT_MAX_GROUNDINGS, check_budget, check_time_budget
 from .errors import RulesError
-from .language import Atom, Neq, Rule, RuleSet, Var
-from .mine_index import BodyAtom, JoinTooLarge, MineIndex, _expand, bindings, uniq
+from .language import Rule, RuleSet
+from .mine_index import JoinTooLarge, MineIndex, bindings, expand, uniq
 from .mine_measures import BodyCounts, Guards, format_measures
+from .mine_shapes import body_vars, canonical, connected, open_count, to_rule
 
 #: Most body atoms ``max_body`` may ask for (a closed body of four atoms has up to three fresh variables).
 MAX_BODY_ATOMS = 4
@@ -126,55 +127,6 @@ class MineResult:
                 "skipped_examples": self.skipped[:5], "seconds": round(self.seconds, 4), "options": asdict(self.options)}
 
 
-# ------------------------------------------------------------------------------------ rule shapes
-def _vars(atoms) -> set[int]:
-    return {0, 1} | {v for _, a, b in atoms for v in (a, b)}
-
-
-def _open(atoms) -> int:
-    count = {0: 1, 1: 1}
-    for _, a, b in atoms:
-        count[a] = count.get(a, 0) + 1
-        count[b] = count.get(b, 0) + 1
-    return sum(1 for c in count.values() if c == 1)
-
-
-def _connected(atoms) -> bool:
-    """Whether the body's atoms form one group through shared variables and hold X and Y."""
-    if not atoms or not {0, 1} <= {v for _, a, b in atoms for v in (a, b)}:
-        return False
-    reach, rest = {atoms[0][1], atoms[0][2]}, list(atoms[1:])
-    while rest:
-        nxt = [t for t in rest if t[1] in reach or t[2] in reach]
-        if not nxt:
-            return False
-        for t in nxt:
-            rest.remove(t)
-            reach |= {t[1], t[2]}
-    return True
-
-
-def canonical(atoms) -> tuple[BodyAtom, ...]:
-    """The body up to renaming its fresh variables (the least sorted form over their orders)."""
-    fresh = sorted({v for _, a, b in atoms for v in (a, b)} - {0, 1})
-    best = None
-    for perm in permutations(range(2, 2 + len(fresh))):
-        m = {0: 0, 1: 1, **dict(zip(fresh, perm))}
-        form = tuple(sorted((r, m[a], m[b]) for r, a, b in atoms))
-        if best is None or form < best:
-            best = form
-    return best if best is not None else ()
-
-
-_NAMES = ("X", "Y", "Z", "W", "V", "U")
-
-
-def to_rule(head: str, atoms, attrs: Guards, neq: bool, measures: dict | None) -> Rule:
-    v = [Var(n) for n in _NAMES]
-    body = tuple(Atom(r, (v[a], v[b])) for r, a, b in atoms) + tuple(Atom(val, (v[x],)) for val, x in attrs)
-    return Rule(Atom(head, (v[0], v[1])), body, (Neq(v[0], v[1]),) if neq else (), measures=measures)
-
-
 # ------------------------------------------------------------------------------------ the search
 class _Miner:
     def __init__(self, kb, o: MineOptions):
@@ -214,14 +166,14 @@ class _Miner:
             for atoms in level:
                 self.clock(r)
                 try:
-                    table = start if not atoms else bindings(ix, atoms, start, _vars(atoms), o.grounding_budget)
+                    table = start if not atoms else bindings(ix, atoms, start, body_vars(atoms), o.grounding_budget)
                 except JoinTooLarge:
                     self.skip(r, atoms)
                     continue
                 for child in self.children(r, atoms, table, thr, o.max_body - depth):
                     nxt.setdefault(child, None)
             for atoms in nxt:
-                if _open(atoms) == 0 and _connected(atoms):
+                if open_count(atoms) == 0 and connected(atoms):
                     self.clock(r)
                     self.closed(r, atoms, measured, thr)
             level = {a: None for a in nxt if not (a in measured and measured[a]["pca_confidence"] >= 1.0)}
@@ -231,8 +183,8 @@ class _Miner:
     def children(self, r: str, atoms, table, thr: int, left: int) -> list[tuple]:
         """The refinements of ``atoms`` by one atom whose support reaches ``thr``, canonical."""
         ix = self.ix
-        have = _vars(atoms)
-        opened = _open(atoms)
+        have = body_vars(atoms)
+        opened = open_count(atoms)
         fresh = max(have) + 1
         out = []
         counts = {0: 1, 1: 1}
@@ -264,7 +216,7 @@ class _Miner:
                 else:
                     ptr, vals, at = ((ix.out_rel_ptr, ix.out_rels, table[a]) if a in table
                                      else (ix.in_rel_ptr, ix.in_rels, table[b]))
-                    rows, rels = _expand(ptr, vals, at, self.o.grounding_budget)
+                    rows, rels = expand(ptr, vals, at, self.o.grounding_budget)
             except JoinTooLarge:
                 self.skip(r, atoms + ((f"<any relation>", a, b),))
                 continue

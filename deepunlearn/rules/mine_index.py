@@ -120,7 +120,7 @@ def _csr_unique(first: np.ndarray, second: np.ndarray, n: int) -> tuple[np.ndarr
     return _csr(pairs // m, pairs % m, n)
 
 
-def _expand(ptr: np.ndarray, vals: np.ndarray, at: np.ndarray, budget: int | None) -> tuple[np.ndarray, np.ndarray]:
+def expand(ptr: np.ndarray, vals: np.ndarray, at: np.ndarray, budget: int | None) -> tuple[np.ndarray, np.ndarray]:
     """Rows ``i`` repeated once per value of ``at[i]`` in a CSR index: (row numbers, values)."""
     starts = ptr[at]
     counts = ptr[at + 1] - starts
@@ -181,11 +181,11 @@ def join(ix: MineIndex, table: Table, atom: BodyAtom, budget: int | None) -> Tab
         mask = member(rel.keys, table[a] * ix.n + table[b])
         return {v: c[mask] for v, c in table.items()}
     if a in table:
-        rows, new = _expand(rel.out_ptr, rel.out_obj, table[a], budget)
+        rows, new = expand(rel.out_ptr, rel.out_obj, table[a], budget)
         out = {v: c[rows] for v, c in table.items()}
         out[b] = new
         return out
-    rows, new = _expand(rel.in_ptr, rel.in_subj, table[b], budget)
+    rows, new = expand(rel.in_ptr, rel.in_subj, table[b], budget)
     out = {v: c[rows] for v, c in table.items()}
     out[a] = new
     return out

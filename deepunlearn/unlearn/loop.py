@@ -28,7 +28,8 @@ from .check_spec import CheckSpec
 from .lr import OptimiserConfig, optimiser_config
 from .methods import MethodParams, Session, Unlearner, UnlearnError, get_method
 from .points import (  # noqa: F401  (Point, TargetNotKnownError, seed_everything: re-exported)
-    Point, TargetNotKnownError, _evaluator, _lora_methods, _number, _opt, seed_everything,
+    Point, TargetNotKnownError, seed_everything, evaluator as _evaluator, lora_methods as _lora_methods,
+    number as _number, opt as _opt,
 )
 from .run_session import forget_batch, retain_sampler
 from .runner_options import (CheckOptions, MeasureOptions, ProbeOptions, SetOptions, TrainOptions,

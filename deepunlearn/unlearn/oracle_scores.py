@@ -3,7 +3,7 @@
 :func:`deepunlearn.probe.evidence.mode_evidence` scores a fact ``-inf`` wherever the mode's raw
 rule does not call it known, which is what a calibrated verdict of ONE model needs. Comparing two
 models needs more: where the oracle does not answer a fact, how far it is from answering it.
-:func:`fact_scores` runs the same passes on the same forms (the probe's ``_Runner``) and keeps the
+:func:`fact_scores` runs the same passes on the same forms (the probe's ``Runner``) and keeps the
 score everywhere: the answer's teacher-forced log-probability per token (``exact``, ``generate``),
 the gold-over-best-wrong margin (``rank``, rankable forms only), the oriented yes-minus-no log-odds
 (``yesno``, the smallest over the fact's yes/no forms); the best form for the others. A fact with
@@ -22,7 +22,7 @@ import numpy as np
 def fact_scores(bundle, kb, ids: Sequence[int], modes: Sequence[str], *, forms: str, batch_size=None,
                 model_fn: Callable | None = None) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(score per mode, raw rule holds per mode) over ``ids`` (module docstring)."""
-    from ..probe.evidence import _rank_margins, _yesno_margins, evidence_passes
+    from ..probe.evidence import rank_margins, yesno_margins, evidence_passes
     from ..probe.forms_probe import rankable
 
     ids = [int(i) for i in ids]
@@ -51,10 +51,10 @@ def fact_scores(bundle, kb, ids: Sequence[int], modes: Sequence[str], *, forms: 
         if "rank" in modes:
             fs = [f for f in text if rankable(kb, f)]
             if fs:
-                best("rank", fs, *_rank_margins(run, fs))
+                best("rank", fs, *rank_margins(run, fs))
         if "yesno" in modes and yn:
             low = np.full(len(uniq), math.inf)
-            for f, v in zip(yn, _yesno_margins(run, yn)):
+            for f, v in zip(yn, yesno_margins(run, yn)):
                 low[pos[f.fact_id]] = min(low[pos[f.fact_id]], v)
             sc["yesno"] = np.where(np.isfinite(low), low, -math.inf)
             hit["yesno"] = np.isfinite(low) & (low > 0)

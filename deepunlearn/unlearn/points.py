@@ -60,10 +60,10 @@ class Point:
         """The point of a rules-layer :class:`~deepunlearn.rules.Evaluation` (NaN parts -> None)."""
         return cls(
             target=ev.target, method=method, param=param, recall=float(ev.recall), accuracy=float(ev.accuracy),
-            accuracy_rule=_opt(ev.accuracy_rule), accuracy_other=_opt(ev.accuracy_other),
+            accuracy_rule=opt(ev.accuracy_rule), accuracy_other=opt(ev.accuracy_other),
             target_forgotten=ev.target in forgotten, forgotten=forgotten, exact=bool(ev.exact),
             set=[int(i) for i in ev.set], lr=lr, measures=measures,
-            accuracy_groups={g: _opt(a) for g, a in ev.accuracy_groups.items()},
+            accuracy_groups={g: opt(a) for g, a in ev.accuracy_groups.items()},
         )
 
 
@@ -86,7 +86,7 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _evaluator(kb, rules, known, sets: str, tie: str, seeds: int):
+def evaluator(kb, rules, known, sets: str, tie: str, seeds: int):
     """The rules layer's Evaluator for a sets spec (``exact``, ``mdus``, ``release`` or a folder)."""
     from ..rules import Evaluator, stored_sets
 
@@ -102,17 +102,18 @@ def _evaluator(kb, rules, known, sets: str, tie: str, seeds: int):
     return Evaluator(kb, rules=rules, known=known, exact=False, seeds=seeds, sets=stored, tie=tie)
 
 
-def _lora_methods() -> list[str]:
+def lora_methods() -> list[str]:
+    """The names of the methods that can run on LoRA adapters, sorted."""
     from .methods import METHODS
 
     return sorted(n for n, c in METHODS.items() if c.supports_lora)
 
 
-def _number(x: float) -> float | int:
+def number(x: float) -> float | int:
     """Step counts print as integers, alphas as floats."""
     return int(x) if float(x).is_integer() and abs(x) < 2**53 else float(x)
 
 
-def _opt(x) -> float | None:
+def opt(x) -> float | None:
     """A float, or None for a missing value (None or NaN: a group the KB does not have)."""
     return None if x is None or x != x else float(x)

@@ -45,7 +45,7 @@ def _error(message: str, file: Any = None, field: str | None = None):
     return UnlearnError(message, file=file, field=field)
 
 
-def _source(model: str | Path | ModelBundle) -> tuple[dict, str, Path | None]:
+def model_source(model: str | Path | ModelBundle) -> tuple[dict, str, Path | None]:
     """(meta, name for messages, folder) of a bundle or a checkpoint folder."""
     if isinstance(model, ModelBundle):
         return dict(model.meta or {}), str(model.path or model.name), model.path
@@ -55,7 +55,8 @@ def _source(model: str | Path | ModelBundle) -> tuple[dict, str, Path | None]:
     return read_meta(folder), str(folder), folder
 
 
-def _recipe(meta: dict, name: str, seed: int | None):
+def training_recipe(meta: dict, name: str, seed: int | None):
+    """The FinetuneConfig a model was trained with (from its meta), with ``seed`` if given."""
     from pydantic import ValidationError
 
     from .finetune import FinetuneConfig
@@ -74,7 +75,8 @@ def _recipe(meta: dict, name: str, seed: int | None):
     return config
 
 
-def _base_identity(meta: dict, name: str, seed: int | None) -> dict:
+def base_identity(meta: dict, name: str, seed: int | None) -> dict:
+    """What identifies the model a finetuned model started from: a tiny spec or a base model."""
     base = meta["base"]
     # A model built from scratch (origin "tiny") starts from a fresh tiny model whatever its
     # ``base`` says (older checkpoints recorded their own folder there).
@@ -121,9 +123,9 @@ def plan_retrain(model_dir_or_bundle: str | Path | ModelBundle, kb: KnowledgeBas
     """The :class:`RetrainPlan` of :func:`retrain` (same arguments and errors), without training."""
     from ..kg.fingerprint import kb_fingerprint
 
-    meta, name, _ = _source(model_dir_or_bundle)
-    recipe = _recipe(meta, name, seed)
-    identity = _base_identity(meta, name, seed)
+    meta, name, _ = model_source(model_dir_or_bundle)
+    recipe = training_recipe(meta, name, seed)
+    identity = base_identity(meta, name, seed)
     fp = kb_fingerprint(kb)
     learned = (meta.get("kb") or {}).get("fingerprint") if isinstance(meta.get("kb"), dict) else None
     if learned is not None and learned != fp:

@@ -121,7 +121,7 @@ def shortcut_floor(kb: KnowledgeBase, baseline: FloorBaseline | None = None, *, 
     hold = make_holdout(kb, int(holdout_seed))  # first: a KB without a holdout generator fails at once
     tiny = {"arch": "llama", "hidden": 512, "layers": 2, "heads": 8, "seed": 0, **(b.tiny or {})}
     if recipe_from is not None:
-        from .retrain import _base_identity, _recipe, _source
+        from .retrain import base_identity as _base_identity, model_source as _source, training_recipe as _recipe
 
         meta, name, _ = _source(recipe_from)
         config = _recipe(meta, name, None)

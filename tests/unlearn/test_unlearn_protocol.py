@@ -108,11 +108,11 @@ def test_reference_sets_reproduce_the_release_example_through_the_sweeps_evaluat
     and K = the dataset gives the release's own rec_acc.pt for target row 272."""
     from deepunlearn.kg.edu_relat import load_release_example
     from deepunlearn.kg.safe_pickle import safe_load
-    from deepunlearn.unlearn.loop import _evaluator
+    from deepunlearn.unlearn.points import evaluator
 
     pr = get_protocol("reference")
     assert (pr.sets, pr.tie, pr.k_mode) == ("release", "first", "dataset")
-    ev = _evaluator(edu_kb, None, None, pr.sets, pr.tie, 100)
+    ev = evaluator(edu_kb, None, None, pr.sets, pr.tie, 100)
     ex = load_release_example(edu_dir, 272)
     e = ev.evaluate(272, ex.forgotten())
     rec_acc = [float(x) for x in safe_load(edu_dir / "example_for_evaluation" / "rec_acc.pt")]

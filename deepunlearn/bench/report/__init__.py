@@ -126,16 +126,7 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
     # only a sweep whose points carry measures gets these
     remains, extra_summary = remains_section(points, out, methods, order, threshold)
     du_md, du_summary = du_section(points, summary, methods, out, threshold)
-    # only a sweep whose points carry recall_adv or an attack's keys gets this section
-    fc_md, fc_summary = forgetting_section(points, methods, out)
-    cal_md, cal_summary = calibrated_section(every_seed, methods)  # a calibrated aggregate: raw vs calibrated
-    fc_md, fc_summary = fc_md + cal_md, {**fc_summary, **cal_summary}
-    ch_md, ch_summary = chance_section(every_seed, methods)  # verdicts with p_chance (evaluate --calibration)
-    fc_md, fc_summary = fc_md + ch_md, {**fc_summary, **ch_summary}
-    sf_md, sf_summary = soft_section(every_seed, methods)  # points with deep_p (soft rules)
-    fc_md, fc_summary = fc_md + sf_md, {**fc_summary, **sf_summary}
-    ct_md, ct_summary = controls_section(every_seed, methods)  # deep_oracle / p_chance per sweep point
-    fc_md, fc_summary = fc_md + ct_md, {**fc_summary, **ct_summary}
+    fc_md, fc_summary = _check_sections(points, every_seed, methods, out)
 
     _write_points_csv(every_seed, out / "points.csv", kb, groups)
     (out / "summary.json").write_text(dumps(json_safe({
@@ -180,6 +171,22 @@ def _build_into(out: Path, points: Sequence[Any], *, kb, methods, models, config
     write_html(out / "report.html", page_data(
         every_seed, summary, kb=kb, methods=methods, threshold=threshold, title=title, generated=generated,
         known=known, rules=(config or {}).get("rules"), k_modes=k_modes_of(manifest, config)))
+
+
+def _check_sections(points, every_seed, methods, out: Path) -> tuple[list[str], dict]:
+    """The sections of the checks beyond recall and accuracy, each only where the points carry
+    its keys: forgetting under attack, calibrated, chance, soft-rule and control verdicts."""
+    # only a sweep whose points carry recall_adv or an attack's keys gets this section
+    fc_md, fc_summary = forgetting_section(points, methods, out)
+    cal_md, cal_summary = calibrated_section(every_seed, methods)  # a calibrated aggregate: raw vs calibrated
+    fc_md, fc_summary = fc_md + cal_md, {**fc_summary, **cal_summary}
+    ch_md, ch_summary = chance_section(every_seed, methods)  # verdicts with p_chance (evaluate --calibration)
+    fc_md, fc_summary = fc_md + ch_md, {**fc_summary, **ch_summary}
+    sf_md, sf_summary = soft_section(every_seed, methods)  # points with deep_p (soft rules)
+    fc_md, fc_summary = fc_md + sf_md, {**fc_summary, **sf_summary}
+    ct_md, ct_summary = controls_section(every_seed, methods)  # deep_oracle / p_chance per sweep point
+    fc_md, fc_summary = fc_md + ct_md, {**fc_summary, **ct_summary}
+    return fc_md, fc_summary
 
 
 def nothing_evaluated_text(skipped: Mapping | None) -> str:

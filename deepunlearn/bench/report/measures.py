@@ -87,39 +87,8 @@ def measures_section(rows: Sequence[Mapping[str, Any]], rules: Mapping, canary: 
                   + ["model utility", "forget quality", "PrivLeak", "Min-K% AUC", "genex"],
                   [lead(r) + [_cell(r, c) for c in second] for r in rows]), ""]
 
-    md += ["### Stopping rules", "",
-           "Where a practitioner would stop, per method (means over targets at the chosen points): "
-           "*first forgotten*, the first grid point where the target is forgotten (the last point when none is); "
-           "*MUSE*, the last grid point before the retain model utility falls below the retain model's (before "
-           f"unlearning when the first point does); *best of grid*, the best accuracy among points with recall ≥ {t} "
-           "(the paper's choice, made with hindsight of every point; summary.json keeps it under the rule key "
-           "`oracle`: it is not the `oracle` row, exact unlearning). *fired*: targets where the rule's condition was "
-           "met.", ""]
-    names = {"first_forgotten": "first forgotten", "muse": "MUSE", "oracle": f"best of grid (Acc@Recall≥{t})"}
-    srows = []
-    for model, per in rules.items():
-        for method, by_rule in per.items():
-            for rule in RULES:
-                s = by_rule.get(rule)
-                srows.append([model, method.upper(), names[rule]] + (
-                    ["–"] * 5 if s is None else [str(s["n_targets"]), str(s["n_fired"]), fmt(s["recall"]),
-                                                 fmt(s["accuracy"]), fmt(s["target_forgotten"])]))
-    md += md_table(["model", "method", "rule", "targets", "fired", "recall", "accuracy", "target forgotten"], srows)
-    md += [""]
-
-    if any(g.get("canary") for per in canary.values() for g in per.values()):
-        md += ["### In-distribution vs canary targets", "",
-               "Canaries are facts whose answers are random 10-character strings (relation `code`, outside every rule; "
-               "Baluta et al.'s out-of-distribution data). *steps*: the mean grid value at which the target is first "
-               "forgotten; exposure of the target before unlearning, at that point and at the last grid point; "
-               "collateral accuracy at that point.", ""]
-        crows = [[model, method.upper(), "canary" if grp == "canary" else "in-distribution", str(g["n_targets"]),
-                  str(g["n_forgotten"]), fmt(g["steps"]), fmt(g["exposure_before"]), fmt(g["exposure_at_forgotten"]),
-                  fmt(g["exposure_last"]), fmt(g["accuracy_at_forgotten"])]
-                 for model, per in canary.items() for method, gs in per.items()
-                 for grp in ("id", "canary") if (g := gs.get(grp))]
-        md += md_table(["model", "method", "group", "targets", "forgotten", "steps", "exposure before",
-                      "exposure at forgotten", "exposure at last", "collateral accuracy"], crows) + [""]
+    md += _stopping_lines(rules, t)
+    md += _canary_lines(canary)
 
     for model, r in retrain.items():
         if r["n_recorded"]:
@@ -141,6 +110,49 @@ def measures_section(rows: Sequence[Mapping[str, Any]], rules: Mapping, canary: 
     for name, p in figures.items():
         kind = next((k for k in captions if name.startswith(k)), None)
         md += [f"![{name}]({Path(p).name})", "", f"*{captions.get(kind, name)}*", ""]
+    return md
+
+
+def _stopping_lines(rules: Mapping, t: str) -> list[str]:
+    """The "Stopping rules" subsection: per method, the means at each rule's chosen points."""
+    md = ["### Stopping rules", "",
+          "Where a practitioner would stop, per method (means over targets at the chosen points): "
+          "*first forgotten*, the first grid point where the target is forgotten (the last point when none is); "
+          "*MUSE*, the last grid point before the retain model utility falls below the retain model's (before "
+          f"unlearning when the first point does); *best of grid*, the best accuracy among points with recall ≥ {t} "
+          "(the paper's choice, made with hindsight of every point; summary.json keeps it under the rule key "
+          "`oracle`: it is not the `oracle` row, exact unlearning). *fired*: targets where the rule's condition was "
+          "met.", ""]
+    names = {"first_forgotten": "first forgotten", "muse": "MUSE", "oracle": f"best of grid (Acc@Recall≥{t})"}
+    srows = []
+    for model, per in rules.items():
+        for method, by_rule in per.items():
+            for rule in RULES:
+                s = by_rule.get(rule)
+                srows.append([model, method.upper(), names[rule]] + (
+                    ["–"] * 5 if s is None else [str(s["n_targets"]), str(s["n_fired"]), fmt(s["recall"]),
+                                                 fmt(s["accuracy"]), fmt(s["target_forgotten"])]))
+    md += md_table(["model", "method", "rule", "targets", "fired", "recall", "accuracy", "target forgotten"], srows)
+    md += [""]
+    return md
+
+
+def _canary_lines(canary: Mapping) -> list[str]:
+    """The "In-distribution vs canary targets" subsection, when the sweep has canary targets."""
+    if not any(g.get("canary") for per in canary.values() for g in per.values()):
+        return []
+    md = ["### In-distribution vs canary targets", "",
+          "Canaries are facts whose answers are random 10-character strings (relation `code`, outside every rule; "
+          "Baluta et al.'s out-of-distribution data). *steps*: the mean grid value at which the target is first "
+          "forgotten; exposure of the target before unlearning, at that point and at the last grid point; "
+          "collateral accuracy at that point.", ""]
+    crows = [[model, method.upper(), "canary" if grp == "canary" else "in-distribution", str(g["n_targets"]),
+              str(g["n_forgotten"]), fmt(g["steps"]), fmt(g["exposure_before"]), fmt(g["exposure_at_forgotten"]),
+              fmt(g["exposure_last"]), fmt(g["accuracy_at_forgotten"])]
+             for model, per in canary.items() for method, gs in per.items()
+             for grp in ("id", "canary") if (g := gs.get(grp))]
+    md += md_table(["model", "method", "group", "targets", "forgotten", "steps", "exposure before",
+                    "exposure at forgotten", "exposure at last", "collateral accuracy"], crows) + [""]
     return md
 
 

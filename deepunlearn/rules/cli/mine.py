@@ -18,9 +18,9 @@ import sys
 
 def _mined_file(path) -> bool:
     """An empty file or a rule file written by this command (its marker in the header)."""
-    from ...output_kinds import _head
+    from ...output_kinds import read_head
 
-    head = _head(path)
+    head = read_head(path)
     return not head.strip() or b"by deepunlearn rules mine" in head
 
 

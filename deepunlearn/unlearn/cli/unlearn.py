@@ -16,16 +16,16 @@ transformers and the method classes are imported inside the handler.
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 
 from ...probe.protocol import PROTOCOL_NAMES as PROTOCOLS  # the presets (that module imports no torch)
 from ..methods import catalog
 from ..summary import point_json  # noqa: F401  (the JSON of one point; it lived here)
+from .unlearn_args import check_outputs, check_save_model, parse_grid
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from ...cli import add_force, add_json, add_threads, mdus_seeds_int, positive_float, positive_int, seed_int
+    from ...cli import add_force, add_json, add_threads
 
     kinds = {k: ", ".join(s.name for s in catalog.BUILTIN if s.kind == k) for k in catalog.KINDS}
     p = sub.add_parser(
@@ -41,6 +41,54 @@ def register(sub: argparse._SubParsersAction) -> None:
             "in memory after each target; nothing is written to disk unless -o or --save-model is given."
         ),
     )
+    _add_run_args(p, kinds)
+    _add_measure_args(p)
+    _add_output_args(p)
+    from .checks import add_check_args
+    from .requests import add_request_args
+
+    add_check_args(p)
+
+    add_request_args(p)
+    add_threads(p)
+    add_force(p, "-o and --save-model")
+    add_json(p)
+    p.set_defaults(handler=_unlearn, _usage_error=p.error)
+
+
+#: short column heads of the family domain's groups (other groups show their own name)
+_GROUP_HEADS = {"family": "fam", "biography": "bio"}
+
+
+def _table(result: dict) -> str:
+    from ..chance_verdict import chance_line
+    from .checks import check_line
+    from ..derived import derived_line
+    from ..summary import format_summary, group_accuracy, is_deep, point_groups
+
+    s, r, o = result["target"]
+    groups = point_groups(result["points"])
+    heads = [_GROUP_HEADS.get(g, g) for g in groups]
+    widths = [max(6, len(h)) for h in heads]
+    lines = [f"{result['method']} on [{result['index']}] {o} is {s}'s {r} (lr {result['lr']:g})",
+             f"  {'param':>8}  {'recall':>6}  {'acc':>6}  "
+             + "".join(f"{h:>{w}}  " for h, w in zip(heads, widths)) + "forgot  target     deep"]
+    for p in result["points"]:
+        cells = ["-" if (a := group_accuracy(p, g)) is None else f"{a:.3f}" for g in groups]
+        lines.append(f"  {p['param']:>8g}  {p['recall']:6.3f}  {p['accuracy']:6.3f}  "
+                     + "".join(f"{c:>{w}}  " for c, w in zip(cells, widths))
+                     + f"{len(p['forgotten']):6d}  {'forgotten' if p['target_forgotten'] else 'kept':<9}  "
+                     + ("yes" if is_deep(p) else "no"))
+        lines += [x for x in [check_line(p), derived_line(p)] if x]
+    lines += [chance_line(result)] if result.get("p_chance") is not None else []
+    lines.append("  " + format_summary(result["summary"]))
+    return "\n".join(lines)
+
+
+def _add_run_args(p: argparse.ArgumentParser, kinds: dict[str, str]) -> None:
+    """What to unlearn, from which model, with which method, grid, learning rate and protocol."""
+    from ...cli import positive_float
+
     p.add_argument("--model", required=True, help="checkpoint folder (or hub name) of the model that knows the KB")
     p.add_argument("--kb", required=True, help="KB file")
     p.add_argument("--method", required=True, help=f"unlearning method: {catalog.help_names()} (other packages add "
@@ -74,6 +122,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "weights; tv/whp reinforce the target into the adapter, then tv scales it by -alpha and whp "
                         "switches it off and on (no second copy of the weights); the default learning rate is then "
                         "10x the full-finetuning one (deepunlearn.unlearn.lr.LORA_LR_FACTOR); --lr replaces it")
+
+
+def _add_measure_args(p: argparse.ArgumentParser) -> None:
+    """How K, the minimal sets and accuracy are measured, and where and how the model runs."""
+    from ...cli import mdus_seeds_int, positive_int, seed_int
+
     p.add_argument("--k-mode", choices=("probed", "dataset"), default=None,
                    help="K = facts the model answers before unlearning or the whole KB (default: the protocol's)")
     from ...probe.modes import mode_names, modes_help
@@ -100,6 +154,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=positive_int, default=64, help="probing batch size (default 64)")
     p.add_argument("--cache-dir", default=None, help="where the baseline probe is cached")
     p.add_argument("--seed", type=seed_int, default=0, help="seed of every run (dropout, LoRA initialisation)")
+
+
+def _add_output_args(p: argparse.ArgumentParser) -> None:
+    """The outputs: the result file, the grid point it records, the saved model, model-derived checks."""
     p.add_argument("-o", "--output", default=None, metavar="POINTS.json",
                    help="also write the result to this JSON file (folders created); with one target its top-level "
                         "'forgotten' (the facts lost at --point) and 'fact_ids' (K) make it a --forgotten file for "
@@ -116,120 +174,6 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "body of each rule grounding that derives it from K) and record model-derived deep "
                         "unlearning: deep_model is false when the model answers the target directly or through "
                         "any of them (one target at a time; not WHP)")
-    from .checks import add_check_args
-    from .requests import add_request_args
-
-    add_check_args(p)
-
-    add_request_args(p)
-    add_threads(p)
-    add_force(p, "-o and --save-model")
-    add_json(p)
-    p.set_defaults(handler=_unlearn, _usage_error=p.error)
-
-
-def parse_grid(text: str | None) -> list[float] | None:
-    """``"1,2,4"`` -> ``[1.0, 2.0, 4.0]``; ``None`` stays ``None`` (the method's default grid).
-    Anything but comma-separated finite numbers is a :class:`~deepunlearn.cli.CLIError` (field
-    ``--grid``) naming the bad value; the method checks the values' range (:meth:`check_grid`).
-
-    >>> parse_grid("1, 2,4e1")
-    [1.0, 2.0, 40.0]
-    """
-    from ...cli import CLIError
-
-    if text is None:
-        return None
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        try:
-            v = float(part)
-        except ValueError:
-            raise CLIError(f"--grid: {part!r} is not a number (expected comma-separated values such as 1,2,4)",
-                           field="--grid") from None
-        if not math.isfinite(v):
-            raise CLIError(f"--grid: {part!r} is not a finite number", field="--grid")
-        out.append(v)
-    return out
-
-
-#: short column heads of the family domain's groups (other groups show their own name)
-_GROUP_HEADS = {"family": "fam", "biography": "bio"}
-
-
-def _table(result: dict) -> str:
-    from ..chance_verdict import chance_line
-    from .checks import check_line
-    from ..derived import derived_line
-    from ..summary import format_summary, group_accuracy, is_deep, point_groups
-
-    s, r, o = result["target"]
-    groups = point_groups(result["points"])
-    heads = [_GROUP_HEADS.get(g, g) for g in groups]
-    widths = [max(6, len(h)) for h in heads]
-    lines = [f"{result['method']} on [{result['index']}] {o} is {s}'s {r} (lr {result['lr']:g})",
-             f"  {'param':>8}  {'recall':>6}  {'acc':>6}  "
-             + "".join(f"{h:>{w}}  " for h, w in zip(heads, widths)) + "forgot  target     deep"]
-    for p in result["points"]:
-        cells = ["-" if (a := group_accuracy(p, g)) is None else f"{a:.3f}" for g in groups]
-        lines.append(f"  {p['param']:>8g}  {p['recall']:6.3f}  {p['accuracy']:6.3f}  "
-                     + "".join(f"{c:>{w}}  " for c, w in zip(cells, widths))
-                     + f"{len(p['forgotten']):6d}  {'forgotten' if p['target_forgotten'] else 'kept':<9}  "
-                     + ("yes" if is_deep(p) else "no"))
-        lines += [x for x in [check_line(p), derived_line(p)] if x]
-    lines += [chance_line(result)] if result.get("p_chance") is not None else []
-    lines.append("  " + format_summary(result["summary"]))
-    return "\n".join(lines)
-
-
-def _check_outputs(args, grid, method, single: bool) -> float | None:
-    """Check -o, --point and --save-model before anything is loaded; the wanted point or None."""
-    from ...cli import CLIError
-
-    from ...output_kinds import UNLEARN_DOC
-    from ...outputs import check_output, model_dir
-
-    inputs = {"--kb": args.kb, "--model": args.model, "--rules": args.rules}
-    if args.output is not None:
-        check_output(args.output, force=args.force, ours=UNLEARN_DOC, what="an output of 'deepunlearn unlearn'",
-                     inputs=inputs)
-    if args.save_model is not None:
-        check_output(args.save_model, flag="--save-model", force=args.force, folder=True, ours=model_dir,
-                     what="a model folder of this tool (no deepunlearn.json)", inputs=inputs)
-    values = method.check_grid(method.params.grid)
-    if args.point is None:
-        return None
-    if not math.isfinite(args.point) or float(args.point) not in {float(v) for v in values}:
-        raise CLIError(f"--point {args.point:g}: not a value of the grid "
-                       f"({', '.join(f'{v:g}' for v in values)})", field="--point")
-    if args.output is None and args.save_model is None and not args.model_derived:
-        raise CLIError("--point chooses the point -o, --save-model and --model-derived use; give one of them",
-                       field="--point")
-    return float(args.point)
-
-
-def _check_save_model(args, method, single: bool) -> None:
-    from ...cli import CLIError
-
-    if args.model_derived and (not single or method.name == "whp"):
-        raise CLIError("--model-derived: asks one target's compose questions of the unlearned weights: give one "
-                       "--target, and a method other than WHP (which changes the output distribution)",
-                       field="--model-derived")
-    if args.save_model is None:
-        return
-    if not single:
-        raise CLIError("--save-model saves one target's unlearned model: give --target one fact, not 'all'",
-                       field="--save-model")
-    mixed = catalog.find(method.name) is not None and catalog.find(method.name).memory.mixed_forward
-    if mixed or args.lora:
-        why = f"{catalog.title(method.name)} changes the output distribution, not the weights" if mixed else \
-            "--lora trains an adapter that is removed after the run (the base weights never change, so there is " \
-            "no unlearned model to save)"
-        keep = [n for n in catalog.names() if not catalog.get_spec(n).memory.mixed_forward]
-        raise CLIError(f"--save-model: {why}; use {', '.join(keep[:3])} or another method that changes the weights, "
-                       "without --lora", field="--save-model")
-
 
 def _unlearn(args) -> int:
     from ...cli import CLIError, apply_threads, emit
@@ -251,7 +195,6 @@ def _unlearn(args) -> int:
         raise CLIError("--sequential serves several requests: give --target A,B,C", field="--sequential")
     check_request_flags(args)
 
-    from ..loop import TargetNotKnownError, TargetRunner
     from ..methods import UnlearnError, get_method
 
     try:
@@ -261,14 +204,40 @@ def _unlearn(args) -> int:
     method = grid_usage(args, build_method, method_cls, grid, args)  # check the grid and options before loading
     if many and args.save_model is not None:
         raise CLIError("--save-model saves one target's unlearned model, not a batch", field="--save-model")
-    _check_save_model(args, method, single)
-    point = _check_outputs(args, grid, method, single)
+    check_save_model(args, method, single)
+    point = check_outputs(args, grid, method, single)
 
+    protocol, checks, rates = _protocol_and_checks(args, kb, many)
+    try:
+        bundle, runner = _load_runner(args, kb, protocol, checks)
+        if many:
+            obj = run_requests(args, runner, method, kb, targets)
+            if args.output is not None:
+                from ...errors import atomic_write_text, dumps
+
+                atomic_write_text(args.output, dumps(obj, ensure_ascii=False, indent=1) + "\n")
+            emit(args, obj, lambda: requests_table(obj))
+            return 0
+        results, skipped = _run_targets(args, runner, method, grid, point, bundle, kb, targets, single, rates)
+    except UnlearnError as e:
+        flag = {"accuracy": "--accuracy", "accuracy_sample": "--accuracy-sample"}.get(e.field or "")
+        raise CLIError(f"{flag}: {e}" if flag else str(e), field=flag or e.field) from None
+
+    obj, text = _result(args, runner, kb, bundle, protocol, method, results, skipped, single, point)
+    if args.output is not None:
+        from ...errors import atomic_write_text, dumps
+
+        atomic_write_text(args.output, dumps(obj, ensure_ascii=False, indent=1) + "\n")
+        obj = {**obj, "output": str(args.output)}
+    emit(args, obj, text)
+    return 0
+
+
+def _protocol_and_checks(args, kb, many: bool):
+    """The protocol, the check keywords and the chance rates, each checked before the model loads."""
+    from ...cli import CLIError
     from ...probe import get_protocol
-    from ...probe.cli.probe import load_for_cli, resolve_format
-    from ...probe.fingerprint import check_trained_on
 
-    from ..runner_options import MeasureOptions, ProbeOptions, SetOptions, TrainOptions
     from .checks import chance_rates_of, check_kwargs
 
     protocol = get_protocol(args.protocol)
@@ -278,52 +247,63 @@ def _unlearn(args) -> int:
                        "probe all of K", field="--accuracy")
     checks = check_kwargs(args, kb)  # bad forms or attack flags fail before the model loads
     rates = chance_rates_of(args, protocol, many)  # --calibration: the target's p_chance
-    try:
-        bundle = load_for_cli(args.model, kb, args.device, args.dtype, **resolve_format(args, protocol))
-        mismatch = check_trained_on(bundle, kb, kb_file=args.kb)
-        if mismatch:
-            print(f"deepunlearn unlearn: warning: {mismatch}", file=sys.stderr)
-        runner = TargetRunner(
-            bundle, kb, rules=args.rules, protocol=protocol, seed=args.seed,
-            probing=ProbeOptions(mode=args.probe_mode, k_mode=args.k_mode, cache_dir=args.cache_dir,
-                                 batch_size=args.batch_size),
-            minimal_sets=SetOptions(sets="mdus" if args.seeds is not None else args.sets, tie=args.tie,
-                                    seeds=args.seeds or 100),
-            training=TrainOptions(lr=args.lr, lora=args.lora),
-            measures=MeasureOptions(accuracy=args.accuracy, accuracy_sample=args.accuracy_sample),
-            **checks,  # forms, unlearn_forms, the adversarial probe and attacks, by their flat keywords
-        )
-        if many:
-            obj = run_requests(args, runner, method, kb, targets)
-            if args.output is not None:
-                from ...errors import atomic_write_text, dumps
+    return protocol, checks, rates
 
-                atomic_write_text(args.output, dumps(obj, ensure_ascii=False, indent=1) + "\n")
-            emit(args, obj, lambda: requests_table(obj))
-            return 0
-        results, skipped = [], []
-        for t in targets:
-            try:
-                points = _run_target(runner, t, method, grid, args, point, bundle, kb)
-            except TargetNotKnownError as e:
-                if single:
-                    raise
-                print(f"deepunlearn unlearn: warning: skipping target {t}: {e}", file=sys.stderr)
-                skipped.append(list(kb.facts[t]))
-                continue
-            from ..chance_verdict import target_chance
-            from ..summary import target_metrics
 
-            lr = points[0].lr if points else None
-            results.append({
-                "method": method.name, "target": list(kb.facts[t]), "index": t, "lr": lr,
-                "points": [point_json(p, kb) for p in points],
-                "summary": target_metrics(points), **target_chance(runner.evaluator, kb, t, rates),
-            })
-    except UnlearnError as e:
-        flag = {"accuracy": "--accuracy", "accuracy_sample": "--accuracy-sample"}.get(e.field or "")
-        raise CLIError(f"{flag}: {e}" if flag else str(e), field=flag or e.field) from None
+def _load_runner(args, kb, protocol, checks: dict):
+    """The model (warning when it was not trained on the KB) and the target runner over it."""
+    from ...probe.cli.probe import load_for_cli, resolve_format
+    from ...probe.fingerprint import check_trained_on
 
+    from ..loop import TargetRunner
+    from ..runner_options import MeasureOptions, ProbeOptions, SetOptions, TrainOptions
+
+    bundle = load_for_cli(args.model, kb, args.device, args.dtype, **resolve_format(args, protocol))
+    mismatch = check_trained_on(bundle, kb, kb_file=args.kb)
+    if mismatch:
+        print(f"deepunlearn unlearn: warning: {mismatch}", file=sys.stderr)
+    runner = TargetRunner(
+        bundle, kb, rules=args.rules, protocol=protocol, seed=args.seed,
+        probing=ProbeOptions(mode=args.probe_mode, k_mode=args.k_mode, cache_dir=args.cache_dir,
+                             batch_size=args.batch_size),
+        minimal_sets=SetOptions(sets="mdus" if args.seeds is not None else args.sets, tie=args.tie,
+                                seeds=args.seeds or 100),
+        training=TrainOptions(lr=args.lr, lora=args.lora),
+        measures=MeasureOptions(accuracy=args.accuracy, accuracy_sample=args.accuracy_sample),
+        **checks,  # forms, unlearn_forms, the adversarial probe and attacks, by their flat keywords
+    )
+    return bundle, runner
+
+
+def _run_targets(args, runner, method, grid, point, bundle, kb, targets, single: bool, rates):
+    """Each target's result (its points, summary and chance verdict) and the targets skipped because
+    the model did not know them (with one target, not knowing it is an error)."""
+    from ..loop import TargetNotKnownError
+
+    results, skipped = [], []
+    for t in targets:
+        try:
+            points = _run_target(runner, t, method, grid, args, point, bundle, kb)
+        except TargetNotKnownError as e:
+            if single:
+                raise
+            print(f"deepunlearn unlearn: warning: skipping target {t}: {e}", file=sys.stderr)
+            skipped.append(list(kb.facts[t]))
+            continue
+        from ..chance_verdict import target_chance
+        from ..summary import target_metrics
+
+        lr = points[0].lr if points else None
+        results.append({
+            "method": method.name, "target": list(kb.facts[t]), "index": t, "lr": lr,
+            "points": [point_json(p, kb) for p in points],
+            "summary": target_metrics(points), **target_chance(runner.evaluator, kb, t, rates),
+        })
+    return results, skipped
+
+
+def _result(args, runner, kb, bundle, protocol, method, results, skipped, single: bool, point):
+    """The command's result document and its text: one target's, or every target's with their mean."""
     common = {"known": len(runner.known), "known_before": len(runner.baseline.known_ids()), "total": len(kb),
               "k_mode": runner.k_mode, "probe_mode": runner.probe_mode, "protocol": protocol.name,
               "sets": runner.sets, "tie": runner.tie, "answer_format": bundle.prompt.name, **runner.sampler.describe()}
@@ -343,13 +323,7 @@ def _unlearn(args) -> int:
             + ([f"skipped {len(skipped)} targets the model did not know"] if skipped else []))
     if args.save_model is not None:
         obj["saved_model"] = str(args.save_model)
-    if args.output is not None:
-        from ...errors import atomic_write_text, dumps
-
-        atomic_write_text(args.output, dumps(obj, ensure_ascii=False, indent=1) + "\n")
-        obj = {**obj, "output": str(args.output)}
-    emit(args, obj, text)
-    return 0
+    return obj, text
 
 
 def _fmt_summary(summary: dict) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import networkx as nx
 
 from ...kb import KnowledgeBase
+from .row_order import order_rows
 
 #: The most people :func:`draw_family` puts in one picture; larger families are cut to the
 #: biggest family tree (and then to the people nearest its oldest member).
@@ -125,7 +126,28 @@ def family_layout(fam: _Family, people: list[str]) -> tuple[dict[str, tuple[floa
     """
     inside = set(people)
     order = {n: i for i, n in enumerate(people)}
-    year = fam.year
+    units, unit_of = _couple_units(fam, people, inside)
+    ups, downs, topo = _unit_links(fam, people, inside, unit_of, len(units))
+    level = _unit_levels(fam, people, inside, units, ups, downs, topo)
+    for u, lv in enumerate(level):
+        units[u].level = lv
+
+    def key(u: int) -> tuple:
+        ys = [fam.year[m] for m in units[u].members if m in fam.year]
+        return (min(ys) if ys else math.inf, min(order[m] for m in units[u].members))
+
+    rows, nrows = order_rows(len(units), level, ups, downs, key)
+    _place_units(units, rows, nrows, ups, downs)
+    _orient_couples(fam, units, unit_of, inside)
+    out: dict[str, tuple[float, int]] = {}
+    for u in units:
+        for i, m in enumerate(u.members):
+            out[m] = (u.x + SLOT / 2 + i * (SLOT + COUPLE_GAP), u.level)
+    return out, units
+
+
+def _couple_units(fam: _Family, people: list[str], inside: set[str]) -> tuple[list[_Unit], dict[str, int]]:
+    """The units (a couple, husband first, or one person) and each person's unit."""
     unit_of: dict[str, int] = {}
     units: list[_Unit] = []
     for p in people:
@@ -138,10 +160,15 @@ def family_layout(fam: _Family, people: list[str]) -> tuple[dict[str, tuple[floa
         for m in members:
             unit_of[m] = len(units)
         units.append(_Unit(members))
-    n = len(units)
+    return units, unit_of
 
-    ups: list[set[int]] = [set() for _ in units]
-    downs: list[set[int]] = [set() for _ in units]
+
+def _unit_links(fam: _Family, people: list[str], inside: set[str], unit_of: dict[str, int],
+                n: int) -> tuple[list[set[int]], list[set[int]], list[int]]:
+    """Each unit's parent units and child units, a link of any cycle dropped (inconsistent data),
+    and the units in topological order."""
+    ups: list[set[int]] = [set() for _ in range(n)]
+    downs: list[set[int]] = [set() for _ in range(n)]
     for c in people:
         for p in fam.parents[c]:
             if p in inside and unit_of[p] != unit_of[c]:
@@ -155,9 +182,14 @@ def family_layout(fam: _Family, people: list[str]) -> tuple[dict[str, tuple[floa
         dag.remove_edge(u, d)
         downs[u].discard(d)
         ups[d].discard(u)
-    topo = list(nx.lexicographical_topological_sort(dag))
-    # a unit's row: below its parents; a family with no drawn parents not above the row its
-    # birth year suggests (rows are about one parent-child gap of the family apart)
+    return ups, downs, list(nx.lexicographical_topological_sort(dag))
+
+
+def _unit_levels(fam: _Family, people: list[str], inside: set[str], units: list[_Unit],
+                 ups: list[set[int]], downs: list[set[int]], topo: list[int]) -> list[int]:
+    """A unit's row: below its parents; a family with no drawn parents not above the row its
+    birth year suggests (rows are about one parent-child gap of the family apart)."""
+    year = fam.year
     unit_year = [min((year[m] for m in u.members if m in year), default=None) for u in units]
     gaps = sorted(year[c] - year[p] for c in people for p in fam.parents[c]
                   if p in inside and c in year and p in year and year[c] > year[p])
@@ -172,77 +204,14 @@ def family_layout(fam: _Family, people: list[str]) -> tuple[dict[str, tuple[floa
     for u in reversed(topo):   # families with no drawn parents sit right above their children
         if not ups[u] and downs[u]:
             level[u] = max(level[u], min(level[d] for d in downs[u]) - 1)
-    for u, lv in enumerate(level):
-        units[u].level = lv
+    return level
 
-    def key(u: int) -> tuple:
-        ys = [year[m] for m in units[u].members if m in year]
-        return (min(ys) if ys else math.inf, min(order[m] for m in units[u].members))
 
-    # order within rows: depth-first from the oldest founders, then barycentre sweeps,
-    # keeping the order with the fewest crossings between neighbouring rows
-    rows: dict[int, list[int]] = defaultdict(list)
-    seen: set[int] = set()
-    for start in sorted(range(n), key=lambda u: (level[u],) + key(u)):
-        stack = [start]
-        while stack:
-            v = stack.pop()
-            if v in seen:
-                continue
-            seen.add(v)
-            rows[level[v]].append(v)
-            stack.extend(sorted((w for w in downs[v] | ups[v] if w not in seen), key=key, reverse=True))
-    nrows = max(rows) + 1 if rows else 0
-
-    def crossings() -> int:
-        pos = {u: i for r in rows.values() for i, u in enumerate(r)}
-        total = 0
-        for lv in range(nrows - 1):
-            edges = sorted((pos[u], pos[d]) for u in rows[lv] for d in downs[u] if level[d] == lv + 1)
-            for i, (a, b) in enumerate(edges):
-                for c, d in edges[i + 1:]:
-                    if c > a and d < b:
-                        total += 1
-        return total
-
-    best = (crossings(), {lv: list(r) for lv, r in rows.items()})
-    for _ in range(12):
-        for sweep, nbrs in ((range(1, nrows), ups), (range(nrows - 2, -1, -1), downs)):
-            for lv in sweep:
-                pos = {u: i for r in rows.values() for i, u in enumerate(r)}
-
-                def bary(u: int) -> tuple:
-                    ns = [pos[v] for v in nbrs[u]]
-                    return (sum(ns) / len(ns) if ns else pos[u], key(u))
-
-                rows[lv].sort(key=bary)
-            c = crossings()
-            if c < best[0]:
-                best = (c, {lv: list(r) for lv, r in rows.items()})
-    rows = defaultdict(list, best[1])
-    # then swap neighbours while that removes crossings with the rows above and below
-    for _ in range(10):
-        swapped = False
-        pos = {u: i for r in rows.values() for i, u in enumerate(r)}
-        for lv in range(nrows):
-            row = rows[lv]
-            for i in range(len(row) - 1):
-                a, b = row[i], row[i + 1]
-                here = there = 0
-                for nb in (ups, downs):
-                    for p in nb[a]:
-                        for q in nb[b]:
-                            here += pos[p] > pos[q]
-                            there += pos[p] < pos[q]
-                if there < here:
-                    row[i], row[i + 1] = b, a
-                    pos[a], pos[b] = i + 1, i
-                    swapped = True
-        if not swapped:
-            break
-
-    # x: minimise the squared horizontal length of the parent-child links, rows kept in
-    # order without overlap; each row is solved exactly (weighted isotonic regression) in turn
+def _place_units(units: list[_Unit], rows: dict[int, list[int]], nrows: int, ups: list[set[int]],
+                 downs: list[set[int]]) -> None:
+    """x: minimise the squared horizontal length of the parent-child links, rows kept in order
+    without overlap; each row is solved exactly (weighted isotonic regression) in turn."""
+    n = len(units)
     for lv in range(nrows):
         x = 0.0
         for u in rows[lv]:
@@ -272,7 +241,9 @@ def family_layout(fam: _Family, people: list[str]) -> tuple[dict[str, tuple[floa
     for u in units:
         u.x -= shift
 
-    # the spouse whose parents stand further right goes on the right
+
+def _orient_couples(fam: _Family, units: list[_Unit], unit_of: dict[str, int], inside: set[str]) -> None:
+    """In a couple, the spouse whose parents stand further right goes on the right."""
     for u in units:
         if len(u.members) == 2:
             def parent_x(m: str) -> float | None:
@@ -285,12 +256,6 @@ def family_layout(fam: _Family, people: list[str]) -> tuple[dict[str, tuple[floa
                (pa is not None and pb is None and pa > u.center) or \
                (pb is not None and pa is None and pb < u.center):
                 u.members = [b, a]
-
-    out: dict[str, tuple[float, int]] = {}
-    for u in units:
-        for i, m in enumerate(u.members):
-            out[m] = (u.x + SLOT / 2 + i * (SLOT + COUPLE_GAP), u.level)
-    return out, units
 
 
 def _isotonic(y: list[float], w: list[float]) -> list[float]:
