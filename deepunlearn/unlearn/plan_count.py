@@ -8,7 +8,7 @@ transformers' tables; importing a config class imports torch). :func:`count` giv
 by each architecture's formula (tied embeddings once; peft's default LoRA target modules for the
 architecture, read from peft's source the same way). Where either source cannot be read, or for
 another architecture, they return ``None`` and the plan builds the model on torch's ``meta``
-device instead (:func:`deepunlearn.unlearn.plan.skeleton`).
+device instead (:func:`~.plan_skeleton.skeleton`).
 ``tests/unlearn/test_unlearn_plan_count.py`` checks every formula against that count.
 """
 
