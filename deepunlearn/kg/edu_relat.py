@@ -73,58 +73,13 @@ def import_edu_relat(folder: str | Path | None = None) -> KnowledgeBase:
     """
     shipped = folder is None or str(folder) == SHIPPED
     folder = release_dir(folder)
-    if not folder.is_dir():
-        raise ReleaseError(f"{folder}: not a folder")
-    for n in REQUIRED:
-        _need(folder, n)
-    gpath, rpath, bpath, spath = (folder / n for n in REQUIRED)
-    graph = safe_load(gpath)
-    if not (isinstance(graph, (tuple, list)) and len(graph) == 4 and all(isinstance(x, list) for x in graph)):
-        raise ReleaseError(f"{gpath}: expected (edge_list, edge_type_list, names, persons), four lists; "
-                           f"found {_kind(graph)}", file=gpath)
+    graph, rel, bio, targets = _read_release(folder)
     edges, edge_types, names, persons = graph
-    rel, bio = _rows(rpath), _rows(bpath)
-    subsample = safe_load(spath)
-    if isinstance(subsample, np.ndarray) and subsample.ndim == 1 and subsample.dtype.kind in "iu":
-        subsample = subsample.tolist()
-    if not (isinstance(subsample, (list, tuple)) and all(_is_int(t) for t in subsample)):
-        raise ReleaseError(f"{spath}: expected a list or integer array of row ids, found {_kind(subsample)}",
-                           file=spath)
-    targets = [int(t) for t in subsample]
-
-    if len(names) != len(persons):
-        raise ReleaseError(f"{gpath}: {len(names)} names but {len(persons)} persons")
-    entities: dict[str, dict[str, str]] = {}
-    for i, (name, person) in enumerate(zip(names, persons)):
-        gender = getattr(person, "gender", None)
-        if gender not in ("male", "female"):
-            raise ReleaseError(f"{gpath}: persons[{i}] has gender {str(gender)[:60]!r}")
-        if not isinstance(name, (str, int, np.integer)):
-            raise ReleaseError(f"{gpath}: names[{i}]: expected a name (a string), found {_kind(name)}", file=gpath)
-        problem = name_problem(str(name))
-        if problem:
-            raise ReleaseError(f"{gpath}: names[{i}]: entity name {shown(str(name))} {problem}", file=gpath,
-                               field=f"names[{i}]")
-        entities[str(name)] = {"gender": gender}
-
+    gpath, _, bpath, _ = (folder / n for n in REQUIRED)
+    entities = _entities(gpath, names, persons)
     if len(edges) != len(rel["question4"]):
         raise ReleaseError(f"{folder}: {len(edges)} graph edges but {len(rel['question4'])} relationship rows")
-    facts: list[tuple[str, str, str]] = []
-    questions: list[tuple[str, str]] = []
-    for i, (edge, r) in enumerate(zip(edges, edge_types)):
-        try:
-            a, b = edge
-            facts.append((str(names[int(a)]), str(r), str(names[int(b)])))
-        except (TypeError, ValueError, IndexError):
-            raise ReleaseError(f"{gpath}: edge_list[{i}]: expected a pair of indexes into names, found "
-                               f"{_kind(edge)}", file=gpath) from None
-        questions.append((rel["question4"][i], rel["answer4"][i]))
-    for i, (q, a) in enumerate(zip(bio["question4"], bio["answer4"])):
-        m = _BIO_QUESTION.match(q) if isinstance(q, str) else None
-        if not m or m["who"] not in entities:
-            raise ReleaseError(f"{bpath}: row {i}: cannot read question {str(q)[:80]!r}")
-        facts.append((m["who"], m["attr"], str(a)))
-        questions.append((q, str(a)))
+    facts, questions = _facts(gpath, bpath, graph, rel, bio, entities)
 
     relations: dict[str, Relation] = {}
     for _, r, _ in facts:
@@ -157,6 +112,70 @@ def import_edu_relat(folder: str | Path | None = None) -> KnowledgeBase:
     except KBError as e:  # a name no KB may hold (a '|', a control character, ...)
         raise ReleaseError(f"{folder}: {e}", file=folder, field=e.field) from None
     return kb
+
+
+def _read_release(folder: Path) -> tuple[list, dict, dict, list[int]]:
+    """The release's four files, checked: the graph's four lists, the relationship and
+    biography rows, and the target row ids."""
+    if not folder.is_dir():
+        raise ReleaseError(f"{folder}: not a folder")
+    for n in REQUIRED:
+        _need(folder, n)
+    gpath, rpath, bpath, spath = (folder / n for n in REQUIRED)
+    graph = safe_load(gpath)
+    if not (isinstance(graph, (tuple, list)) and len(graph) == 4 and all(isinstance(x, list) for x in graph)):
+        raise ReleaseError(f"{gpath}: expected (edge_list, edge_type_list, names, persons), four lists; "
+                           f"found {_kind(graph)}", file=gpath)
+    rel, bio = _rows(rpath), _rows(bpath)
+    subsample = safe_load(spath)
+    if isinstance(subsample, np.ndarray) and subsample.ndim == 1 and subsample.dtype.kind in "iu":
+        subsample = subsample.tolist()
+    if not (isinstance(subsample, (list, tuple)) and all(_is_int(t) for t in subsample)):
+        raise ReleaseError(f"{spath}: expected a list or integer array of row ids, found {_kind(subsample)}",
+                           file=spath)
+    return graph, rel, bio, [int(t) for t in subsample]
+
+
+def _entities(gpath: Path, names: list, persons: list) -> dict[str, dict[str, str]]:
+    """The people of the graph with their genders; a bad name or gender is a ReleaseError."""
+    if len(names) != len(persons):
+        raise ReleaseError(f"{gpath}: {len(names)} names but {len(persons)} persons")
+    entities: dict[str, dict[str, str]] = {}
+    for i, (name, person) in enumerate(zip(names, persons)):
+        gender = getattr(person, "gender", None)
+        if gender not in ("male", "female"):
+            raise ReleaseError(f"{gpath}: persons[{i}] has gender {str(gender)[:60]!r}")
+        if not isinstance(name, (str, int, np.integer)):
+            raise ReleaseError(f"{gpath}: names[{i}]: expected a name (a string), found {_kind(name)}", file=gpath)
+        problem = name_problem(str(name))
+        if problem:
+            raise ReleaseError(f"{gpath}: names[{i}]: entity name {shown(str(name))} {problem}", file=gpath,
+                               field=f"names[{i}]")
+        entities[str(name)] = {"gender": gender}
+    return entities
+
+
+def _facts(gpath: Path, bpath: Path, graph: list, rel: dict, bio: dict,
+           entities: dict) -> tuple[list[tuple[str, str, str]], list[tuple[str, str]]]:
+    """The facts (graph edges, then biography rows) with the release's question and answer of each."""
+    edges, edge_types, names, _ = graph
+    facts: list[tuple[str, str, str]] = []
+    questions: list[tuple[str, str]] = []
+    for i, (edge, r) in enumerate(zip(edges, edge_types)):
+        try:
+            a, b = edge
+            facts.append((str(names[int(a)]), str(r), str(names[int(b)])))
+        except (TypeError, ValueError, IndexError):
+            raise ReleaseError(f"{gpath}: edge_list[{i}]: expected a pair of indexes into names, found "
+                               f"{_kind(edge)}", file=gpath) from None
+        questions.append((rel["question4"][i], rel["answer4"][i]))
+    for i, (q, a) in enumerate(zip(bio["question4"], bio["answer4"])):
+        m = _BIO_QUESTION.match(q) if isinstance(q, str) else None
+        if not m or m["who"] not in entities:
+            raise ReleaseError(f"{bpath}: row {i}: cannot read question {str(q)[:80]!r}")
+        facts.append((m["who"], m["attr"], str(a)))
+        questions.append((q, str(a)))
+    return facts, questions
 
 
 def _kind(x: object) -> str:

@@ -57,12 +57,9 @@ def _yaml_header(kb: KnowledgeBase, configs: dict[str, int], license: str) -> st
     return "---\n" + yaml.safe_dump(head, sort_keys=False, allow_unicode=True, width=1000) + "---\n"
 
 
-def card_text(kb: KnowledgeBase, header: dict[str, Any], *, license: str, kb_file: str | None = None) -> str:
-    """The whole ``README.md``."""
-    configs: dict[str, int] = header["configs"]
+def _made_lines(kb: KnowledgeBase, kb_file: str | None) -> list[str]:
+    """The card's list of how the KB was made: generator or source, seed, rules, commands."""
     m = kb.metadata
-    sets = header["sets"]
-    exact = all(s.get("exact") for s in sets.values())
     cmd = generator_command(kb)
     made = [f"- Generator: `{m['generator']}`" if m.get("generator") else f"- Source: {m.get('source', 'not recorded')}",
             f"- Seed: {m['seed']}" if "seed" in m else "- Seed: not recorded in the KB",
@@ -71,6 +68,11 @@ def card_text(kb: KnowledgeBase, header: dict[str, Any], *, license: str, kb_fil
         made.append(f"- Made again by: `{cmd}`")
     if kb_file:
         made.append(f"- Exported by: `deepunlearn data export {kb_file} --format hf -o DIR`")
+    return made
+
+
+def _config_rows(kb: KnowledgeBase, configs: dict[str, int], sets: dict) -> str:
+    """The table rows of the configurations: name, rows and, for a forget/retain pair, its target."""
     def about(name: str) -> str:
         if not name.startswith(("forget_", "retain_")):
             return ""
@@ -80,7 +82,16 @@ def card_text(kb: KnowledgeBase, header: dict[str, Any], *, license: str, kb_fil
         return (f"{o} is {s}'s {r}; set {info['set_id']} of {info['n_sets']}" if name.startswith("forget_")
                 else f"the KB without forget_{t}")
 
-    rows = "\n".join(f"| `{name}` | {n} | {about(name)} |" for name, n in configs.items())
+    return "\n".join(f"| `{name}` | {n} | {about(name)} |" for name, n in configs.items())
+
+
+def card_text(kb: KnowledgeBase, header: dict[str, Any], *, license: str, kb_file: str | None = None) -> str:
+    """The whole ``README.md``."""
+    configs: dict[str, int] = header["configs"]
+    sets = header["sets"]
+    exact = all(s.get("exact") for s in sets.values())
+    made = _made_lines(kb, kb_file)
+    rows = _config_rows(kb, configs, sets)
     groups = ", ".join(f"{g} {int(mask.sum())}" for g, mask in kb.group_masks.items())
     first = next(iter(sets), None)
     example = f"forget_{first}" if first is not None else "facts"

@@ -202,54 +202,53 @@ def read_triples(path: str | os.PathLike, fmt: str | None = None, *,
     return _cells_rows(records)
 
 
-def check_triples(rows: list[Row], domain: Domain, symmetric: set[str] | frozenset[str] = frozenset(), *,
-                  repair: bool = False) -> Checked:
-    """Check ``rows`` against ``domain`` (see the module docstring); ``symmetric`` names the
-    relations the domain's rules make symmetric. Problems are in line order."""
-    out = Checked()
-    problems: list[Problem] = []
-    good: list[Row] = []
-    for row in rows:
-        bad = None
-        for what, name in (("subject", row.subject), ("object", row.object), *(("alias", a) for a in row.aliases)):
-            p = name_problem(name)
-            if p:
-                bad = f"{what} {shown(name)} {p}"
-                break
-        if bad is None and row.relation not in domain.relations and row.relation not in domain.attributes:
-            known = ", ".join([*domain.relations, *domain.attributes])
-            bad = f"unknown relation {shown(row.relation)} (the {domain.name} domain declares {known})"
-        spec = domain.relations.get(row.relation)
-        if bad is None and spec is not None and spec.object != VALUE and row.subject == row.object:
-            bad = (f"{shown(row.subject)} {row.relation} itself: a {row.relation} fact relates two entities "
-                   "(a fact relating an entity to itself is never true in a domain)")
-        if bad is None and row.split is not None and row.split not in SPLITS:
-            bad = f"split {shown(row.split)}: expected one of {', '.join(SPLITS)}"
-        if bad is None and row.relation in domain.attributes:
-            spec = domain.attributes[row.relation]
-            if row.object not in spec.values:
-                bad = f"attribute {row.relation}: value {shown(row.object)} is not one of {', '.join(spec.values)}"
-        if bad:
-            problems.append(Problem(row.line, bad))
-        else:
-            good.append(row)
-    # every entity gets the type most of its uses imply (ties: the first); other uses are problems
+def _row_problem(row: Row, domain: Domain) -> str | None:
+    """What is wrong with one row on its own (a name, the relation, a self-loop, the split, an
+    attribute value), or None."""
+    for what, name in (("subject", row.subject), ("object", row.object), *(("alias", a) for a in row.aliases)):
+        p = name_problem(name)
+        if p:
+            return f"{what} {shown(name)} {p}"
+    if row.relation not in domain.relations and row.relation not in domain.attributes:
+        known = ", ".join([*domain.relations, *domain.attributes])
+        return f"unknown relation {shown(row.relation)} (the {domain.name} domain declares {known})"
+    spec = domain.relations.get(row.relation)
+    if spec is not None and spec.object != VALUE and row.subject == row.object:
+        return (f"{shown(row.subject)} {row.relation} itself: a {row.relation} fact relates two entities "
+                "(a fact relating an entity to itself is never true in a domain)")
+    if row.split is not None and row.split not in SPLITS:
+        return f"split {shown(row.split)}: expected one of {', '.join(SPLITS)}"
+    if row.relation in domain.attributes:
+        spec = domain.attributes[row.relation]
+        if row.object not in spec.values:
+            return f"attribute {row.relation}: value {shown(row.object)} is not one of {', '.join(spec.values)}"
+    return None
+
+
+def _roles(row: Row, domain: Domain) -> list[tuple[str, str, str]]:
+    """``(role, entity, type)`` of a row's subject and, for an entity relation, its object."""
+    spec = domain.relations.get(row.relation)
+    roles = [("subject", row.subject, spec.subject if spec else domain.attributes[row.relation].of)]
+    if spec is not None and spec.object != VALUE:
+        roles.append(("object", row.object, spec.object))
+    return roles
+
+
+def _type_checked(good: list[Row], domain: Domain, out: Checked,
+                  problems: list[Problem]) -> tuple[list[Row], dict[Fact, int], dict[str, str]]:
+    """Every entity gets the type most of its uses imply (ties: the first); other uses are
+    problems. Attributes go to ``out``; returns the fact rows kept (duplicates dropped), the line
+    of each fact and the types."""
     uses: dict[str, Counter] = {}
     for row in good:
-        spec = domain.relations.get(row.relation)
-        pairs = [(row.subject, spec.subject if spec else domain.attributes[row.relation].of)]
-        if spec is not None and spec.object != VALUE:
-            pairs.append((row.object, spec.object))
-        for e, t in pairs:
+        for _, e, t in _roles(row, domain):
             uses.setdefault(e, Counter())[t] += 1
     types = {e: c.most_common(1)[0][0] for e, c in uses.items()}
     seen: dict[Fact, int] = {}
     kept: list[Row] = []
     for row in good:
         spec = domain.relations.get(row.relation)
-        roles = [("subject", row.subject, spec.subject if spec else domain.attributes[row.relation].of)]
-        if spec is not None and spec.object != VALUE:
-            roles.append(("object", row.object, spec.object))
+        roles = _roles(row, domain)
         wrong = [f"{role} {shown(e)} is a {types[e]} elsewhere in the file, but {row.relation} needs a {t}"
                  for role, e, t in roles if types[e] != t]
         wrong += [f"{role} {shown(e)} is not a {t} of the {domain.name} domain ({', '.join(domain.entities[t].values)})"
@@ -271,10 +270,13 @@ def check_triples(rows: list[Row], domain: Domain, symmetric: set[str] | frozens
             continue
         seen[f] = row.line
         kept.append(row)
-    facts_set = set(seen)
-    out.types = {e: types[e] for row in kept for e in (row.subject, row.object) if e in types}
-    for e in out.attributes:
-        out.types.setdefault(e, types[e])
+    return kept, seen, types
+
+
+def _record_facts(out: Checked, kept: list[Row], facts_set: set[Fact], symmetric: set[str] | frozenset[str],
+                  repair: bool, problems: list[Problem]) -> None:
+    """The kept rows into ``out``: facts, lines, splits, aliases, and (``repair``) the missing
+    reverse of a symmetric fact."""
     for row in kept:
         f = (row.subject, row.relation, row.object)
         out.facts.append(f)
@@ -295,6 +297,26 @@ def check_triples(rows: list[Row], domain: Domain, symmetric: set[str] | frozens
                 problems.append(Problem(row.line, f"alias {shown(a)} of {shown(row.subject)} names another entity"))
             elif a != row.subject and a not in out.aliases.setdefault(row.subject, []):
                 out.aliases[row.subject].append(a)
+
+
+def check_triples(rows: list[Row], domain: Domain, symmetric: set[str] | frozenset[str] = frozenset(), *,
+                  repair: bool = False) -> Checked:
+    """Check ``rows`` against ``domain`` (see the module docstring); ``symmetric`` names the
+    relations the domain's rules make symmetric. Problems are in line order."""
+    out = Checked()
+    problems: list[Problem] = []
+    good: list[Row] = []
+    for row in rows:
+        bad = _row_problem(row, domain)
+        if bad:
+            problems.append(Problem(row.line, bad))
+        else:
+            good.append(row)
+    kept, seen, types = _type_checked(good, domain, out, problems)
+    out.types = {e: types[e] for row in kept for e in (row.subject, row.object) if e in types}
+    for e in out.attributes:
+        out.types.setdefault(e, types[e])
+    _record_facts(out, kept, set(seen), symmetric, repair, problems)
     problems.sort(key=lambda p: p.line)
     out.repairs = [p for p in problems if p.repair is not None and repair]
     out.problems = [p for p in problems if p.repair is None or not repair]

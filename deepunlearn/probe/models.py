@@ -232,31 +232,14 @@ def load_model(
     name = str(name_or_dir)
     path = Path(name).expanduser()
     local = path.exists()
-    if not local and (isinstance(name_or_dir, Path) or looks_local(name)):
-        raise ModelLoadError(f"no such folder: {name} (a model is a checkpoint folder or a hub name; this path "
-                             "does not exist)", file=path)
-    gguf = find_gguf(path) if local else None
-    meta: dict = {}
-    extra: dict[str, Any] = {"trust_remote_code": bool(trust_remote_code)}
-    if gguf is not None:  # a GGUF file (or a folder holding one): checked before the long load
-        gguf_architecture(gguf)
-        folder, source = gguf.parent, str(gguf)
-        extra["gguf_file"] = gguf.name
-    else:
-        folder = path if local else resolve_hub(name)  # None: transformers fetches it from the hub
-        if folder is not None:
-            config = check_folder(folder, trust_remote_code=trust_remote_code)
-            meta = read_meta(folder)
-        source = str(folder) if folder is not None else name
-
+    gguf, folder, source, meta, config, extra = _locate(name_or_dir, name, path, local, trust_remote_code)
     torch_dtype = resolve_dtype(dtype, device)
     kwargs: dict[str, Any] = {_dtype_kwarg(): torch_dtype, **extra}
     if gguf is not None:
         from transformers import GgufConfig
 
         kwargs["quantization_config"] = GgufConfig(dequantize=True)  # plain tensors: trainable, saveable
-    on_gpu = str(device).startswith("cuda")
-    if on_gpu:
+    if str(device).startswith("cuda"):
         kwargs["device_map"] = {"": device}  # load straight onto the GPU
         kwargs["attn_implementation"] = "sdpa"  # dropped again below where the class has no SDPA
     from transformers import AutoModelForCausalLM
@@ -286,6 +269,37 @@ def load_model(
     model.eval()
 
     _ensure_pad(model, tokenizer)
+    prompt, source_kind = _answer_prompt(prompt, chat, answer_format, name, gguf, folder, source, meta,
+                                         model, tokenizer)
+    return ModelBundle(model=model, tokenizer=tokenizer, prompt=prompt, device=str(device), name=name,
+                       path=path.resolve() if local else None, meta=meta, prompt_source=source_kind)
+
+
+def _locate(name_or_dir: str | Path, name: str, path: Path, local: bool, trust_remote_code: bool) -> tuple:
+    """A model's GGUF file, folder (None: from the hub), source, meta, config and load keywords, checked early."""
+    if not local and (isinstance(name_or_dir, Path) or looks_local(name)):
+        raise ModelLoadError(f"no such folder: {name} (a model is a checkpoint folder or a hub name; this path "
+                             "does not exist)", file=path)
+    gguf = find_gguf(path) if local else None
+    meta, config = {}, None
+    extra: dict[str, Any] = {"trust_remote_code": bool(trust_remote_code)}
+    if gguf is not None:  # a GGUF file (or a folder holding one): checked before the long load
+        gguf_architecture(gguf)
+        folder, source = gguf.parent, str(gguf)
+        extra["gguf_file"] = gguf.name
+    else:
+        folder = path if local else resolve_hub(name)  # None: transformers fetches it from the hub
+        if folder is not None:
+            config = check_folder(folder, trust_remote_code=trust_remote_code)
+            meta = read_meta(folder)
+        source = str(folder) if folder is not None else name
+    return gguf, folder, source, meta, config, extra
+
+
+def _answer_prompt(prompt: PromptFormat | None, chat: PromptFormat | None, answer_format: str, name: str,
+                   gguf: Path | None, folder: Path | None, source: str, meta: dict,
+                   model, tokenizer) -> tuple[PromptFormat, str]:
+    """The answer format and where it came from: given, the chat template, recorded, or the family's."""
     source_kind = "explicit"
     if chat is not None:  # "chat": the pieces come from this tokenizer's chat template
         source_kind = "explicit" if prompt is not None else "chat"
@@ -299,8 +313,7 @@ def load_model(
     if prompt.pending:  # "chat" recorded in a checkpoint's deepunlearn.json: resolved by its tokenizer
         prompt = chat_format(tokenizer, source=source, flag="--answer-format",
                              template=template_file(folder if gguf is None else None, source))
-    return ModelBundle(model=model, tokenizer=tokenizer, prompt=prompt, device=str(device), name=name,
-                       path=path.resolve() if local else None, meta=meta, prompt_source=source_kind)
+    return prompt, source_kind
 
 
 def _from_pretrained(auto_cls, where: str, kwargs: dict[str, Any]):

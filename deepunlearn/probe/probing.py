@@ -125,8 +125,6 @@ def probe(
     >>> len(res) == len(kb.facts), res.known_ids(), res.mode
     (True, set(), 'exact')
     """
-    import torch
-
     spec = probe_mode(mode)
     if spec.derived != (compose is not None):
         raise ValueError("probe: mode 'compose' takes the compose questions (compose=...), and only it does")
@@ -144,6 +142,14 @@ def probe(
 
         return probe_forms(bundle, kb, ids, mode=mode, forms=forms, any_modes=any_modes, batch_size=batch_size,
                            model_fn=model_fn, progress=progress)
+
+    return _probe_primary(bundle, kb, ids, spec, mode, batch_size, model_fn, progress)
+
+
+def _probe_primary(bundle: ModelBundle, kb: KnowledgeBase, ids: list[int], spec, mode: Mode,
+                   batch_size: int | str | None, model_fn: Callable | None, progress: bool) -> ProbeResult:
+    """Mode ``exact`` or ``generate`` on each fact's primary question, longest rows first."""
+    import torch
 
     enc, q_alone = encoded(bundle, kb)
     rows = [enc[i] for i in ids]

@@ -235,21 +235,30 @@ def score_facts(bundle: ModelBundle, kb: KnowledgeBase, fact_ids: Iterable[int] 
     ``batch_size``: facts per prefix pass (``None``/``"auto"`` as :func:`probe`); candidate rows
     go in chunks of ``4 * batch_size``. Eval mode and inference mode; train mode is restored.
     """
-    import torch
-
-    from ..kg.candidates import perturbed
-    from .batching import resolve_batch_size
-    from .passes import encoded, generate_answers, model_device, checked_ids
-    from .scoring import full_sequence_logprobs, shared_prefix_logprobs
+    from .passes import checked_ids
 
     k = check_k(k)
     if isinstance(n_perturbed, bool) or not isinstance(n_perturbed, int) or n_perturbed < 0:
         raise ScoresError(f"n_perturbed must be an integer >= 0, got {n_perturbed!r}", field="n_perturbed")
     ids = checked_ids(kb, fact_ids, batch_size)
 
-    prompt = bundle.prompt
     probes = [kb.probe(int(i)) for i in ids]
     rows, cands, gold_at = zip(*_fact_rows(bundle, kb, ids, candidates)) if len(ids) else ((), (), ())
+    lps, outputs = _score_passes(bundle, kb, ids, rows, model_fn, batch_size, generate, progress)
+    cols, nll = _columns(kb, ids, probes, lps, cands if candidates else None, gold_at, outputs, bundle.prompt,
+                         k=k, perturb=(n_perturbed, seed))
+    return FactScores(fact_ids=ids, **cols, outputs=outputs, nll_candidates=nll, k=k)
+
+
+def _score_passes(bundle: ModelBundle, kb: KnowledgeBase, ids, rows, model_fn: Callable | None,
+                  batch_size: int | str | None, generate: bool, progress: bool) -> tuple[list, list[str] | None]:
+    """The forward passes: each fact's log-probabilities (prefix and every candidate answer) and,
+    with ``generate``, its greedy output; longest prefixes first, in eval and inference mode."""
+    import torch
+
+    from .batching import resolve_batch_size
+    from .passes import encoded, generate_answers, model_device
+    from .scoring import full_sequence_logprobs, shared_prefix_logprobs
 
     model = bundle.model
     was_training = model.training
@@ -285,17 +294,30 @@ def score_facts(bundle: ModelBundle, kb: KnowledgeBase, fact_ids: Iterable[int] 
         bar.close()
         if was_training:
             model.train()
+    return lps, outputs
 
-    n = len(rows)
+
+def _columns(kb: KnowledgeBase, ids, probes: list, lps: list, cands, gold_at, outputs: list[str] | None,
+             prompt, *, k: float, perturb: tuple[int, int]) -> tuple[dict[str, np.ndarray], list]:
+    """The score columns of :data:`NUMERIC` and each fact's candidate NLLs (gold first), from the
+    passes' log-probabilities and outputs. ``cands`` None: the gold answer only; ``outputs`` None:
+    nothing was generated; ``perturb``: how many perturbed answers the truth ratio takes, and their seed."""
+    from ..kg.candidates import perturbed
+
+    n_perturbed, seed = perturb
+    candidates = cands is not None
+    generate = outputs is not None
+    n = len(lps)
     cols = {name: np.full(n, np.nan) for name in NUMERIC}
     nll: list = [None] * n
     for j in range(n):
-        g, c, gi = lps[j], cands[j], gold_at[j]
+        g, gi = lps[j], gold_at[j]
         sums = np.array([a.sum() for a in g.answers])
         lens = np.array([len(a) for a in g.answers], dtype=np.float64)
         norm = np.exp(sums / lens)
         cols["logprob"][j], cols["n_tokens"][j], cols["prob"][j] = sums[gi], lens[gi], norm[gi]
         if candidates:
+            c = cands[j]
             index = {a: i for i, a in enumerate(c)}
             pert = [index[a] for a in perturbed(kb, int(ids[j]), n_perturbed, seed)]
             r, e, mc, tr = candidate_stats(norm, gi, pert)
@@ -311,7 +333,7 @@ def score_facts(bundle: ModelBundle, kb: KnowledgeBase, fact_ids: Iterable[int] 
         cols["zlib"][j] = mean_nll / len(_zlib.compress(text.encode("utf-8")))
         if generate:
             cols["rouge_l"][j] = rouge_l_recall(outputs[j], probes[j].answer)
-    return FactScores(fact_ids=ids, **cols, outputs=outputs, nll_candidates=nll, k=k)
+    return cols, nll
 
 
 def _fact_rows(bundle: ModelBundle, kb: KnowledgeBase, ids, candidates: bool) -> list[tuple]:

@@ -187,6 +187,55 @@ def check_head_constants(kb, rules: RuleSet) -> None:
                              file=rules.source)
 
 
+def _known_mask(kb, known: Iterable[int] | None) -> np.ndarray:
+    """Which KB facts are in ``K``: all, or those whose ids are in ``known`` (checked)."""
+    n_kb = len(kb.facts)
+    base = np.ones(n_kb, dtype=bool)
+    if known is not None:
+        ids = np.fromiter((int(i) for i in known), dtype=np.int64)
+        if ids.size and (ids.min() < 0 or ids.max() >= n_kb):
+            bad = ids[(ids < 0) | (ids >= n_kb)][0]
+            raise RulesError(f"known fact index {bad} out of range (KB {kb.name!r} has {n_kb} facts)")
+        base = np.zeros(n_kb, dtype=bool)
+        base[ids] = True
+    return base
+
+
+def _round(crules: list, t: int, facts: Facts, n_rel: int, T: int, guard: Guard,
+           blocks: list[tuple[int, np.ndarray, np.ndarray]]) -> int | None:
+    """Round ``t``: join every rule on the facts born in round ``t - 1``, add the heads (their groundings
+    to ``blocks``). Returns how many facts entered the closure, None when there was no delta."""
+    delta = np.flatnonzero(facts.birth == t - 1)
+    if delta.size == 0:
+        return None
+    index = Index(np.flatnonzero(facts.birth <= t - 1), facts.node_s, facts.node_r, facts.node_o, T)
+    delta_by_rel = split_by_relation(delta, facts.node_r[delta], n_rel)
+    round_blocks: list[tuple[int, np.ndarray, np.ndarray]] = []
+    guard.round = t
+    for cr in crules:
+        guard.clock(cr.index)
+        for i in range(len(cr.atoms)):
+            if t == 1 and i > 0:
+                continue  # positions before i need facts older than the first delta: none
+            seed = delta_by_rel[cr.atoms[i].rel]
+            if seed.size:
+                res = _join(cr, i, seed, t, index, facts, guard)
+                if res is not None:
+                    round_blocks.append((cr.index, *res))
+                    guard.record(len(res[0]))
+    # the heads of this round: facts already in the closure, KB facts now derived, new facts
+    entered = 0
+    if round_blocks:
+        head_keys = np.concatenate([b[1] for b in round_blocks])
+        head_ids, entered = facts.derive(head_keys, t, lambda count, mask: guard.derive(
+            count, mask, head_keys, [(q, len(hk)) for q, hk, _ in round_blocks]))
+        at = 0
+        for q, hk, bm in round_blocks:
+            blocks.append((q, head_ids[at:at + len(hk)], bm))
+            at += len(hk)
+    return entered
+
+
 def forward_chain(kb, rules: RuleSet, known: Iterable[int] | None = None, progress: bool = False,
                   max_groundings: int | None = DEFAULT_MAX_GROUNDINGS, time_budget: float | None = None) -> Grounded:
     """Compute ``Ω(K, R)`` and every rule grounding inside it.
@@ -199,14 +248,7 @@ def forward_chain(kb, rules: RuleSet, known: Iterable[int] | None = None, progre
     """
     guard = Guard(rules, check_budget(max_groundings), time_budget)
     n_kb = len(kb.facts)
-    base = np.ones(n_kb, dtype=bool)
-    if known is not None:
-        ids = np.fromiter((int(i) for i in known), dtype=np.int64)
-        if ids.size and (ids.min() < 0 or ids.max() >= n_kb):
-            bad = ids[(ids < 0) | (ids >= n_kb)][0]
-            raise RulesError(f"known fact index {bad} out of range (KB {kb.name!r} has {n_kb} facts)")
-        base = np.zeros(n_kb, dtype=bool)
-        base[ids] = True
+    base = _known_mask(kb, known)
 
     check_head_constants(kb, rules)
     relations = sorted(rules.relations)
@@ -234,35 +276,9 @@ def forward_chain(kb, rules: RuleSet, known: Iterable[int] | None = None, progre
 
         bar = tqdm(desc=f"closure {kb.name}", unit=" round", leave=False)
     while True:
-        delta = np.flatnonzero(facts.birth == t - 1)
-        if delta.size == 0:
+        entered = _round(crules, t, facts, len(relations), T, guard, blocks)
+        if entered is None:
             break
-        index = Index(np.flatnonzero(facts.birth <= t - 1), facts.node_s, facts.node_r, facts.node_o, T)
-        delta_by_rel = split_by_relation(delta, facts.node_r[delta], len(relations))
-
-        round_blocks: list[tuple[int, np.ndarray, np.ndarray]] = []
-        guard.round = t
-        for cr in crules:
-            guard.clock(cr.index)
-            for i in range(len(cr.atoms)):
-                if t == 1 and i > 0:
-                    continue  # positions before i need facts older than the first delta: none
-                seed = delta_by_rel[cr.atoms[i].rel]
-                if seed.size:
-                    res = _join(cr, i, seed, t, index, facts, guard)
-                    if res is not None:
-                        round_blocks.append((cr.index, *res))
-                        guard.record(len(res[0]))
-        # the heads of this round: facts already in the closure, KB facts now derived, new facts
-        entered = 0
-        if round_blocks:
-            head_keys = np.concatenate([b[1] for b in round_blocks])
-            head_ids, entered = facts.derive(head_keys, t, lambda count, mask: guard.derive(
-                count, mask, head_keys, [(q, len(hk)) for q, hk, _ in round_blocks]))
-            at = 0
-            for q, hk, bm in round_blocks:
-                blocks.append((q, head_ids[at:at + len(hk)], bm))
-                at += len(hk)
         if bar is not None:
             bar.update(1)
             bar.set_postfix(new=entered, facts=int((facts.birth != ABSENT).sum()))

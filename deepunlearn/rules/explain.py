@@ -143,32 +143,10 @@ def _rows(n: FactNode) -> int:
     return sum(_rows(k) for _, kids in n.derivations for k in kids) + (1 if n.more else 0)
 
 
-def draw_explanation(ex: Explanation, path: str | Path, max_sets: int = 4, max_rows: int = 48) -> Path:
-    """Write the figure: the target's derivations as a tree (left) and up to ``max_sets``
-    minimal sets on the family graph of the target's cone (right). A tree taller than
-    ``max_rows`` rows is drawn shallower (and with fewer groundings per fact) than the text.
-    Returns the path written (see :func:`deepunlearn.kg.figures.save_figure`)."""
-    from ..kg.figures import figure_path
-
-    figure_path(path)  # a folder or an unknown suffix is refused before any drawing
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import networkx as nx
-
-    g = ex.graph
-    tree, note = ex.tree, ""
-    if _rows(tree) > max_rows:
-        tree, note = derivation_tree(g, ex.target, depth=1, max_groundings=max_rows // 2), " (first level)"
-    sets = ex.sets.sets[:max_sets]
-    ncols = 1 + max(len(sets), 1)
-    fig = plt.figure(figsize=(7.5 + 4.2 * (ncols - 1), max(7.5, 0.22 * _rows(tree) + 1.5)))
-    grid = fig.add_gridspec(1, ncols, width_ratios=[1.8] + [1] * (ncols - 1))
-
-    # ---- (a) derivations, unfolded as a tree: target on the left, the facts each grounding
-    # needs to its right (a fact expanded elsewhere is a leaf marked "see above")
-    ax = fig.add_subplot(grid[0, 0])
+def _layout_tree(g: DerivationGraph, tree: FactNode) -> tuple[list, list, list, list, float]:
+    """Places of a derivation tree: target on the left, the facts each grounding needs to its
+    right. Returns the fact boxes ``(x, y, node)``, the grounding dots ``(x, y, label)``, the
+    links body box -> dot and dot -> head box, and the rows used."""
     boxes: list[tuple[float, float, FactNode]] = []
     dots: list[tuple[float, float, str]] = []
     links: list[tuple[int, tuple[float, float]]] = []  # body box -> grounding dot
@@ -197,7 +175,14 @@ def draw_explanation(ex: Explanation, path: str | Path, max_sets: int = 4, max_r
         return y, len(boxes) - 1
 
     place(tree, 0.0)
-    fontsize = 7 if next_y[0] <= 24 else 5
+    return boxes, dots, links, heads, next_y[0]
+
+
+def _draw_tree(ax, ex: Explanation, tree: FactNode, note: str) -> None:
+    """Panel (a): the derivations unfolded as a tree (a fact expanded elsewhere is a leaf marked "see above")."""
+    g = ex.graph
+    boxes, dots, links, heads, rows = _layout_tree(g, tree)
+    fontsize = 7 if rows <= 24 else 5
     artists = []
     for x, y, n in boxes:
         s, r, o = g.fact(n.fact)
@@ -215,13 +200,18 @@ def draw_explanation(ex: Explanation, path: str | Path, max_sets: int = 4, max_r
         ax.text(x, y - 0.15, label, ha="center", va="bottom", fontsize=fontsize - 1, color="#333333")
     xmax = max(x for x, _, _ in boxes)
     ax.set_xlim(-0.8, xmax + 0.8)
-    ax.set_ylim(next_y[0] - 0.3, -0.7)
+    ax.set_ylim(rows - 0.3, -0.7)
     s, r, o = g.fact(ex.target)
     ax.set_title(f"(a) derivations{note} of ({s}, {r}, {o})\ngreen: in K, yellow: derived, red: target; "
                  "dots: rule groundings (rule number)", fontsize=9)
     ax.axis("off")
 
-    # ---- (b) minimal sets on the family graph of the cone
+
+def _draw_sets(fig, grid, ex: Explanation, sets: list) -> None:
+    """Panels (b), (c), ...: each minimal set in red on the family graph of the target's cone."""
+    import networkx as nx
+
+    g = ex.graph
     cone = g.cone(ex.target)
     people = nx.MultiDiGraph()
     kb_facts = [int(f) for f in cone.nodes if g.in_k(int(f))]
@@ -250,6 +240,32 @@ def draw_explanation(ex: Explanation, path: str | Path, max_sets: int = 4, max_r
         title = f"({chr(ord('b') + i)}) minimal set {i + 1} of {len(ex.sets.sets)}" if sets else "(b) no minimal sets"
         ax.set_title(f"{title}\n{len(st)} facts in red (target dashed)", fontsize=9)
         ax.axis("off")
+
+
+def draw_explanation(ex: Explanation, path: str | Path, max_sets: int = 4, max_rows: int = 48) -> Path:
+    """Write the figure: the target's derivations as a tree (left) and up to ``max_sets``
+    minimal sets on the family graph of the target's cone (right). A tree taller than
+    ``max_rows`` rows is drawn shallower (and with fewer groundings per fact) than the text.
+    Returns the path written (see :func:`deepunlearn.kg.figures.save_figure`)."""
+    from ..kg.figures import figure_path
+
+    figure_path(path)  # a folder or an unknown suffix is refused before any drawing
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import networkx as nx  # noqa: F401  (imported before drawing, as the panels need it)
+
+    g = ex.graph
+    tree, note = ex.tree, ""
+    if _rows(tree) > max_rows:
+        tree, note = derivation_tree(g, ex.target, depth=1, max_groundings=max_rows // 2), " (first level)"
+    sets = ex.sets.sets[:max_sets]
+    ncols = 1 + max(len(sets), 1)
+    fig = plt.figure(figsize=(7.5 + 4.2 * (ncols - 1), max(7.5, 0.22 * _rows(tree) + 1.5)))
+    grid = fig.add_gridspec(1, ncols, width_ratios=[1.8] + [1] * (ncols - 1))
+    _draw_tree(fig.add_subplot(grid[0, 0]), ex, tree, note)
+    _draw_sets(fig, grid, ex, sets)
     kind = "exact" if ex.sets.exact else "approximate"
     fig.suptitle(f"Deep unlearning of fact [{ex.target}] with rules {g.rules.name!r}: "
                  f"{len(ex.sets.sets)} minimal sets ({kind})", fontsize=11)

@@ -68,15 +68,12 @@ def _check(args) -> None:
 
 def run(args, kb, load: Callable) -> int:
     """The calibrated ``probe`` (module docstring); ``load(name)`` loads a model for the CLI."""
-    import sys
     import time
 
     from ...cli import CLIError, emit
     from ...errors import atomic_write_text
-    from ...kg.fingerprint import kb_fingerprint
-    from ..calibration import (DEFAULT_FPR, DEFAULT_MIN_TPR, CalibrationError, calibrate, load_calibration,
-                              raw_rates, table, verdicts)
-    from ..calibration_relations import fallback_line, fallbacks, relation_table
+    from ..calibration import CalibrationError, load_calibration, table, verdicts
+    from ..calibration_relations import fallbacks, relation_table
     from ..evidence import fact_groups, mode_evidence
     from ..modes import probe_mode
 
@@ -92,43 +89,7 @@ def run(args, kb, load: Callable) -> int:
     ids = list(range(len(kb.facts)))
     raw = None
     if cal is None:
-        from ...kg.io import load_kb
-
-        if args.calibrate:
-            neg_kb = load_kb(args.calibrate)
-            neg_ids, what = list(range(len(neg_kb.facts))), "holdout"
-        else:
-            from ...kg.refs import read_fact_list
-
-            neg_kb, what = kb, "excluded"
-            neg_ids = sorted(set(read_fact_list(kb, args.exclude, flag="--exclude", key="exclude")))
-            ids = [i for i in ids if i not in set(neg_ids)]
-        neg_bundle = load(args.retain) if args.retain else bundle
-        pos_ev = mode_evidence(bundle, kb, ids, forms=forms, batch_size=args.batch_size)
-        neg_ev = mode_evidence(neg_bundle, neg_kb, neg_ids, forms=forms, batch_size=args.batch_size)
-        held = neg_kb.metadata.get("holdout") if isinstance(neg_kb.metadata, dict) else None
-        meta = {"model": bundle.name, "retain": neg_bundle.name if args.retain else None, "negatives": what,
-                "negatives_file": str(args.calibrate or args.exclude), "negatives_n": len(neg_ids),
-                "negatives_fingerprint": kb_fingerprint(neg_kb) + ("" if what == "holdout" else
-                                                                   f":{len(neg_ids)}"),
-                "holdout_seed": held.get("seed") if isinstance(held, dict) else None,
-                "kb_fingerprint": kb_fingerprint(kb), "forms": forms, "prompt_format": bundle.prompt.spec,
-                "evidence": "exact/generate: answer log-prob per token; rank: gold minus best wrong normalised "
-                            "log-prob; yesno: oriented log P(yes) - log P(no)"}
-        try:
-            cal = calibrate(neg_ev, fact_groups(neg_kb, neg_ids), pos_ev, fact_groups(kb, ids),
-                            fpr=DEFAULT_FPR if args.fpr is None else args.fpr,
-                            min_tpr=DEFAULT_MIN_TPR if args.min_tpr is None else args.min_tpr, meta=meta,
-                            neg_relations=_relations(neg_kb, neg_ids), pos_relations=_relations(kb, ids))
-        except CalibrationError as e:
-            flag = {"fpr": "--fpr", "min_tpr": "--min-tpr"}.get(e.field, args.calibrate and "--calibrate"
-                                                                 or "--exclude")
-            raise CLIError(f"{flag}: {e}", field=flag) from None
-        raw = raw_rates(neg_ev, fact_groups(neg_kb, neg_ids), pos_ev, fact_groups(kb, ids))
-        note = fallback_line(cal.relations, cal.min_relation_negatives)
-        if note:
-            print(f"deepunlearn probe: {note}", file=sys.stderr)
-        ev = pos_ev
+        cal, raw, ev, ids = _calibrate_now(args, kb, bundle, ids, forms, load)
     else:
         need = list(cal.modes) if mode == "any_raw" or probe_mode(mode).aggregate else [mode]
         ev = mode_evidence(bundle, kb, ids, need, forms=forms, batch_size=args.batch_size)
@@ -163,6 +124,55 @@ def run(args, kb, load: Callable) -> int:
         + "".join(f"\n{m} uninformative in {g}: {r}" for m, by in out["uninformative"].items() for g, r in by.items()
                   if raw is None)))
     return 0
+
+
+def _calibrate_now(args, kb, bundle, ids: list[int], forms: str, load: Callable) -> tuple:
+    """Calibrate on the negatives (``--calibrate``'s holdout KB, or the ``--exclude``'d facts,
+    which leave ``ids``): the calibration, the raw rule's rates, the positives' evidence and ids."""
+    import sys
+
+    from ...cli import CLIError
+    from ...kg.fingerprint import kb_fingerprint
+    from ..calibration import DEFAULT_FPR, DEFAULT_MIN_TPR, CalibrationError, calibrate, raw_rates
+    from ..calibration_relations import fallback_line
+    from ..evidence import fact_groups, mode_evidence
+    from ...kg.io import load_kb
+
+    if args.calibrate:
+        neg_kb = load_kb(args.calibrate)
+        neg_ids, what = list(range(len(neg_kb.facts))), "holdout"
+    else:
+        from ...kg.refs import read_fact_list
+
+        neg_kb, what = kb, "excluded"
+        neg_ids = sorted(set(read_fact_list(kb, args.exclude, flag="--exclude", key="exclude")))
+        ids = [i for i in ids if i not in set(neg_ids)]
+    neg_bundle = load(args.retain) if args.retain else bundle
+    pos_ev = mode_evidence(bundle, kb, ids, forms=forms, batch_size=args.batch_size)
+    neg_ev = mode_evidence(neg_bundle, neg_kb, neg_ids, forms=forms, batch_size=args.batch_size)
+    held = neg_kb.metadata.get("holdout") if isinstance(neg_kb.metadata, dict) else None
+    meta = {"model": bundle.name, "retain": neg_bundle.name if args.retain else None, "negatives": what,
+            "negatives_file": str(args.calibrate or args.exclude), "negatives_n": len(neg_ids),
+            "negatives_fingerprint": kb_fingerprint(neg_kb) + ("" if what == "holdout" else
+                                                               f":{len(neg_ids)}"),
+            "holdout_seed": held.get("seed") if isinstance(held, dict) else None,
+            "kb_fingerprint": kb_fingerprint(kb), "forms": forms, "prompt_format": bundle.prompt.spec,
+            "evidence": "exact/generate: answer log-prob per token; rank: gold minus best wrong normalised "
+                        "log-prob; yesno: oriented log P(yes) - log P(no)"}
+    try:
+        cal = calibrate(neg_ev, fact_groups(neg_kb, neg_ids), pos_ev, fact_groups(kb, ids),
+                        fpr=DEFAULT_FPR if args.fpr is None else args.fpr,
+                        min_tpr=DEFAULT_MIN_TPR if args.min_tpr is None else args.min_tpr, meta=meta,
+                        neg_relations=_relations(neg_kb, neg_ids), pos_relations=_relations(kb, ids))
+    except CalibrationError as e:
+        flag = {"fpr": "--fpr", "min_tpr": "--min-tpr"}.get(e.field, args.calibrate and "--calibrate"
+                                                             or "--exclude")
+        raise CLIError(f"{flag}: {e}", field=flag) from None
+    raw = raw_rates(neg_ev, fact_groups(neg_kb, neg_ids), pos_ev, fact_groups(kb, ids))
+    note = fallback_line(cal.relations, cal.min_relation_negatives)
+    if note:
+        print(f"deepunlearn probe: {note}", file=sys.stderr)
+    return cal, raw, pos_ev, ids
 
 
 def _relations(kb, ids) -> list[str]:

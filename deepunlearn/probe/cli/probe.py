@@ -173,13 +173,8 @@ def load_for_cli(name: str, kb, device=None, dtype=None, *, prompt=None, answer_
         raise CLIError(str(e)) from None
 
 
-def _probe(args: argparse.Namespace) -> int:
-    import sys
-
-    from ...cli import CLIError, apply_threads, emit
-    from ...kg.io import load_kb
-    from ..fingerprint import check_trained_on
-
+def _check_places(args: argparse.Namespace) -> None:
+    """``--cache-dir`` and ``--output`` checked before anything loads: an output that is not ours is refused."""
     if args.cache_dir:
         from ..cache import check_cache_dir
 
@@ -192,51 +187,29 @@ def _probe(args: argparse.Namespace) -> int:
                      inputs={"--kb": args.kb, "--model": args.model, "--calibration": getattr(args, "calibration", None),
                              "--holdout": getattr(args, "holdout", None), "--calibrate": getattr(args, "calibrate", None),
                              "--exclude": getattr(args, "exclude", None), "--retain": getattr(args, "retain", None)})
-    protocol = resolve_protocol(args)
-    fmt = resolve_format(args, protocol)  # checks --device before anything loads
-    mode = args.mode or protocol.probe_mode
-    from ..answer_rule import rule_of
 
-    def load(name, *a, **kw):  # every model of this command answers by the protocol's rule
-        bundle = load_for_cli(name, *a, **kw)
-        bundle.answer_rule = rule_of(protocol)
-        return bundle
 
-    apply_threads(args)
-    from . import calibrate
+def _run_scores(args: argparse.Namespace, kb, load_bundle) -> int:
+    """``--scores``, ``--mia``: their flags checked, then :func:`.scores.run`."""
+    from ...cli import CLIError
+    from .calibrate import wanted
+    from .scores import run
 
-    from ..modes import probe_mode
+    if wanted(args):
+        raise CLIError("--calibrate, --exclude and --calibration are for the known/total probe, not --scores "
+                       "or --mia", field="--calibration")
 
-    spec = probe_mode("any" if mode == "any_raw" else mode)
-    if spec.derived and (args.scores or args.mia or args.holdout or args.facts or calibrate.wanted(args)):
-        raise CLIError("--mode compose is the known/total probe of derived facts: no --scores, --mia, --holdout, "
-                       "--facts or calibration", field="--mode")
-    kb = load_kb(args.kb)
-    if args.forms is not None:
-        from ...kg.forms import parse_selection
+    if args.holdout and not args.mia:
+        raise CLIError("--holdout is for --mia", field="--holdout")
+    if args.facts and not (args.scores or args.mia):
+        raise CLIError("--facts is for --scores or --mia", field="--facts")
+    return run(args, kb, load_bundle)
 
-        parse_selection(kb, args.forms, flag="--forms")  # a bad token: one line naming --forms, before loading
-        if args.scores or args.mia:
-            raise CLIError("--forms is for the known/total probe, not --scores or --mia", field="--forms")
-    if args.scores or args.mia or args.holdout or args.facts:
-        from .calibrate import wanted
-        from .scores import run
 
-        if wanted(args):
-            raise CLIError("--calibrate, --exclude and --calibration are for the known/total probe, not --scores "
-                           "or --mia", field="--calibration")
+def _compose_questions(args: argparse.Namespace, kb, spec) -> list | None:
+    """The compose questions of ``--compose`` for mode ``compose`` (None for any other mode)."""
+    from ...cli import CLIError
 
-        if args.holdout and not args.mia:
-            raise CLIError("--holdout is for --mia", field="--holdout")
-        if args.facts and not (args.scores or args.mia):
-            raise CLIError("--facts is for --scores or --mia", field="--facts")
-        return run(args, kb, lambda: load(args.model, kb, args.device, args.dtype, **fmt))
-    if calibrate.wanted(args):
-        return calibrate.run(args, kb, lambda name: load(name, kb, args.device, args.dtype, **fmt))
-    if spec.aggregate:
-        print(f"deepunlearn probe: note: --mode {mode} is uncalibrated: chance guesses count as known "
-              "(calibrate with --calibrate HOLD.json, apply with --calibration FILE)", file=sys.stderr)
-    label, mode = mode, spec.name
     questions = None
     if spec.derived != (args.compose is not None):
         raise CLIError("--compose FILE goes with --mode compose, and --mode compose needs it (write it with "
@@ -247,10 +220,12 @@ def _probe(args: argparse.Namespace) -> int:
         if args.forms is not None or args.cache_dir:
             raise CLIError("--mode compose asks its own questions: no --forms or --cache-dir", field="--mode")
         questions = read_compose(kb, args.compose)
-    bundle = load(args.model, kb, args.device, args.dtype, **fmt)
-    warning = check_trained_on(bundle, kb, kb_file=args.kb)
-    if warning:
-        print(f"deepunlearn probe: warning: {warning}", file=sys.stderr)
+    return questions
+
+
+def _timed_probe(args: argparse.Namespace, bundle, kb, mode: str, questions):
+    """The probe (through the cache with ``--cache-dir``) and the seconds it took."""
+    from ...cli import CLIError
     from ..cache import cached_probe
     from ..probing import probe
 
@@ -263,7 +238,12 @@ def _probe(args: argparse.Namespace) -> int:
             res = probe(bundle, kb, mode=mode, forms=args.forms, batch_size=args.batch_size, compose=questions)
     except ValueError as e:  # e.g. an answer format under which an answer adds no tokens
         raise CLIError(str(e)) from None
-    seconds = time.perf_counter() - t0
+    return res, time.perf_counter() - t0
+
+
+def _known_report(args: argparse.Namespace, kb, res, bundle, protocol, label: str,
+                  seconds: float) -> tuple[dict[str, Any], dict[str, list[int]]]:
+    """The probe's JSON report and its known/total per relation group; written to ``--output``."""
     from ..pretrained import known_by_relation
 
     # per relation group (family / biography in the family domain): [known, total]
@@ -300,6 +280,58 @@ def _probe(args: argparse.Namespace) -> int:
 
         path = atomic_write_text(args.output, json.dumps(doc, ensure_ascii=False, indent=1) + "\n")
         out["output"] = str(path)
+    return out, by_group
+
+
+def _probe(args: argparse.Namespace) -> int:
+    import sys
+
+    from ...cli import CLIError, apply_threads, emit
+    from ...kg.io import load_kb
+    from ..fingerprint import check_trained_on
+
+    _check_places(args)
+    protocol = resolve_protocol(args)
+    fmt = resolve_format(args, protocol)  # checks --device before anything loads
+    mode = args.mode or protocol.probe_mode
+    from ..answer_rule import rule_of
+
+    def load(name, *a, **kw):  # every model of this command answers by the protocol's rule
+        bundle = load_for_cli(name, *a, **kw)
+        bundle.answer_rule = rule_of(protocol)
+        return bundle
+
+    apply_threads(args)
+    from . import calibrate
+
+    from ..modes import probe_mode
+
+    spec = probe_mode("any" if mode == "any_raw" else mode)
+    if spec.derived and (args.scores or args.mia or args.holdout or args.facts or calibrate.wanted(args)):
+        raise CLIError("--mode compose is the known/total probe of derived facts: no --scores, --mia, --holdout, "
+                       "--facts or calibration", field="--mode")
+    kb = load_kb(args.kb)
+    if args.forms is not None:
+        from ...kg.forms import parse_selection
+
+        parse_selection(kb, args.forms, flag="--forms")  # a bad token: one line naming --forms, before loading
+        if args.scores or args.mia:
+            raise CLIError("--forms is for the known/total probe, not --scores or --mia", field="--forms")
+    if args.scores or args.mia or args.holdout or args.facts:
+        return _run_scores(args, kb, lambda: load(args.model, kb, args.device, args.dtype, **fmt))
+    if calibrate.wanted(args):
+        return calibrate.run(args, kb, lambda name: load(name, kb, args.device, args.dtype, **fmt))
+    if spec.aggregate:
+        print(f"deepunlearn probe: note: --mode {mode} is uncalibrated: chance guesses count as known "
+              "(calibrate with --calibrate HOLD.json, apply with --calibration FILE)", file=sys.stderr)
+    label, mode = mode, spec.name
+    questions = _compose_questions(args, kb, spec)
+    bundle = load(args.model, kb, args.device, args.dtype, **fmt)
+    warning = check_trained_on(bundle, kb, kb_file=args.kb)
+    if warning:
+        print(f"deepunlearn probe: warning: {warning}", file=sys.stderr)
+    res, seconds = _timed_probe(args, bundle, kb, mode, questions)
+    out, by_group = _known_report(args, kb, res, bundle, protocol, label, seconds)
     emit(args, out, lambda: (
         f"{bundle.name} knows {res.n_known} of {res.total} facts ({res.share:.1%}; "
         + ", ".join(f"{g} {k}/{n}" for g, (k, n) in by_group.items()) + ") "

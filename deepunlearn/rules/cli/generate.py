@@ -108,24 +108,22 @@ def _other_answers(kb, args) -> None:
         set_other_answers(kb, args.other_answers)
 
 
-def _generate(args) -> int:
-    from ...cli import emit
-    from ...kg.cli import summary_text, summary
-    from ...kg.io import save_kb
-
+def _check_sizes(args) -> None:
+    """``--people``, ``--canaries``, ``--repeat`` bounded: a billion people or repeats would fill
+    memory long before any file is written."""
     from ...limits import MAX_GENERATE_PEOPLE, MAX_REPEAT, check_at_most
-    from ..generate import is_family
 
-    # a billion people or repeats would fill memory long before any file is written
     for flag, value, bound, unit in (("--people", args.people, MAX_GENERATE_PEOPLE, "people"),
                                      ("--canaries", args.canaries, MAX_GENERATE_PEOPLE, "canaries"),
                                      ("--repeat", args.repeat, MAX_REPEAT, "repeats")):
         if value is not None:
             check_at_most(value, bound, where=f"{flag} {value}", unit=unit, field=flag)
-    from ...outputs import check_output, kb_file
 
-    check_output(args.output, force=args.force, ours=kb_file, what="a KB file")
-    family = is_family(args.domain)
+
+def _check_domain_flags(args, family: bool) -> None:
+    """``--countries`` (a country domain's ``--people``) and the flags of one kind of domain only."""
+    from ...limits import MAX_GENERATE_PEOPLE, check_at_most
+
     if args.countries is not None:  # --people under the name a country domain gives its first type
         from ...kg.domain import load_domain
 
@@ -143,17 +141,30 @@ def _generate(args) -> int:
             args._usage_error(f"argument {flag}: only with --domain family" if only
                               else f"argument {flag}: not with --domain family (its generator stores by "
                                    "--stored-share)")
-    if family:
-        kb = _family(args)
-        _other_answers(kb, args)
-        out = save_kb(kb, args.output)
-        s = summary(kb)
-        extra = {"canaries": len(kb.metadata["canaries"]["facts"])} if "canaries" in kb.metadata else {}
-        emit(args, {"output": str(out), "domain": "family", **{k: s[k] for k in ("people", "facts", "relations")},
-                    "targets": len(kb.targets), **extra},
-             lambda: f"wrote {out}\n" + summary_text(kb, str(out)))
-        return 0
 
+
+def _generate_family(args) -> int:
+    """``--domain family``: the family generator, canaries, then the KB written."""
+    from ...cli import emit
+    from ...kg.cli import summary_text, summary
+    from ...kg.io import save_kb
+
+    kb = _family(args)
+    _other_answers(kb, args)
+    out = save_kb(kb, args.output)
+    s = summary(kb)
+    extra = {"canaries": len(kb.metadata["canaries"]["facts"])} if "canaries" in kb.metadata else {}
+    emit(args, {"output": str(out), "domain": "family", **{k: s[k] for k in ("people", "facts", "relations")},
+                "targets": len(kb.targets), **extra},
+         lambda: f"wrote {out}\n" + summary_text(kb, str(out)))
+    return 0
+
+
+def _generate_domain(args) -> int:
+    """Any other domain: sampled facts, the closure, a share of the derived facts stored; its
+    warnings and deepest deduction reported."""
+    from ...cli import emit
+    from ...kg.io import save_kb
     from ...kg.domain import load_domain
     from ...kg.domain_check import plural
     from ..depths import deepest_chain, derivation_depths
@@ -194,3 +205,14 @@ def _generate(args) -> int:
 
     emit(args, obj, text)
     return 0
+
+
+def _generate(args) -> int:
+    from ...outputs import check_output, kb_file
+    from ..generate import is_family
+
+    _check_sizes(args)
+    check_output(args.output, force=args.force, ours=kb_file, what="a KB file")
+    family = is_family(args.domain)
+    _check_domain_flags(args, family)
+    return _generate_family(args) if family else _generate_domain(args)

@@ -152,6 +152,48 @@ def _family_relations() -> dict[str, Relation]:
     return {r: rels[r] for r in (*FAMILY_RELATIONS, *BIOGRAPHY_ATTRIBUTES)}
 
 
+def _biography(net: FamilyNetwork) -> list[Fact]:
+    """Three biography facts per person: birthyear, birthplace ("<State> state") and job."""
+    names = net.name
+    biography: list[Fact] = []
+    for x in range(len(net)):
+        biography += [(names[x], "birthyear", str(net.year[x])),
+                      (names[x], "birthplace", f"{net.place[x]} state"),
+                      (names[x], "job", net.job[x])]
+    return biography
+
+
+def _family_kb(net: FamilyNetwork, params: FamilyParams, people: int, seed: int, truth_ids: list,
+               stored_ids: list, rng: np.random.Generator) -> KnowledgeBase:
+    """The KB of a named network: the stored family facts, then the biography; targets drawn from
+    the family facts; metadata recording the generator, seed, parameters, rules and counts."""
+    names = net.name
+    family = [(names[a], r, names[b]) for a, r, b in stored_ids]
+    facts = family + _biography(net)
+    relations = family_relations()
+    metadata: dict[str, Any] = {
+        "generator": "deepunlearn.kg.domains.family.generate.generate_family",
+        "seed": seed,
+        "params": params.model_dump(mode="json"),
+        "rules": "family",
+        "stats": {
+            "people": len(net),
+            "family_trees": len(set(net.tree)),
+            "true_family_facts": len(truth_ids),
+            "stored_family_facts": len(family),
+            "stored_share": round(len(family) / len(truth_ids), 4) if truth_ids else 1.0,
+        },
+    }
+    return KnowledgeBase(
+        entities={n: {"gender": g} for n, g in zip(names, net.gender)},
+        relations=relations,
+        facts=facts,
+        targets=pick_targets(family, FAMILY_RELATIONS, params.targets_per_relation, rng),
+        name=f"family-{people}-seed{seed}",
+        metadata=metadata,
+    )
+
+
 def generate_family(
     people: int,
     seed: int = 0,
@@ -215,41 +257,13 @@ def generate_family(
     name_people(net, params, rng)
     truth_ids = true_family_relations(net)
     stored_ids = choose_stored(truth_ids, params, rng)
-    names = net.name
-    family = [(names[a], r, names[b]) for a, r, b in stored_ids]
-    biography: list[Fact] = []
-    for x in range(len(net)):
-        biography += [(names[x], "birthyear", str(net.year[x])),
-                      (names[x], "birthplace", f"{net.place[x]} state"),
-                      (names[x], "job", net.job[x])]
-    facts = family + biography
-    relations = family_relations()
-    metadata: dict[str, Any] = {
-        "generator": "deepunlearn.kg.domains.family.generate.generate_family",
-        "seed": seed,
-        "params": params.model_dump(mode="json"),
-        "rules": "family",
-        "stats": {
-            "people": len(net),
-            "family_trees": len(set(net.tree)),
-            "true_family_facts": len(truth_ids),
-            "stored_family_facts": len(family),
-            "stored_share": round(len(family) / len(truth_ids), 4) if truth_ids else 1.0,
-        },
-    }
-    kb = KnowledgeBase(
-        entities={n: {"gender": g} for n, g in zip(names, net.gender)},
-        relations=relations,
-        facts=facts,
-        targets=pick_targets(family, FAMILY_RELATIONS, params.targets_per_relation, rng),
-        name=f"family-{people}-seed{seed}",
-        metadata=metadata,
-    )
+    kb = _family_kb(net, params, people, seed, truth_ids, stored_ids, rng)
     if questions != "relation":
         from .questions import use_question_format
 
         use_question_format(kb, questions)
     kb.validate()
     if return_truth:
+        names = net.name
         return kb, [(names[a], r, names[b]) for a, r, b in truth_ids]
     return kb

@@ -116,32 +116,22 @@ class Draw:
         return place if self.chance(p_same) else self.state()
 
 
-def grow_family(people: int, params: FamilyParams, rng: np.random.Generator) -> FamilyNetwork:
-    """Grow family trees breadth-first until exactly ``people`` people exist.
+class _Grower:
+    """One network as it grows: the draws, and the queue of people still to visit in the order
+    they were added. Each step adds people only while there is room for them."""
 
-    A tree starts with one person in generation 0 (the oldest). Taking people in the order
-    they were added, a person without parents (and not in generation 0) gets a father and a
-    mother with probability ``p_parents`` (plus brothers and sisters when
-    ``parents_have_more_children``); an unmarried person gets a spouse with probability
-    ``p_spouse``, and the couple gets their children unless they are in the last generation.
-    Nobody is added whose birth year would leave [min_year, max_year] or the age bounds.
+    def __init__(self, people: int, params: FamilyParams, rng: np.random.Generator):
+        self.people, self.p = people, params
+        self.d = Draw(rng, params, name_resources())
+        self.net = FamilyNetwork()
+        self.queue: deque[int] = deque()
 
-    >>> net = grow_family(30, FamilyParams(), np.random.default_rng(0))
-    >>> len(net), all(net.year[net.mother[c]] + 18 <= net.year[c] for c in range(30) if net.mother[c] >= 0)
-    (30, True)
-    """
-    if people < 0:
-        raise KBError(f"people must be >= 0 (got {people})")
-    p = params
-    d = Draw(rng, p, name_resources())
-    net = FamilyNetwork()
-    queue: deque[int] = deque()
-    trees = 0
+    def room(self) -> int:
+        return self.people - len(self.net)
 
-    def room() -> int:
-        return people - len(net)
-
-    def new_child(mother: int, father: int) -> int | None:
+    def new_child(self, mother: int, father: int) -> int | None:
+        """A child of the couple, born within the mother's age bounds; None when no year fits."""
+        p, d, net = self.p, self.d, self.net
         m, f = net.year[mother], net.year[father]
         year = d.gauss_int(m + p.mother_age_mean, p.mother_age_sd,
                            max(m + p.mother_age_min, f + p.father_min_age, p.min_year),
@@ -154,16 +144,19 @@ def grow_family(people: int, params: FamilyParams, rng: np.random.Generator) -> 
         net.add_child(mother, father, c)
         return c
 
-    def add_children(mother: int, father: int, count: int) -> None:
+    def add_children(self, mother: int, father: int, count: int) -> None:
+        """Up to ``count`` children of the couple, queued; stops at the first that cannot be born."""
         for _ in range(count):
-            if room() < 1:
+            if self.room() < 1:
                 return
-            c = new_child(mother, father)
+            c = self.new_child(mother, father)
             if c is None:  # the mother is too old (or it is past max_year): no more children
                 return
-            queue.append(c)
+            self.queue.append(c)
 
-    def add_parents(x: int) -> None:
+    def add_parents(self, x: int) -> None:
+        """A married father and mother for ``x`` (and more children of theirs), when their years fit."""
+        p, d, net = self.p, self.d, self.net
         y = net.year[x]
         age = d.gauss_int(p.mother_age_mean, p.mother_age_sd, p.mother_age_min,
                           min(p.mother_age_max, y - p.min_year))
@@ -181,11 +174,13 @@ def grow_family(people: int, params: FamilyParams, rng: np.random.Generator) -> 
                     d.place_near(net.place[x], p.p_birthplace_from_parent), t)
         net.marry(f, m)
         net.add_child(m, f, x)
-        queue.extend((f, m))
+        self.queue.extend((f, m))
         if p.parents_have_more_children:
-            add_children(m, f, d.n_children() - 1)
+            self.add_children(m, f, d.n_children() - 1)
 
-    def add_spouse(x: int) -> None:
+    def add_spouse(self, x: int) -> None:
+        """A spouse for ``x`` and, before the last generation, their children, when a year fits."""
+        p, d, net = self.p, self.d, self.net
         y = net.year[x]
         if net.gender[x] == MALE:   # the wife is born `gap` years after her husband
             gap = d.gauss_int(p.spouse_gap_mean, p.spouse_gap_sd, max(p.spouse_gap_min, p.min_year - y),
@@ -200,11 +195,32 @@ def grow_family(people: int, params: FamilyParams, rng: np.random.Generator) -> 
         s = net.add(FEMALE if net.gender[x] == MALE else MALE, net.generation[x], year,
                     d.pick(d.res.surnames), d.place_near(net.place[x], p.p_birthplace_from_spouse), net.tree[x])
         net.marry(x, s)
-        queue.append(s)
+        self.queue.append(s)
         if net.generation[x] < p.generations - 1:
             mother, father = (x, s) if net.gender[x] == FEMALE else (s, x)
-            add_children(mother, father, d.n_children())
+            self.add_children(mother, father, d.n_children())
 
+
+def grow_family(people: int, params: FamilyParams, rng: np.random.Generator) -> FamilyNetwork:
+    """Grow family trees breadth-first until exactly ``people`` people exist.
+
+    A tree starts with one person in generation 0 (the oldest). Taking people in the order
+    they were added, a person without parents (and not in generation 0) gets a father and a
+    mother with probability ``p_parents`` (plus brothers and sisters when
+    ``parents_have_more_children``); an unmarried person gets a spouse with probability
+    ``p_spouse``, and the couple gets their children unless they are in the last generation.
+    Nobody is added whose birth year would leave [min_year, max_year] or the age bounds.
+
+    >>> net = grow_family(30, FamilyParams(), np.random.default_rng(0))
+    >>> len(net), all(net.year[net.mother[c]] + 18 <= net.year[c] for c in range(30) if net.mother[c] >= 0)
+    (30, True)
+    """
+    if people < 0:
+        raise KBError(f"people must be >= 0 (got {people})")
+    p = params
+    grower = _Grower(people, params, rng)
+    d, net, queue = grower.d, grower.net, grower.queue
+    trees = 0
     while len(net) < people:
         if not queue:
             year = int(d.rng.integers(p.founder_years[0], p.founder_years[1] + 1))
@@ -212,11 +228,12 @@ def grow_family(people: int, params: FamilyParams, rng: np.random.Generator) -> 
             trees += 1
             continue
         x = queue.popleft()
-        if net.father[x] < 0 and net.generation[x] > 0 and d.chance(p.p_parents) and room() >= 2:
-            add_parents(x)
+        if net.father[x] < 0 and net.generation[x] > 0 and d.chance(p.p_parents) and grower.room() >= 2:
+            grower.add_parents(x)
         last = net.generation[x] >= p.generations - 1
-        if net.spouse[x] < 0 and d.chance(p.p_spouse_last_generation if last else p.p_spouse) and room() >= 1:
-            add_spouse(x)
+        if (net.spouse[x] < 0 and d.chance(p.p_spouse_last_generation if last else p.p_spouse)
+                and grower.room() >= 1):
+            grower.add_spouse(x)
     return net
 
 
