@@ -18,9 +18,13 @@ import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from .oracle import ORACLE, oracle_points
+
+if TYPE_CHECKING:
+    from ..probe.protocol import Protocol
+    from .modelspec import ModelSpec
 
 #: per-target baseline rows of a measured sweep (one point each): the model before unlearning and
 #: the retain model (``deepunlearn.unlearn.baselines``)
@@ -62,8 +66,8 @@ class ModelRun:
     """One model of a sweep as its workers load it: its ``[[models]]`` entry
     (:class:`~.modelspec.ModelSpec`) and its resolved protocol."""
 
-    model: Any
-    protocol: Any
+    model: "ModelSpec"
+    protocol: "Protocol"
 
 
 @dataclass(frozen=True)

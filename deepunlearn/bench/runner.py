@@ -40,7 +40,7 @@ from .config_accuracy import check_accuracy
 from .config_probe import check_attacks, check_forms
 from .executors import Executor, make_executor
 from .guard import SweepLock, check_children, check_models, model_identity, overlaps_model, record_models
-from .jobs import Job, work_spec
+from .jobs import work_spec
 from .oracle import ORACLE, check_oracle, oracle_cache
 from .point_controls import check_chance
 from .scheduling import grids_with_baselines, plan_jobs  # noqa: F401  (plan_jobs: re-exported)

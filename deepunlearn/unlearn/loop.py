@@ -28,8 +28,7 @@ from .check_spec import CheckSpec
 from .lr import OptimiserConfig, optimiser_config
 from .methods import MethodParams, Session, Unlearner, UnlearnError, get_method
 from .points import (  # noqa: F401  (Point, TargetNotKnownError, seed_everything: re-exported)
-    Point, TargetNotKnownError, seed_everything, evaluator as _evaluator, lora_methods as _lora_methods,
-    number as _number, opt as _opt,
+    Point, TargetNotKnownError, evaluator, lora_methods, number, opt, seed_everything,
 )
 from .run_session import forget_batch, retain_sampler
 from .runner_options import (CheckOptions, MeasureOptions, ProbeOptions, SetOptions, TrainOptions,
@@ -166,7 +165,7 @@ class TargetRunner(RunnerViews):
             frozenset(int(i) for i in self.baseline.known_ids()) if k_mode == "probed" else frozenset(range(len(kb)))
         )
         self._probe_ids = sorted(self.known)
-        self.evaluator = _evaluator(kb, rules, self._probe_ids if k_mode == "probed" else None, self.sets,
+        self.evaluator = evaluator(kb, rules, self._probe_ids if k_mode == "probed" else None, self.sets,
                                     self.tie, so.seeds)
         # LoRA mode never changes the base weights: the adapter is removed instead.
         self.snapshot = None if to.lora else WeightSnapshot(bundle.model, device=to.snapshot_device)
@@ -246,7 +245,7 @@ class TargetRunner(RunnerViews):
         refuses a method without LoRA support in LoRA mode."""
         u = self.unlearner(method, grid, params)
         if self.lora and not u.supports_lora:
-            raise UnlearnError(f"LoRA mode supports {', '.join(_lora_methods())}, not {u.name!r}")
+            raise UnlearnError(f"LoRA mode supports {', '.join(lora_methods())}, not {u.name!r}")
         values = u.check_grid(u.params.grid)
         skip = {float(s) for s in skip_params}
         return u, values, skip, sum(1 for v in values if float(v) not in skip)
@@ -352,7 +351,7 @@ class TargetRunner(RunnerViews):
             forgotten = sorted(set(probed) - self.known_among(probed, step.model_fn))
         else:
             forgotten = sorted(self.known - self.known_after(step.model_fn))
-        name, param = getattr(u, "name", u), _number(step.param)
+        name, param = getattr(u, "name", u), number(step.param)
         if sample:
             points = [self.sampler.point(targets[0], name, param, forgotten, lr)]
         elif len(targets) == 1:
@@ -363,8 +362,8 @@ class TargetRunner(RunnerViews):
             union = {f for p in points for f in p.set}
             parts = self.evaluator.accuracies(union, forgotten)
             for p in points:  # the batch's accuracy: K minus every target's set
-                p.accuracy, p.accuracy_rule, p.accuracy_other = float(parts.overall), _opt(parts.rule), _opt(parts.other)
-                p.accuracy_groups = {g: _opt(a) for g, a in parts.groups.items()}
+                p.accuracy, p.accuracy_rule, p.accuracy_other = float(parts.overall), opt(parts.rule), opt(parts.other)
+                p.accuracy_groups = {g: opt(a) for g, a in parts.groups.items()}
         seconds = round(time.perf_counter() - t0, 3)
         for p in points:
             p.notes.update(deep=self.deep(p.target, forgotten), seconds=seconds, **getattr(step, "info", {}),

@@ -121,11 +121,11 @@ def shortcut_floor(kb: KnowledgeBase, baseline: FloorBaseline | None = None, *, 
     hold = make_holdout(kb, int(holdout_seed))  # first: a KB without a holdout generator fails at once
     tiny = {"arch": "llama", "hidden": 512, "layers": 2, "heads": 8, "seed": 0, **(b.tiny or {})}
     if recipe_from is not None:
-        from .retrain import base_identity as _base_identity, model_source as _source, training_recipe as _recipe
+        from .retrain import base_identity, model_source, training_recipe
 
-        meta, name, _ = _source(recipe_from)
-        config = _recipe(meta, name, None)
-        identity = _base_identity(meta, name, None)
+        meta, name, _ = model_source(recipe_from)
+        config = training_recipe(meta, name, None)
+        identity = base_identity(meta, name, None)
         prompt = meta.get("prompt") if prompt is None else prompt
     elif base == "tiny":
         identity = {"tiny": tiny, "prompt": getattr(prompt, "describe", lambda: prompt)()}
